@@ -1,0 +1,147 @@
+"""Live-campaign service: label round trips per second and request latency (p50 / p99).
+
+Starts ``crowdbudget serve`` (uvicorn, one process) on loopback with a SQLite file, creates a
+campaign of n_items binary items (Opt-KG, budget large enough never to run out), and lets
+``--clients`` threads loop "ask for an assignment, submit a label" (keep-alive HTTP
+connections, no thinking time) for ``--seconds``. Reports round trips per second and the
+latency percentiles of each request kind. Run from the repository root:
+
+    python benchmarks/bench_service.py [--items 10000,100000] [--clients 8] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "crowdbudget",
+            "serve",
+            "--db",
+            f"sqlite:///{db}",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            httpx.get(f"{base}/openapi.json", timeout=0.5)
+            return proc, base
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the service did not start")
+
+
+def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, base = _start(Path(tmp) / "bench.db")
+        try:
+            http = httpx.Client(base_url=base, timeout=30)
+            t0 = time.perf_counter()
+            created = http.post(
+                "/v1/campaigns",
+                json={"items": [f"i{k}" for k in range(n_items)], "budget": 10**9},
+            ).json()
+            create_s = time.perf_counter() - t0
+            cid, key = created["campaign_id"], created["requester_key"]
+            boss = {"Authorization": f"Bearer {key}"}
+            tokens = [
+                http.post(
+                    f"/v1/campaigns/{cid}/workers", json={"worker_id": f"w{k}"}, headers=boss
+                ).json()["worker_token"]
+                for k in range(clients)
+            ]
+            latencies: dict[str, list[float]] = {"next": [], "label": []}
+            lock = threading.Lock()
+            stop = time.perf_counter() + seconds
+
+            def loop(token: str, k: int) -> None:
+                headers = {"Authorization": f"Bearer {token}"}
+                mine: dict[str, list[float]] = {"next": [], "label": []}
+                with httpx.Client(base_url=base, headers=headers, timeout=30) as me:
+                    while time.perf_counter() < stop:
+                        a = time.perf_counter()
+                        work = me.post(f"/v1/campaigns/{cid}/assignments").json()
+                        b = time.perf_counter()
+                        me.post(
+                            f"/v1/campaigns/{cid}/assignments/{work['assignment_id']}/label",
+                            json={"label": str(k % 2)},
+                        )
+                        c = time.perf_counter()
+                        mine["next"].append(b - a)
+                        mine["label"].append(c - b)
+                with lock:
+                    for kind in mine:
+                        latencies[kind].extend(mine[kind])
+
+            threads = [threading.Thread(target=loop, args=(t, k)) for k, t in enumerate(tokens)]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            elapsed = time.perf_counter() - start
+        finally:
+            proc.kill()
+            proc.wait()
+    out = {"n_items": n_items, "clients": clients, "create_s": create_s}
+    out["round_trips_per_s"] = len(latencies["label"]) / elapsed
+    for kind, values in latencies.items():
+        arr = np.asarray(values) * 1000
+        out[f"{kind}_p50_ms"] = float(np.percentile(arr, 50))
+        out[f"{kind}_p99_ms"] = float(np.percentile(arr, 99))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", default="10000,100000")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    rows = [bench(int(n), args.clients, args.seconds) for n in args.items.split(",")]
+    print(
+        "| n_items | clients | round trips/s | next p50 / p99 ms | label p50 / p99 ms | create s |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['n_items']:,} | {r['clients']} | {r['round_trips_per_s']:.0f} | "
+            f"{r['next_p50_ms']:.1f} / {r['next_p99_ms']:.1f} | "
+            f"{r['label_p50_ms']:.1f} / {r['label_p99_ms']:.1f} | {r['create_s']:.2f} |"
+        )
+    if args.json:
+        meta = {"python": platform.python_version(), "machine": platform.machine()}
+        Path(args.json).write_text(json.dumps({"machine": meta, "results": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""crowdbudget: budget-optimal crowdsourced labeling.
+
+Given items to label, a crowd of noisy workers and a fixed budget, crowdbudget decides which
+item to send next and to which worker, learns from every label as it arrives, knows when to
+stop, and produces final labels with calibrated confidence.
+
+Example:
+    >>> from crowdbudget import Problem, SyntheticBernoulliEnvironment, make_policy
+    >>> from crowdbudget.experiments import run_campaign
+    >>> import numpy as np
+    >>> env = SyntheticBernoulliEnvironment(n_items=50)
+    >>> rows = run_campaign(make_policy("opt-kg"), env, [500], world_seed=0,
+    ...                     policy_rng=np.random.default_rng(0))
+    >>> 0.5 < rows[0]["accuracy"] <= 1.0
+    True
+"""
+
+from crowdbudget.exceptions import (
+    BudgetError,
+    CrowdBudgetError,
+    DataFormatError,
+    IneligibleAssignmentError,
+    InvalidParameterError,
+    UnknownPolicyError,
+)
+from crowdbudget.policies import (
+    AllocationPolicy,
+    CVaRKnowledgeGradient,
+    KnowledgeGradient,
+    OptimisticKnowledgeGradient,
+    RoundRobinPolicy,
+    UniformPolicy,
+)
+from crowdbudget.posteriors import BetaBernoulliPosterior
+from crowdbudget.registry import make_policy, register_policy, registered_policies
+from crowdbudget.simulation import LabelingEnvironment, SyntheticBernoulliEnvironment
+from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AllocationPolicy",
+    "Assignment",
+    "BetaBernoulliPosterior",
+    "BudgetError",
+    "CVaRKnowledgeGradient",
+    "CampaignState",
+    "CrowdBudgetError",
+    "DataFormatError",
+    "IneligibleAssignmentError",
+    "InvalidParameterError",
+    "KnowledgeGradient",
+    "LabelEvent",
+    "LabelingEnvironment",
+    "OptimisticKnowledgeGradient",
+    "Problem",
+    "RoundRobinPolicy",
+    "StepResult",
+    "SyntheticBernoulliEnvironment",
+    "UniformPolicy",
+    "UnknownPolicyError",
+    "__version__",
+    "make_policy",
+    "register_policy",
+    "registered_policies",
+]

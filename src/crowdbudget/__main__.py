@@ -1,0 +1,7 @@
+"""``python -m crowdbudget`` runs the command-line tool."""
+
+import sys
+
+from crowdbudget.cli import main
+
+sys.exit(main())

@@ -1,0 +1,26 @@
+"""Aggregators: final labels from collected labels (crowd-kit names, integer arrays inside)."""
+
+from crowdbudget.aggregation.base import Aggregator, argmax_random_ties, as_label_data, vote_counts
+from crowdbudget.aggregation.belief_propagation import BeliefPropagation
+from crowdbudget.aggregation.dawid_skene import DawidSkene
+from crowdbudget.aggregation.kos import KOS
+from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityVote
+from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
+from crowdbudget.aggregation.registry import make_aggregator, registered_aggregators
+from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
+
+__all__ = [
+    "KOS",
+    "Aggregator",
+    "BayesRuleAggregator",
+    "BeliefPropagation",
+    "DawidSkene",
+    "MajorityVote",
+    "OneCoinDawidSkene",
+    "WeightedMajorityVote",
+    "argmax_random_ties",
+    "as_label_data",
+    "make_aggregator",
+    "registered_aggregators",
+    "vote_counts",
+]

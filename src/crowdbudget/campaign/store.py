@@ -1,0 +1,155 @@
+"""The append-only event store of live campaigns (SQLAlchemy Core).
+
+Every accepted change to a campaign is one row of the ``events`` table, written (and
+committed) before the change is applied in memory and acknowledged; the campaign's state is a
+pure function of its events, so :meth:`crowdbudget.campaign.Campaign.load` rebuilds it by
+replaying them. The default database is a SQLite file (zero set-up); any SQLAlchemy URL
+works (PostgreSQL for several service processes).
+
+Table ``events``: ``campaign_id`` (text), ``seq`` (int, 1, 2, … per campaign), ``kind`` (text),
+``payload`` (JSON text), ``created_at`` (float, seconds since the epoch); primary key
+(``campaign_id``, ``seq``), so two writers cannot both append event n — the loser gets a
+:class:`ConcurrentWriteError` and must reload.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from crowdbudget.exceptions import CrowdBudgetError
+
+_METADATA = sa.MetaData()
+
+EVENTS = sa.Table(
+    "events",
+    _METADATA,
+    sa.Column("campaign_id", sa.String(64), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+
+class ConcurrentWriteError(CrowdBudgetError):
+    """Another writer appended to the campaign first; reload it and retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row of the event table."""
+
+    campaign_id: str
+    seq: int
+    kind: str
+    payload: dict[str, Any]
+    created_at: float
+
+
+def _engine_for(url: str) -> sa.Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"check_same_thread": False})
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            # WAL: readers do not block the writer; synchronous=FULL: a committed event
+            # survives a crash of the process (and of the machine)
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA busy_timeout=10000")
+            cursor.close()
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+class EventStore:
+    """Append-only events per campaign in a SQL database.
+
+    Args:
+        url: SQLAlchemy URL (``sqlite:///campaign.db``; ``sqlite://`` for memory).
+    """
+
+    def __init__(self, url: str = "sqlite:///crowdbudget.db") -> None:
+        self.url = url
+        self._write_lock = threading.Lock()
+        self._writer: sa.Connection | None = None
+        self._insert = EVENTS.insert()
+        try:
+            self.engine = _engine_for(url)
+            _METADATA.create_all(self.engine)
+        except sa.exc.ArgumentError:
+            raise CrowdBudgetError(
+                f"cannot use database URL {url!r}; expected e.g. sqlite:///path/to/file.db"
+            ) from None
+        except sa.exc.OperationalError as exc:
+            first = str(exc.orig).splitlines()[0] if exc.orig else str(exc)
+            raise CrowdBudgetError(f"cannot open database {url!r}: {first}") from None
+
+    def append(self, campaign_id: str, seq: int, kind: str, payload: dict[str, Any]) -> StoredEvent:
+        """Write event number ``seq`` of a campaign (committed when this returns)."""
+        event = StoredEvent(campaign_id, seq, kind, payload, time.time())
+        row = {
+            "campaign_id": campaign_id,
+            "seq": seq,
+            "kind": kind,
+            "payload": json.dumps(payload, separators=(",", ":")),
+            "created_at": event.created_at,
+        }
+        try:
+            # one long-lived connection for appends (no pool checkout per event); the lock
+            # keeps its transactions apart when several threads write
+            with self._write_lock:
+                if self._writer is None:
+                    self._writer = self.engine.connect()
+                try:
+                    self._writer.execute(self._insert, row)
+                    self._writer.commit()
+                except BaseException:
+                    self._writer.rollback()
+                    raise
+        except IntegrityError:
+            raise ConcurrentWriteError(
+                f"campaign {campaign_id!r} already has event {seq}; another process wrote to "
+                "it — reload the campaign"
+            ) from None
+        return event
+
+    def events(self, campaign_id: str, after: int = 0) -> Iterator[StoredEvent]:
+        """The campaign's events with ``seq > after``, in order."""
+        query = (
+            sa.select(EVENTS)
+            .where(EVENTS.c.campaign_id == campaign_id, EVENTS.c.seq > after)
+            .order_by(EVENTS.c.seq)
+        )
+        with self.engine.connect() as conn:
+            for row in conn.execute(query):
+                yield StoredEvent(
+                    row.campaign_id, row.seq, row.kind, json.loads(row.payload), row.created_at
+                )
+
+    def campaign_ids(self) -> list[str]:
+        """Every campaign in the store (those with a ``created`` event), oldest first."""
+        query = (
+            sa.select(EVENTS.c.campaign_id)
+            .where(EVENTS.c.kind == "created")
+            .order_by(EVENTS.c.created_at)
+        )
+        with self.engine.connect() as conn:
+            return [row.campaign_id for row in conn.execute(query)]
+
+    def dispose(self) -> None:
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+        self.engine.dispose()

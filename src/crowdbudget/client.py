@@ -1,0 +1,119 @@
+"""A small Python client for the crowdbudget service (``crowdbudget serve``).
+
+Example (against a running service)::
+
+    from crowdbudget.client import Client
+    requester = Client("http://127.0.0.1:8000")
+    created = requester.create_campaign(items=["q1", "q2"], budget=10, policy="opt-kg")
+    boss = requester.with_key(created["requester_key"])
+    token = boss.add_worker(created["campaign_id"], "alice")["worker_token"]
+    alice = requester.with_key(token)
+    work = alice.next_assignment(created["campaign_id"])       # None: no work now
+    alice.submit_label(created["campaign_id"], work["assignment_id"], "1")
+    print(boss.status(created["campaign_id"]))
+
+Errors come back as :class:`ServiceError` carrying the HTTP status and the service's
+one-line message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+class ServiceError(Exception):
+    """The service refused a request (``status``: the HTTP status code)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class Client:
+    """HTTP client for one key (requester key or worker token; None to create campaigns)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str | None = None,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.timeout = timeout
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+        self._transport = transport
+
+    def with_key(self, key: str) -> Client:
+        """A client for the same service with another key."""
+        return Client(self.base_url, key, timeout=self.timeout, transport=self._transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._http.request(method, f"/v1{path}", **kwargs)
+        if response.status_code >= 400:
+            try:
+                detail = response.json().get("detail", response.text)
+            except ValueError:
+                detail = response.text
+            raise ServiceError(response.status_code, str(detail))
+        if response.status_code == 204:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    def create_campaign(self, **config: Any) -> dict[str, Any]:
+        """Create a campaign (fields as ``Campaign.create``); returns id and requester key."""
+        result: dict[str, Any] = self._call("POST", "/campaigns", json=config)
+        return result
+
+    def list_campaigns(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", "/campaigns")
+        return result
+
+    def add_items(self, campaign_id: str, items: list[str]) -> None:
+        self._call("POST", f"/campaigns/{campaign_id}/items", json={"items": items})
+
+    def add_worker(self, campaign_id: str, worker_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "POST", f"/campaigns/{campaign_id}/workers", json={"worker_id": worker_id}
+        )
+        return result
+
+    def next_assignment(self, campaign_id: str) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = self._call("POST", f"/campaigns/{campaign_id}/assignments")
+        return result
+
+    def submit_label(self, campaign_id: str, assignment_id: str, label: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "POST",
+            f"/campaigns/{campaign_id}/assignments/{assignment_id}/label",
+            json={"label": label},
+        )
+        return result
+
+    def cancel(self, campaign_id: str, assignment_id: str) -> None:
+        self._call("POST", f"/campaigns/{campaign_id}/assignments/{assignment_id}/cancel")
+
+    def status(self, campaign_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/campaigns/{campaign_id}/status")
+        return result
+
+    def results(self, campaign_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", f"/campaigns/{campaign_id}/results")
+        return result
+
+    def export(self, campaign_id: str) -> str:
+        result: str = self._call("GET", f"/campaigns/{campaign_id}/export")
+        return result

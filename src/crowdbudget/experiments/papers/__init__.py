@@ -1,0 +1,59 @@
+"""One module per reproduced paper; ``REPRODUCTIONS`` maps ids to them.
+
+To add a reproduction: write ``f(*, seed, quick, n_jobs, progress) -> ReproductionResult`` in a
+paper module and add one :class:`Reproduction` line below.
+"""
+
+from __future__ import annotations
+
+from crowdbudget.experiments.papers import chen2013, hu_frazier, zhang2015
+from crowdbudget.experiments.papers.base import Reproduction, ReproductionResult
+
+REPRODUCTIONS: dict[str, Reproduction] = {
+    r.reproduction_id: r
+    for r in [
+        Reproduction(
+            "chen2013-fig2a",
+            "Chen, Lin, Zhou (2013) Fig. 2(a): simulated K=50, noiseless workers, T = 2K..10K",
+            chen2013.fig2a,
+        ),
+        Reproduction(
+            "chen2013-fig3a",
+            "Chen, Lin, Zhou (2013) Fig. 3(a): RTE replay, majority vote, T = K..10K",
+            chen2013.fig3a,
+        ),
+        Reproduction(
+            "chen2013-fig3b",
+            "Chen, Lin, Zhou (2013) Fig. 3(b): RTE replay with worker reliability, T = K..10K",
+            chen2013.fig3b,
+        ),
+        Reproduction(
+            "hu-frazier-fig1",
+            "Hu, Frazier Fig. 1: per-task reward vs the Lagrangian bound, K=10,100,1000, U=1.2K",
+            hu_frazier.fig1,
+        ),
+        Reproduction(
+            "hu-frazier-fig2",
+            "Hu, Frazier Fig. 2: RTE accuracy, prior from 50 held-back tasks, K=10,100,750",
+            hu_frazier.fig2,
+        ),
+        Reproduction(
+            "bbta-fig2",
+            "Zhang, Ma, Sugiyama (2015) Fig. 2: BBTA vs OptKG, OptKG per context, IEThresh, "
+            "CrowdSense, random; UCI sets x 3 heterogeneous worker models",
+            zhang2015.fig2,
+        ),
+        Reproduction(
+            "bbta-fig3",
+            "Zhang, Ma, Sugiyama (2015) Fig. 3: BBTA with N' = 0, 1, 5, 10",
+            zhang2015.fig3,
+        ),
+        Reproduction(
+            "bbta-rte",
+            "Zhang, Ma, Sugiyama (2015) Fig. 5(a): RTE replay, one context and RTE-1 task types",
+            zhang2015.rte,
+        ),
+    ]
+}
+
+__all__ = ["REPRODUCTIONS", "Reproduction", "ReproductionResult"]

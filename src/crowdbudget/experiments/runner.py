@@ -1,0 +1,393 @@
+"""The experiment runner: policies × budgets × replications, with common random numbers.
+
+Every policy faces the same world in replication r (same θ, same answers per item): the world
+seed of replication r is the r-th child of ``SeedSequence(seed)``, and the policy's own
+generator the r-th child of a sibling stream, so results do not depend on the order, the
+process or the number of worker processes. A policy whose decisions do not depend on the total
+budget is run once per replication up to the largest budget, and its accuracy is recorded at
+each smaller budget on the way (checkpoints); a budget-aware policy (exact DP) is run once per
+budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from tqdm.auto import tqdm
+
+from crowdbudget._validation import check_budget, check_positive_int
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.registry import make_policy
+from crowdbudget.simulation.environment import LabelingEnvironment
+from crowdbudget.types import BoolArray, CampaignState, IntArray
+
+_SCHEDULER: contextvars.ContextVar[_DaskSession | None] = contextvars.ContextVar(
+    "crowdbudget_scheduler", default=None
+)
+
+
+class _DaskSession:
+    """A Dask client made on first use: a local cluster (one single-threaded worker process
+    per core) for ``"local"``, else a connection to the scheduler at the given address."""
+
+    def __init__(self, address: str, n_workers: int | None = None) -> None:
+        self.address = address
+        self.n_workers = n_workers
+        self._client: Any = None
+        self._cluster: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                from dask.distributed import Client, LocalCluster
+            except ImportError:
+                raise InvalidParameterError(
+                    "--scheduler needs Dask: pip install 'crowdbudget[dask]'"
+                ) from None
+            if self.address == "local":
+                self._cluster = LocalCluster(
+                    n_workers=self.n_workers or os.cpu_count() or 1,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                )
+                self._client = Client(self._cluster)
+            else:
+                if not self.address.startswith(("tcp://", "tls://", "inproc://")):
+                    raise InvalidParameterError(
+                        f"scheduler must be 'local' or an address like tcp://host:8786, "
+                        f"got {self.address!r}"
+                    )
+                try:
+                    self._client = Client(self.address, timeout="10s")
+                except OSError as exc:
+                    raise InvalidParameterError(
+                        f"cannot reach the Dask scheduler at {self.address}: {exc}"
+                    ) from None
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+@contextlib.contextmanager
+def dask_scheduler(address: str | None, n_workers: int | None = None) -> Iterator[None]:
+    """Run every :func:`run_experiment` inside the block on Dask (``"local"``: a local
+    cluster started once for the block; ``"tcp://host:port"``: an existing cluster); None
+    leaves the process pool in charge. Results are identical to the serial run: each task's
+    seeds are fixed before it is sent, and rows are sorted afterwards."""
+    if address is None:
+        yield
+        return
+    session = _DaskSession(address, n_workers)
+    token = _SCHEDULER.set(session)
+    try:
+        yield
+    finally:
+        _SCHEDULER.reset(token)
+        session.close()
+
+
+def _task_star(args: tuple[Any, ...]) -> list[dict[str, Any]]:
+    return _task(*args)
+
+
+RUN_COLUMNS = ["policy", "budget", "replication", "accuracy", "labels_used", "seconds"]
+
+#: A metric hook: ``metrics(state, final_labels, true_labels, evaluation_mask) -> {name: value}``
+#: called at every checkpoint; its values become extra columns (summarized like accuracy).
+#: It must be a module-level function (it is pickled to worker processes).
+MetricsHook = Callable[[CampaignState, IntArray, IntArray, BoolArray], dict[str, float]]
+ENGINES = ("auto", "reference", "fast")
+
+
+def run_campaign(
+    policy: AllocationPolicy,
+    env: LabelingEnvironment,
+    budgets: Sequence[float],
+    *,
+    world_seed: int | np.random.SeedSequence | None,
+    policy_rng: np.random.Generator,
+    mode: str = "push",
+    metrics: MetricsHook | None = None,
+) -> list[dict[str, Any]]:
+    """Run one campaign up to ``max(budgets)``, recording accuracy at each budget.
+
+    Args:
+        policy: the policy (reset here).
+        env: the world (reset here with ``world_seed``).
+        budgets: checkpoints, ascending; the campaign's budget is the largest.
+        mode: ``"push"`` (the policy picks) or ``"pull"`` (a worker arrives first).
+        metrics: optional hook adding metrics at each checkpoint (:data:`MetricsHook`).
+
+    Returns:
+        One dict per budget: ``budget``, ``accuracy`` (fraction of the evaluated items —
+        ``env.evaluation_mask``, all by default — whose final label is the true one),
+        ``labels_used`` (budget actually spent — less when the policy stops early),
+        ``seconds`` (time spent so far) and the hook's metrics. When the policy stops
+        early (``select`` returns None) or the world runs out of labels, every remaining
+        checkpoint records the final state.
+    """
+    if mode not in ("push", "pull"):
+        raise InvalidParameterError(f"mode must be 'push' or 'pull', got {mode!r}")
+    checkpoints = sorted(float(b) for b in budgets)
+    env.check_budget(checkpoints[-1])
+    env.reset(seed=world_seed)
+    problem = env.problem(checkpoints[-1])
+    state = CampaignState.initial(problem)
+    state.pairs = env.pairs
+    if env.eligible is not None:
+        state.eligible &= env.eligible
+    start = time.perf_counter()
+    policy.reset(problem, policy_rng)
+    truth = env.true_labels
+    mask = (
+        np.ones(problem.n_items, dtype=bool)
+        if env.evaluation_mask is None
+        else np.asarray(env.evaluation_mask, dtype=bool)
+    )
+    rows: list[dict[str, Any]] = []
+    next_checkpoint = 0
+
+    def record(upto: float) -> None:
+        nonlocal next_checkpoint
+        labels = policy.final_labels(state)
+        accuracy = float(np.mean(labels[mask] == truth[mask]))
+        extra = metrics(state, labels, truth, mask) if metrics is not None else {}
+        elapsed = time.perf_counter() - start
+        while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:
+            rows.append(
+                {
+                    "budget": checkpoints[next_checkpoint],
+                    "accuracy": accuracy,
+                    "labels_used": state.spent,
+                    "seconds": elapsed,
+                    **extra,
+                }
+            )
+            next_checkpoint += 1
+
+    while True:
+        if state.spent + 1e-9 >= checkpoints[next_checkpoint]:
+            record(state.spent + 1e-9)
+            if next_checkpoint == len(checkpoints):
+                break
+        worker = env.arriving_worker() if mode == "pull" else None
+        assignment = policy.select(state, worker=worker)
+        if assignment is None:
+            break
+        state.record_assignment(assignment)
+        result = env.step(assignment)
+        if result.event is None:
+            state.release_assignment(assignment)
+        else:
+            state.record_label(result.event, assignment)
+            policy.observe(result.event)
+        if env.eligible is not None and not env.eligible[assignment.item]:
+            state.eligible[assignment.item] = False
+        if result.terminated or result.truncated:
+            break
+    record(float("inf"))
+    return rows
+
+
+def _task(
+    policy_id: str,
+    env: LabelingEnvironment,
+    budgets: list[float],
+    replication: int,
+    world_seed: np.random.SeedSequence,
+    policy_seed: np.random.SeedSequence,
+    mode: str,
+    engine: str = "auto",
+    metrics: MetricsHook | None = None,
+) -> list[dict[str, Any]]:
+    policy = make_policy(policy_id)
+    fast = metrics is None and _use_fast_engine(policy, env, mode, engine)
+    runs = [budgets] if not policy.budget_aware else [[b] for b in budgets]
+    rows: list[dict[str, Any]] = []
+    for run_budgets in runs:
+        rng = np.random.default_rng(policy_seed)
+        if fast:
+            from crowdbudget.simulation.fast import run_campaign_fast  # imports Numba
+
+            campaign = run_campaign_fast(
+                policy, env, run_budgets, world_seed=world_seed, policy_rng=rng, sync_policy=False
+            )
+        else:
+            campaign = run_campaign(
+                policy,
+                env,
+                run_budgets,
+                world_seed=world_seed,
+                policy_rng=rng,
+                mode=mode,
+                metrics=metrics,
+            )
+        for row in campaign:
+            rows.append({"policy": policy_id, "replication": replication, **row})
+    return rows
+
+
+def _use_fast_engine(
+    policy: AllocationPolicy, env: LabelingEnvironment, mode: str, engine: str
+) -> bool:
+    """Whether to run ``policy`` with the compiled engine (``simulation.fast``): same runs,
+    faster; ``"fast"`` insists on it."""
+    if engine not in ENGINES:
+        raise InvalidParameterError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "reference":
+        return False
+    from crowdbudget.simulation.fast import supports_fast_path  # imports Numba
+
+    supported = mode == "push" and supports_fast_path(policy, env)
+    if engine == "fast" and not supported:
+        raise InvalidParameterError(
+            f"engine='fast' does not support {policy!r} on {type(env).__name__} in {mode} mode "
+            "(it needs push mode, an index policy with tie_break='first' or uniform, a "
+            "synthetic world without workers and one prior and threshold for all items)"
+        )
+    return supported
+
+
+@dataclass
+class ExperimentResult:
+    """Tidy per-run rows and their summary per (policy, budget)."""
+
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+
+
+def run_experiment(
+    policies: Sequence[str],
+    env: LabelingEnvironment,
+    budgets: Sequence[float],
+    n_reps: int,
+    *,
+    seed: int = 0,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    mode: str = "push",
+    engine: str = "auto",
+    metrics: MetricsHook | None = None,
+) -> ExperimentResult:
+    """Run every policy id on ``n_reps`` worlds of ``env`` at every budget.
+
+    Args:
+        policies: policy ids (``"opt-kg"``, ``"cvar-kg:alpha=0.3"``, ...), validated up front.
+        env: the world (pickled to worker processes; reset per replication).
+        budgets: absolute budgets.
+        n_reps: replications (worlds).
+        seed: root seed; replication r uses its r-th child, for every policy.
+        n_jobs: processes (None: all CPU cores; 1: in this process).
+        progress: show a progress bar on stderr (appears after 2 s).
+        engine: ``"auto"`` runs the campaigns the compiled engine supports
+            (:func:`~crowdbudget.simulation.fast.supports_fast_path`) with it and the others with
+            :func:`run_campaign` — the results are identical; ``"reference"`` always uses
+            :func:`run_campaign`; ``"fast"`` requires the compiled engine for every policy
+            (InvalidParameterError otherwise).
+        metrics: optional module-level hook adding metrics per checkpoint
+            (:data:`MetricsHook`); campaigns then run on the reference engine.
+
+    Returns:
+        :class:`ExperimentResult` with ``runs`` (columns ``RUN_COLUMNS``) and ``summary``.
+    """
+    policies = list(policies)
+    if not policies:
+        raise InvalidParameterError("at least one policy is needed")
+    for policy_id in policies:
+        # fail fast on unknown ids and unsupported engines, before any work
+        _use_fast_engine(make_policy(policy_id), env, mode, engine)
+    budgets = sorted({check_budget(b) for b in budgets})
+    env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
+    n_reps = check_positive_int(n_reps, "reps")
+    root = np.random.SeedSequence(seed)
+    world_root, policy_root = root.spawn(2)
+    world_seeds = world_root.spawn(n_reps)
+    policy_seeds = policy_root.spawn(n_reps)
+    tasks = [
+        (pid, env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
+        for pid in policies
+        for r in range(n_reps)
+    ]
+    n_jobs = os.cpu_count() or 1 if n_jobs is None else max(1, n_jobs)
+    bar = tqdm(
+        total=len(tasks),
+        desc="campaigns",
+        unit="run",
+        delay=2.0,
+        disable=not progress,
+        file=sys.stderr,
+    )
+    rows: list[dict[str, Any]] = []
+    session = _SCHEDULER.get()
+    try:
+        if session is not None:
+            from dask.distributed import as_completed as dask_completed
+
+            client = session.client()
+            # retries: a task lost with its worker is run again, never silently dropped
+            futures = client.map(_task_star, tasks, retries=2, pure=False)
+            for future in dask_completed(futures):
+                rows.extend(future.result())
+                bar.update()
+        elif n_jobs == 1 or len(tasks) == 1:
+            for task in tasks:
+                rows.extend(_task(*task))
+                bar.update()
+        else:
+            with ProcessPoolExecutor(max_workers=min(n_jobs, len(tasks))) as pool:
+                futures = [pool.submit(_task, *task) for task in tasks]
+                for future in as_completed(futures):
+                    rows.extend(future.result())
+                    bar.update()
+    finally:
+        bar.close()
+    extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))
+    runs = pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns)
+    order = {pid: k for k, pid in enumerate(policies)}
+    runs = runs.sort_values(
+        ["policy", "budget", "replication"], key=lambda s: s.map(order) if s.name == "policy" else s
+    ).reset_index(drop=True)
+    return ExperimentResult(runs=runs, summary=summarize(runs, policies))
+
+
+def summarize(runs: pd.DataFrame, policy_order: Sequence[str] | None = None) -> pd.DataFrame:
+    """Mean, std and 95% t-interval of every metric per (policy, budget).
+
+    Columns: ``policy, budget, reps`` and, for each metric m, ``m_mean, m_std, m_ci_low,
+    m_ci_high``.
+    """
+    metrics = [c for c in runs.columns if c not in ("policy", "budget", "replication")]
+    grouped = runs.groupby(["policy", "budget"], sort=False)
+    out = grouped.size().rename("reps").reset_index()
+    for metric in metrics:
+        mean = grouped[metric].mean().to_numpy()
+        std = grouped[metric].std(ddof=1).fillna(0.0).to_numpy()
+        n = out["reps"].to_numpy()
+        half = np.where(n > 1, stats.t.ppf(0.975, np.maximum(n - 1, 1)) * std / np.sqrt(n), 0.0)
+        out[f"{metric}_mean"] = mean
+        out[f"{metric}_std"] = std
+        out[f"{metric}_ci_low"] = mean - half
+        out[f"{metric}_ci_high"] = mean + half
+    if policy_order is not None:
+        rank = {pid: k for k, pid in enumerate(policy_order)}
+        out = out.sort_values(
+            ["policy", "budget"], key=lambda s: s.map(rank) if s.name == "policy" else s
+        )
+    return out.reset_index(drop=True)

@@ -1,0 +1,199 @@
+"""OptKG per context (Zhang, Ma, Sugiyama, Neural Computation 2015, §5.1, "OptKG (Multi.)").
+
+"We split the total budget and allocate a sub-budget to a context in proportion to the number
+of tasks with this context [T · |tasks with context s| / N]. Then we can run an instance of a
+homogeneous method for each context within the associated sub-budget." The homogeneous method
+is OptKG with one-coin worker reliability (Chen, Lin, Zhou 2013, §4; ρ_j ~ Beta(4, 1), the
+§5.1 setting): each context has its own instance, hence its *own* reliability posterior for
+every worker — which is what lets it learn that a worker is good on one context only.
+
+Implementation. One :class:`~crowdbudget.posteriors.one_coin.OneCoinPosterior` whose workers are
+the (context, worker) pairs: worker j on a task of context s is the virtual worker s·K + j, so
+the S instances share no parameter and behave exactly as S separate OptKG runs. The Opt-KG score
+of asking j about i is ``max(R_1, R_0)`` (:func:`one_coin_rewards`); within a context the pair
+of largest score is asked (smallest pair index on ties).
+
+Sub-budgets without knowing T. A run of the experiment runner records every budget of a sweep
+along one campaign, so the policy cannot split a T it does not know. Instead it serves, at each
+step, the context furthest below its share: ``argmax_s (n + 1) N_s / N − n_s`` (n labels
+issued, n_s of them in context s; ties by smallest s; contexts with no askable pair are
+skipped). After n labels every context has had its share ``n N_s / N`` up to one label, and as
+the instances are independent, the state of context s is the state of a separate OptKG run
+with that sub-budget — the same campaign as the paper's at every budget of the sweep.
+
+``contexts="single"`` runs one instance over all tasks: plain OptKG with worker reliability.
+
+Modes: push (the paper's) picks the pair; pull picks the best task for the arriving worker in
+the most-behind context where that worker can still be asked. On a replay only pairs with an
+unused recorded label are candidates (``state.pairs``); in a synthetic world without
+``pairs`` a pair may be asked again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies.bandits.bbta import CONTEXT_MODES, check_unit_prices
+from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards, one_coin_update
+from crowdbudget.simulation.contextual import task_contexts
+from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
+
+
+def _half_error(a: FloatArray, b: FloatArray) -> FloatArray:
+    """P(Bayes label wrong) under Beta(a, b) at threshold 1/2: the smaller tail."""
+    return np.asarray(special.betaincc(np.minimum(a, b), np.maximum(a, b), 0.5), dtype=float)
+
+
+def _csr(keys: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, order
+
+
+class PerContextOptKG(AllocationPolicy):
+    """OptKG with one-coin workers, one instance per context, sub-budgets ∝ context sizes.
+
+    Args:
+        worker_prior: Beta(c, d) prior of every worker's reliability per context (paper 4, 1).
+        contexts: ``"given"`` (one instance per context) or ``"single"`` (one instance).
+
+    Fitted attributes: posterior_ (virtual workers s·K + j), issued_ (labels per context),
+    share_ (N_s / N), shape (S,).
+    """
+
+    chooses_workers = True
+    binary_only = True
+
+    def __init__(
+        self, worker_prior: tuple[float, float] = (4.0, 1.0), contexts: str = "given"
+    ) -> None:
+        self.worker_prior = worker_prior
+        self.contexts = contexts
+
+    def validate_params(self) -> None:
+        c, d = self.worker_prior
+        if not (c > 0 and d > 0):
+            raise InvalidParameterError(
+                f"worker_prior must be two numbers > 0, got {self.worker_prior}"
+            )
+        if self.contexts not in CONTEXT_MODES:
+            raise InvalidParameterError(
+                f"contexts must be one of {', '.join(CONTEXT_MODES)}, got {self.contexts!r}"
+            )
+
+    def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        if problem.n_workers is None:
+            raise InvalidParameterError(
+                "OptKG per context chooses workers: the problem needs n_workers"
+            )
+        self.price_ = check_unit_prices(problem, "opt-kg-per-context")
+        if self.contexts == "given":
+            self.contexts_, self.n_contexts_ = task_contexts(problem)
+        else:
+            self.contexts_, self.n_contexts_ = np.zeros(problem.n_items, dtype=np.int64), 1
+        k = problem.n_workers
+        self.n_workers_ = k
+        c, d = self.worker_prior
+        self.posterior_ = OneCoinPosterior(
+            problem.prior_array,
+            (d, c),
+            problem.n_items,
+            self.n_contexts_ * k,
+            problem.threshold_array,
+        )
+        sizes = np.bincount(self.contexts_, minlength=self.n_contexts_).astype(float)
+        self.share_ = sizes / sizes.sum()
+        self.issued_ = np.zeros(self.n_contexts_, dtype=np.int64)
+        self._half = bool(np.all(problem.threshold_array == 0.5))
+        self._now = _half_error(self.posterior_.a, self.posterior_.b)
+        self._built = False
+
+    def _build(self, state: CampaignState) -> None:
+        n, k = state.problem.n_items, self.n_workers_
+        if state.pairs is None:
+            self._items = np.repeat(np.arange(n, dtype=np.int64), k)
+            self._workers = np.tile(np.arange(k, dtype=np.int64), n)
+            self._remaining: IntArray | None = None
+        else:
+            self._items = state.pairs.items
+            self._workers = state.pairs.workers
+            self._remaining = state.pairs.remaining
+        self._virtual = self.contexts_[self._items] * k + self._workers
+        self._ctx_ptr, self._ctx_order = _csr(self.contexts_[self._items], self.n_contexts_)
+        self._item_ptr, self._item_order = _csr(self._items, n)
+        self._virt_ptr, self._virt_order = _csr(self._virtual, self.n_contexts_ * k)
+        self._scores = self._score(np.arange(self._items.shape[0]))
+        self._built = True
+
+    def _score(self, pairs: IntArray) -> FloatArray:
+        post = self.posterior_
+        i = self._items[pairs]
+        v = self._virtual[pairs]
+        if not self._half:
+            r1, r0, _ = one_coin_rewards(
+                post.a[i], post.b[i], post.c[v], post.d[v], post.thresholds[i]
+            )
+            return np.asarray(np.maximum(r1, r0), dtype=float)
+        # d = 0.5 fast path, the same numbers as one_coin_rewards: with lo <= hi the error
+        # min(I, 1 - I) is the upper tail betaincc(lo, hi, 1/2), one call instead of two
+        now = self._now[i]
+        a1, b1, _, _, _ = one_coin_update(post.a[i], post.b[i], post.c[v], post.d[v], 1)
+        a0, b0, _, _, _ = one_coin_update(post.a[i], post.b[i], post.c[v], post.d[v], 0)
+        best_after = np.minimum(_half_error(a1, b1), _half_error(a0, b0))
+        return np.asarray(now - best_after, dtype=float)
+
+    def _best_in_context(
+        self, state: CampaignState, s: int, worker: int | None
+    ) -> tuple[int, int] | None:
+        pairs = self._ctx_order[self._ctx_ptr[s] : self._ctx_ptr[s + 1]]
+        if worker is not None:
+            pairs = pairs[self._workers[pairs] == worker]
+        ok = state.eligible[self._items[pairs]]
+        if self._remaining is not None:
+            ok &= self._remaining[pairs] > 0
+        if not np.any(ok):
+            return None
+        best = int(pairs[int(np.argmax(np.where(ok, self._scores[pairs], -np.inf)))])
+        return int(self._items[best]), int(self._workers[best])
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        if not self._built:
+            self._build(state)
+        if not state.can_afford(self.price_):
+            return None
+        total = int(self.issued_.sum())
+        deficit = (total + 1) * self.share_ - self.issued_
+        for s in np.argsort(-deficit, kind="stable").tolist():
+            found = self._best_in_context(state, s, worker)
+            if found is not None:
+                self.issued_[s] += 1
+                return Assignment(item=found[0], worker=found[1], price=self.price_)
+        return None
+
+    def observe(self, event: LabelEvent) -> None:
+        if not 0 <= event.worker < self.n_workers_:
+            return
+        s = int(self.contexts_[event.item])
+        virtual = s * self.n_workers_ + event.worker
+        self.posterior_.update(
+            LabelEvent(item=event.item, worker=virtual, label=event.label, cost=event.cost)
+        )
+        i = event.item
+        self._now[i] = _half_error(self.posterior_.a[i : i + 1], self.posterior_.b[i : i + 1])[0]
+        if not self._built:
+            return
+        changed = np.concatenate(
+            [
+                self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]],
+                self._virt_order[self._virt_ptr[virtual] : self._virt_ptr[virtual + 1]],
+            ]
+        )
+        self._scores[changed] = self._score(changed)
+
+    def final_labels(self, state: CampaignState) -> IntArray:
+        """Bayes rule on each task's Beta posterior (Chen et al. §4)."""
+        return self.posterior_.predict()

@@ -1,0 +1,131 @@
+"""The allocation-policy contract (DESIGN §5).
+
+A policy is built from its parameters only (the constructor stores, scikit-learn style), then
+
+- ``reset(problem, rng)`` prepares it for one campaign (fitted attributes end in ``_``);
+- ``select(state, worker=None)`` returns the next :class:`Assignment`, or None to stop.
+  **Push mode**: ``worker`` is None and the policy may choose the worker too. **Pull mode**: a
+  worker has arrived and the policy picks the item for that worker. Several assignments may be
+  pending at once; ``state.pending`` counts them per item.
+- ``observe(event)`` learns from a label that came back (posterior and score updates happen
+  here, in O(1) or O(log n_items) — never O(n_items)).
+
+The same object drives a simulation and a live campaign. ``testing.check_policy`` is the
+conformance suite every registered policy passes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+from typing import Any, ClassVar
+
+import numpy as np
+
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
+
+
+class AllocationPolicy(ABC):
+    """Base class of every allocation policy.
+
+    Class attributes:
+        budget_aware: decisions depend on the total budget (exact DP, finite-horizon Gittins);
+            the experiment runner then runs one campaign per budget instead of recording
+            checkpoints along one run.
+        chooses_workers: in push mode, the policy picks the worker as well as the item.
+        binary_only: the policy only handles two classes.
+    """
+
+    budget_aware: ClassVar[bool] = False
+    chooses_workers: ClassVar[bool] = False
+    binary_only: ClassVar[bool] = True
+
+    # ---- scikit-learn style parameter access -------------------------------------------------
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [
+            p.name
+            for p in sig.parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor parameters and their values."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+    # ---- the contract --------------------------------------------------------------------------
+    def reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        """Prepare for a new campaign on ``problem``; ``rng`` is the only source of randomness."""
+        if self.binary_only and problem.n_classes != 2:
+            raise InvalidParameterError(
+                f"{type(self).__name__} handles binary problems only, got n_classes="
+                f"{problem.n_classes}"
+            )
+        self.validate_params()
+        self.problem_ = problem
+        self.rng_ = rng
+        self._reset(problem, rng)
+
+    def validate_params(self) -> None:  # noqa: B027 - optional hook
+        """Raise :class:`InvalidParameterError` if a constructor parameter is out of range.
+
+        Called by ``reset`` and by :func:`crowdbudget.registry.make_policy`, so that a bad id
+        fails before any work starts (the constructor itself only stores, scikit-learn style).
+        """
+
+    def _reset(self, problem: Problem, rng: np.random.Generator) -> None:  # noqa: B027
+        """Subclass hook of :meth:`reset` (default: nothing to prepare)."""
+
+    @abstractmethod
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        """The next assignment, or None when the policy stops (or nothing is affordable)."""
+
+    def select_excluding(
+        self,
+        state: CampaignState,
+        excluded: Collection[int],
+        *,
+        worker: int | None = None,
+    ) -> Assignment | None:
+        """Like :meth:`select`, but never an item in ``excluded`` — in a live campaign, the
+        items the arriving worker has already labeled or holds (a worker should not label an
+        item twice). ``excluded`` is small (one worker's items), so policies search past it
+        rather than marking items ineligible (which is permanent).
+
+        Default: :meth:`select`, and None ("no work for this worker now") when its item is
+        excluded. Index policies and the baselines override this with a real search.
+        """
+        assignment = self.select(state, worker=worker)
+        if assignment is None or assignment.item not in excluded:
+            return assignment
+        return None
+
+    def observe(self, event: LabelEvent) -> None:  # noqa: B027 - optional hook
+        """Learn from a label that came back (default: nothing to learn)."""
+
+    def final_labels(self, state: CampaignState) -> IntArray:
+        """Final labels after the campaign, shape (n_items,).
+
+        Default: the Bayes rule on the Beta posterior built from the problem's prior and the
+        state's vote counts (Chen et al. Prop. 2.1 / Cor. 2.2 — majority vote when the prior is
+        symmetric). Policies with a richer model override this.
+        """
+        from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
+
+        posterior = BetaBernoulliPosterior(
+            state.problem.prior_array + state.label_counts,
+            state.n_items,
+            state.problem.threshold_array,
+        )
+        return posterior.predict()
+
+    # ---- helpers shared by policies -----------------------------------------------------------
+    def _price(self, state: CampaignState, worker: int | None) -> float:
+        return state.problem.price_of(worker)

@@ -1,0 +1,93 @@
+"""Baseline allocations: uniform sampling and round-robin ("looping").
+
+Uniform (Chen et al. §3.1, "pure exploration"): each label goes to an eligible item drawn
+uniformly at random. Round-robin (Li et al. 2016 "looping"): items in index order, over and
+over. Both are O(1) amortised per decision: ineligible items are dropped lazily.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Collection
+
+import numpy as np
+
+from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.types import Assignment, CampaignState, Problem
+
+
+class UniformPolicy(AllocationPolicy):
+    """Each label goes to an eligible item drawn uniformly at random (with replacement)."""
+
+    binary_only = False
+
+    def __init__(self) -> None:
+        pass
+
+    def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        self._alive = np.arange(problem.n_items, dtype=np.int64)
+        self._n_alive = problem.n_items
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        price = self._price(state, worker)
+        if not state.can_afford(price):
+            return None
+        while self._n_alive > 0:
+            slot = int(self.rng_.integers(self._n_alive))
+            item = int(self._alive[slot])
+            if state.eligible[item]:
+                return Assignment(item=item, worker=worker, price=price)
+            # swap-remove the ineligible item; it never comes back
+            self._n_alive -= 1
+            self._alive[slot] = self._alive[self._n_alive]
+        return None
+
+    def select_excluding(
+        self,
+        state: CampaignState,
+        excluded: Collection[int],
+        *,
+        worker: int | None = None,
+    ) -> Assignment | None:
+        """Uniform over eligible items outside ``excluded``: rejection sampling (a few draws),
+        then a scan of the remaining items in random order (O(n_items), only when the worker
+        has labeled most items)."""
+        if not excluded:
+            return self.select(state, worker=worker)
+        price = self._price(state, worker)
+        if not state.can_afford(price):
+            return None
+        alive = self._alive[: self._n_alive]
+        for _ in range(16):
+            if alive.shape[0] == 0:
+                return None
+            item = int(alive[int(self.rng_.integers(alive.shape[0]))])
+            if state.eligible[item] and item not in excluded:
+                return Assignment(item=item, worker=worker, price=price)
+        for item in self.rng_.permutation(alive).tolist():
+            if state.eligible[item] and item not in excluded:
+                return Assignment(item=item, worker=worker, price=price)
+        return None
+
+
+class RoundRobinPolicy(AllocationPolicy):
+    """Items in index order, cycling ("looping" in Li et al. 2016)."""
+
+    binary_only = False
+
+    def __init__(self) -> None:
+        pass
+
+    def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        self._queue: deque[int] = deque(range(problem.n_items))
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        price = self._price(state, worker)
+        if not state.can_afford(price):
+            return None
+        while self._queue:
+            item = self._queue.popleft()
+            if state.eligible[item]:
+                self._queue.append(item)
+                return Assignment(item=item, worker=worker, price=price)
+        return None

@@ -1,0 +1,248 @@
+"""Registration of the built-in policies under their ids (DESIGN §6)."""
+
+from __future__ import annotations
+
+from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
+from crowdbudget.policies.dynamic_programming import ExactDPPolicy
+from crowdbudget.policies.knowledge_gradient import (
+    CVaRKnowledgeGradient,
+    KnowledgeGradient,
+    OptimisticKnowledgeGradient,
+)
+from crowdbudget.registry import PolicySpec, register_policy
+
+CHEN2013 = "Chen, Lin, Zhou (2013) Optimistic Knowledge Gradient Policy ..."
+
+register_policy(
+    PolicySpec("uniform", UniformPolicy, "uniform sampling: a random eligible item", paper=CHEN2013)
+)
+register_policy(
+    PolicySpec(
+        "round-robin", RoundRobinPolicy, "items in order, cycling ('looping')", paper=CHEN2013
+    )
+)
+register_policy(
+    PolicySpec(
+        "kg",
+        KnowledgeGradient,
+        "deterministic knowledge gradient (smallest index on ties)",
+        defaults={"tie_break": "first"},
+        paper=CHEN2013,
+    )
+)
+register_policy(
+    PolicySpec(
+        "kg-random",
+        KnowledgeGradient,
+        "randomized knowledge gradient (uniform on ties)",
+        defaults={"tie_break": "random"},
+        paper=CHEN2013,
+    )
+)
+register_policy(
+    PolicySpec(
+        "opt-kg",
+        OptimisticKnowledgeGradient,
+        "optimistic knowledge gradient (Algorithm 1)",
+        params={"tie-break": str},
+        paper=CHEN2013,
+    )
+)
+register_policy(
+    PolicySpec(
+        "cvar-kg",
+        CVaRKnowledgeGradient,
+        "CVaR-alpha knowledge gradient (alpha=1: KG, alpha=0: Opt-KG)",
+        params={"alpha": float, "tie-break": str},
+        defaults={"alpha": 0.5},
+        paper=CHEN2013,
+    )
+)
+
+register_policy(
+    PolicySpec(
+        "dp",
+        ExactDPPolicy,
+        "Bayes-optimal policy by exact dynamic programming (tiny problems only)",
+        paper=CHEN2013,
+    )
+)
+
+# ---- Hu & Frazier: index policy, Thompson sampling, UCB1-tuned (continuous time) ------------
+from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy  # noqa: E402
+from crowdbudget.policies.thompson import ThompsonSamplingPolicy  # noqa: E402
+from crowdbudget.policies.ucb import UCB1TunedPolicy  # noqa: E402
+
+HU_FRAZIER = "Hu, Frazier. Bayes-Optimal Effort Allocation in Crowdsourcing: Bounds and Index ..."
+
+register_policy(
+    PolicySpec(
+        "lagrangian-index",
+        LagrangianIndexPolicy,
+        "Hu-Frazier index policy (Algorithm 1): largest Lagrangian index of the task's state",
+        params={
+            "arrival-rate": float,
+            "completion-rate": float,
+            "label-cap": int,
+            "max-lookahead": int,
+            "grid-points": int,
+            "cache-dir": str,
+        },
+        paper=HU_FRAZIER,
+    )
+)
+register_policy(
+    PolicySpec(
+        "thompson",
+        ThompsonSamplingPolicy,
+        "Thompson sampling: the task whose posterior draw is closest to its threshold",
+        paper=HU_FRAZIER,
+    )
+)
+register_policy(
+    PolicySpec(
+        "ucb1-tuned",
+        UCB1TunedPolicy,
+        "UCB1-tuned: the task whose confidence interval reaches deepest across its threshold",
+        paper=HU_FRAZIER,
+    )
+)
+
+# ---- Gittins baselines of Chen et al. (2013) §3.1, §7 (policies/gittins.py) ----------------
+from crowdbudget.policies.gittins import FiniteHorizonGittins, GittinsInf  # noqa: E402
+
+register_policy(
+    PolicySpec(
+        "gittins",
+        FiniteHorizonGittins,
+        "finite-horizon Gittins index rule, horizon = labels left (calibration, Nino-Mora 2011)",
+        params={"solver": str, "tie-break": str},
+        paper=CHEN2013,
+    )
+)
+register_policy(
+    PolicySpec(
+        "gittins-inf",
+        GittinsInf,
+        "infinite-horizon discounted Gittins index, alpha = 1 - 1/T (Xie & Frazier 2013)",
+        params={"truncation": float, "solver": str, "tie-break": str},
+        paper=CHEN2013,
+    )
+)
+
+# ---- Zhang, Ma, Sugiyama (2015): BBTA and its baselines (policies/bandits/) ----------------
+from crowdbudget.policies.bandits import (  # noqa: E402
+    BanditTaskAssignment,
+    CrowdSense,
+    IEThresh,
+    PerContextOptKG,
+    RandomPairPolicy,
+)
+
+ZHANG2015 = "Zhang, Ma, Sugiyama (2015) Bandit-Based Task Assignment for Heterogeneous ..."
+
+register_policy(
+    PolicySpec(
+        "bbta",
+        BanditTaskAssignment,
+        "BBTA (Algorithm 1): pure exploration, per-context Exp3 worker choice, weighted vote",
+        params={"n-explore": int, "contexts": str},
+        paper=ZHANG2015,
+    )
+)
+register_policy(
+    PolicySpec(
+        "random-pair",
+        RandomPairPolicy,
+        "naive baseline: a random task, then a random worker who has not labeled it; majority vote",
+        paper=ZHANG2015,
+    )
+)
+register_policy(
+    PolicySpec(
+        "iethresh",
+        IEThresh,
+        "IEThresh: each task to the workers whose Student-t upper interval >= eps * max (spend "
+        "set by eps)",
+        params={"eps": float, "alpha": float},
+        paper=ZHANG2015,
+    )
+)
+register_policy(
+    PolicySpec(
+        "crowdsense",
+        CrowdSense,
+        "CrowdSense: 2 best + 1 random worker, more while the score test holds (spend set by eps)",
+        params={"eps": float, "smoothing": float},
+        paper=ZHANG2015,
+    )
+)
+register_policy(
+    PolicySpec(
+        "opt-kg-per-context",
+        PerContextOptKG,
+        "OptKG with one-coin workers, one instance per task context, sub-budgets by context size",
+        params={"contexts": str},
+        paper=ZHANG2015,
+    )
+)
+
+# ---- Chen et al. (2013) §7 baselines ending with an aggregator (policies/aggregating.py) ------
+from crowdbudget.policies.aggregating import KOSAllocation, RandomBP  # noqa: E402
+
+register_policy(
+    PolicySpec(
+        "kos",
+        KOSAllocation,
+        "random (l, r)-regular item-worker graph for the budget + KOS inference (Karger et al.)",
+        params={"labels-per-worker": int, "n-iter": int, "inference": str},
+        paper=CHEN2013,
+    )
+)
+register_policy(
+    PolicySpec(
+        "random-bp",
+        RandomBP,
+        "uniformly random items + belief propagation (Liu, Peng, Ihler 2012)",
+        params={"alpha": float, "beta": float, "n-nodes": int},
+        paper=CHEN2013,
+    )
+)
+
+# ---- Li, Ma, Gao, Su, Quinn (2016): Requallo and label uncertainty --------------------------
+from crowdbudget.policies.label_uncertainty import LabelUncertainty  # noqa: E402
+from crowdbudget.policies.requallo import RequalloPolicy  # noqa: E402
+
+LI2016 = "Li, Ma, Gao, Su, Quinn (2016) Crowdsourcing High Quality Labels with a Tight Budget"
+
+register_policy(
+    PolicySpec(
+        "requallo",
+        RequalloPolicy,
+        "Requallo: largest optimistic completeness reward under a quality requirement, stops "
+        "when no item gains (default fisher=0.2:max-labels=14)",
+        params={
+            "ratio": float,
+            "fisher": float,
+            "min-labels": int,
+            "max-labels": int,
+            "max-total": int,
+            "pseudo-labels": float,
+            "workers": str,
+            "spammer-alpha": float,
+            "spammer-min-labels": int,
+            "tie-break": str,
+        },
+        paper=LI2016,
+    )
+)
+register_policy(
+    PolicySpec(
+        "label-uncertainty",
+        LabelUncertainty,
+        "label uncertainty LU (Sheng, Provost, Ipeirotis 2008 eq. 4): largest Beta tail "
+        "probability of the minority class",
+        params={"tie-break": str},
+        paper=LI2016,
+    )
+)

@@ -1,0 +1,196 @@
+"""One-coin worker model: item soft label θ_i ~ Beta(a_i, b_i), worker reliability
+ρ_j ~ Beta(c_j, d_j), updated by variational moment matching.
+
+Model (Chen, Lin, Zhou 2013, §4, eq. 13). A noiseless worker would say 1 with probability θ_i;
+worker j agrees with a noiseless worker with probability ρ_j, so
+
+    P(Z_ij = 1 | θ, ρ) = θρ + (1 − θ)(1 − ρ),    P(Z_ij = 0 | θ, ρ) = (1 − θ)ρ + θ(1 − ρ).
+
+The product of Betas is not conjugate to this likelihood. The paper approximates the posterior
+by a product of independent Betas whose parameters match the exact posterior's first two
+moments (its appendix, not included in our copy). The derivation, written out:
+
+Write ``E_θ[θ^k (1−θ)^m] = (a)_k (b)_m / (a+b)_{k+m}`` (rising factorials; Beta moments) and
+likewise for ρ with (c, d); μ_θ = a/(a+b), μ_ρ = c/(c+d). For a label z = 1 the exact
+posterior is ``p(θ, ρ | z) ∝ [θρ + (1−θ)(1−ρ)] Beta(θ; a, b) Beta(ρ; c, d)``, a mixture of two
+products of Betas. Its normaliser (the predictive probability of the label) is
+
+    Z_1 = μ_θ μ_ρ + (1 − μ_θ)(1 − μ_ρ),
+
+and, because θ and ρ are independent a priori, every posterior moment is a ratio of prior
+moments:
+
+    E[θ   | z=1] = (E[θ²] μ_ρ + E[θ(1−θ)] (1−μ_ρ)) / Z_1
+    E[θ²  | z=1] = (E[θ³] μ_ρ + E[θ²(1−θ)] (1−μ_ρ)) / Z_1
+    E[ρ   | z=1] = (μ_θ E[ρ²] + (1−μ_θ) E[ρ(1−ρ)]) / Z_1
+    E[ρ²  | z=1] = (μ_θ E[ρ³] + (1−μ_θ) E[ρ²(1−ρ)]) / Z_1.
+
+A label z = 0 is the same with θ replaced by 1 − θ in the likelihood:
+``Z_0 = (1−μ_θ) μ_ρ + μ_θ (1−μ_ρ)``,
+``E[θ | z=0] = (E[θ(1−θ)] μ_ρ + E[θ²] (1−μ_ρ)) / Z_0``, and so on. A Beta with mean m and
+variance v has ``s = a' + b' = m(1−m)/v − 1``, ``a' = m s``, ``b' = (1−m) s``: those are the
+updated parameters. (The exact posterior marginal of θ is a mixture of Beta(a+1, b) and
+Beta(a, b+1) — hence its variance is below m(1−m), s > 0 and the match is always valid.)
+
+Numerics: all moments are ratios of polynomials in (a, b, c, d) evaluated in closed form, so
+an update costs a few dozen flops; ``s`` is computed as ``m(1−m)/v − 1`` with v the difference
+E[θ²] − m², which is safe because v is of order m(1−m)/(a+b) ≫ ulp for the counts met in
+practice (a + b < 1e6); we clip ``s`` below at 1e-9 as a guard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from crowdbudget._validation import check_prior, check_thresholds
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.posteriors.beta_bernoulli import decide_positive, error_probability
+from crowdbudget.types import FloatArray, IntArray, LabelEvent
+
+_S_FLOOR = 1e-9
+
+
+def _beta_moments(a: FloatArray, b: FloatArray) -> tuple[FloatArray, ...]:
+    """E[x], E[x²], E[x³], E[x(1−x)], E[x²(1−x)] of Beta(a, b), elementwise."""
+    n = a + b
+    m1 = a / n
+    m2 = m1 * (a + 1.0) / (n + 1.0)
+    m3 = m2 * (a + 2.0) / (n + 2.0)
+    x1mx = m1 * b / (n + 1.0)  # E[x(1−x)] = a b / (n (n+1))
+    x21mx = m2 * b / (n + 2.0)  # E[x²(1−x)] = a(a+1) b / (n (n+1) (n+2))
+    return m1, m2, m3, x1mx, x21mx
+
+
+def _match(mean: FloatArray, second: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Beta parameters with the given first and second moments."""
+    spread = mean * (1.0 - mean)
+    # E[x²] − m² cancels when the Beta is extremely concentrated (a + b ~ 1e15); flooring the
+    # variance at spread·1e-15 caps the matched a + b there instead of dividing by zero.
+    var = np.maximum(second - mean * mean, spread * 1e-15)
+    s = np.maximum(spread / var - 1.0, _S_FLOOR)
+    return mean * s, (1.0 - mean) * s
+
+
+def one_coin_update(
+    a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike, label: ArrayLike
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Moment-matched posterior after one label, elementwise.
+
+    Args:
+        a, b: item Beta parameters; c, d: worker Beta parameters; label: 1 or 0 (any
+            broadcastable shapes).
+
+    Returns:
+        ``(a', b', c', d', p)``: the updated parameters and the predictive probability
+        ``p = P(label | a, b, c, d)`` of the label that was observed.
+    """
+    a, b, c, d, z = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (a, b, c, d)), np.asarray(label)
+    )
+    positive = z == 1
+    # For z = 0, θ enters through 1 − θ: swap (a, b), update, swap back.
+    ta = np.where(positive, a, b)
+    tb = np.where(positive, b, a)
+    t1, t2, t3, t1m, t21m = _beta_moments(ta, tb)
+    r1, r2, r3, r1m, r21m = _beta_moments(c, d)
+    z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
+    theta_m1 = (t2 * r1 + t1m * (1.0 - r1)) / z1
+    theta_m2 = (t3 * r1 + t21m * (1.0 - r1)) / z1
+    rho_m1 = (t1 * r2 + (1.0 - t1) * r1m) / z1
+    rho_m2 = (t1 * r3 + (1.0 - t1) * r21m) / z1
+    na, nb = _match(theta_m1, theta_m2)
+    nc, nd = _match(rho_m1, rho_m2)
+    new_a = np.where(positive, na, nb)
+    new_b = np.where(positive, nb, na)
+    return new_a, new_b, nc, nd, z1
+
+
+def one_coin_label_probability(
+    a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike
+) -> FloatArray:
+    """Predictive P(label = 1) = μ_θ μ_ρ + (1 − μ_θ)(1 − μ_ρ), elementwise."""
+    a, b, c, d = (np.asarray(x, dtype=float) for x in (a, b, c, d))
+    mt = a / (a + b)
+    mr = c / (c + d)
+    return np.asarray(mt * mr + (1.0 - mt) * (1.0 - mr), dtype=float)
+
+
+def one_coin_rewards(
+    a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike, threshold: ArrayLike = 0.5
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Stage rewards of asking worker (c, d) about item (a, b): ``(R1, R0, p1)``.
+
+    ``R_z = h(I(a'_z, b'_z)) − h(I(a, b))`` with (a'_z, b'_z) the moment-matched item posterior
+    after label z, computed as differences of error probabilities; ``p1`` = P(label 1). Only
+    the item's accuracy counts in the reward (the final objective is labeling accuracy).
+    """
+    a, b, c, d = (np.asarray(x, dtype=float) for x in (a, b, c, d))
+    now = error_probability(a, b, threshold)
+    a1, b1, _, _, p1 = one_coin_update(a, b, c, d, 1)
+    a0, b0, _, _, _ = one_coin_update(a, b, c, d, 0)
+    r1 = now - error_probability(a1, b1, threshold)
+    r0 = now - error_probability(a0, b0, threshold)
+    return r1, r0, p1
+
+
+class OneCoinPosterior:
+    """Item Betas and worker Betas as arrays, updated by moment matching (module docstring).
+
+    Args:
+        item_prior: shape (2,) or (n_items, 2), columns (b, a) — class-0 and class-1 counts.
+        worker_prior: shape (2,) or (n_workers, 2), columns (d, c) — pseudo-counts of wrong
+            and right answers; e.g. (1, 4) is the paper's Beta(4, 1).
+        n_items, n_workers: sizes (needed when a prior has one row).
+        thresholds: d per item (default 0.5).
+
+    Attributes:
+        a, b: item parameters, shape (n_items,); c, d: worker parameters, shape (n_workers,).
+    """
+
+    n_classes = 2
+
+    def __init__(
+        self,
+        item_prior: ArrayLike,
+        worker_prior: ArrayLike,
+        n_items: int,
+        n_workers: int,
+        thresholds: ArrayLike | None = None,
+    ) -> None:
+        items = check_prior(item_prior, n_items, 2)
+        workers = check_prior(worker_prior, n_workers, 2)
+        self.n_items = n_items
+        self.n_workers = n_workers
+        self.a: FloatArray = items[:, 1].copy()
+        self.b: FloatArray = items[:, 0].copy()
+        self.c: FloatArray = workers[:, 1].copy()
+        self.d: FloatArray = workers[:, 0].copy()
+        self.thresholds: FloatArray = check_thresholds(thresholds, n_items)
+
+    def update(self, event: LabelEvent) -> None:
+        """Moment-matched update of item ``event.item`` and worker ``event.worker``."""
+        if event.label not in (0, 1):
+            raise InvalidParameterError(f"binary labels are 0 or 1, got {event.label!r}")
+        i, j = event.item, event.worker
+        na, nb, nc, nd, _ = one_coin_update(self.a[i], self.b[i], self.c[j], self.d[j], event.label)
+        self.a[i], self.b[i], self.c[j], self.d[j] = float(na), float(nb), float(nc), float(nd)
+
+    def class_probabilities(self) -> FloatArray:
+        """[P(negative), P(positive)] per item, shape (n_items, 2)."""
+        p = 1.0 - error_probability(self.a, self.b, self.thresholds)
+        positive = decide_positive(self.a, self.b, self.thresholds)
+        p_pos = np.where(positive, p, 1.0 - p)
+        return np.column_stack([1.0 - p_pos, p_pos])
+
+    def predict(self) -> IntArray:
+        """Bayes-rule labels on the item posteriors, shape (n_items,)."""
+        return decide_positive(self.a, self.b, self.thresholds).astype(np.int64)
+
+    def confidence(self) -> FloatArray:
+        """Posterior probability that the predicted label is right, shape (n_items,)."""
+        return 1.0 - error_probability(self.a, self.b, self.thresholds)
+
+    def worker_reliability(self) -> FloatArray:
+        """Posterior mean of ρ_j, shape (n_workers,)."""
+        return self.c / (self.c + self.d)

@@ -1,0 +1,102 @@
+"""Policy ids: kebab-case names with parameters after colons (DESIGN §6).
+
+``cvar-kg:alpha=0.3`` is the CVaR-α KG policy with α = 0.3; ``kg-random`` is randomized KG.
+Parameters are separated by colons so that commas can separate policies on the command line.
+Later modules register their policies with :func:`register_policy`.
+
+Example:
+    >>> make_policy("cvar-kg:alpha=0.3")
+    CVaRKnowledgeGradient(alpha=0.3, tie_break='first')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crowdbudget.exceptions import InvalidParameterError, UnknownPolicyError
+from crowdbudget.policies.base import AllocationPolicy
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A registered policy: its id, how to build it, which parameters it takes."""
+
+    policy_id: str
+    factory: Callable[..., AllocationPolicy]
+    summary: str
+    params: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    paper: str = ""
+
+
+_REGISTRY: dict[str, PolicySpec] = {}
+
+
+def register_policy(spec: PolicySpec) -> PolicySpec:
+    """Add ``spec`` to the registry (its id must be new)."""
+    if spec.policy_id in _REGISTRY:
+        raise ValueError(f"policy id {spec.policy_id!r} is already registered")
+    _REGISTRY[spec.policy_id] = spec
+    return spec
+
+
+def registered_policies() -> dict[str, PolicySpec]:
+    """Every registered policy, by id."""
+    _load_builtin_policies()
+    return dict(_REGISTRY)
+
+
+def parse_policy_id(text: str) -> tuple[str, dict[str, str]]:
+    """Split ``name:key=value:...`` into the name and the raw parameter strings."""
+    parts = text.strip().split(":")
+    name = parts[0].strip()
+    if not name:
+        raise UnknownPolicyError(f"empty policy id in {text!r}")
+    params: dict[str, str] = {}
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise InvalidParameterError(
+                f"policy parameter {part!r} in {text!r} must look like key=value"
+            )
+        params[key.strip()] = value.strip()
+    return name, params
+
+
+def make_policy(text: str) -> AllocationPolicy:
+    """Build the policy named by ``text`` (an id with optional ``:key=value`` parameters)."""
+    _load_builtin_policies()
+    name, raw = parse_policy_id(text)
+    spec = _REGISTRY.get(name)
+    if spec is None:
+        allowed = ", ".join(sorted(_REGISTRY))
+        raise UnknownPolicyError(f"unknown policy {name!r}; registered policies: {allowed}")
+    kwargs = dict(spec.defaults)
+    for key, value in raw.items():
+        convert = spec.params.get(key)
+        if convert is None:
+            allowed = ", ".join(sorted(spec.params)) or "none"
+            raise InvalidParameterError(
+                f"policy {name!r} has no parameter {key!r}; its parameters: {allowed}"
+            )
+        try:
+            kwargs[key.replace("-", "_")] = convert(value)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(f"policy {name!r}: cannot read {key}={value!r}") from None
+    policy = spec.factory(**kwargs)
+    policy.validate_params()
+    return policy
+
+
+_LOADED = False
+
+
+def _load_builtin_policies() -> None:
+    """Register the built-in policies once (imported lazily to avoid import cycles)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from crowdbudget.policies import builtin  # noqa: F401  (registers on import)

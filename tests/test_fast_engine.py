@@ -1,0 +1,192 @@
+"""The compiled engine (simulation.fast) reproduces the reference run_campaign exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.runner import run_campaign, run_experiment
+from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.index_policy import BetaIndexPolicy
+from crowdbudget.registry import make_policy
+from crowdbudget.simulation import SyntheticBernoulliEnvironment
+from crowdbudget.simulation import fast as fast_module
+from crowdbudget.simulation.fast import run_campaign_fast, supports_fast_path
+from crowdbudget.simulation.workers import WorkerPrior
+from crowdbudget.types import CampaignState, LabelEvent, Problem
+
+POLICIES = ["kg", "opt-kg", "cvar-kg:alpha=0.3", "uniform"]
+
+
+def _reference(
+    policy: AllocationPolicy,
+    env: SyntheticBernoulliEnvironment,
+    budgets: list[float],
+    world_seed: int,
+    policy_seed: int,
+) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """run_campaign, also returning the items labeled, in order."""
+    items: list[int] = []
+    observe = policy.observe
+
+    def spy(event: LabelEvent) -> None:
+        items.append(event.item)
+        observe(event)
+
+    policy.observe = spy  # type: ignore[method-assign]
+    rows = run_campaign(
+        policy, env, budgets, world_seed=world_seed, policy_rng=np.random.default_rng(policy_seed)
+    )
+    del policy.observe  # back to the class method
+    return rows, np.array(items, dtype=np.int64)
+
+
+def _comparable(rows: list[dict[str, Any]]) -> list[tuple[float, float, float]]:
+    return [(r["budget"], r["accuracy"], r["labels_used"]) for r in rows]
+
+
+def _check_same(
+    policy_id: str,
+    env: SyntheticBernoulliEnvironment,
+    budgets: list[float],
+    seed: int,
+    **fast_kwargs: Any,
+) -> tuple[AllocationPolicy, AllocationPolicy]:
+    ref_policy = make_policy(policy_id)
+    ref_rows, ref_items = _reference(ref_policy, env, budgets, seed, seed + 100)
+    fast_policy = make_policy(policy_id)
+    rows, items = run_campaign_fast(
+        fast_policy,
+        env,
+        budgets,
+        world_seed=seed,
+        policy_rng=np.random.default_rng(seed + 100),
+        record_items=True,
+        **fast_kwargs,
+    )
+    assert np.array_equal(items, ref_items), (policy_id, seed, items[:20], ref_items[:20])
+    assert _comparable(rows) == _comparable(ref_rows)
+    return ref_policy, fast_policy
+
+
+@pytest.mark.parametrize("policy_id", POLICIES)
+@pytest.mark.parametrize("n_items", [1, 2, 7, 60, 200])
+def test_same_items_and_accuracies(policy_id: str, n_items: int) -> None:
+    env = SyntheticBernoulliEnvironment(n_items)
+    budgets = [0.5 * n_items + 0.25, 2.0 * n_items, 6.0 * n_items + 0.7]
+    for seed in range(3):
+        _check_same(policy_id, env, budgets, seed)
+
+
+@pytest.mark.parametrize("policy_id", POLICIES)
+def test_non_integer_prior_threshold_and_fixed_theta(policy_id: str) -> None:
+    # prior + 1.0 + 1.0 ... and a threshold != 0.5 (betaincc decision), shared by all items
+    env = SyntheticBernoulliEnvironment(40, prior=(0.7, 2.3), thresholds=0.4)
+    _check_same(policy_id, env, [13.5, 80, 200], seed=4)
+    env = SyntheticBernoulliEnvironment(30, theta=np.linspace(0.02, 0.98, 30))
+    _check_same(policy_id, env, [1, 45, 150], seed=5)
+
+
+@pytest.mark.parametrize("policy_id", POLICIES)
+def test_budget_below_one_label(policy_id: str) -> None:
+    env = SyntheticBernoulliEnvironment(5)
+    _check_same(policy_id, env, [0.5], seed=0)
+    _check_same(policy_id, env, [0.5, 1.0, 3.999999, 4.5], seed=1)
+
+
+@pytest.mark.parametrize("policy_id", ["kg", "opt-kg", "cvar-kg:alpha=0.3"])
+def test_growth_paths_deep_states(policy_id: str) -> None:
+    # few items, many labels each: deep states (score-table growth, long lookahead), many
+    # label tiles per item (tile-directory growth); capacity 1 forces every growth step
+    env = SyntheticBernoulliEnvironment(3)
+    _check_same(policy_id, env, [50, 700, 3000], seed=2, initial_capacity=1)
+
+
+def test_several_item_tiles() -> None:
+    # more than 65,536 items: answers come from two item blocks of tiles
+    n_items = 65_536 + 300
+    env = SyntheticBernoulliEnvironment(n_items)
+    _check_same("uniform", env, [1000, 6000], seed=3, initial_capacity=1)
+    _check_same("opt-kg", env, [n_items - 200, n_items + 700], seed=3, initial_capacity=1)
+
+
+@pytest.mark.parametrize("policy_id", POLICIES)
+def test_policy_and_world_end_consistent(policy_id: str) -> None:
+    ref_env, fast_env = SyntheticBernoulliEnvironment(25), SyntheticBernoulliEnvironment(25)
+    ref_policy = make_policy(policy_id)
+    ref_rng = np.random.default_rng(9)
+    run_campaign(ref_policy, ref_env, [90], world_seed=8, policy_rng=ref_rng)
+    fast_policy = make_policy(policy_id)
+    fast_rng = np.random.default_rng(9)
+    run_campaign_fast(fast_policy, fast_env, [90], world_seed=8, policy_rng=fast_rng)
+    assert ref_rng.bit_generator.state == fast_rng.bit_generator.state
+    assert np.array_equal(ref_env._asked, fast_env._asked)
+    if isinstance(ref_policy, BetaIndexPolicy):
+        assert isinstance(fast_policy, BetaIndexPolicy)
+        assert np.array_equal(ref_policy.posterior_.a, fast_policy.posterior_.a)
+        assert np.array_equal(ref_policy.posterior_.b, fast_policy.posterior_.b)
+    # both go on identically with the reference loop
+    state = CampaignState.initial(Problem(n_items=25, budget=1000))
+    for _ in range(40):
+        a1 = ref_policy.select(state)
+        a2 = fast_policy.select(state)
+        assert a1 is not None and a2 is not None and a1.item == a2.item
+        e1, e2 = ref_env.step(a1).event, fast_env.step(a2).event
+        assert e1 == e2 and e1 is not None
+        ref_policy.observe(e1)
+        fast_policy.observe(e1)
+
+
+def test_supports_fast_path() -> None:
+    env = SyntheticBernoulliEnvironment(5)
+    for policy_id in POLICIES:
+        assert supports_fast_path(make_policy(policy_id), env)
+    for policy_id in ["kg-random", "round-robin", "dp", "opt-kg:tie-break=random"]:
+        assert not supports_fast_path(make_policy(policy_id), env)
+    opt_kg = make_policy("opt-kg")
+    assert not supports_fast_path(opt_kg, SyntheticBernoulliEnvironment(5, workers=WorkerPrior(3)))
+    assert not supports_fast_path(
+        opt_kg, SyntheticBernoulliEnvironment(2, prior=[[1.0, 1.0], [1.0, 2.0]])
+    )
+    assert not supports_fast_path(opt_kg, SyntheticBernoulliEnvironment(2, thresholds=[0.5, 0.4]))
+    with pytest.raises(InvalidParameterError):
+        run_campaign_fast(
+            make_policy("kg-random"), env, [5], world_seed=0, policy_rng=np.random.default_rng(0)
+        )
+
+
+def _without_seconds(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[[c for c in frame.columns if not c.startswith("seconds")]]
+
+
+def test_run_experiment_engines_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = SyntheticBernoulliEnvironment(30)
+    policies = ["opt-kg", "kg", "cvar-kg:alpha=0.3", "uniform", "kg-random"]
+    kwargs: dict[str, Any] = {"n_reps": 3, "seed": 7, "n_jobs": 1, "progress": False}
+    calls: list[str] = []
+
+    def spy(policy: AllocationPolicy, *args: Any, **kw: Any) -> Any:
+        calls.append(repr(policy))
+        return run_campaign_fast(policy, *args, **kw)
+
+    monkeypatch.setattr(fast_module, "run_campaign_fast", spy)
+    ref = run_experiment(policies, env, [15, 60, 150], engine="reference", **kwargs)
+    assert calls == []
+    auto = run_experiment(policies, env, [15, 60, 150], engine="auto", **kwargs)
+    assert len(calls) == 4 * 3  # every supported policy, every replication; not kg-random
+    fast = run_experiment(policies[:4], env, [15, 60, 150], engine="fast", **kwargs)
+    pd.testing.assert_frame_equal(_without_seconds(ref.summary), _without_seconds(auto.summary))
+    pd.testing.assert_frame_equal(
+        _without_seconds(ref.summary[ref.summary["policy"] != "kg-random"]).reset_index(drop=True),
+        _without_seconds(fast.summary),
+    )
+    with pytest.raises(InvalidParameterError):
+        run_experiment(["kg-random"], env, [15], engine="fast", **kwargs)
+    with pytest.raises(InvalidParameterError):
+        run_experiment(["opt-kg"], env, [15], engine="fast", mode="pull", **kwargs)
+    with pytest.raises(InvalidParameterError):
+        run_experiment(["opt-kg"], env, [15], engine="numba", **kwargs)

@@ -24,6 +24,7 @@ request is retried (the event table's primary key makes each event number unique
 
 import hashlib
 import json
+import random
 import secrets
 import threading
 import time
@@ -50,6 +51,8 @@ from crowdbudget.exceptions import CrowdBudgetError, UnknownPolicyError
 T = TypeVar("T")
 
 DASHBOARD_HTML = resources.files("crowdbudget.service").joinpath("dashboard.html").read_text()
+
+_RETRY_SECONDS = 15.0  # how long a write keeps retrying lost races before it gives up
 
 _CREDENTIALS = sa.Table(
     "credentials",
@@ -139,6 +142,7 @@ class Service:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._key_cache: dict[str, tuple[str, str, str | None]] = {}
+        self._jitter = random.Random()  # retry pauses only; never touches a decision
 
     def lock(self, campaign_id: str) -> threading.Lock:
         with self._guard:
@@ -163,19 +167,27 @@ class Service:
             campaign = self.campaign(campaign_id)
             if read:
                 campaign.refresh()
-            for attempt in range(5):
+            # optimistic concurrency: every lost race means another process committed an
+            # event, so the system as a whole always progresses; a jittered, growing pause
+            # keeps two busy processes from colliding in lock step. Give up only after a
+            # deadline (a store that is down), never after a fixed small number of losses.
+            deadline = time.monotonic() + _RETRY_SECONDS
+            pause = 0.001
+            while True:
                 try:
                     return action(campaign)
                 except ConcurrentWriteError:
-                    if attempt == 4:
+                    if time.monotonic() > deadline:
                         raise
-                    campaign.refresh()
                 except CrowdBudgetError:
                     # refused on this process's view (e.g. an assignment another process
                     # handed out): retry only if the store has news, else the refusal stands
-                    if read or attempt == 4 or campaign.refresh() == 0:
+                    if read or time.monotonic() > deadline or campaign.refresh() == 0:
                         raise
-            raise AssertionError("unreachable")
+                    continue
+                time.sleep(pause * (0.5 + self._jitter.random()))
+                pause = min(pause * 2, 0.05)
+                campaign.refresh()
 
     def add_key(self, campaign_id: str, role: str, worker_id: str | None = None) -> str:
         key = secrets.token_urlsafe(32)

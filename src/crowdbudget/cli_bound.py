@@ -68,7 +68,7 @@ def add_bound_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="Lagrangian upper bound on the Bayes-optimal reward (Hu & Frazier) and policy gaps",
         description="Upper bound on the Bayes-optimal expected number of correctly classified "
         "tasks in continuous time (Poisson arrivals of rate r, Exp(μ) work, U workers; Hu & "
-        "Frazier §5), and each given policy's simulated total reward (eq. 2) with a 95%% "
+        "Frazier §5), and each given policy's simulated total reward (eq. 2) with a 95% "
         "interval and its gap to the bound.",
     )
     p.add_argument("--items", type=_positive_int, required=True, help="number of tasks K")

@@ -45,16 +45,18 @@ Example:
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crowdbudget.campaign.store import EventStore, StoredEvent
+from crowdbudget.campaign.store import CommitTicket, EventStore, StoredEvent
 from crowdbudget.exceptions import (
     BudgetError,
     CrowdBudgetError,
@@ -66,6 +68,8 @@ from crowdbudget.posteriors.beta_bernoulli import positive_probability
 from crowdbudget.posteriors.dirichlet import largest_class_probabilities
 from crowdbudget.registry import make_policy
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem
+
+_EPOCHS = itertools.count(1)
 
 
 class AssignmentError(CrowdBudgetError):
@@ -145,6 +149,9 @@ class Campaign:
         self.store = store
         self.clock = clock
         self._seq = 0
+        self._epoch = next(_EPOCHS)  # names this in-memory copy for deferred durability
+        self._deferring = False
+        self._last_ticket: CommitTicket | None = None
         self.config: CampaignConfig | None = None
 
     # ------------------------------------------------------------------ creation and loading
@@ -253,10 +260,38 @@ class Campaign:
     # ------------------------------------------------------------------ the event machinery
     def _commit(self, kind: str, payload: dict[str, Any], campaign_id: str | None = None) -> None:
         """Durably append, then apply (write-ahead: nothing is acknowledged before it is
-        stored)."""
+        stored). Under :meth:`deferred_durability` the event is staged and applied at once;
+        the caller makes it durable (:meth:`wait_durable`) before acknowledging anything."""
         cid = campaign_id or (self.config.campaign_id if self.config else "")
-        stored = self.store.append(cid, self._seq + 1, kind, payload)
-        self._apply(stored)
+        if not self._deferring:
+            self._apply(self.store.append(cid, self._seq + 1, kind, payload))
+            return
+        ticket = self.store.stage(cid, self._seq + 1, kind, payload, epoch=self._epoch)
+        self._last_ticket = ticket
+        self._apply(ticket.event)
+
+    @contextmanager
+    def deferred_durability(self) -> Iterator[None]:
+        """Apply changes before they are durable, so that a caller holding this object's
+        lock can release it before the commit (group commit: concurrent requests share one
+        transaction and one fsync). The caller must call :meth:`wait_durable` after leaving
+        the block and before acknowledging any result, and on its error discard this object
+        and reload the campaign (its state then holds events the store never got)."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+
+    def durability_ticket(self) -> CommitTicket | None:
+        """The last event this object staged (settled once everything it applied is
+        durable); take it while holding the lock, wait on it after releasing."""
+        return self._last_ticket
+
+    def wait_durable(self, ticket: CommitTicket | None) -> None:
+        """Block until every event staged up to ``ticket`` is committed (see
+        :meth:`deferred_durability`); raises :class:`ConcurrentWriteError` or a store error."""
+        self.store.wait(ticket)
 
     def _apply(self, event: StoredEvent) -> None:
         handler = getattr(self, f"_on_{event.kind}")

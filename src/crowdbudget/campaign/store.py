@@ -54,6 +54,17 @@ class StoredEvent:
     created_at: float
 
 
+@dataclass(slots=True, eq=False)
+class CommitTicket:
+    """An event staged for the next group commit (:meth:`EventStore.stage`)."""
+
+    event: StoredEvent
+    row: dict[str, Any]
+    epoch: int | None
+    settled: bool = False
+    error: CrowdBudgetError | None = None
+
+
 def _engine_for(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, connect_args={"check_same_thread": False})
@@ -83,6 +94,10 @@ class EventStore:
         self.url = url
         self._write_lock = threading.Lock()
         self._writer: sa.Connection | None = None
+        self._commit_cv = threading.Condition()
+        self._queue: list[CommitTicket] = []
+        self._flushing = False
+        self._failed_epochs: set[int] = set()
         self._insert = EVENTS.insert()
         try:
             self.engine = _engine_for(url)
@@ -97,6 +112,24 @@ class EventStore:
 
     def append(self, campaign_id: str, seq: int, kind: str, payload: dict[str, Any]) -> StoredEvent:
         """Write event number ``seq`` of a campaign (committed when this returns)."""
+        ticket = self.stage(campaign_id, seq, kind, payload)
+        self.wait(ticket)
+        return ticket.event
+
+    def stage(
+        self,
+        campaign_id: str,
+        seq: int,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        epoch: int | None = None,
+    ) -> CommitTicket:
+        """Queue event number ``seq`` for the next group commit; :meth:`wait` makes it
+        durable. ``epoch`` names the in-memory campaign object that already applied the
+        event (deferred durability): if one of its events fails to commit, every later
+        event staged under the same epoch fails too, because it was decided on a state that
+        the store never held — the caller must drop that object and reload."""
         event = StoredEvent(campaign_id, seq, kind, payload, time.time())
         row = {
             "campaign_id": campaign_id,
@@ -105,24 +138,102 @@ class EventStore:
             "payload": json.dumps(payload, separators=(",", ":")),
             "created_at": event.created_at,
         }
-        try:
-            # one long-lived connection for appends (no pool checkout per event); the lock
-            # keeps its transactions apart when several threads write
-            with self._write_lock:
+        ticket = CommitTicket(event, row, epoch)
+        with self._commit_cv:
+            self._queue.append(ticket)
+        return ticket
+
+    def wait(self, ticket: CommitTicket | None) -> None:
+        """Block until ``ticket`` (and everything staged before it) is committed; raises
+        its error (:class:`ConcurrentWriteError` when another process wrote that event
+        number first).
+
+        Group commit (leader/follower): a waiter that finds no flush under way takes the
+        whole queue and commits it in one transaction, so N concurrent requests pay for one
+        fsync instead of N; the others sleep until their ticket is settled. The queue is
+        FIFO and a batch is written in order, so once a ticket is settled every ticket staged
+        before it is settled as well."""
+        if ticket is None:
+            return
+        with self._commit_cv:
+            while not ticket.settled:
+                if self._flushing:
+                    self._commit_cv.wait()
+                    continue
+                batch, self._queue = self._queue, []
+                self._flushing = True
+                self._commit_cv.release()
+                try:
+                    self._flush(batch)
+                finally:
+                    self._commit_cv.acquire()
+                    self._flushing = False
+                    self._commit_cv.notify_all()
+        if ticket.error is not None:
+            raise ticket.error
+
+    def _conflict(self, ticket: CommitTicket) -> ConcurrentWriteError:
+        event = ticket.event
+        return ConcurrentWriteError(
+            f"campaign {event.campaign_id!r} already has event {event.seq}; another process "
+            "wrote to it — reload the campaign"
+        )
+
+    def _fail(self, ticket: CommitTicket, error: CrowdBudgetError) -> None:
+        ticket.error = error
+        ticket.settled = True
+        if ticket.epoch is not None:
+            self._failed_epochs.add(ticket.epoch)
+
+    def _flush(self, batch: list[CommitTicket]) -> None:
+        """Commit ``batch`` (in order): one transaction when nothing collides, else event by
+        event so that only the colliding events (and those staged after them on the same
+        campaign object) fail."""
+        live = []
+        for ticket in batch:
+            if ticket.epoch is not None and ticket.epoch in self._failed_epochs:
+                self._fail(ticket, self._conflict(ticket))
+            else:
+                live.append(ticket)
+        if not live:
+            return
+        # one long-lived connection for appends (no pool checkout per batch); the write lock
+        # keeps its transactions apart from dispose()
+        with self._write_lock:
+            try:
                 if self._writer is None:
                     self._writer = self.engine.connect()
+                writer = self._writer
                 try:
-                    self._writer.execute(self._insert, row)
-                    self._writer.commit()
-                except BaseException:
-                    self._writer.rollback()
-                    raise
-        except IntegrityError:
-            raise ConcurrentWriteError(
-                f"campaign {campaign_id!r} already has event {seq}; another process wrote to "
-                "it — reload the campaign"
-            ) from None
-        return event
+                    writer.execute(self._insert, [t.row for t in live])
+                    writer.commit()
+                except IntegrityError:
+                    writer.rollback()
+                else:
+                    for ticket in live:
+                        ticket.settled = True
+                    return
+                for ticket in live:  # a collision: find it, keep the rest
+                    if ticket.epoch is not None and ticket.epoch in self._failed_epochs:
+                        self._fail(ticket, self._conflict(ticket))
+                        continue
+                    try:
+                        writer.execute(self._insert, ticket.row)
+                        writer.commit()
+                        ticket.settled = True
+                    except IntegrityError:
+                        writer.rollback()
+                        self._fail(ticket, self._conflict(ticket))
+            except sa.exc.SQLAlchemyError as exc:
+                if self._writer is not None:
+                    try:
+                        self._writer.rollback()
+                    except sa.exc.SQLAlchemyError:
+                        self._writer = None  # a broken connection: open a new one next time
+                first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+                for ticket in live:
+                    if not ticket.settled:
+                        self._fail(ticket, CrowdBudgetError(f"cannot write event: {first}"))
 
     def events(self, campaign_id: str, after: int = 0) -> Iterator[StoredEvent]:
         """The campaign's events with ``seq > after``, in order."""

@@ -159,35 +159,66 @@ class Service:
         return campaign
 
     def run(self, campaign_id: str, action: Callable[[Campaign], T], *, read: bool = False) -> T:
-        """Run ``action`` on the campaign under its lock. Reads first catch up with events
-        other processes wrote; writes need not: a stale campaign's append collides with the
-        other process's event number (primary key), and the write is retried after catching
-        up, so no round trip to the database is spent on the common single-process case."""
-        with self.lock(campaign_id):
-            campaign = self.campaign(campaign_id)
-            if read:
-                campaign.refresh()
-            # optimistic concurrency: every lost race means another process committed an
-            # event, so the system as a whole always progresses; a jittered, growing pause
-            # keeps two busy processes from colliding in lock step. Give up only after a
-            # deadline (a store that is down), never after a fixed small number of losses.
-            deadline = time.monotonic() + _RETRY_SECONDS
-            pause = 0.001
-            while True:
+        """Run ``action`` on the campaign under its lock, then make what it changed durable
+        before returning (nothing is acknowledged before it is committed).
+
+        Group commit: the action's events are applied at once and staged; the lock is
+        released before the commit, so concurrent requests share one transaction (one fsync)
+        instead of queueing behind each other's. The wait covers everything this campaign
+        object staged so far, so even a request that wrote nothing (a repeated label, a
+        status read) never reports a change that is not yet durable.
+
+        Several processes: reads first catch up with events other processes wrote; writes
+        need not: a stale campaign's event collides with the other process's event number
+        (primary key), the stale in-memory copy is dropped and reloaded, and the request is
+        retried — no round trip to the database is spent on the common single-process case.
+        """
+        # every lost race means another process committed an event, so the system as a
+        # whole progresses; a jittered, growing pause keeps two busy processes from
+        # colliding in lock step. Give up only after a deadline (a store that is down).
+        deadline = time.monotonic() + _RETRY_SECONDS
+        pause = 0.001
+        while True:
+            refusal: CrowdBudgetError | None = None
+            with self.lock(campaign_id):
+                campaign = self.campaign(campaign_id)
+                if read:
+                    campaign.refresh()
                 try:
-                    return action(campaign)
-                except ConcurrentWriteError:
-                    if time.monotonic() > deadline:
-                        raise
-                except CrowdBudgetError:
-                    # refused on this process's view (e.g. an assignment another process
-                    # handed out): retry only if the store has news, else the refusal stands
-                    if read or time.monotonic() > deadline or campaign.refresh() == 0:
-                        raise
-                    continue
+                    with campaign.deferred_durability():
+                        result = action(campaign)
+                except CrowdBudgetError as error:
+                    refusal = error
+                ticket = campaign.durability_ticket()
+                # refused on this process's view (e.g. an assignment another process handed
+                # out): retry at once if the store has news, else the refusal stands
+                retry_now = (
+                    refusal is not None
+                    and not read
+                    and time.monotonic() <= deadline
+                    and campaign.refresh() > 0
+                )
+            try:
+                campaign.wait_durable(ticket)
+            except CrowdBudgetError as error:
+                self.forget(campaign_id, campaign)
+                if not isinstance(error, ConcurrentWriteError) or time.monotonic() > deadline:
+                    raise
                 time.sleep(pause * (0.5 + self._jitter.random()))
                 pause = min(pause * 2, 0.05)
-                campaign.refresh()
+                continue
+            if retry_now:
+                continue
+            if refusal is not None:
+                raise refusal
+            return result
+
+    def forget(self, campaign_id: str, campaign: Campaign) -> None:
+        """Drop ``campaign`` from the cache (if it is still the cached copy): its state holds
+        events that did not reach the store; the next request reloads it."""
+        with self.lock(campaign_id):
+            if self._campaigns.get(campaign_id) is campaign:
+                del self._campaigns[campaign_id]
 
     def add_key(self, campaign_id: str, role: str, worker_id: str | None = None) -> str:
         key = secrets.token_urlsafe(32)

@@ -1,10 +1,13 @@
 """The append-only event store of live campaigns (SQLAlchemy Core).
 
-Every accepted change to a campaign is one row of the ``events`` table, written (and
-committed) before the change is applied in memory and acknowledged; the campaign's state is a
-pure function of its events, so :meth:`crowdbudget.campaign.Campaign.load` rebuilds it by
-replaying them. The default database is a SQLite file (zero set-up); any SQLAlchemy URL
-works (PostgreSQL for several service processes).
+Every accepted change to a campaign is one row of the ``events`` table, committed before the
+change is acknowledged (and, for library use, before it is applied in memory; the service
+applies first and waits for the commit outside the campaign lock — group commit, see
+:meth:`EventStore.wait` and :meth:`crowdbudget.campaign.Campaign.deferred_durability`); the
+campaign's state is a pure function of its events, so
+:meth:`crowdbudget.campaign.Campaign.load` rebuilds it by replaying them. The default
+database is a SQLite file (zero set-up); any SQLAlchemy URL works (PostgreSQL for several
+service processes).
 
 Table ``events``: ``campaign_id`` (text), ``seq`` (int, 1, 2, … per campaign), ``kind`` (text),
 ``payload`` (JSON text), ``created_at`` (float, seconds since the epoch); primary key

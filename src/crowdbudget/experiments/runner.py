@@ -103,8 +103,19 @@ def dask_scheduler(address: str | None, n_workers: int | None = None) -> Iterato
         session.close()
 
 
-def _task_star(args: tuple[Any, ...]) -> list[dict[str, Any]]:
-    return _task(*args)
+def _chunk(tasks: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Run several campaigns in one scheduled task (one pickle of the shared world, one
+    round trip to the scheduler); each keeps its own seeds, so results do not depend on it."""
+    return [row for task in tasks for row in _task(*task)]
+
+
+def _chunks(tasks: list[tuple[Any, ...]], n_workers: int) -> list[list[tuple[Any, ...]]]:
+    """Split ``tasks`` into about 8 chunks per worker (at most 64 campaigns each): large
+    enough to amortise the per-task cost of a process pool or Dask (pickling the world,
+    scheduling — milliseconds against ~1 ms for a small compiled campaign), small enough to
+    balance the load and keep the progress bar moving."""
+    size = max(1, min(64, len(tasks) // (8 * max(1, n_workers))))
+    return [tasks[k : k + size] for k in range(0, len(tasks), size)]
 
 
 RUN_COLUMNS = ["policy", "budget", "replication", "accuracy", "labels_used", "seconds"]
@@ -341,21 +352,24 @@ def run_experiment(
             from dask.distributed import as_completed as dask_completed
 
             client = session.client()
+            chunks = _chunks(tasks, max(1, sum(client.nthreads().values())))
             # retries: a task lost with its worker is run again, never silently dropped
-            futures = client.map(_task_star, tasks, retries=2, pure=False)
+            futures = client.map(_chunk, chunks, retries=2, pure=False)
+            sizes = {future.key: len(chunk) for future, chunk in zip(futures, chunks, strict=True)}
             for future in dask_completed(futures):
                 rows.extend(future.result())
-                bar.update()
+                bar.update(sizes[future.key])
         elif n_jobs == 1 or len(tasks) == 1:
             for task in tasks:
                 rows.extend(_task(*task))
                 bar.update()
         else:
-            with ProcessPoolExecutor(max_workers=min(n_jobs, len(tasks))) as pool:
-                futures = [pool.submit(_task, *task) for task in tasks]
-                for future in as_completed(futures):
+            workers = min(n_jobs, len(tasks))
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                pending = {pool.submit(_chunk, c): len(c) for c in _chunks(tasks, workers)}
+                for future in as_completed(pending):
                     rows.extend(future.result())
-                    bar.update()
+                    bar.update(pending[future])
     finally:
         bar.close()
     extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))

@@ -73,6 +73,9 @@ def make_policy(text: str) -> AllocationPolicy:
     if spec is None:
         allowed = ", ".join(sorted(_REGISTRY))
         raise UnknownPolicyError(f"unknown policy {name!r}; registered policies: {allowed}")
+    # ``final=<aggregator>`` works on every policy: allocate as usual, label by the aggregator
+    # at the end (crowdbudget.policies.final_aggregation)
+    final = raw.pop("final", None)
     kwargs = dict(spec.defaults)
     for key, value in raw.items():
         convert = spec.params.get(key)
@@ -86,6 +89,10 @@ def make_policy(text: str) -> AllocationPolicy:
         except (TypeError, ValueError):
             raise InvalidParameterError(f"policy {name!r}: cannot read {key}={value!r}") from None
     policy = spec.factory(**kwargs)
+    if final is not None:
+        from crowdbudget.policies.final_aggregation import FinalAggregation
+
+        policy = FinalAggregation(policy, final)
     policy.validate_params()
     return policy
 

@@ -39,8 +39,9 @@ class MajorityVote(Aggregator):
     def _fit_probas(self, data: LabelData) -> FloatArray:
         counts = vote_counts(data)
         totals = counts.sum(axis=1, keepdims=True)
-        # every item in a LabelData has at least one label, so totals > 0
-        return counts / totals
+        # an item without a label (a policy's log before every item was asked) is a tie among
+        # all classes, broken by ``rng`` like any other tie
+        return np.where(totals > 0, counts / np.maximum(totals, 1), 1.0 / counts.shape[1])
 
     def fit(self, labels: LabelsInput) -> Self:
         super().fit(labels)

@@ -69,15 +69,18 @@ class AggregatingPolicy(AllocationPolicy):
         raise NotImplementedError
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        self._start_log(problem, int(rng.integers(2**62)))
+        self._reset_policy(problem, rng)
+
+    def _start_log(self, problem: Problem, aggregator_seed: int) -> None:
         capacity = int(min(max(problem.budget, 1.0), 1e7)) + 16
         self._log_items = np.empty(capacity, dtype=np.int64)
         self._log_workers = np.empty(capacity, dtype=np.int64)
         self._log_labels = np.empty(capacity, dtype=np.int64)
         self.n_logged_ = 0
-        self._aggregator_seed = int(rng.integers(2**62))
+        self._aggregator_seed = aggregator_seed
         self._item_ids = np.arange(problem.n_items).astype(str).astype(object)
         self._classes = tuple(str(c) for c in range(problem.n_classes))
-        self._reset_policy(problem, rng)
 
     def _reset_policy(self, problem: Problem, rng: np.random.Generator) -> None:
         """Subclass hook."""

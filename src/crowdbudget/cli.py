@@ -398,6 +398,10 @@ def cmd_policies(args: argparse.Namespace) -> int:
         for r in rows:
             params = f"  [{', '.join(r['parameters'])}]" if r["parameters"] else ""
             print(f"{r['id']:<{width}}  {r['summary']}{params}")
+        print(
+            "\nEvery id also takes final=<aggregator> (e.g. opt-kg:final=ds): the same "
+            "allocation, final labels by that aggregator (mv, wmv, ds, one-coin-em, bp, kos-mean)."
+        )
     return 0
 
 

@@ -21,6 +21,7 @@ from crowdbudget.policies.gittins import (
     FiniteHorizonGittins,
     RewardLattice,
     _sweep,
+    adaptive_gittins_inf_index,
     calibration_sweep_numpy,
     discount_for_budget,
     finite_horizon_gittins_index,
@@ -133,6 +134,31 @@ def test_gittins_inf_truncation_converges(budget: int) -> None:
     for a, b in [(1.0, 1.0), (4.0, 4.0), (6.0, 1.0), (9.0, 3.0), (2.0, 11.0), (15.0, 2.0)]:
         values = [gittins_inf_index(a, b, alpha, m * levels) for m in (1, 2)]
         assert 0.0 <= values[1] - values[0] <= 1e-7, values
+
+
+@pytest.mark.parametrize("budget", [10, 30])
+def test_adaptive_truncation_agrees_with_the_fixed_rule(budget: int) -> None:
+    """The adaptive depth (doubling from 100 until two depths agree) gives the fixed rule's
+    index (L = 4T + 200) to its stated 1e-7, from below (the index grows with L)."""
+    alpha = discount_for_budget(budget)
+    levels = truncation_levels(budget)
+    for a, b in [(1.0, 1.0), (4.0, 4.0), (6.0, 1.0), (9.0, 3.0), (2.0, 11.0), (15.0, 2.0)]:
+        adaptive, used = adaptive_gittins_inf_index(a, b, alpha, levels)
+        fixed = gittins_inf_index(a, b, alpha, levels)
+        assert used <= levels
+        assert -1e-15 <= fixed - adaptive <= 1e-7, (a, b, adaptive, fixed)
+
+
+def test_adaptive_truncation_stops_early_at_a_large_budget() -> None:
+    """T = 8,000 (RTE's full budget): the fixed rule would need 32,200 levels; the adaptive
+    rule stops at a few hundred, and a deeper lattice does not change the index."""
+    alpha = discount_for_budget(8000)
+    value, used = adaptive_gittins_inf_index(1.0, 1.0, alpha, truncation_levels(8000))
+    assert used <= 400
+    assert gittins_inf_index(1.0, 1.0, alpha, 800) == pytest.approx(value, abs=1e-12)
+    policy = make_policy("gittins-inf")
+    policy.reset(Problem(n_items=800, budget=8000), np.random.default_rng(0))
+    assert policy.select(CampaignState.initial(Problem(n_items=800, budget=8000))) is not None
 
 
 def test_lazy_argmax_picks_the_largest_index() -> None:

@@ -570,6 +570,48 @@ def truncation_levels(budget: float, truncation: float = 4.0) -> int:
     return math.ceil(truncation * max(2.0, float(budget))) + TRUNCATION_EXTRA_LEVELS
 
 
+#: first depth tried by the adaptive truncation, and its stopping tolerance (absolute)
+ADAPTIVE_START_LEVELS = 100
+ADAPTIVE_TOLERANCE = 1e-12
+
+
+def adaptive_gittins_inf_index(
+    a: float,
+    b: float,
+    discount: float,
+    max_levels: int,
+    threshold: float = 0.5,
+    *,
+    solver: Solver = "dinkelbach",
+) -> tuple[float, int]:
+    """Gittins-Inf index with the truncation depth found by doubling: L = 100, 200, 400, …
+    until two successive depths agree to ``ADAPTIVE_TOLERANCE`` or ``max_levels`` is reached.
+    Returns (index, depth used).
+
+    Why: the fixed rule L = 4T + 200 costs O(L²) lattice cells (kg_reward evaluations) per
+    state — at T = 8,000 that is 32,200 levels, 5·10⁸ cells, hours — while the index is set by
+    short stopping times: the best average reward is collected near the state (R falls like
+    0.4/sqrt(depth) at its best, eq. 12), and measured indices at T = 8,000 are identical from
+    L = 100 to L = 1,600 for (1,1), (3,2), (6,5), (20,18). The truncated index is
+    non-decreasing in L (a deeper lattice allows more stopping times), so "L and 2L agree" is
+    the usual convergence test of a monotone sequence — not a proof that 4L would agree, which
+    is why ``truncation_rule="fixed"`` keeps the original rule and the tests check the two
+    agree to the fixed rule's stated 1e-7 where the fixed rule is affordable."""
+    cap = int(max_levels)
+    levels = min(cap, ADAPTIVE_START_LEVELS)
+    base_a, base_b, i, j = lattice_base(a, b)
+    value = index_table(base_a, base_b, threshold, discount, levels, solver).index(i, j, levels)
+    while levels < cap:
+        deeper = min(cap, 2 * levels)
+        table = index_table(base_a, base_b, threshold, discount, deeper, solver)
+        deeper_value = table.index(i, j, deeper)
+        converged = deeper_value - value <= ADAPTIVE_TOLERANCE
+        levels, value = deeper, deeper_value
+        if converged:
+            break
+    return value, levels
+
+
 # ---- Gittins-Inf ---------------------------------------------------------------------------
 class GittinsInf(BetaIndexPolicy):
     """Gittins-Inf (Xie & Frazier 2013 as used by Chen et al. §7): label the item of largest
@@ -578,7 +620,10 @@ class GittinsInf(BetaIndexPolicy):
     Args:
         truncation: lattice truncation below each state, in multiples of T
             (L = ceil(truncation · T) + 200 levels; default 4 — module docstring for the
-            measured accuracy).
+            measured accuracy). With ``truncation_rule="adaptive"`` this is the largest depth.
+        truncation_rule: ``"adaptive"`` (default: double L from 100 until two depths agree,
+            :func:`adaptive_gittins_inf_index` — seconds instead of hours at T = 8,000) or
+            ``"fixed"`` (always the full L, the reference).
         solver: ``"dinkelbach"`` or ``"bisection"``.
         tie_break: ``"first"`` or ``"random"`` among equal indices.
     """
@@ -586,15 +631,24 @@ class GittinsInf(BetaIndexPolicy):
     budget_aware: ClassVar[bool] = True
 
     def __init__(
-        self, truncation: float = 4.0, solver: Solver = "dinkelbach", tie_break: TieBreak = "first"
+        self,
+        truncation: float = 4.0,
+        solver: Solver = "dinkelbach",
+        tie_break: TieBreak = "first",
+        truncation_rule: str = "adaptive",
     ) -> None:
         super().__init__(tie_break=tie_break)
         self.truncation = truncation
         self.solver = solver
+        self.truncation_rule = truncation_rule
 
     def validate_params(self) -> None:
         super().validate_params()
         _check_solver(self.solver)
+        if self.truncation_rule not in ("adaptive", "fixed"):
+            raise InvalidParameterError(
+                f"truncation-rule must be 'adaptive' or 'fixed', got {self.truncation_rule!r}"
+            )
         if not (isinstance(self.truncation, int | float) and 0 < self.truncation <= 1000):
             raise InvalidParameterError(
                 f"truncation must be a number in (0, 1000], got {self.truncation!r}"
@@ -608,6 +662,16 @@ class GittinsInf(BetaIndexPolicy):
         out = np.empty(a.shape)
         flat_a, flat_b, flat_d, flat_out = a.ravel(), b.ravel(), d.ravel(), out.reshape(-1)
         for k in range(flat_a.shape[0]):
+            if self.truncation_rule == "adaptive":
+                flat_out[k], _ = adaptive_gittins_inf_index(
+                    float(flat_a[k]),
+                    float(flat_b[k]),
+                    discount,
+                    levels,
+                    float(flat_d[k]),
+                    solver=self.solver,
+                )
+                continue
             base_a, base_b, i, j = lattice_base(float(flat_a[k]), float(flat_b[k]))
             table = index_table(base_a, base_b, float(flat_d[k]), discount, levels, self.solver)
             flat_out[k] = table.index(i, j, levels)

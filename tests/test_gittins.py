@@ -151,11 +151,15 @@ def test_adaptive_truncation_agrees_with_the_fixed_rule(budget: int) -> None:
 
 def test_adaptive_truncation_stops_early_at_a_large_budget() -> None:
     """T = 8,000 (RTE's full budget): the fixed rule would need 32,200 levels; the adaptive
-    rule stops at a few hundred, and a deeper lattice does not change the index."""
+    rule stops at a few hundred for (1, 1), and a deeper lattice does not change the index;
+    a lopsided state stops at the policy's cap with a lower bound of the deeper index."""
     alpha = discount_for_budget(8000)
     value, used = adaptive_gittins_inf_index(1.0, 1.0, alpha, truncation_levels(8000))
     assert used <= 400
     assert gittins_inf_index(1.0, 1.0, alpha, 800) == pytest.approx(value, abs=1e-12)
+    capped, used = adaptive_gittins_inf_index(1.0, 9.0, alpha, 200)
+    assert used == 200
+    assert capped <= gittins_inf_index(1.0, 9.0, alpha, 400)
     policy = make_policy("gittins-inf")
     policy.reset(Problem(n_items=800, budget=8000), np.random.default_rng(0))
     assert policy.select(CampaignState.initial(Problem(n_items=800, budget=8000))) is not None

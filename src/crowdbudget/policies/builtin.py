@@ -125,7 +125,13 @@ register_policy(
         "gittins-inf",
         GittinsInf,
         "infinite-horizon discounted Gittins index, alpha = 1 - 1/T (Xie & Frazier 2013)",
-        params={"truncation": float, "truncation-rule": str, "solver": str, "tie-break": str},
+        params={
+            "truncation": float,
+            "truncation-rule": str,
+            "max-levels": int,
+            "solver": str,
+            "tie-break": str,
+        },
         paper=CHEN2013,
     )
 )

@@ -115,10 +115,16 @@ class AllocationPolicy(ABC):
 
         Default: the Bayes rule on the Beta posterior built from the problem's prior and the
         state's vote counts (Chen et al. Prop. 2.1 / Cor. 2.2 — majority vote when the prior is
-        symmetric). Policies with a richer model override this.
+        symmetric); with more than two classes the Dirichlet posterior's most probable
+        largest class (§5). Policies with a richer model override this.
         """
         from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 
+        if state.problem.n_classes > 2:
+            from crowdbudget.posteriors.dirichlet import DirichletPosterior
+
+            alpha = state.problem.prior_array + state.label_counts
+            return DirichletPosterior(alpha, state.n_items).predict()
         posterior = BetaBernoulliPosterior(
             state.problem.prior_array + state.label_counts,
             state.n_items,

@@ -7,8 +7,9 @@ recorded labels (seed 0, one replication, reference engine — replays are not o
 path); every aggregator on all labels. Synthetic: ``opt-kg`` (compiled engine) and ``uniform`` on
 ``SyntheticBernoulliEnvironment(n)`` with one label per item, n = 10^6 and 10^7.
 
-Memory is the peak of Python-tracked allocations (``tracemalloc``; NumPy reports its buffers
-to it) during the step, divided by the number of items for the per-item figure. Run from the
+Time is one untraced run; memory is the peak of Python-tracked allocations (``tracemalloc``;
+NumPy reports its buffers to it) during a second, traced run of the same step, divided by the
+number of items for the per-item figure. Run from the
 repository root:
 
     python benchmarks/bench_large_data.py [--sizes 1000000,10000000] [--sets millionaire,...]
@@ -33,14 +34,17 @@ AGGREGATORS = ["mv", "wmv", "ds", "one-coin-em", "bp", "kos-mean"]
 
 
 def measured(step: Callable[[], Any]) -> tuple[Any, float, float]:
-    """(result, seconds, peak MB of traced allocations) of ``step()``."""
-    tracemalloc.start()
+    """(result, seconds, peak MB of traced allocations) of ``step()``: timed once without
+    tracing (tracemalloc slows allocation-heavy Python loops several-fold), then run again
+    under tracemalloc for the memory peak."""
     start = time.perf_counter()
+    result = step()
+    seconds = time.perf_counter() - start
+    tracemalloc.start()
     try:
-        result = step()
-    finally:
-        seconds = time.perf_counter() - start
+        step()
         _, peak = tracemalloc.get_traced_memory()
+    finally:
         tracemalloc.stop()
     return result, seconds, peak / 1e6
 

@@ -37,3 +37,19 @@ def test_item_only_policies_replay_a_multiclass_data_set() -> None:
     # every label used: the Dirichlet Bayes rule with a flat prior is majority vote
     assert row["labels_used"] == data.items.size
     assert row["accuracy"] > 0.98  # WSD majority vote: 0.9944 (data README)
+
+
+def test_dirichlet_predict_is_the_argmax_of_the_largest_class_probabilities() -> None:
+    from crowdbudget.posteriors.dirichlet import DirichletPosterior
+
+    rng = np.random.default_rng(4)
+    alpha = rng.integers(1, 6, size=(400, 4)).astype(float) + rng.choice([0.0, 0.5], (400, 4))
+    posterior = DirichletPosterior(alpha)
+    probabilities = posterior.class_probabilities()
+    expected = np.argmax(probabilities, axis=1)
+    # equal pseudo-counts give equal probabilities up to quadrature rounding: compare where the
+    # most probable class is clear
+    top2 = np.sort(probabilities, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 1e-9
+    assert clear.sum() > 200
+    assert np.array_equal(posterior.predict()[clear], expected[clear])

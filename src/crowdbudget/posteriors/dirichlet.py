@@ -100,8 +100,18 @@ class DirichletPosterior:
         return largest_class_probabilities(self.alpha)
 
     def predict(self) -> IntArray:
-        """Bayes-rule labels (most probable class; ties → smallest index), shape (n_items,)."""
-        return np.argmax(self.class_probabilities(), axis=1).astype(np.int64)
+        """Bayes-rule labels (most probable largest class; ties → smallest index), shape
+        (n_items,) — computed as the largest pseudo-count, without the integral.
+
+        Why that is the same: with G_k ~ Gamma(α_k) independent, θ = G / ΣG, so "θ_c is the
+        largest" is "G_c is the largest". If α_c ≥ α_d, write G_c = G'_d + H with
+        G'_d ~ Gamma(α_d) and H ~ Gamma(α_c − α_d) ≥ 0 independent (H = 0 if equal), R the
+        other G's. Then P(d largest) = P(G_d > G'_d + H, G_d > R) ≤ P(G_d > G'_d, G_d > R)
+        = P(G'_d > G_d, G'_d > R) (G_d and G'_d are exchangeable) ≤ P(G'_d + H > G_d,
+        G'_d + H > R) = P(c largest). So P(c largest) is ordered like α_c, equal α give equal
+        probabilities, and argmax α (first on ties) is the Bayes rule with its tie-break. It
+        saves the quadrature (seconds for 10⁴–10⁵ items)."""
+        return np.argmax(self.alpha, axis=1).astype(np.int64)
 
     def confidence(self) -> FloatArray:
         return np.max(self.class_probabilities(), axis=1)

@@ -236,6 +236,7 @@ COMPARE_POLICIES = [
     "round-robin",
     "kg-random",
     "opt-kg",
+    "opt-kg:final=ds",
     "opt-kg:workers=one-coin",
 ]
 

@@ -291,3 +291,37 @@ def test_reproduce_on_dask_prints_exactly_the_same_results(
     assert code == code_dask == 0
     assert json.loads(serial)["results"] == json.loads(on_dask)["results"]
     assert "timing" in json.loads(serial)
+
+
+def test_replay_with_requallo_reports_quantity_quality_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The issue's command (fewer reps): rows carry Li et al.'s §4.1 metrics, and Requallo
+    labels more items (3+ labels) than Opt-KG, with higher accuracy among them (Fig. 1)."""
+    code, out, _ = run_cli(
+        capsys,
+        "replay",
+        "--dataset",
+        "rte",
+        "--policies",
+        "opt-kg,label-uncertainty,round-robin,requallo:fisher=0.2:max-labels=14,"
+        "requallo:ratio=4:max-labels=14",
+        "--budget",
+        "800,1600",
+        "--reps",
+        "3",
+        "--seed",
+        "0",
+        "--json",
+        "--no-progress",
+    )
+    assert code == 0
+    rows = {(r["policy"], r["budget"]): r for r in json.loads(out)["results"]}
+    for row in rows.values():
+        for key in ("quantity_mean", "correct_mean", "accuracy_labeled_mean", "spent_mean"):
+            assert key in row
+        assert row["spent_mean"] <= row["budget"]
+    requallo = rows[("requallo:fisher=0.2:max-labels=14", 1600.0)]
+    opt_kg = rows[("opt-kg", 1600.0)]
+    assert requallo["quantity_mean"] > 1.5 * opt_kg["quantity_mean"]
+    assert requallo["accuracy_labeled_mean"] > opt_kg["accuracy_labeled_mean"]

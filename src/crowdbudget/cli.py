@@ -166,7 +166,18 @@ def _load_label_data(args: argparse.Namespace) -> Any:
     return load_dataset(args.dataset or "rte", data_dir=args.data_dir)
 
 
+#: policies whose comparison needs the quantity–quality metrics (Li et al. 2016 §4.1)
+QUALITY_POLICIES = ("requallo", "label-uncertainty")
+QUALITY_TABLES = [
+    ("quantity", "items with at least 3 labels"),
+    ("correct", "labeled items correct"),
+    ("accuracy_labeled", "accuracy among labeled items"),
+    ("spent", "budget spent"),
+]
+
+
 def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -> int:
+    from crowdbudget.experiments.metrics import quality_metrics
     from crowdbudget.experiments.report import (
         accuracy_table,
         json_document,
@@ -179,6 +190,11 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     data = _load_label_data(args)
     env = ReplayEnvironment.from_label_data(data)
     budgets = _budgets(args, data.n_items)
+    # quantity–quality metrics (Li et al. §4.1) when asked, or when a policy that targets them
+    # is compared (Requallo stops early and leaves items unlabeled: accuracy alone misleads)
+    quality = getattr(args, "quality", False) or any(
+        pid.split(":")[0] in QUALITY_POLICIES for pid in args.policies
+    )
     result = run_experiment(
         args.policies,
         env,
@@ -188,6 +204,7 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
         n_jobs=args.jobs,
         progress=not args.no_progress,
         mode=args.mode,
+        metrics=quality_metrics if quality else None,
     )
     settings = {
         "dataset": data.name,
@@ -213,12 +230,17 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
         command, args.seed, settings, records, **({"plot": plot_path} if plot_path else {})
     )
     table = accuracy_table(result.summary, data.n_items)
+    extra = []
+    if quality:
+        for metric, what in QUALITY_TABLES:
+            extra += [f"{what} (mean ± std)", accuracy_table(result.summary, data.n_items, metric)]
     text = "\n".join(
         [
             title,
             f"accuracy on the {settings['gold_items']} gold items "
             f"(mean ± std over {args.reps} replications)",
             table,
+            *extra,
             *([f"plot written to {plot_path}"] if plot_path else []),
         ]
     )
@@ -478,6 +500,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--reps", type=_positive_int, default=20, help="replications (default 20)")
         p.add_argument(
             "--mode", choices=["push", "pull"], default="push", help="interaction mode (push)"
+        )
+        p.add_argument(
+            "--quality",
+            action="store_true",
+            help="also report Li et al.'s quantity (items with 3+ labels), correct, accuracy "
+            "among labeled items and budget spent (automatic with requallo or "
+            "label-uncertainty)",
         )
 
     rpl = sub.add_parser(

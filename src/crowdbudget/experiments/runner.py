@@ -156,6 +156,16 @@ def run_campaign(
     """
     if mode not in ("push", "pull"):
         raise InvalidParameterError(f"mode must be 'push' or 'pull', got {mode!r}")
+    if (
+        mode == "pull"
+        and getattr(env, "pairs", None) is not None
+        and not (policy.chooses_workers or policy.replay_pull)
+    ):
+        raise InvalidParameterError(
+            f"{type(policy).__name__} cannot restrict itself to the arriving worker's recorded "
+            "labels, so it cannot replay in pull mode; use push mode (an item-only policy then "
+            "gets a random unused worker's label of its item, Chen et al. §7.2)"
+        )
     checkpoints = sorted(float(b) for b in budgets)
     env.check_budget(checkpoints[-1])
     env.reset(seed=world_seed)

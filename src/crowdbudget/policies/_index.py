@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from crowdbudget.types import FloatArray
+from crowdbudget.types import FloatArray, IntArray
 
 TieBreak = Literal["first", "random"]
 
@@ -74,6 +74,10 @@ class ScoreBuckets:
 
     def __len__(self) -> int:
         return sum(self._count.values())
+
+    def scores_of(self, items: IntArray) -> FloatArray:
+        """Current scores of ``items`` (removed items included), shape like ``items``."""
+        return self._score[items]
 
     def score(self, item: int) -> float:
         return float(self._score[item])

@@ -36,11 +36,15 @@ class AllocationPolicy(ABC):
             checkpoints along one run.
         chooses_workers: in push mode, the policy picks the worker as well as the item.
         binary_only: the policy only handles two classes.
+        replay_pull: in pull mode on a replay (``state.pairs`` set) the policy only offers
+            the arriving worker items they have an unused recorded label for (item–worker
+            policies do by construction; item-only ones via :meth:`_items_for_worker`).
     """
 
     budget_aware: ClassVar[bool] = False
     chooses_workers: ClassVar[bool] = False
     binary_only: ClassVar[bool] = True
+    replay_pull: ClassVar[bool] = False
 
     # ---- scikit-learn style parameter access -------------------------------------------------
     @classmethod
@@ -135,3 +139,23 @@ class AllocationPolicy(ABC):
     # ---- helpers shared by policies -----------------------------------------------------------
     def _price(self, state: CampaignState, worker: int | None) -> float:
         return state.problem.price_of(worker)
+
+    def _items_for_worker(self, state: CampaignState, worker: int | None) -> IntArray | None:
+        """Pull mode on a replay: the eligible items ``worker`` still has an unused recorded
+        label for, ascending (None when any item will do: push mode or no ``state.pairs``).
+
+        Cost O(labels recorded for the worker), not O(n_items): the pairs are grouped by
+        worker once per campaign (CSR over ``state.pairs.workers``)."""
+        pairs = state.pairs
+        if worker is None or pairs is None:
+            return None
+        if getattr(self, "_pairs_grouped_", None) is not pairs.workers:
+            counts = np.bincount(pairs.workers, minlength=int(pairs.workers.max(initial=-1)) + 1)
+            self._worker_ptr_ = np.concatenate([[0], np.cumsum(counts)])
+            self._worker_order_ = np.argsort(pairs.workers, kind="stable")
+            self._pairs_grouped_ = pairs.workers
+        if not 0 <= worker < self._worker_ptr_.shape[0] - 1:
+            return np.empty(0, dtype=np.int64)
+        mine = self._worker_order_[self._worker_ptr_[worker] : self._worker_ptr_[worker + 1]]
+        items = pairs.items[mine[pairs.remaining[mine] > 0]]
+        return np.unique(items[state.eligible[items]])

@@ -20,6 +20,7 @@ class UniformPolicy(AllocationPolicy):
     """Each label goes to an eligible item drawn uniformly at random (with replacement)."""
 
     binary_only = False
+    replay_pull = True
 
     def __init__(self) -> None:
         pass
@@ -32,6 +33,12 @@ class UniformPolicy(AllocationPolicy):
         price = self._price(state, worker)
         if not state.can_afford(price):
             return None
+        mine = self._items_for_worker(state, worker)
+        if mine is not None:  # pull mode on a replay: uniform over the worker's items
+            if mine.shape[0] == 0:
+                return None
+            item = int(mine[int(self.rng_.integers(mine.shape[0]))])
+            return Assignment(item=item, worker=worker, price=price)
         while self._n_alive > 0:
             slot = int(self.rng_.integers(self._n_alive))
             item = int(self._alive[slot])
@@ -74,17 +81,27 @@ class RoundRobinPolicy(AllocationPolicy):
     """Items in index order, cycling ("looping" in Li et al. 2016)."""
 
     binary_only = False
+    replay_pull = True
 
     def __init__(self) -> None:
         pass
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         self._queue: deque[int] = deque(range(problem.n_items))
+        self._cursor = 0  # pull mode on a replay: the next item in the cycle
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         price = self._price(state, worker)
         if not state.can_afford(price):
             return None
+        mine = self._items_for_worker(state, worker)
+        if mine is not None:  # pull mode on a replay: the worker's next item in the cycle
+            if mine.shape[0] == 0:
+                return None
+            at = int(np.searchsorted(mine, self._cursor))
+            item = int(mine[at % mine.shape[0]])
+            self._cursor = item + 1
+            return Assignment(item=item, worker=worker, price=price)
         while self._queue:
             item = self._queue.popleft()
             if state.eligible[item]:

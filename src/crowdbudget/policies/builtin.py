@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
 from crowdbudget.policies.dynamic_programming import ExactDPPolicy
 from crowdbudget.policies.knowledge_gradient import (
@@ -9,9 +13,55 @@ from crowdbudget.policies.knowledge_gradient import (
     KnowledgeGradient,
     OptimisticKnowledgeGradient,
 )
+from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 from crowdbudget.registry import PolicySpec, register_policy
 
 CHEN2013 = "Chen, Lin, Zhou (2013) Optimistic Knowledge Gradient Policy ..."
+
+#: worker models the KG family can be given with ``workers=`` (§4 of Chen et al.)
+WORKER_MODELS = ("none", "one-coin")
+
+
+def _pair(text: str) -> tuple[float, float]:
+    """``"4;1"`` or ``"4,1"`` → (4.0, 1.0) (a Beta prior's two parameters)."""
+    parts = [float(v) for v in text.replace(";", ",").split(",") if v.strip()]
+    if len(parts) != 2:
+        raise ValueError(text)
+    return parts[0], parts[1]
+
+
+def _with_workers(
+    optimistic: bool, workers: str, worker_prior: tuple[float, float] | None, **kwargs: Any
+) -> AllocationPolicy:
+    if workers not in WORKER_MODELS:
+        raise InvalidParameterError(
+            f"workers must be one of {', '.join(WORKER_MODELS)}, got {workers!r}"
+        )
+    if workers == "one-coin":
+        if kwargs.get("tie_break", "first") != "first":
+            raise InvalidParameterError("workers=one-coin breaks ties by the first pair only")
+        return OneCoinKnowledgeGradient(
+            optimistic=optimistic, worker_prior=worker_prior or (4.0, 1.0)
+        )
+    if worker_prior is not None:
+        raise InvalidParameterError("worker-prior needs workers=one-coin")
+    cls = OptimisticKnowledgeGradient if optimistic else KnowledgeGradient
+    return cls(**kwargs)
+
+
+def _optimistic_knowledge_gradient(
+    workers: str = "none", worker_prior: tuple[float, float] | None = None, **kwargs: Any
+) -> AllocationPolicy:
+    """``opt-kg``: homogeneous Opt-KG, or with ``workers=one-coin`` the worker-aware one."""
+    return _with_workers(True, workers, worker_prior, **kwargs)
+
+
+def _knowledge_gradient(
+    workers: str = "none", worker_prior: tuple[float, float] | None = None, **kwargs: Any
+) -> AllocationPolicy:
+    """``kg``: deterministic KG, or with ``workers=one-coin`` KG over (item, worker) pairs."""
+    return _with_workers(False, workers, worker_prior, **kwargs)
+
 
 register_policy(
     PolicySpec("uniform", UniformPolicy, "uniform sampling: a random eligible item", paper=CHEN2013)
@@ -24,8 +74,10 @@ register_policy(
 register_policy(
     PolicySpec(
         "kg",
-        KnowledgeGradient,
-        "deterministic knowledge gradient (smallest index on ties)",
+        _knowledge_gradient,
+        "deterministic knowledge gradient (smallest index on ties); workers=one-coin: KG over "
+        "(item, worker) pairs with worker reliability (§4)",
+        params={"workers": str, "worker-prior": _pair},
         defaults={"tie_break": "first"},
         paper=CHEN2013,
     )
@@ -42,9 +94,10 @@ register_policy(
 register_policy(
     PolicySpec(
         "opt-kg",
-        OptimisticKnowledgeGradient,
-        "optimistic knowledge gradient (Algorithm 1)",
-        params={"tie-break": str},
+        _optimistic_knowledge_gradient,
+        "optimistic knowledge gradient (Algorithm 1); workers=one-coin: over (item, worker) "
+        "pairs with worker reliability rho_j ~ Beta(4,1) (§4)",
+        params={"tie-break": str, "workers": str, "worker-prior": _pair},
         paper=CHEN2013,
     )
 )

@@ -63,6 +63,10 @@ class FinalAggregation(AggregatingPolicy):
     def binary_only(self) -> bool:  # type: ignore[override]
         return self.policy.binary_only
 
+    @property
+    def replay_pull(self) -> bool:  # type: ignore[override]
+        return self.policy.replay_pull
+
     def validate_params(self) -> None:
         self.policy.validate_params()
         make_aggregator(self.aggregator)  # an unknown id fails here, with the allowed ones

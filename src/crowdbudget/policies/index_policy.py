@@ -34,6 +34,7 @@ class BetaIndexPolicy(AllocationPolicy):
     """
 
     tie_break_default: ClassVar[TieBreak] = "first"
+    replay_pull: ClassVar[bool] = True
 
     def __init__(self, tie_break: TieBreak = "first") -> None:
         self.tie_break = tie_break
@@ -87,6 +88,8 @@ class BetaIndexPolicy(AllocationPolicy):
         price = self._price(state, worker)
         if not state.can_afford(price):
             return None
+        if worker is not None and state.pairs is not None:
+            return self._select_for_worker(state, worker, price)
         while True:
             item = self._index.best(self.rng_)
             if item is None:
@@ -94,6 +97,20 @@ class BetaIndexPolicy(AllocationPolicy):
             if state.eligible[item]:
                 return Assignment(item=item, worker=worker, price=price)
             self._index.remove(item)  # items never become eligible again (CampaignState)
+
+    def _select_for_worker(
+        self, state: CampaignState, worker: int, price: float
+    ) -> Assignment | None:
+        """Pull mode on a replay: the best of the items the arriving worker can label (scores
+        read from the score structure; ties as ``tie_break``)."""
+        items = self._items_for_worker(state, worker)
+        assert items is not None
+        if items.shape[0] == 0:
+            return None
+        scores = self._index.scores_of(items)
+        best = np.flatnonzero(scores == scores.max())
+        pick = int(self.rng_.integers(best.shape[0])) if self.tie_break == "random" else 0
+        return Assignment(item=int(items[best[pick]]), worker=worker, price=price)
 
     def select_excluding(
         self,

@@ -1,0 +1,59 @@
+"""``opt-kg:workers=one-coin`` / ``kg:workers=one-coin``: worker-aware KG from the registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdbudget.datasets import load_dataset
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.runner import run_campaign
+from crowdbudget.policies.knowledge_gradient import OptimisticKnowledgeGradient
+from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
+from crowdbudget.registry import make_policy
+from crowdbudget.simulation.replay import ReplayEnvironment
+
+
+def test_ids_build_the_worker_aware_policies() -> None:
+    optimistic = make_policy("opt-kg:workers=one-coin")
+    assert isinstance(optimistic, OneCoinKnowledgeGradient) and optimistic.optimistic
+    plain = make_policy("kg:workers=one-coin:worker-prior=8;2")
+    assert isinstance(plain, OneCoinKnowledgeGradient) and not plain.optimistic
+    assert plain.worker_prior == (8.0, 2.0)
+    assert isinstance(make_policy("opt-kg:workers=none"), OptimisticKnowledgeGradient)
+
+
+@pytest.mark.parametrize(
+    ("policy_id", "message"),
+    [
+        ("opt-kg:workers=two-headed", "workers must be one of"),
+        ("opt-kg:worker-prior=4;1", "worker-prior needs workers=one-coin"),
+        ("opt-kg:workers=one-coin:worker-prior=4", "cannot read worker-prior"),
+    ],
+)
+def test_bad_worker_parameters_are_one_line_errors(policy_id: str, message: str) -> None:
+    with pytest.raises(InvalidParameterError, match=message):
+        make_policy(policy_id)
+
+
+@pytest.mark.parametrize("mode", ["push", "pull"])
+def test_worker_reliability_pays_on_rte(mode: str) -> None:
+    """Chen et al. §7.2: modelling worker reliability beats homogeneous Opt-KG on RTE (at
+    1,600 labels: 0.85 vs 0.78 in push mode, seed 0)."""
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    accuracy = {}
+    for policy_id in ["opt-kg", "opt-kg:workers=one-coin"]:
+        [row] = run_campaign(
+            make_policy(policy_id),
+            env,
+            [1600],
+            world_seed=0,
+            policy_rng=np.random.default_rng(0),
+            mode=mode,
+        )
+        assert row["labels_used"] == 1600
+        accuracy[policy_id] = row["accuracy"]
+    if mode == "push":  # the policy chooses the pair: the paper's setting
+        assert accuracy["opt-kg:workers=one-coin"] > accuracy["opt-kg"] + 0.03
+    else:  # the arriving worker is given: still no worse than ignoring workers
+        assert accuracy["opt-kg:workers=one-coin"] > accuracy["opt-kg"] - 0.02

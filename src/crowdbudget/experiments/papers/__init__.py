@@ -6,7 +6,7 @@ paper module and add one :class:`Reproduction` line below.
 
 from __future__ import annotations
 
-from crowdbudget.experiments.papers import chen2013, hu_frazier, zhang2015
+from crowdbudget.experiments.papers import chen2013, hu_frazier, rangi2018, zhang2015
 from crowdbudget.experiments.papers.base import Reproduction, ReproductionResult
 
 REPRODUCTIONS: dict[str, Reproduction] = {
@@ -36,6 +36,17 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             "hu-frazier-fig2",
             "Hu, Frazier Fig. 2: RTE accuracy, prior from 50 held-back tasks, K=10,100,750",
             hu_frazier.fig2,
+        ),
+        Reproduction(
+            "bkube-fig1",
+            "Rangi, Franceschetti (2018) Fig. 1: B-KUBE vs bounded eps-first, eps-first, "
+            "trailsourcing; 20 priced workers, sets A/B, T = 50; B-KUBE regret vs log B",
+            rangi2018.fig1,
+        ),
+        Reproduction(
+            "bkube-fig2",
+            "Rangi, Franceschetti (2018) Fig. 2: the same with T = 100 tasks",
+            rangi2018.fig2,
         ),
         Reproduction(
             "bbta-fig2",

@@ -1,0 +1,154 @@
+"""B-KUBE family (Rangi, Franceschetti 2018): priced workers, value estimation, the per-task
+loop, feasibility/budget/capacity invariants, reproducibility and `reproduce bkube-fig1`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from crowdbudget.cli import main
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies.bandits.epsilon_first import (
+    run_bounded_epsilon_first,
+    run_epsilon_first,
+)
+from crowdbudget.policies.bandits.kube import run_bkube
+from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
+from crowdbudget.policies.bandits.value import OnlineValueEstimator
+from crowdbudget.simulation.priced_workers import (
+    PricedWorkerPool,
+    confident,
+    rangi_worker_sets,
+    value_from_accuracy,
+)
+
+RUNS = [run_bkube, run_bounded_epsilon_first, run_epsilon_first, run_trailsourcing]
+
+
+def pool_a(n_tasks: int = 50, seed: int = 0) -> PricedWorkerPool:
+    return rangi_worker_sets(n_tasks, np.random.default_rng(seed))[0]
+
+
+def test_worker_sets_follow_section_6() -> None:
+    set_a, set_b = rangi_worker_sets(50, np.random.default_rng(1))
+    assert set_a.n_workers == 20 and np.all(set_a.capacity == 30)
+    assert np.all((set_a.accuracy >= 0.5) & (set_a.accuracy <= 1))
+    v = 2 * set_a.accuracy - 1
+    assert np.all((set_a.price >= v - 1e-9) & (set_a.price <= 1 + v))
+    assert np.sum(set_b.accuracy == 0.5) == 5
+    np.testing.assert_array_equal(set_a.accuracy[:15], set_b.accuracy[:15])
+    np.testing.assert_allclose(value_from_accuracy(np.array([0.9, 0.5])), [0.8, 0.0])
+    np.testing.assert_allclose(value_from_accuracy(np.array([0.7]), 3), [0.55])
+
+
+def test_online_estimate_counts_agreements() -> None:
+    estimator = OnlineValueEstimator(3)
+    for agreed in (True, True, False, True):
+        estimator.update(0, agreed)
+    np.testing.assert_allclose(estimator.accuracy_, [0.75, 0.5, 0.5])
+    np.testing.assert_allclose(estimator.value_, [0.5, 0.0, 0.0])
+
+
+def test_answers_are_unbiased() -> None:
+    pool = PricedWorkerPool(np.array([0.8]), np.array([1.0]), np.array([10]), 3)
+    rng = np.random.default_rng(0)
+    answers = np.array([pool.answer(0, 2, rng) for _ in range(4000)])
+    assert abs(np.mean(answers == 2) - 0.8) < 0.03
+    assert abs(np.mean(answers == 0) - 0.1) < 0.02
+
+
+def test_stopping_rule() -> None:
+    stops = {
+        (a, b): confident(np.array([a, b], float), a + b, 1.0)
+        for a, b in [(1, 0), (2, 0), (2, 1), (3, 1), (4, 1), (4, 2), (5, 2)]
+    }
+    assert stops == {
+        (1, 0): False, (2, 0): True, (2, 1): False, (3, 1): False,
+        (4, 1): True, (4, 2): False, (5, 2): False,
+    }  # fmt: skip
+    assert not confident(np.array([2.0, 0.0]), 2, 2.0)  # a larger constant waits longer
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("worker_set", [0, 1])
+def test_budget_capacity_and_feasibility_hold(run, worker_set: int) -> None:  # type: ignore[no-untyped-def]
+    for seed in range(4):
+        pool = rangi_worker_sets(50, np.random.default_rng(seed))[worker_set]
+        for budget in (3.0, 100.0, 300.0):
+            outcome = run(pool, budget, 50, np.random.default_rng(seed + 10))
+            counts = np.bincount(outcome.selections, minlength=pool.n_workers)
+            assert np.all(counts <= pool.capacity)
+            np.testing.assert_array_equal(outcome.remaining_capacity, pool.capacity - counts)
+            assert pool.price[outcome.selections].sum() <= budget + 1e-9
+            assert outcome.spent == pytest.approx(pool.price[outcome.selections].sum())
+            assert outcome.labels_per_task.sum() == outcome.selections.size
+            assert 0 <= outcome.tasks_completed <= 50 and 0 <= outcome.error <= 1
+
+
+def test_bkube_spends_until_infeasible_and_explores_everyone_first() -> None:
+    pool = pool_a()
+    outcome = run_bkube(pool, 150.0, 50, np.random.default_rng(3))
+    # initialisation phase: the first K selections are the K workers in order
+    np.testing.assert_array_equal(outcome.selections[:20], np.arange(20))
+    if outcome.tasks_completed < 50 or outcome.labels_per_task[-1] == 0:
+        left = 150.0 - outcome.spent
+        assert not np.any((pool.price <= left) & (outcome.remaining_capacity > 0))
+
+
+def test_tiny_budget_is_feasibility_checked() -> None:
+    pool = PricedWorkerPool(np.array([0.9, 0.8]), np.array([2.0, 5.0]), np.array([3, 3]))
+    assert run_bkube(pool, 1.0, 5, np.random.default_rng(0)).selections.size == 0
+    outcome = run_bkube(pool, 4.5, 5, np.random.default_rng(0))
+    np.testing.assert_array_equal(outcome.selections, [0, 0])  # worker 1 never fits
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_same_seed_same_run(run) -> None:  # type: ignore[no-untyped-def]
+    pool = pool_a(seed=5)
+    first = run(pool, 200.0, 50, np.random.default_rng(11))
+    second = run(pool, 200.0, 50, np.random.default_rng(11))
+    np.testing.assert_array_equal(first.selections, second.selections)
+    np.testing.assert_array_equal(first.predicted, second.predicted)
+    other = run(pool, 200.0, 50, np.random.default_rng(12))
+    assert not np.array_equal(first.selections, other.selections) or not np.array_equal(
+        first.predicted, other.predicted
+    )
+
+
+def test_bkube_prefers_efficient_workers() -> None:
+    # worker 0 is far more efficient (v/c) than the rest: after initialisation B-KUBE should
+    # pick it most often, and the exploitation of bounded eps-first should pick it too
+    accuracy = np.array([0.95, 0.6, 0.6, 0.6])
+    pool = PricedWorkerPool(accuracy, np.array([1.0, 1.0, 1.0, 1.0]), np.array([200] * 4))
+    outcome = run_bkube(pool, 200.0, 1000, np.random.default_rng(0))
+    counts = np.bincount(outcome.selections, minlength=4)
+    assert counts[0] > counts[1:].max()
+
+
+def test_bad_input_is_one_line_error() -> None:
+    with pytest.raises(InvalidParameterError, match="price"):
+        PricedWorkerPool(np.array([0.9]), np.array([0.0]), np.array([1]))
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        run_bounded_epsilon_first(pool_a(), 10.0, 5, np.random.default_rng(0), epsilon=2.0)
+    with pytest.raises(InvalidParameterError, match="budget"):
+        run_bkube(pool_a(), -1.0, 5, np.random.default_rng(0))
+
+
+def test_reproduce_bkube_fig1_quick_json(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = main(
+        ["reproduce", "bkube-fig1", "--quick", "--json", "--out", str(tmp_path), "--no-progress"]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0
+    doc = json.loads(out)
+    rows = doc["results"]
+    ids = {r["policy_id"] for r in rows}
+    assert ids == {"b-kube", "bounded-eps-first", "eps-first", "trailsourcing"}
+    assert {r["worker_set"] for r in rows} == {"A", "B"}
+    assert {r["n_tasks"] for r in rows} == {50}
+    for row in rows:
+        assert 0 <= row["error_mean"] <= 1 and 0 < row["tasks_completed_mean"] <= 50
+    regret = doc["settings"]["regret"]["truth"]["curve"]
+    assert all(point["regret_mean"] >= -1e-6 for point in regret)

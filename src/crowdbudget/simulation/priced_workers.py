@@ -18,12 +18,14 @@ expensive workers, the hard case the text describes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from crowdbudget.exceptions import IneligibleAssignmentError, InvalidParameterError
-from crowdbudget.policies.bandits.value import OnlineValueEstimator, weighted_vote
+
+if TYPE_CHECKING:  # runtime import is local: policies.bandits imports this module
+    from crowdbudget.policies.bandits.value import OnlineValueEstimator
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,8 @@ def run_per_task(
     estimate (an oracle used only to isolate the bandit part for the regret curve: the
     reward of an evaluation then has mean ``p_k``, as in the MAB analysis of §4).
     """
+    from crowdbudget.policies.bandits.value import weighted_vote
+
     if feedback not in ("estimate", "truth"):
         raise InvalidParameterError(f"feedback must be 'estimate' or 'truth', got {feedback!r}")
     start_budget = state.remaining_budget

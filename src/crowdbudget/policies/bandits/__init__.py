@@ -1,9 +1,25 @@
 """Bandit policies that choose workers: B-KUBE family (Rangi, Franceschetti 2018) and BBTA with
 its baselines (Zhang, Ma, Sugiyama 2015)."""
 
-# ---- BBTA family (Zhang, Ma, Sugiyama 2015) ----
+# BBTA family (Zhang, Ma, Sugiyama 2015): bbta, crowdsense, iethresh, per_context.
+# B-KUBE family (Rangi, Franceschetti 2018), simulation-only (see kube.py): epsilon_first,
+# knapsack, kube, trailsourcing, value.
 from crowdbudget.policies.bandits.bbta import BanditTaskAssignment as BanditTaskAssignment
 from crowdbudget.policies.bandits.bbta import RandomPairPolicy as RandomPairPolicy
 from crowdbudget.policies.bandits.crowdsense import CrowdSense as CrowdSense
+from crowdbudget.policies.bandits.epsilon_first import (
+    run_bounded_epsilon_first as run_bounded_epsilon_first,
+)
+from crowdbudget.policies.bandits.epsilon_first import run_epsilon_first as run_epsilon_first
 from crowdbudget.policies.bandits.iethresh import IEThresh as IEThresh
+from crowdbudget.policies.bandits.knapsack import (
+    exact_bounded_knapsack as exact_bounded_knapsack,
+)
+from crowdbudget.policies.bandits.knapsack import (
+    greedy_bounded_knapsack as greedy_bounded_knapsack,
+)
+from crowdbudget.policies.bandits.kube import BKubeSelector as BKubeSelector
+from crowdbudget.policies.bandits.kube import run_bkube as run_bkube
 from crowdbudget.policies.bandits.per_context import PerContextOptKG as PerContextOptKG
+from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing as run_trailsourcing
+from crowdbudget.policies.bandits.value import OnlineValueEstimator as OnlineValueEstimator

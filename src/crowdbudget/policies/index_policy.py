@@ -19,6 +19,7 @@ from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import ScoreBuckets, TieBreak, canonical_scores
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
+from crowdbudget.posteriors.dirichlet import DirichletPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
 
 
@@ -30,10 +31,12 @@ class BetaIndexPolicy(AllocationPolicy):
             ``"random"`` — uniformly among the best.
 
     Fitted attributes:
-        posterior_: the :class:`BetaBernoulliPosterior` of the items.
+        posterior_: the :class:`BetaBernoulliPosterior` of the items (a
+            :class:`DirichletPosterior` for more than two classes, when supported).
     """
 
     tie_break_default: ClassVar[TieBreak] = "first"
+    posterior_: BetaBernoulliPosterior | DirichletPosterior
     replay_pull: ClassVar[bool] = True
 
     def __init__(self, tie_break: TieBreak = "first") -> None:
@@ -49,15 +52,33 @@ class BetaIndexPolicy(AllocationPolicy):
                 f"tie_break must be 'first' or 'random', got {self.tie_break!r}"
             )
 
+    def score_dirichlet_states(self, alpha: FloatArray) -> FloatArray:
+        """Scores of Dirichlet states, one per row of ``alpha`` (shape (n, C), C > 2), for
+        policies that handle more than two classes (Chen et al. §5). Subclasses that define
+        it set ``binary_only = False``; the default refuses."""
+        raise InvalidParameterError(f"{type(self).__name__} handles binary problems only")
+
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        self._memo: dict[tuple[float, ...], float] = {}
+        if problem.n_classes > 2:
+            # §5: Dirichlet posterior per item; the same score structure, memoised by the
+            # item's pseudo-count vector (thresholds do not apply to C > 2)
+            self.posterior_ = DirichletPosterior(problem.prior_array, problem.n_items)
+            alpha = self.posterior_.alpha
+            states, inverse = np.unique(alpha, axis=0, return_inverse=True)
+            scores = canonical_scores(self.score_dirichlet_states(states))
+            for row, score in zip(states, scores, strict=True):
+                self._memo[tuple(row.tolist())] = float(score)
+            self._index = ScoreBuckets(scores[inverse.reshape(-1)], self.tie_break)
+            return
         self.posterior_ = BetaBernoulliPosterior.from_problem(problem)
-        self._memo: dict[tuple[float, float, float], float] = {}
         self._index = ScoreBuckets(self._initial_scores(), self.tie_break)
 
     def _initial_scores(self) -> FloatArray:
         """Scores of all items at reset, computing each distinct (a, b, d) state once (with a
         shared prior that is one special-function call, not n_items)."""
         post = self.posterior_
+        assert isinstance(post, BetaBernoulliPosterior)
         a, b, d = post.a, post.b, post.thresholds
         if a.shape[0] and np.all(a == a[0]) and np.all(b == b[0]) and np.all(d == d[0]):
             one = canonical_scores(self.score_states(a[:1], b[:1], d[:1]))
@@ -71,6 +92,14 @@ class BetaIndexPolicy(AllocationPolicy):
     def item_score(self, item: int) -> float:
         """The canonical score of ``item``'s current state (memoised by state)."""
         post = self.posterior_
+        if isinstance(post, DirichletPosterior):
+            row = post.alpha[item]
+            dkey = tuple(row.tolist())
+            cached = self._memo.get(dkey)
+            if cached is None:
+                cached = float(canonical_scores(self.score_dirichlet_states(row[None, :]))[0])
+                self._memo[dkey] = cached
+            return cached
         key = (float(post.a[item]), float(post.b[item]), float(post.thresholds[item]))
         score = self._memo.get(key)
         if score is None:
@@ -82,6 +111,8 @@ class BetaIndexPolicy(AllocationPolicy):
     def scores(self) -> FloatArray:
         """Current canonical scores of all items, shape (n_items,) (O(n_items): for inspection)."""
         post = self.posterior_
+        if isinstance(post, DirichletPosterior):
+            return canonical_scores(self.score_dirichlet_states(post.alpha))
         return canonical_scores(self.score_states(post.a, post.b, post.thresholds))
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:

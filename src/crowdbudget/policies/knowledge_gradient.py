@@ -7,10 +7,13 @@ ties), optimistic KG (Algorithm 1) and the CVaR-α family of §3.2 that joins th
 
 from __future__ import annotations
 
+import numpy as np
+
 from crowdbudget._validation import check_probability
 from crowdbudget.policies._index import TieBreak
 from crowdbudget.policies.index_policy import BetaIndexPolicy
 from crowdbudget.posteriors.beta_bernoulli import cvar_reward, kg_reward, optimistic_reward
+from crowdbudget.posteriors.dirichlet import dirichlet_rewards
 from crowdbudget.types import FloatArray
 
 
@@ -47,11 +50,20 @@ class OptimisticKnowledgeGradient(BetaIndexPolicy):
     reward the choice does not matter for consistency.
     """
 
+    binary_only = False
+
     def __init__(self, tie_break: TieBreak = "first") -> None:
         super().__init__(tie_break=tie_break)
 
     def score_states(self, a: FloatArray, b: FloatArray, threshold: FloatArray) -> FloatArray:
         return optimistic_reward(a, b, threshold)
+
+    def score_dirichlet_states(self, alpha: FloatArray) -> FloatArray:
+        """Multi-class Opt-KG (§5): ``max_l R_l`` with ``R_l = h(α + e_l) − h(α)``,
+        ``h(α) = max_c P(θ_c is the largest | Dir(α))`` (:func:`dirichlet_rewards`). With two
+        classes this is exactly the Beta form (same h, same states)."""
+        rewards, _ = dirichlet_rewards(alpha)
+        return np.asarray(rewards.max(axis=1), dtype=float)
 
 
 class CVaRKnowledgeGradient(BetaIndexPolicy):

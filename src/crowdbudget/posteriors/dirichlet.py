@@ -13,9 +13,13 @@ Represent θ = G / ΣG with independent G_k ~ Gamma(α_k, 1): θ_c is largest if
 
 The second form has a bounded, smooth integrand on [0, 1]; we evaluate it with Gauss–Legendre
 quadrature (``n_nodes`` nodes, vectorised over items and classes with
-``scipy.special.gammaincinv`` / ``gammainc``). With 64 nodes the error is below 1e-6 for the
-counts met in practice (tested against Monte Carlo and, for two classes, against the exact Beta
-tail); the probabilities are renormalised to sum to 1.
+``scipy.special.gammaincinv`` / ``gammainc``); the probabilities are renormalised to sum to 1.
+Measured accuracy (two classes against the exact Beta tail, every α ∈ {1..40}²): largest error
+2.0e-5 with 64 nodes, 4.6e-6 with 128, 1.1e-6 with 256 — worst for lopsided states where one
+class has shape 1 (the inverse CDF −log(1 − u) is singular at u = 1, which Gauss–Legendre
+handles slowly); tested against Monte Carlo for three and four classes. Decisions do not depend
+on it (:meth:`DirichletPosterior.predict` is exact); the Opt-KG rewards of nearly certain items
+carry this error.
 
 The expected accuracy of the Bayes decision is ``h(α) = max_c P_c(α)``; the stage reward of a
 label l is ``R_l = h(α + e_l) − h(α)``; Opt-KG takes ``max_l R_l`` and KG ``Σ_l (α_l/Σα) R_l``.

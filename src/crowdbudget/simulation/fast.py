@@ -73,6 +73,7 @@ from crowdbudget.policies._index import ScoreBuckets, canonical_scores
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import UniformPolicy
 from crowdbudget.policies.index_policy import BetaIndexPolicy
+from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 from crowdbudget.simulation.environment import LabelingEnvironment, SyntheticBernoulliEnvironment
 from crowdbudget.types import CampaignState, FloatArray, IntArray
 
@@ -507,6 +508,7 @@ def run_campaign_fast(
     index_policy = isinstance(policy, BetaIndexPolicy)
     if isinstance(policy, BetaIndexPolicy):
         posterior = policy.posterior_
+        assert isinstance(posterior, BetaBernoulliPosterior)  # the fast path is binary only
         a_arr, b_arr = posterior.a, posterior.b
         new_table = _ScoreTable(
             policy,

@@ -85,7 +85,10 @@ def exact_bounded_knapsack(
         constraints=LinearConstraint(costs[None, :], -np.inf, budget),
         integrality=np.ones(values.size),
         bounds=Bounds(np.zeros(values.size), capacities.astype(float)),
-        options={"mip_rel_gap": 1e-9},
+        # presolve off: HiGHS 1.x (scipy 1.17) prints a debug line to the C stdout from its
+        # presolve on some instances, which would corrupt `--json` output; the instances
+        # are tiny (K variables, one constraint), so presolve buys nothing
+        options={"mip_rel_gap": 1e-9, "presolve": False},
     )
     if not result.success:  # pragma: no cover - x = 0 is always feasible
         raise RuntimeError(f"knapsack MILP failed: {result.message}")

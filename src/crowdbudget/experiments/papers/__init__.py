@@ -6,7 +6,7 @@ paper module and add one :class:`Reproduction` line below.
 
 from __future__ import annotations
 
-from crowdbudget.experiments.papers import chen2013, hu_frazier, rangi2018, zhang2015
+from crowdbudget.experiments.papers import chen2013, hu_frazier, li2016, rangi2018, zhang2015
 from crowdbudget.experiments.papers.base import Reproduction, ReproductionResult
 
 REPRODUCTIONS: dict[str, Reproduction] = {
@@ -36,6 +36,27 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             "hu-frazier-fig2",
             "Hu, Frazier Fig. 2: RTE accuracy, prior from 50 held-back tasks, K=10,100,750",
             hu_frazier.fig2,
+        ),
+        Reproduction(
+            "requallo-fig1",
+            "Li et al. (2016) Fig. 1: RTE, quantity / correct / accuracy of labeled items, "
+            "budgets up to 4,000",
+            li2016.fig1,
+        ),
+        Reproduction(
+            "requallo-fig2",
+            "Li et al. (2016) Fig. 2: the Game data (millionaire), budgets up to 15,000",
+            li2016.fig2,
+        ),
+        Reproduction(
+            "requallo-table3",
+            "Li et al. (2016) Table 3: six Requallo requirements on the Game data, to completion",
+            li2016.table3,
+        ),
+        Reproduction(
+            "requallo-fig3",
+            "Li et al. (2016) Fig. 3: Splice, SVM-simulated workers, F1 of the retrained SVM",
+            li2016.fig3,
         ),
         Reproduction(
             "bkube-fig1",

@@ -7,10 +7,17 @@ worker), binary by default (``--classes`` for more). Timed: ``fit`` on an intege
 Peak memory: ``tracemalloc`` peak of the fit (NumPy and SciPy allocations are traced), i.e.
 memory on top of the input arrays.
 
+With ``--crowdkit`` (needs crowd-kit, a benchmark-only extra: ``pip install --no-deps crowd-kit
+attrs nltk``; its declared ``transformers``/``pyarrow`` are not used by its aggregators) the
+same data go, as crowd-kit's ``task, worker, label`` DataFrame, to crowd-kit's ``DawidSkene``
+and ``MajorityVote`` with the same settings (``n_iter=100``, ``tol=1e-5``); building the
+DataFrame is not timed, and crowd-kit is skipped for sizes above ``--crowdkit-max``.
+
 Run from the repository root::
 
     python benchmarks/bench_aggregation.py            # 1e5, 1e6, 1e7 labels
     python benchmarks/bench_aggregation.py --sizes 100000,1000000 --classes 5 --json out.json
+    python benchmarks/bench_aggregation.py --sizes 1000000 --classes 5 --crowdkit
 """
 
 from __future__ import annotations
@@ -67,6 +74,44 @@ def measure(make: type[Aggregator], data: LabelData, repeat: int) -> dict[str, f
     return row
 
 
+def crowdkit_frame(data: LabelData) -> object:
+    import pandas as pd
+
+    return pd.DataFrame({"task": data.items, "worker": data.workers, "label": data.labels})
+
+
+def measure_crowdkit(name: str, data: LabelData, repeat: int) -> dict[str, float]:
+    """crowd-kit's aggregator on the same labels (integer ids, as its docs allow)."""
+    from crowdkit.aggregation import DawidSkene as CKDawidSkene
+    from crowdkit.aggregation import MajorityVote as CKMajorityVote
+
+    def make() -> object:
+        return CKDawidSkene(n_iter=100, tol=1e-5) if name == "dawid-skene" else CKMajorityVote()
+
+    frame = crowdkit_frame(data)
+    best = float("inf")
+    for _ in range(repeat):
+        agg = make()
+        start = time.perf_counter()
+        agg.fit(frame)  # type: ignore[attr-defined]
+        best = min(best, time.perf_counter() - start)
+    tracemalloc.start()
+    agg = make()
+    agg.fit(frame)  # type: ignore[attr-defined]
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    predicted = agg.labels_.reindex(np.arange(data.n_items)).to_numpy()  # type: ignore[attr-defined]
+    assert data.gold is not None
+    row = {
+        "seconds": best,
+        "peak_mb": peak / 2**20,
+        "accuracy": float(np.mean(predicted == data.gold)),
+    }
+    if name == "dawid-skene":
+        row["iterations"] = len(getattr(agg, "loss_history_", [])) or ""  # type: ignore[assignment]
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000,10000000")
@@ -75,6 +120,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--crowdkit", action="store_true", help="also time crowd-kit")
+    parser.add_argument("--crowdkit-max", type=int, default=10_000_000)
     args = parser.parse_args()
     rows = []
     print(
@@ -84,8 +131,17 @@ def main() -> None:
     for size in (int(s) for s in args.sizes.split(",")):
         data = synthetic_labels(size, args.workers, args.classes, args.seed)
         repeat = args.repeat if size < 5_000_000 else 1
-        for name, make in (("mv", MajorityVote), ("dawid-skene", DawidSkene)):
-            row = measure(make, data, repeat)
+        cases: list[tuple[str, str, type[Aggregator] | None]] = [
+            ("mv", "mv", MajorityVote),
+            ("dawid-skene", "dawid-skene", DawidSkene),
+        ]
+        if args.crowdkit and size <= args.crowdkit_max:
+            cases += [("crowdkit-mv", "mv", None), ("crowdkit-ds", "dawid-skene", None)]
+        for name, method, make in cases:
+            if make is None:
+                row = measure_crowdkit(method, data, repeat)
+            else:
+                row = measure(make, data, repeat)
             row.update(method=name, labels=size, classes=args.classes, workers=args.workers)
             rows.append(row)
             print(

@@ -180,6 +180,7 @@ class FisherTest(Requirement):
     alpha: float
     key: ClassVar[str] = "fisher"
     _table: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
+    _cursor: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not (0 < self.alpha < 1):
@@ -189,17 +190,30 @@ class FisherTest(Requirement):
         return Fraction(repr(float(self.alpha)))
 
     def _extend(self, upto: int) -> None:
+        """Extend ``r`` to ``x = upto`` by walking ``(x, n)`` with exact integers: the binomial
+        tail ``T(n, x) = Σ_{k<=x} C(n, k)`` obeys ``T(n+1, x) = 2 T(n, x) − C(n, x)`` and
+        ``T(n, x+1) = T(n, x) + C(n, x+1)``; ``r`` is strictly increasing (``T(n, x+1) >=
+        T(n−1, x)``), so each ``n`` is visited once — O(r(upto)) big-integer steps."""
         table = self._table
+        if len(table) > upto:
+            return
         level = self._level()
+        num, den = level.numerator, level.denominator
+        cursor = self._cursor
+        if not cursor:  # x = 0 at n = 1: T = C(1, 0) = 1
+            cursor.extend([0, 1, 1, 1])
+        x, n, tail, cnx = cursor
         while len(table) <= upto:
-            x = len(table)
-            n = max(2 * x + 1, table[-1] + 1 if table else 1)
-            while True:
-                tail = sum(math.comb(n, k) for k in range(x + 1))
-                if Fraction(tail, 2**n) < level:
-                    break
+            while x < len(table):  # move to the next x at the same n
+                cnx = cnx * (n - x) // (x + 1)
+                x += 1
+                tail += cnx
+            while n < 2 * x + 1 or tail * den >= num << n:  # a minority, significant
+                tail = 2 * tail - cnx
+                cnx = cnx * (n + 1) // (n + 1 - x)
                 n += 1
             table.append(n)
+        cursor[:] = [x, n, tail, cnx]
 
     def p_value(self, a: ArrayLike, b: ArrayLike) -> FloatArray:
         """``P(Binomial(a + b, 1/2) <= min(a, b))``, elementwise (floats)."""

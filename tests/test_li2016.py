@@ -168,6 +168,22 @@ def test_live_campaign_with_a_requirement_stops_and_keeps_the_rest() -> None:
     status = c.status()
     assert status["spent"] == 15 and status["remaining"] == 185
     assert c.policy.status()["stopped_early"]  # type: ignore[attr-defined]
+    # the campaign says so itself: stopped, the budget it saved, every item complete
+    assert status["stopped"] and status["saved"] == 185
+    assert status["items_complete"] == 5
+    assert status["policy_status"]["requirement_met"] == 5
+
+
+def test_a_campaign_still_running_reports_nothing_saved() -> None:
+    from crowdbudget.campaign import Campaign
+
+    c = Campaign.create([f"i{k}" for k in range(5)], budget=200, policy="requallo:fisher=0.2")
+    a = c.next_assignment("w0")
+    assert a is not None
+    status = c.status()
+    assert not status["stopped"] and status["saved"] == 0 and status["pending"] == 1
+    plain = Campaign.create(["a", "b"], budget=4, policy="opt-kg").status()
+    assert plain["policy_status"] == {} and not plain["stopped"]
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared/data is not beside this checkout")

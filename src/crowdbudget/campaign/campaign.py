@@ -630,11 +630,24 @@ class Campaign:
 
     def status(self) -> dict[str, Any]:
         """Spending and progress: spent, pending, remaining, labels, estimated accuracy (the
-        mean posterior probability that each item's final label is right)."""
+        mean posterior probability that each item's final label is right).
+
+        A policy that reports its own progress (``policy.status()``, e.g. Requallo's items
+        meeting the requirement) adds it under ``policy_status``; ``items_complete`` is its
+        count of complete items when it has one (else the items with posterior confidence
+        >= 0.95). ``stopped`` is true once the policy has stopped by itself (no item gains
+        from another label, Li et al. Algorithm 1) with nothing pending; ``saved`` is then
+        the budget it left unspent.
+        """
         assert self.config is not None
         self.expire_overdue()
         confidence = self.class_probabilities().max(axis=1)
         counts = self.state.label_counts.sum(axis=1)
+        report = getattr(self.policy, "status", None)
+        policy_status: dict[str, Any] = report() if callable(report) else {}
+        pending = int(self.state.pending.sum())
+        stopped = bool(policy_status.get("stopped_early", False)) and pending == 0
+        confident = int(np.count_nonzero(confidence >= 0.95))
         return {
             "campaign_id": self.config.campaign_id,
             "name": self.config.name,
@@ -643,13 +656,17 @@ class Campaign:
             "spent": float(self.state.spent),
             "committed": float(self.state.committed),
             "remaining": float(self.state.remaining),
-            "pending": int(self.state.pending.sum()),
+            "pending": pending,
             "n_items": len(self.item_ids),
             "n_workers": len(self.worker_ids),
             "n_labels": len(self._log_items),
             "items_labeled": int(np.count_nonzero(counts)),
-            "items_confident": int(np.count_nonzero(confidence >= 0.95)),
+            "items_confident": confident,
+            "items_complete": int(policy_status.get("complete", confident)),
             "estimated_accuracy": float(confidence.mean()) if confidence.size else None,
+            "stopped": stopped,
+            "saved": float(self.state.remaining) if stopped else 0.0,
+            "policy_status": policy_status,
             "events": self._seq,
         }
 

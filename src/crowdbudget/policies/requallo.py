@@ -309,6 +309,7 @@ class RequalloPolicy(AllocationPolicy):
         # per-item random priorities for exact ties in the final labels
         self._tie_rank = rng.random((n, n_classes))
         self._memo: dict[tuple[float, float], float] = {}
+        self._done_memo: dict[tuple[float, float], bool] = {}
         start = self._state_score(0.0, 0.0)
         self._index = ScoreBuckets(np.full(n, start), self.tie_break)
         # event log (for spammer detection and weighted votes): linked lists by item / worker
@@ -424,8 +425,14 @@ class RequalloPolicy(AllocationPolicy):
             score, done = self._weighted_score(item)
         else:
             top, second = self._top_two(item)
-            p = self.pseudo_
-            done = bool(self.requirement_.is_complete(top + p, second + p, p))
+            # completion is a pure function of the (top, runner-up) counts for a fixed
+            # requirement, so it is memoised per state like the score: the requirement's
+            # vectorised r(x) costs ~300 µs on a scalar, a dict hit ~0.1 µs
+            done = self._done_memo.get((top, second))
+            if done is None:
+                p = self.pseudo_
+                done = bool(self.requirement_.is_complete(top + p, second + p, p))
+                self._done_memo[(top, second)] = done
             score = 0.0 if done else self._state_score(top, second)
         if done:
             self.complete_[item] = True

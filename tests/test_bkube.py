@@ -152,3 +152,37 @@ def test_reproduce_bkube_fig1_quick_json(capsys: pytest.CaptureFixture[str], tmp
         assert 0 <= row["error_mean"] <= 1 and 0 < row["tasks_completed_mean"] <= 50
     regret = doc["settings"]["regret"]["truth"]["curve"]
     assert all(point["regret_mean"] >= -1e-6 for point in regret)
+
+
+def test_claims_count_budgets_and_significant_differences() -> None:
+    import pandas as pd
+
+    from crowdbudget.experiments.papers.rangi2018 import claims
+
+    rows = []
+    # b-kube: lower error at both budgets (significantly at 100 only), fewer tasks at 100
+    values = {
+        "b-kube": [(0.10, 10.0), (0.19, 30.0)],
+        "bounded-eps-first": [(0.20, 20.0), (0.20, 30.0)],
+        "eps-first": [(0.30, 5.0), (0.30, 5.0)],
+        "trailsourcing": [(0.10, 10.0), (0.10, 10.0)],
+    }
+    for policy, cells in values.items():
+        for budget, (error, tasks) in zip((100.0, 200.0), cells, strict=True):
+            rows.append(
+                {
+                    "policy_id": policy,
+                    "worker_set": "A",
+                    "n_tasks": 50,
+                    "budget": budget,
+                    "reps": 100,
+                    "error_mean": error,
+                    "error_std": 0.1,
+                    "tasks_completed_mean": tasks,
+                    "tasks_completed_std": 1.0,
+                }
+            )
+    text = claims(pd.DataFrame(rows))
+    assert "bounded-eps-first error 2/2 (sig +1 -0), tasks 1/2 (sig +0 -1)" in text
+    assert "eps-first error 2/2 (sig +2 -0), tasks 2/2 (sig +2 -0)" in text
+    assert "trailsourcing error 0/2 (sig +0 -1), tasks 2/2 (sig +1 -0)" in text

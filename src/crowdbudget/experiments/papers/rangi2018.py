@@ -91,8 +91,13 @@ def summarize_cases(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims(summary: pd.DataFrame) -> str:
-    """Per (set, T): at how many budgets B-KUBE has lower error / at least as many tasks."""
-    lines = ["claim: b-kube has lower error_mean and >= tasks_completed_mean at every budget"]
+    """Per (set, T): at how many budgets B-KUBE has lower error / at least as many tasks, and
+    at how many the difference is beyond two standard errors either way (``sig``)."""
+    lines = [
+        "claim: b-kube has lower error_mean and >= tasks_completed_mean at every budget "
+        "(k/n budgets; 'sig +a -b': a budgets where b-kube is better by > 2 s.e., b where "
+        "worse by > 2 s.e.)"
+    ]
     for (worker_set, n_tasks), group in summary.groupby(["worker_set", "n_tasks"], sort=False):
         mine = group[group["policy_id"] == "b-kube"].set_index("budget")
         verdicts = []
@@ -101,12 +106,19 @@ def claims(summary: pd.DataFrame) -> str:
                 continue
             theirs = group[group["policy_id"] == other].set_index("budget")
             budgets = mine.index
-            lower = sum(mine.loc[b, "error_mean"] < theirs.loc[b, "error_mean"] for b in budgets)
-            more = sum(
-                mine.loc[b, "tasks_completed_mean"] >= theirs.loc[b, "tasks_completed_mean"]
-                for b in budgets
-            )
-            verdicts.append(f"{other} error {lower}/{len(budgets)}, tasks {more}/{len(budgets)}")
+            parts = []
+            for metric, sign in (("error", -1.0), ("tasks_completed", 1.0)):
+                diff = sign * (mine[f"{metric}_mean"] - theirs.loc[budgets, f"{metric}_mean"])
+                se = np.sqrt(
+                    mine[f"{metric}_std"].fillna(0.0) ** 2 / mine["reps"]
+                    + theirs.loc[budgets, f"{metric}_std"].fillna(0.0) ** 2
+                    / theirs.loc[budgets, "reps"]
+                )
+                ok = int((diff > 0).sum()) if metric == "error" else int((diff >= 0).sum())
+                better, worse = int((diff > 2 * se).sum()), int((diff < -2 * se).sum())
+                name = "error" if metric == "error" else "tasks"
+                parts.append(f"{name} {ok}/{len(budgets)} (sig +{better} -{worse})")
+            verdicts.append(f"{other} " + ", ".join(parts))
         lines.append(f"  set {worker_set} T={n_tasks}: " + "; ".join(verdicts))
     return "\n".join(lines)
 

@@ -259,7 +259,6 @@ COMPARE_POLICIES = [
     "kg-random",
     "opt-kg",
     "opt-kg:final=ds",
-    "opt-kg:workers=one-coin",
 ]
 
 

@@ -18,6 +18,12 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             chen2013.fig2a,
         ),
         Reproduction(
+            "chen2013-fig2b",
+            "Chen, Lin, Zhou (2013) Fig. 2(b): simulated K=50, 10 one-coin workers "
+            "rho ~ Beta(4,1), T = 2K..10K",
+            chen2013.fig2b,
+        ),
+        Reproduction(
             "chen2013-fig3a",
             "Chen, Lin, Zhou (2013) Fig. 3(a): RTE replay, majority vote, T = K..10K",
             chen2013.fig3a,

@@ -325,3 +325,18 @@ def test_replay_with_requallo_reports_quantity_quality_rows(
     opt_kg = rows[("opt-kg", 1600.0)]
     assert requallo["quantity_mean"] > 1.5 * opt_kg["quantity_mean"]
     assert requallo["accuracy_labeled_mean"] > opt_kg["accuracy_labeled_mean"]
+
+
+def test_compare_defaults_fit_a_multiclass_data_set(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """wsd has 3 classes: binary-only default policies (kg-random) are left out, and the
+    default budget grid stays within the recorded labels."""
+    code, out, _ = run_cli(
+        capsys, "compare", "--dataset", "wsd", "--reps", "2", "--json", "--out", str(tmp_path),
+        "--no-progress",
+    )  # fmt: skip
+    assert code == 0
+    document = json.loads(out)
+    policies = {row["policy"] for row in document["results"]}
+    assert "kg-random" not in policies and {"uniform", "opt-kg"} <= policies
+    budgets = sorted({row["budget"] for row in document["results"]})
+    assert budgets[-1] <= document["settings"]["n_labels"] and len(budgets) == 10

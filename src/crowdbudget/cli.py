@@ -262,23 +262,43 @@ COMPARE_POLICIES = [
 ]
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from crowdbudget.registry import make_policy, parse_policy_id, registered_policies
+def _applies(policy_id: str, n_classes: int) -> bool:
+    """Whether a default policy can run on a problem with ``n_classes`` classes (a policy
+    refuses an unsupported problem in ``reset``: KG is binary only, for example)."""
+    import numpy as np
 
+    from crowdbudget.registry import make_policy
+    from crowdbudget.types import Problem
+
+    try:
+        make_policy(policy_id).reset(
+            Problem(n_items=2, budget=1, n_classes=n_classes), np.random.default_rng(0)
+        )
+    except CrowdBudgetError:
+        return False
+    return True
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from crowdbudget.registry import parse_policy_id, registered_policies
+
+    if args.policies is None or (args.budget is None and args.budget_per_item is None):
+        data = _load_label_data(args)
     if args.policies is None:
+        # the default policies that apply to this data set (e.g. KG is binary only)
         available = registered_policies()
-        chosen = []
-        for pid in COMPARE_POLICIES:
-            if parse_policy_id(pid)[0] not in available:
-                continue
-            try:
-                make_policy(pid)
-            except CrowdBudgetError:
-                continue  # e.g. a parameter value not supported in this version
-            chosen.append(pid)
-        args.policies = chosen
+        args.policies = [
+            pid
+            for pid in COMPARE_POLICIES
+            if parse_policy_id(pid)[0] in available and _applies(pid, data.n_classes)
+        ]
     if args.budget is None and args.budget_per_item is None:
-        args.budget_per_item = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        # 1..10 labels per item, or ten steps up to every recorded label when the data set
+        # has fewer than 10 per item (a replay cannot spend more than was recorded)
+        if data.n_labels >= 10 * data.n_items:
+            args.budget_per_item = [float(k) for k in range(1, 11)]
+        else:
+            args.budget = [float(round(data.n_labels * k / 10)) for k in range(1, 11)]
     name = args.dataset or (Path(args.labels).stem if args.labels else "rte")
     plot_path = str(Path(args.out) / f"compare-{name}.png")
     return _run_replay(args, "compare", plot_path)

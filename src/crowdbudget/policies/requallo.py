@@ -428,11 +428,12 @@ class RequalloPolicy(AllocationPolicy):
             # completion is a pure function of the (top, runner-up) counts for a fixed
             # requirement, so it is memoised per state like the score: the requirement's
             # vectorised r(x) costs ~300 µs on a scalar, a dict hit ~0.1 µs
-            done = self._done_memo.get((top, second))
-            if done is None:
+            memo = self._done_memo.get((top, second))
+            if memo is None:
                 p = self.pseudo_
-                done = bool(self.requirement_.is_complete(top + p, second + p, p))
-                self._done_memo[(top, second)] = done
+                memo = bool(self.requirement_.is_complete(top + p, second + p, p))
+                self._done_memo[(top, second)] = memo
+            done = memo
             score = 0.0 if done else self._state_score(top, second)
         if done:
             self.complete_[item] = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -327,7 +328,9 @@ def test_replay_with_requallo_reports_quantity_quality_rows(
     assert requallo["accuracy_labeled_mean"] > opt_kg["accuracy_labeled_mean"]
 
 
-def test_compare_defaults_fit_a_multiclass_data_set(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_compare_defaults_fit_a_multiclass_data_set(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """wsd has 3 classes: binary-only default policies (kg-random) are left out, and the
     default budget grid stays within the recorded labels."""
     code, out, _ = run_cli(

@@ -242,6 +242,9 @@ def _figure(
         "baselines: epsilon = 0.1 (not given in the paper); single-step exploitation puts "
         "worker k's x_k labels on the next x_k tasks of the queue",
         "policy labels carry the case (id @set/T=n); policy_id is the bare id",
+        "the tasks claim rests on two choices the paper leaves open: b-kube's labels per task "
+        "follow the stop rule (C = 1; C = 0.5 gives more tasks and a higher error), the "
+        "baselines' single-step layout caps their tasks near M_k plus the exploration tasks",
     ]
     if quick:
         notes.append(f"quick: {reps} replications (full: 100)")

@@ -70,6 +70,9 @@ class Problem:
             (default 0.5; Hu & Frazier §3 use others).
         n_workers: number of workers (None: anonymous homogeneous workers).
         worker_prices: price of one label per worker, shape (n_workers,) (None: 1 each).
+        features: instance features x_i, shape (n_items, n_features) (None: no features).
+            Only feature-based policies read them (Chen, Lin, Zhou 2013, §5:
+            ``opt-kg:features=logistic``).
     """
 
     n_items: int
@@ -79,6 +82,7 @@ class Problem:
     thresholds: FloatArray | None = None
     n_workers: int | None = None
     worker_prices: FloatArray | None = None
+    features: FloatArray | None = None
 
     def __post_init__(self) -> None:
         n_items = check_positive_int(self.n_items, "n_items")
@@ -100,6 +104,16 @@ class Problem:
                     f"worker_prices must be {self.n_workers} numbers > 0, got shape {prices.shape}"
                 )
             object.__setattr__(self, "worker_prices", prices)
+        if self.features is not None:
+            features = np.asarray(self.features, dtype=float)
+            if features.ndim != 2 or features.shape[0] != n_items:
+                raise InvalidParameterError(
+                    f"features must have shape (n_items={n_items}, n_features), got "
+                    f"{features.shape}"
+                )
+            if not np.all(np.isfinite(features)):
+                raise InvalidParameterError("features must be finite numbers (no NaN or inf)")
+            object.__setattr__(self, "features", features)
 
     @property
     def prior_array(self) -> FloatArray:
@@ -129,6 +143,7 @@ class Problem:
             thresholds=self.thresholds,
             n_workers=self.n_workers,
             worker_prices=self.worker_prices,
+            features=self.features,
         )
 
 

@@ -380,3 +380,69 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -
         contexts=contexts if contexts.is_file() else None,
         name=name,
     )
+
+
+#: the UCI / LIBSVM feature sets (no crowd labels; workers are simulated on them)
+FEATURE_SETS = ("ionosphere", "breast_cancer", "pima", "splice")
+
+
+@dataclass(frozen=True)
+class FeatureData:
+    """A feature set with binary gold labels, rows in ascending task order.
+
+    Attributes:
+        name: the set's name.
+        task_ids: the task ids as strings, shape (n_items,).
+        features: raw features, float, shape (n_items, n_features) (not standardised).
+        feature_names: column names, length n_features.
+        gold: class index 0/1 per task, shape (n_items,).
+        classes: the class names in index order (sorted).
+    """
+
+    name: str
+    task_ids: npt.NDArray[np.str_]
+    features: npt.NDArray[np.float64]
+    feature_names: tuple[str, ...]
+    gold: npt.NDArray[np.int64]
+    classes: tuple[str, ...]
+
+    @property
+    def n_items(self) -> int:
+        return int(self.features.shape[0])
+
+
+def load_feature_set(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> FeatureData:
+    """Load UCI feature set ``name`` (``features.csv`` and ``gold.csv`` under ``data_dir``,
+    default :func:`default_data_dir`); binary sets only."""
+    if name not in FEATURE_SETS:
+        raise DataFormatError(
+            f"unknown feature set {name!r}; feature sets: {', '.join(FEATURE_SETS)}"
+        )
+    base = Path(data_dir) if data_dir is not None else default_data_dir()
+    folder = None if base is None else base / name
+    if folder is None or not (folder / "features.csv").is_file():
+        raise DataFormatError(
+            f"feature set {name!r} not found; set CROWDBUDGET_DATA_DIR to the shared/data folder"
+        )
+    features = pd.read_csv(folder / "features.csv", dtype={"task": str})
+    gold = pd.read_csv(folder / "gold.csv", dtype={"task": str, "label": str}).set_index("task")
+    numeric_ids = pd.to_numeric(features["task"], errors="coerce").fillna(np.inf)
+    order = np.argsort(numeric_ids.to_numpy(), kind="stable")
+    features = features.iloc[order]
+    missing = set(features["task"]) - set(gold.index)
+    if missing:
+        raise DataFormatError(f"{name}: {len(missing)} tasks have features but no gold label")
+    classes = tuple(sorted(gold["label"].unique()))
+    if len(classes) != 2:
+        raise DataFormatError(f"{name!r} is not binary: classes {list(classes)}")
+    index = {c: k for k, c in enumerate(classes)}
+    labels = gold.loc[features["task"], "label"].map(index).to_numpy(dtype=np.int64)
+    x = features.drop(columns="task")
+    return FeatureData(
+        name=name,
+        task_ids=features["task"].to_numpy(dtype=str),
+        features=x.to_numpy(dtype=float),
+        feature_names=tuple(str(c) for c in x.columns),
+        gold=labels,
+        classes=classes,
+    )

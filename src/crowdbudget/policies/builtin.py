@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
 from crowdbudget.policies.dynamic_programming import ExactDPPolicy
+from crowdbudget.policies.feature_kg import FeatureKnowledgeGradient
 from crowdbudget.policies.knowledge_gradient import (
     CVaRKnowledgeGradient,
     KnowledgeGradient,
@@ -30,9 +32,33 @@ def _pair(text: str) -> tuple[float, float]:
     return parts[0], parts[1]
 
 
+#: item models the KG family can be given with ``features=`` (§5 of Chen et al.)
+FEATURE_MODELS = ("none", "logistic")
+
+#: parameters that only the feature model (``features=logistic``) takes
+_FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept", "refit")
+
+
 def _with_workers(
-    optimistic: bool, workers: str, worker_prior: tuple[float, float] | None, **kwargs: Any
+    optimistic: bool,
+    workers: str,
+    worker_prior: tuple[float, float] | None,
+    features: str = "none",
+    **kwargs: Any,
 ) -> AllocationPolicy:
+    if features not in FEATURE_MODELS:
+        raise InvalidParameterError(
+            f"features must be one of {', '.join(FEATURE_MODELS)}, got {features!r}"
+        )
+    if features == "logistic":
+        if workers != "none" or worker_prior is not None:
+            raise InvalidParameterError(
+                "features=logistic models anonymous workers; it cannot be combined with workers="
+            )
+        return FeatureKnowledgeGradient(optimistic=optimistic, **kwargs)
+    unused = [name.replace("_", "-") for name in _FEATURE_PARAMS if name in kwargs]
+    if unused:
+        raise InvalidParameterError(f"{', '.join(unused)} needs features=logistic")
     if workers not in WORKER_MODELS:
         raise InvalidParameterError(
             f"workers must be one of {', '.join(WORKER_MODELS)}, got {workers!r}"
@@ -58,15 +84,40 @@ def _with_workers(
 def _optimistic_knowledge_gradient(
     workers: str = "none", worker_prior: tuple[float, float] | None = None, **kwargs: Any
 ) -> AllocationPolicy:
-    """``opt-kg``: homogeneous Opt-KG, or with ``workers=one-coin`` the worker-aware one."""
+    """``opt-kg``: homogeneous Opt-KG; with ``workers=one-coin`` the worker-aware one (§4);
+    with ``features=logistic`` the feature-based one (§5)."""
     return _with_workers(True, workers, worker_prior, **kwargs)
 
 
 def _knowledge_gradient(
     workers: str = "none", worker_prior: tuple[float, float] | None = None, **kwargs: Any
 ) -> AllocationPolicy:
-    """``kg``: deterministic KG, or with ``workers=one-coin`` KG over (item, worker) pairs."""
+    """``kg``: deterministic KG; ``workers=one-coin`` over (item, worker) pairs (§4);
+    ``features=logistic`` on the feature model (§5)."""
     return _with_workers(False, workers, worker_prior, **kwargs)
+
+
+def _flag(text: str) -> bool:
+    """``"true"``/``"1"``/``"yes"`` → True, ``"false"``/``"0"``/``"no"`` → False."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ValueError(text)
+
+
+_KG_PARAMS: dict[str, Callable[[str], Any]] = {
+    "tie-break": str,
+    "workers": str,
+    "worker-prior": _pair,
+    "features": str,
+    "prior-var": float,
+    "reward": str,
+    "standardize": _flag,
+    "intercept": _flag,
+    "refit": int,
+}
 
 
 register_policy(
@@ -82,8 +133,9 @@ register_policy(
         "kg",
         _knowledge_gradient,
         "deterministic knowledge gradient (smallest index on ties); workers=one-coin|two-coin: "
-        "KG over (item, worker) pairs with worker reliability (§4)",
-        params={"tie-break": str, "workers": str, "worker-prior": _pair},
+        "KG over (item, worker) pairs with worker reliability (§4); features=logistic: "
+        "theta = sigmoid(w.x), Laplace updates (§5)",
+        params=_KG_PARAMS,
         defaults={"tie_break": "first"},
         paper=CHEN2013,
     )
@@ -102,8 +154,9 @@ register_policy(
         "opt-kg",
         _optimistic_knowledge_gradient,
         "optimistic knowledge gradient (Algorithm 1); workers=one-coin|two-coin: over (item, "
-        "worker) pairs with worker reliability ~ Beta(4,1), random ties (§4)",
-        params={"tie-break": str, "workers": str, "worker-prior": _pair},
+        "worker) pairs with worker reliability ~ Beta(4,1), random ties (§4); "
+        "features=logistic: theta = sigmoid(w.x), Laplace updates (§5)",
+        params=_KG_PARAMS,
         paper=CHEN2013,
     )
 )

@@ -27,9 +27,13 @@ arriving worker. On a replay only pairs with an unused recorded label are candid
 (``state.pairs``).
 
 Cost: a label changes item i and worker j, so the scores of every pair of item i and of worker j
-are recomputed (vectorised): O(n_workers + n_items_of_worker). The choice is an argmax over the
-candidate pairs (vectorised, O(n_pairs)). For the paper's sizes (RTE: 8,000 pairs) a decision
-takes tens of microseconds; the scale issue will replace the argmax by a bucketed structure.
+are recomputed (vectorised): O(n_workers + n_items_of_worker). Two savings keep this cheap
+without changing a single decision: the current error ``h``-term of each item is kept per item
+(``_item_error``, updated for the labeled item only) instead of being recomputed per pair, and
+on a replay a pair with no unused record left is never rescored (it can never be chosen again:
+``remaining`` only decreases). The special function ``betaincc`` dominates what is left (two
+calls per rescored pair). The choice is an argmax over the candidate pairs (vectorised,
+O(n_pairs)). RTE (8,000 pairs, 3,200 labels): about 1 ms per label, from 4–5 ms.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import numpy as np
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import TieBreak, canonical_scores
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior, two_coin_rewards
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
@@ -111,7 +116,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         """``(R1, R0, P(label 1))`` of the pairs (i[k], j[k])."""
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)
-        return one_coin_rewards(post.a[i], post.b[i], post.c[j], post.d[j], post.thresholds[i])
+        return one_coin_rewards(
+            post.a[i], post.b[i], post.c[j], post.d[j], post.thresholds[i], self._item_error[i]
+        )
 
     def _build_pairs(self, state: CampaignState) -> None:
         problem = state.problem
@@ -125,6 +132,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._pair_items = state.pairs.items
             self._pair_workers = state.pairs.workers
             self._remaining = state.pairs.remaining
+        post = self.posterior_
+        self._item_error = error_probability(post.a, post.b, post.thresholds)
         self._item_ptr, self._item_order = _csr(self._pair_items, problem.n_items)
         self._worker_ptr, self._worker_order = _csr(self._pair_workers, problem.n_workers)
         self._scores = self._score_pairs(np.arange(self._pair_items.shape[0]))
@@ -169,12 +178,17 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         if not self._pairs_built:
             return
         i, j = event.item, event.worker
+        post = self.posterior_
+        self._item_error[i] = error_probability(post.a[i], post.b[i], post.thresholds[i])
         changed = np.concatenate(
             [
                 self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]],
                 self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]],
             ]
         )
+        if self._remaining is not None:
+            # used-up pairs stay masked forever in select(); their stale scores are never read
+            changed = changed[self._remaining[changed] > 0]
         self._scores[changed] = self._score_pairs(changed)
 
     def final_labels(self, state: CampaignState) -> IntArray:
@@ -216,5 +230,12 @@ class TwoCoinKnowledgeGradient(OneCoinKnowledgeGradient):
         post = self.posterior_
         assert isinstance(post, TwoCoinPosterior)
         return two_coin_rewards(
-            post.a[i], post.b[i], post.c1[j], post.d1[j], post.c2[j], post.d2[j], post.thresholds[i]
+            post.a[i],
+            post.b[i],
+            post.c1[j],
+            post.d1[j],
+            post.c2[j],
+            post.d2[j],
+            post.thresholds[i],
+            self._item_error[i],
         )

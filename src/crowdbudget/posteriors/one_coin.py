@@ -117,16 +117,23 @@ def one_coin_label_probability(
 
 
 def one_coin_rewards(
-    a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike, threshold: ArrayLike = 0.5
+    a: ArrayLike,
+    b: ArrayLike,
+    c: ArrayLike,
+    d: ArrayLike,
+    threshold: ArrayLike = 0.5,
+    now: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Stage rewards of asking worker (c, d) about item (a, b): ``(R1, R0, p1)``.
 
     ``R_z = h(I(a'_z, b'_z)) − h(I(a, b))`` with (a'_z, b'_z) the moment-matched item posterior
     after label z, computed as differences of error probabilities; ``p1`` = P(label 1). Only
     the item's accuracy counts in the reward (the final objective is labeling accuracy).
+    ``now``, if given, is ``error_probability(a, b, threshold)`` computed by the caller (a
+    policy keeps it per item, so scoring many workers for one item does not recompute it).
     """
     a, b, c, d = (np.asarray(x, dtype=float) for x in (a, b, c, d))
-    now = error_probability(a, b, threshold)
+    now = error_probability(a, b, threshold) if now is None else np.asarray(now, dtype=float)
     a1, b1, _, _, p1 = one_coin_update(a, b, c, d, 1)
     a0, b0, _, _, _ = one_coin_update(a, b, c, d, 0)
     r1 = now - error_probability(a1, b1, threshold)

@@ -126,17 +126,19 @@ def two_coin_rewards(
     c2: ArrayLike,
     d2: ArrayLike,
     threshold: ArrayLike = 0.5,
+    now: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Stage rewards ``(R1, R0, p1)`` of asking a two-coin worker about an item.
 
     ``R_z = h(I(a'_z, b'_z)) − h(I(a, b))`` with the moment-matched item posterior after label z
-    (as :func:`crowdbudget.posteriors.one_coin.one_coin_rewards`); ``p1 = P(label 1)``.
+    (as :func:`crowdbudget.posteriors.one_coin.one_coin_rewards`); ``p1 = P(label 1)``;
+    ``now`` as there (the caller's cached current error).
 
     Only the θ update enters the reward, and it depends on the worker only through the
     weights, so this is cheaper than :func:`two_coin_update`.
     """
     a, b, c1, d1, c2, d2 = (np.asarray(x, dtype=float) for x in (a, b, c1, d1, c2, d2))
-    now = error_probability(a, b, threshold)
+    now = error_probability(a, b, threshold) if now is None else np.asarray(now, dtype=float)
     mt = a / (a + b)
     m1 = c1 / (c1 + d1)
     m2 = c2 / (c2 + d2)

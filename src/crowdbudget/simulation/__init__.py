@@ -1,5 +1,9 @@
 """Where labels come from in a simulation: synthetic worlds (and, later, replays)."""
 
-from crowdbudget.simulation.environment import LabelingEnvironment, SyntheticBernoulliEnvironment
+from crowdbudget.simulation.environment import (
+    FeatureEnvironment,
+    LabelingEnvironment,
+    SyntheticBernoulliEnvironment,
+)
 
-__all__ = ["LabelingEnvironment", "SyntheticBernoulliEnvironment"]
+__all__ = ["FeatureEnvironment", "LabelingEnvironment", "SyntheticBernoulliEnvironment"]

@@ -210,3 +210,84 @@ class SyntheticBernoulliEnvironment(LabelingEnvironment):
             n_workers=None if pool is None else pool.n_workers,
             worker_prices=None if pool is None else pool.prices,
         )
+
+
+class FeatureEnvironment(SyntheticBernoulliEnvironment):
+    """Items with instance features (Chen, Lin, Zhou 2013, §5), in one of two worlds.
+
+    - ``world="logistic"`` — the paper's feature model itself: at each reset
+      w ~ N(0, ``weight_var`` · I) is drawn over the prepared features (standardised, with an
+      intercept: :func:`crowdbudget.posteriors.logistic.prepare_features`), θ_i = σ(wᵀx_i), the
+      true class is 1{θ_i ≥ 1/2} and an anonymous worker answers 1 with probability θ_i. With
+      ``weight_var`` equal to a policy's ``prior_var`` the policy's model is the world's.
+    - ``world="gold"`` — real gold labels (``gold``, 0/1 per item): the noiseless answer is the
+      gold label and the workers (``workers``, e.g. ``WorkerPrior(10)``: one-coin ρ_j ~ Beta(4, 1)
+      drawn at each reset) make their mistakes; the logistic model is then misspecified (a real
+      class boundary is not linear), which is the honest test of the feature model.
+
+    :meth:`problem` hands the raw features to policies (``Problem.features``); everything else
+    (answer streams, common random numbers) is :class:`SyntheticBernoulliEnvironment`'s.
+
+    Args:
+        features: shape (n_items, n_features), raw.
+        world: ``"logistic"`` or ``"gold"``.
+        gold: 0/1 per item (``world="gold"``).
+        weight_var: prior variance of the world's w (``world="logistic"``).
+        workers: worker pool or prior (None: anonymous workers as in §2).
+    """
+
+    def __init__(
+        self,
+        features: ArrayLike,
+        *,
+        world: str = "logistic",
+        gold: ArrayLike | None = None,
+        weight_var: float = 1.0,
+        workers: WorkerPool | WorkerPrior | None = None,
+    ) -> None:
+        from crowdbudget.posteriors.logistic import prepare_features
+
+        x = np.asarray(features, dtype=float)
+        self.design = prepare_features(x)  # validates the shape and finiteness
+        self.features = x
+        if world not in ("logistic", "gold"):
+            raise InvalidParameterError(f"world must be 'logistic' or 'gold', got {world!r}")
+        self.world = world
+        self.weight_var = float(weight_var)
+        if not self.weight_var > 0:
+            raise InvalidParameterError(f"weight_var must be > 0, got {weight_var}")
+        theta = None
+        if world == "gold":
+            if gold is None:
+                raise InvalidParameterError("world='gold' needs the gold labels (gold=)")
+            g = np.asarray(gold)
+            if g.shape != (x.shape[0],) or not np.all((g == 0) | (g == 1)):
+                raise InvalidParameterError(f"gold must be {x.shape[0]} labels 0 or 1")
+            theta = g.astype(float)
+        super().__init__(x.shape[0], theta=theta, workers=workers)
+
+    def reset(self, *, seed: int | np.random.SeedSequence | None = None) -> dict[str, Any]:
+        if self.world == "logistic":
+            from scipy import special
+
+            # the weights come from their own child stream (6), so the answer streams of the
+            # parent (0–5) are the same as in a world without features
+            seq = as_seed_sequence(seed)
+            rng = np.random.default_rng(child_seed(seq, 6))
+            w = rng.normal(0.0, np.sqrt(self.weight_var), size=self.design.shape[1])
+            self.fixed_theta = special.expit(self.design @ w)
+            # the parent re-derives its streams from the same seed: pass the sequence on
+            return super().reset(seed=seq)
+        return super().reset(seed=seed)
+
+    def problem(self, budget: float) -> Problem:
+        base = super().problem(budget)
+        return Problem(
+            n_items=base.n_items,
+            budget=budget,
+            prior=base.prior,
+            thresholds=base.thresholds,
+            n_workers=base.n_workers,
+            worker_prices=base.worker_prices,
+            features=self.features,
+        )

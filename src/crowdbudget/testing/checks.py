@@ -150,7 +150,10 @@ def check_policy(
     assert isinstance(params, dict), "get_params must return a dict"
     assert type(sample).__name__ in repr(sample)
 
-    problem = Problem(n_items=n_items, budget=budget, n_workers=n_workers)
+    # Every problem carries instance features (feature-based policies need them; the others
+    # must ignore them).
+    features = np.random.default_rng(seed).normal(size=(n_items, 3))
+    problem = Problem(n_items=n_items, budget=budget, n_workers=n_workers, features=features)
     for mode in ("push", "pull"):
         first = _drive(factory, problem, seed, mode=mode, max_pending=1, drop_items=True)
         again = _drive(factory, problem, seed, mode=mode, max_pending=1, drop_items=True)
@@ -167,7 +170,13 @@ def check_policy(
     # money budget with worker prices (pull mode: the arriving worker's price applies)
     # A policy may refuse a problem it cannot handle, but only with InvalidParameterError.
     prices = np.linspace(0.5, 2.0, n_workers)
-    priced = Problem(n_items=n_items, budget=budget, n_workers=n_workers, worker_prices=prices)
+    priced = Problem(
+        n_items=n_items,
+        budget=budget,
+        n_workers=n_workers,
+        worker_prices=prices,
+        features=features,
+    )
     try:
         factory().reset(priced, np.random.default_rng(seed))
     except InvalidParameterError:

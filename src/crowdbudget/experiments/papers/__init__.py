@@ -34,6 +34,12 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             chen2013.fig3b,
         ),
         Reproduction(
+            "chen2013-features",
+            "Chen, Lin, Zhou (2013) §5: instance features (theta = sigmoid(w.x), Laplace) on "
+            "ionosphere, breast_cancer, pima; logistic and gold-label worlds",
+            chen2013.features,
+        ),
+        Reproduction(
             "hu-frazier-fig1",
             "Hu, Frazier Fig. 1: per-task reward vs the Lagrangian bound, K=10,100,1000, U=1.2K",
             hu_frazier.fig1,

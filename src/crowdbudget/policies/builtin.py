@@ -36,7 +36,7 @@ def _pair(text: str) -> tuple[float, float]:
 FEATURE_MODELS = ("none", "logistic")
 
 #: parameters that only the feature model (``features=logistic``) takes
-_FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept", "refit")
+_FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 
 
 def _with_workers(
@@ -74,9 +74,12 @@ def _with_workers(
             optimistic=optimistic,
             worker_prior=worker_prior or (4.0, 1.0),
             tie_break=kwargs.get("tie_break", "random"),
+            refit=kwargs.get("refit", 0),
         )
     if worker_prior is not None:
         raise InvalidParameterError("worker-prior needs workers=one-coin or workers=two-coin")
+    if "refit" in kwargs:
+        raise InvalidParameterError("refit needs workers=one-coin or features=logistic")
     cls = OptimisticKnowledgeGradient if optimistic else KnowledgeGradient
     return cls(**kwargs)
 

@@ -162,6 +162,10 @@ FIG3B_POLICIES = [
     "random-bp",
     "kg:workers=one-coin",
     "opt-kg:workers=one-coin",
+    # our variants, side by side with the paper's rule: beliefs re-read every 25 labels, and
+    # the paper's allocation with the Dawid-Skene verdict
+    "opt-kg:workers=one-coin:refit=25",
+    "opt-kg:workers=one-coin:final=ds",
 ]
 
 #: §7.2 text: "[Opt-KG with one-coin] achieves the highest accuracy of 92.25% only using 40%

@@ -297,7 +297,7 @@ def features(
     ``logistic`` — the model of §5 (w ~ N(0, I) drawn per replication, θ_i = σ(wᵀx_i),
     anonymous workers answer with probability θ_i); ``gold`` — the real gold labels answered
     by 10 one-coin workers with ρ_j ~ Beta(4, 1) (the §7.1 crowd), where a linear model is
-    misspecified. Budgets 0.1 … 3 labels per item, 5 replications. ``quick``: ionosphere,
+    misspecified. Budgets 0.1 … 2 labels per item, 3 replications. ``quick``: ionosphere,
     2 replications, 0.1 / 0.5 / 1 / 2 labels per item. The keyword arguments after
     ``progress`` narrow the run (tests).
     """
@@ -307,8 +307,8 @@ def features(
     from crowdbudget.simulation.environment import FeatureEnvironment
 
     names = datasets or (("ionosphere",) if quick else ("ionosphere", "breast_cancer", "pima"))
-    fractions = per_item or ((0.1, 0.5, 1.0, 2.0) if quick else (0.1, 0.25, 0.5, 1.0, 2.0, 3.0))
-    n_reps = reps or (2 if quick else 5)
+    fractions = per_item or ((0.1, 0.5, 1.0, 2.0) if quick else (0.1, 0.25, 0.5, 1.0, 2.0))
+    n_reps = reps or (2 if quick else 3)
     policy_ids = list(policies or FEATURES_POLICIES)
     frames = []
     for name in names:

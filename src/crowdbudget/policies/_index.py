@@ -22,9 +22,17 @@ from typing import Any, Literal
 
 import numpy as np
 
+from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.types import FloatArray, IntArray
 
 TieBreak = Literal["first", "random"]
+
+
+def check_tie_break(value: object) -> None:
+    """Raise :class:`InvalidParameterError` unless ``value`` is ``"first"`` or ``"random"``."""
+    if value not in ("first", "random"):
+        raise InvalidParameterError(f"tie_break must be 'first' or 'random', got {value!r}")
+
 
 _MANTISSA_BITS = 40
 

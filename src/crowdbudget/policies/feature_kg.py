@@ -40,7 +40,7 @@ from typing import Literal
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak, canonical_scores
+from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.logistic import (
     LogisticGaussianPosterior,
@@ -96,10 +96,7 @@ class FeatureKnowledgeGradient(AllocationPolicy):
             raise InvalidParameterError(f"prior_var must be a number > 0, got {self.prior_var}")
         if self.reward not in ("global", "local"):
             raise InvalidParameterError(f"reward must be 'global' or 'local', got {self.reward!r}")
-        if self.tie_break not in ("first", "random"):
-            raise InvalidParameterError(
-                f"tie_break must be 'first' or 'random', got {self.tie_break!r}"
-            )
+        check_tie_break(self.tie_break)
         if not (isinstance(self.refit, int) and self.refit >= 0):
             raise InvalidParameterError(
                 f"refit must be an integer >= 0 (0: never), got {self.refit!r}"

@@ -112,7 +112,7 @@ from numba import njit
 
 from crowdbudget import _cache
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak, canonical_scores
+from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.index_policy import BetaIndexPolicy
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior, kg_reward
@@ -716,10 +716,7 @@ class FiniteHorizonGittins(AllocationPolicy):
 
     def validate_params(self) -> None:
         _check_solver(self.solver)
-        if self.tie_break not in ("first", "random"):
-            raise InvalidParameterError(
-                f"tie_break must be 'first' or 'random', got {self.tie_break!r}"
-            )
+        check_tie_break(self.tie_break)
 
     # -- state groups --------------------------------------------------------------------
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:

@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import ScoreBuckets, TieBreak, canonical_scores
+from crowdbudget.policies._index import ScoreBuckets, TieBreak, canonical_scores, check_tie_break
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 from crowdbudget.posteriors.dirichlet import DirichletPosterior
@@ -47,10 +47,7 @@ class BetaIndexPolicy(AllocationPolicy):
         """Scores of Beta states, elementwise over arrays of one shape."""
 
     def validate_params(self) -> None:
-        if self.tie_break not in ("first", "random"):
-            raise InvalidParameterError(
-                f"tie_break must be 'first' or 'random', got {self.tie_break!r}"
-            )
+        check_tie_break(self.tie_break)
 
     def score_dirichlet_states(self, alpha: FloatArray) -> FloatArray:
         """Scores of Dirichlet states, one per row of ``alpha`` (shape (n, C), C > 2), for

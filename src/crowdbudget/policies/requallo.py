@@ -84,7 +84,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import ScoreBuckets, TieBreak, canonical_scores
+from crowdbudget.policies._index import ScoreBuckets, TieBreak, canonical_scores, check_tie_break
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.requirements import Requirement, as_requirement, combine, make_rule
 from crowdbudget.types import (
@@ -271,10 +271,7 @@ class RequalloPolicy(AllocationPolicy):
 
     def validate_params(self) -> None:
         self.build_requirement()
-        if self.tie_break not in ("first", "random"):
-            raise InvalidParameterError(
-                f"tie_break must be 'first' or 'random', got {self.tie_break!r}"
-            )
+        check_tie_break(self.tie_break)
         if self.workers not in WORKER_MODES:
             raise InvalidParameterError(
                 f"workers must be one of {', '.join(WORKER_MODES)}, got {self.workers!r}"

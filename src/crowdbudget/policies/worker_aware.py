@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak, canonical_scores
+from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards, one_coin_update
@@ -100,10 +100,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self.refit = refit
 
     def validate_params(self) -> None:
-        if self.tie_break not in ("first", "random"):
-            raise InvalidParameterError(
-                f"tie_break must be 'first' or 'random', got {self.tie_break!r}"
-            )
+        check_tie_break(self.tie_break)
         c, d = self.worker_prior
         if not (c > 0 and d > 0):
             raise InvalidParameterError(

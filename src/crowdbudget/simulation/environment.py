@@ -12,6 +12,7 @@ whenever), so policies compared on one seed face the same world.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -281,13 +282,4 @@ class FeatureEnvironment(SyntheticBernoulliEnvironment):
         return super().reset(seed=seed)
 
     def problem(self, budget: float) -> Problem:
-        base = super().problem(budget)
-        return Problem(
-            n_items=base.n_items,
-            budget=budget,
-            prior=base.prior,
-            thresholds=base.thresholds,
-            n_workers=base.n_workers,
-            worker_prices=base.worker_prices,
-            features=self.features,
-        )
+        return dataclasses.replace(super().problem(budget), features=self.features)

@@ -215,3 +215,31 @@ def test_features_beat_item_only_opt_kg_at_small_budgets() -> None:
     means = {k: float(np.mean(v)) for k, v in scores.items()}
     assert means["kg:features=logistic:refit=5"] > means["opt-kg"] + 0.15, means
     assert means["opt-kg:features=logistic"] > means["opt-kg"] + 0.1, means
+
+
+def test_feature_set_loading_and_a_tiny_features_reproduction() -> None:
+    """The UCI loader (shared/data) and the reproduction's table: one row per policy, budget
+    and case, named by the bare policy id, the data set and the world."""
+    from crowdbudget.datasets import load_feature_set
+    from crowdbudget.exceptions import DataFormatError
+    from crowdbudget.experiments.papers import chen2013
+
+    data = load_feature_set("ionosphere")
+    assert data.features.shape == (351, 34) and data.classes == ("b", "g")
+    assert int(data.gold.sum()) == 225  # 225 'g' (data README)
+    with pytest.raises(DataFormatError, match="unknown feature set"):
+        load_feature_set("iris")
+    result = chen2013.features(
+        datasets=("ionosphere",),
+        per_item=(0.1, 0.5),
+        reps=1,
+        policies=("uniform", "opt-kg:features=logistic:reward=local:refit=10"),
+        n_jobs=1,
+        progress=False,
+    )
+    table = result.summary
+    assert len(table) == 2 * 2 * 2  # policies × budgets × worlds
+    assert set(table["world"]) == {"logistic", "gold"}
+    assert set(table["policy_id"]) == {"uniform", "opt-kg:features=logistic:reward=local:refit=10"}
+    assert sorted(set(table["budget"])) == [35.0, 176.0]
+    assert table["accuracy_mean"].between(0, 1).all()

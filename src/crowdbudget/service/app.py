@@ -37,8 +37,10 @@ import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import request_response
 
 from crowdbudget.campaign import (
     AssignmentError,
@@ -76,6 +78,9 @@ class _Request(BaseModel):
     """Request bodies: JSON's NaN / Infinity extensions are refused (422), never stored."""
 
     model_config = ConfigDict(allow_inf_nan=False)
+
+
+_RequestT = TypeVar("_RequestT", bound=_Request)
 
 
 class CampaignCreate(_Request):
@@ -351,6 +356,33 @@ def _assignment_json(a: PendingAssignment, status_code: int = 200) -> JSONRespon
     )
 
 
+def _bind_directly(
+    app: FastAPI, endpoint: Callable[..., Any], handler: Callable[[Request], Any]
+) -> None:
+    """Serve ``endpoint``'s route with ``handler``, which binds the arguments itself and
+    calls ``endpoint``. FastAPI still documents the route from ``endpoint``'s signature (the
+    OpenAPI schema is unchanged); only its generic per-request machinery (dependency solver,
+    body model validation) is skipped. Measured on the two hot endpoints: about 0.1-0.2 ms of
+    server CPU per round trip, a sixth of the whole."""
+    for route in app.router.routes:
+        if isinstance(route, APIRoute) and route.endpoint is endpoint:
+            route.app = request_response(handler)
+            return
+    raise LookupError(f"no route for {endpoint.__name__}")
+
+
+async def _json_body(request: Request, model: type[_RequestT]) -> _RequestT:
+    """The request body validated into ``model``, errors reported as FastAPI reports them
+    (422 through the app's :class:`RequestValidationError` handler)."""
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as error:
+        problems = [
+            {**problem, "loc": ("body", *problem.get("loc", ()))} for problem in error.errors()
+        ]
+        raise RequestValidationError(problems) from None
+
+
 def _bearer(authorization: str | None) -> str:
     if not authorization:
         raise HTTPException(401, "missing key: send 'Authorization: Bearer <key>'")
@@ -492,6 +524,24 @@ def create_app(
             campaign_id, lambda c: c.record_label(assignment_id, body.label, worker_id=worker_id)
         )
         return _assignment_json(assignment)
+
+    # the two requests of every label round trip bind their arguments by hand (see
+    # _bind_directly); the functions above stay the documented, tested endpoints
+    async def next_assignment_direct(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        worker_id = await worker(campaign_id, request.headers.get("authorization"))
+        return await next_assignment(campaign_id, worker_id)
+
+    async def submit_label_direct(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        worker_id = await worker(campaign_id, request.headers.get("authorization"))
+        body = await _json_body(request, LabelSubmit)
+        return await submit_label(
+            campaign_id, request.path_params["assignment_id"], body, worker_id
+        )
+
+    _bind_directly(app, next_assignment, next_assignment_direct)
+    _bind_directly(app, submit_label, submit_label_direct)
 
     @app.post("/v1/campaigns/{campaign_id}/assignments/{assignment_id}/cancel", status_code=204)
     async def cancel(

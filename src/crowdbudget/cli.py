@@ -356,7 +356,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"(OpenAPI: /openapi.json, docs: /docs), database {args.db}",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    # access lines are logged at level info: below that, skip building them per request
+    access_log = args.log_level in ("info", "debug")
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level=args.log_level, access_log=access_log
+    )
     return 0
 
 

@@ -526,7 +526,8 @@ def create_app(
         return _assignment_json(assignment)
 
     # the two requests of every label round trip bind their arguments by hand (see
-    # _bind_directly); the functions above stay the documented, tested endpoints
+    # _bind_directly) and then call the functions above, which still do the work and whose
+    # signatures still make the OpenAPI schema
     async def next_assignment_direct(request: Request) -> Response:
         campaign_id = request.path_params["campaign_id"]
         worker_id = await worker(campaign_id, request.headers.get("authorization"))

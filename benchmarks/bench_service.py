@@ -4,10 +4,17 @@ Starts ``crowdbudget serve`` (uvicorn, one process) on loopback with a SQLite fi
 campaign of n_items binary items (Opt-KG, budget large enough never to run out), and lets
 ``--clients`` threads loop "ask for an assignment, submit a label" (keep-alive HTTP
 connections of the standard library's ``http.client``, no thinking time) for ``--seconds``.
-Reports round trips per second and the latency percentiles of each request kind. Run from the
-repository root:
+The clients are real HTTP over loopback, in this process (one process, separate from the
+server's, on the same machine: their CPU is reported so it can be told apart).
 
-    python benchmarks/bench_service.py [--items 10000,100000] [--clients 8] [--seconds 10]
+Reports round trips per second, the latency percentiles of each request kind as the client
+sees them (send to last byte of the answer), the 1-minute load average before and after the
+case (other jobs on the machine show there), and the CPU time per round trip of the server
+and of the client (Linux ``/proc``; the server's is the number that does not depend on how
+busy the machine is). Run from the repository root:
+
+    python benchmarks/bench_service.py [--items 10000,100000] [--clients 8,16] [--seconds 10]
+        [--repeat 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -32,6 +40,22 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU time of a process (this one by default); NaN off Linux."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
 
 
 def _start(db: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -117,17 +141,26 @@ def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
                         latencies[kind].extend(mine[kind])
 
             threads = [threading.Thread(target=loop, args=(t, k)) for k, t in enumerate(tokens)]
+            load_before = _load()
+            server_cpu, client_cpu = _cpu_seconds(proc.pid), _cpu_seconds()
             start = time.perf_counter()
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             elapsed = time.perf_counter() - start
+            server_cpu = _cpu_seconds(proc.pid) - server_cpu
+            client_cpu = _cpu_seconds() - client_cpu
+            load_after = _load()
         finally:
             proc.kill()
             proc.wait()
+    n = len(latencies["label"])
     out = {"n_items": n_items, "clients": clients, "create_s": create_s}
-    out["round_trips_per_s"] = len(latencies["label"]) / elapsed
+    out["load_before"], out["load_after"] = load_before, load_after
+    out["round_trips_per_s"] = n / elapsed
+    out["server_cpu_ms_per_round_trip"] = 1000 * server_cpu / n
+    out["client_cpu_ms_per_round_trip"] = 1000 * client_cpu / n
     for kind, values in latencies.items():
         arr = np.asarray(values) * 1000
         out[f"{kind}_p50_ms"] = float(np.percentile(arr, 50))
@@ -138,21 +171,32 @@ def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", default="10000,100000")
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", default="8", help="comma-separated client counts")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every case, interleaved")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    rows = [bench(int(n), args.clients, args.seconds) for n in args.items.split(",")]
+    cases = [(int(n), int(c)) for n in args.items.split(",") for c in args.clients.split(",")]
     print(
-        "| n_items | clients | round trips/s | next p50 / p99 ms | label p50 / p99 ms | create s |"
+        "| n_items | clients | load 1-min before / after | round trips/s "
+        "| next p50 / p99 ms | label p50 / p99 ms | server / client CPU ms per round trip |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['n_items']:,} | {r['clients']} | {r['round_trips_per_s']:.0f} | "
-            f"{r['next_p50_ms']:.1f} / {r['next_p99_ms']:.1f} | "
-            f"{r['label_p50_ms']:.1f} / {r['label_p99_ms']:.1f} | {r['create_s']:.2f} |"
-        )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for _ in range(args.repeat):
+        for n_items, clients in cases:
+            r = bench(n_items, clients, args.seconds)
+            rows.append(r)
+            print(
+                f"| {r['n_items']:,} | {r['clients']} | "
+                f"{r['load_before']:.2f} / {r['load_after']:.2f} | "
+                f"{r['round_trips_per_s']:.0f} | "
+                f"{r['next_p50_ms']:.1f} / {r['next_p99_ms']:.1f} | "
+                f"{r['label_p50_ms']:.1f} / {r['label_p99_ms']:.1f} | "
+                f"{r['server_cpu_ms_per_round_trip']:.2f} / "
+                f"{r['client_cpu_ms_per_round_trip']:.2f} |",
+                flush=True,
+            )
     if args.json:
         meta = {"python": platform.python_version(), "machine": platform.machine()}
         Path(args.json).write_text(json.dumps({"machine": meta, "results": rows}, indent=2))

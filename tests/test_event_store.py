@@ -64,3 +64,71 @@ def test_plain_append_after_a_collision_can_retry(tmp_path) -> None:
     with pytest.raises(ConcurrentWriteError):
         mine.append("a", 1, "created", {})
     assert mine.append("a", 2, "labeled", {}).seq == 2
+
+
+def test_coroutines_and_threads_share_the_group_commit(tmp_path) -> None:
+    """``wait_async`` (the service's hot endpoints) and ``wait`` (threads) on one queue: every
+    event is committed in order, every waiter returns, and coroutines share transactions."""
+    import asyncio
+
+    store = EventStore(f"sqlite:///{tmp_path / 'events.db'}")
+    lock = threading.Lock()
+    seqs = iter(range(1, 10_000))
+    flushes: list[int] = []
+    flush = store._flush
+
+    def counting_flush(batch: list) -> None:
+        flushes.append(len(batch))
+        flush(batch)
+
+    store._flush = counting_flush
+
+    def stage(by: str) -> object:
+        with lock:
+            seq = next(seqs)
+            return store.stage("c", seq, "labeled", {"by": by, "seq": seq})
+
+    def thread_writer(k: int) -> None:
+        for _ in range(20):
+            store.wait(stage(f"t{k}"))
+
+    async def coroutine_writer(k: int) -> None:
+        for _ in range(20):
+            await store.wait_async(stage(f"a{k}"))
+
+    async def main() -> None:
+        await asyncio.gather(*(coroutine_writer(k) for k in range(16)))
+
+    threads = [threading.Thread(target=thread_writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    asyncio.run(main())
+    for t in threads:
+        t.join()
+    events = list(EventStore(store.url).events("c"))
+    assert [e.seq for e in events] == list(range(1, 20 * 20 + 1))
+    assert all(e.payload["seq"] == e.seq for e in events)
+    assert sum(flushes) == 400 and len(flushes) < 400  # batches were shared
+    store.dispose()
+
+
+def test_wait_async_raises_a_collision_and_a_failed_flush(tmp_path) -> None:
+    import asyncio
+
+    from crowdbudget.exceptions import CrowdBudgetError
+
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    mine, other = EventStore(url), EventStore(url)
+    other.append("a", 1, "created", {})
+    with pytest.raises(ConcurrentWriteError):
+        asyncio.run(mine.wait_async(mine.stage("a", 1, "created", {}, epoch=3)))
+
+    def broken(batch: list) -> None:
+        raise RuntimeError("disk on fire")
+
+    mine._flush = broken
+    ticket = mine.stage("b", 1, "created", {}, epoch=4)
+    with pytest.raises(CrowdBudgetError, match="disk on fire"):  # never taken for durable
+        asyncio.run(mine.wait_async(ticket))
+    assert list(other.events("b")) == []
+    mine.dispose()

@@ -341,6 +341,21 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _freeze_startup_heap() -> None:
+    """Import what the first campaign would import (the policies pull in numba, scipy, …),
+    then move every object alive so far out of the cyclic garbage collector's reach
+    (``gc.freeze``). A full collection otherwise rescans these ~10^5 long-lived objects each
+    time it runs — measured 90-140 ms per collection on the 2-core machine, a pause every
+    request in flight waits out. Refcounting still frees them; only cycles among them would
+    stay (module-level objects that live as long as the process anyway)."""
+    import gc
+
+    from crowdbudget.policies import builtin  # noqa: F401  (registers the policies)
+
+    gc.collect()
+    gc.freeze()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -351,12 +366,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "the service needs its extras: pip install 'crowdbudget[service]'"
         ) from None
     app = create_app(args.db)
+    _freeze_startup_heap()
     print(
         f"crowdbudget service on http://{args.host}:{args.port}/v1 "
         f"(OpenAPI: /openapi.json, docs: /docs), database {args.db}",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    # access lines are logged at level info: below that, skip building them per request
+    access_log = args.log_level in ("info", "debug")
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level=args.log_level, access_log=access_log
+    )
     return 0
 
 

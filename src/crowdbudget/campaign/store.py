@@ -17,11 +17,14 @@ Table ``events``: ``campaign_id`` (text), ``seq`` (int, 1, 2, … per campaign),
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -66,6 +69,11 @@ class CommitTicket:
     epoch: int | None
     settled: bool = False
     error: CrowdBudgetError | None = None
+    # coroutines waiting on this ticket (:meth:`EventStore.wait_async`): each future is
+    # resolved on its own event loop once the ticket is settled
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
+        default_factory=list
+    )
 
 
 def _engine_for(url: str) -> sa.Engine:
@@ -102,6 +110,7 @@ class EventStore:
         self._flushing = False
         self._failed_epochs: set[int] = set()
         self._insert = EVENTS.insert()
+        self._committer: ThreadPoolExecutor | None = None  # drains the queue for coroutines
         try:
             self.engine = _engine_for(url)
             _METADATA.create_all(self.engine)
@@ -166,14 +175,91 @@ class EventStore:
                 batch, self._queue = self._queue, []
                 self._flushing = True
                 self._commit_cv.release()
+                error: Exception | None = None
                 try:
                     self._flush(batch)
+                except Exception as exc:
+                    error = exc
+                    raise
                 finally:
                     self._commit_cv.acquire()
                     self._flushing = False
+                    self._wake(batch, error)
                     self._commit_cv.notify_all()
+            # coroutines may have staged behind this batch: nobody else will flush for them
+            self._hand_over()
         if ticket.error is not None:
             raise ticket.error
+
+    async def wait_async(self, ticket: CommitTicket | None) -> None:
+        """:meth:`wait` for a coroutine: the event loop never blocks on the commit and no
+        thread is taken per waiter.
+
+        The coroutine parks a future on its ticket; if no flush is under way, one committer
+        thread (per store) starts draining the queue — batch after batch, one transaction and
+        one fsync each, while anything is queued — and resolves the futures of each batch as
+        soon as it is committed. Requests that arrive during a flush are staged meanwhile and
+        form the next batch, so the group commit is the same as with threads; threads that
+        call :meth:`wait` share the queue and the flag that says a flush is under way."""
+        if ticket is None:
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._commit_cv:
+            if not ticket.settled:
+                ticket.waiters.append((loop, future))
+                self._hand_over()
+            else:
+                future.set_result(None)
+        await future
+        if ticket.error is not None:
+            raise ticket.error
+
+    def _hand_over(self) -> None:
+        """Start the committer thread if tickets with waiting coroutines are queued and no
+        flush is under way (called with the condition held)."""
+        if self._flushing or not any(t.waiters for t in self._queue):
+            return
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="crowdbudget-commit")
+        self._flushing = True
+        self._committer.submit(self._drain)
+
+    def _drain(self) -> None:
+        """The committer thread: flush batches until the queue is empty (started by
+        :meth:`_hand_over`, which set ``_flushing``)."""
+        with self._commit_cv:
+            try:
+                while self._queue:
+                    batch, self._queue = self._queue, []
+                    self._commit_cv.release()
+                    error: Exception | None = None
+                    try:
+                        self._flush(batch)
+                    except Exception as exc:  # a bug, not a database error: fail the batch
+                        error = exc
+                    finally:
+                        self._commit_cv.acquire()
+                        self._wake(batch, error)
+                        self._commit_cv.notify_all()
+            finally:
+                self._flushing = False
+                self._commit_cv.notify_all()
+
+    def _wake(self, batch: list[CommitTicket], error: Exception | None = None) -> None:
+        """Resolve the futures of the tickets of ``batch`` after its flush: one call into
+        each event loop per batch, not one per ticket. A ticket the flush left unsettled (it
+        raised ``error``) is failed, so that no waiter takes it for committed."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+        for ticket in batch:
+            if not ticket.settled:
+                self._fail(ticket, CrowdBudgetError(f"cannot write event: {error!r}"))
+            for loop, future in ticket.waiters:
+                by_loop.setdefault(loop, []).append(future)
+            ticket.waiters = []
+        for loop, futures in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_resolve, futures)
 
     def _conflict(self, ticket: CommitTicket) -> ConcurrentWriteError:
         event = ticket.event
@@ -262,8 +348,18 @@ class EventStore:
             return [row.campaign_id for row in conn.execute(query)]
 
     def dispose(self) -> None:
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
+            self._committer = None
         with self._write_lock:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
         self.engine.dispose()
+
+
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    """Runs on the waiters' event loop (a future may be done already: a cancelled request)."""
+    for future in futures:
+        if not future.done():
+            future.set_result(None)

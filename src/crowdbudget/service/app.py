@@ -22,6 +22,7 @@ are safe: an append that loses the race raises, the campaign reloads its new eve
 request is retried (the event table's primary key makes each event number unique).
 """
 
+import asyncio
 import hashlib
 import json
 import random
@@ -36,8 +37,10 @@ import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import request_response
 
 from crowdbudget.campaign import (
     AssignmentError,
@@ -75,6 +78,9 @@ class _Request(BaseModel):
     """Request bodies: JSON's NaN / Infinity extensions are refused (422), never stored."""
 
     model_config = ConfigDict(allow_inf_nan=False)
+
+
+_RequestT = TypeVar("_RequestT", bound=_Request)
 
 
 class CampaignCreate(_Request):
@@ -214,6 +220,60 @@ class Service:
                 raise refusal
             return result
 
+    async def run_async(self, campaign_id: str, action: Callable[[Campaign], T]) -> T:
+        """:meth:`run` (a write) on the event loop, for the hot endpoints (next assignment,
+        label, cancel): no thread-pool hop per request, and the commit is awaited
+        (:meth:`EventStore.wait_async`) instead of parking a thread per request.
+
+        ``action`` must be cheap (it runs on the loop while other requests wait). The
+        campaign lock is a thread lock shared with the endpoints that still run in threads,
+        so it is taken without blocking the loop (:meth:`_acquire`); loading a campaign or
+        catching up with the store reads the database in a worker thread, with the lock
+        held. Same retries and the same guarantee as :meth:`run`: the result is returned
+        only once everything this campaign copy staged is durable."""
+        deadline = time.monotonic() + _RETRY_SECONDS
+        pause = 0.001
+        while True:
+            refusal: CrowdBudgetError | None = None
+            lock = self.lock(campaign_id)
+            await _acquire(lock)
+            try:
+                campaign = self._campaigns.get(campaign_id)
+                if campaign is None:
+                    campaign = await run_in_threadpool(self.campaign, campaign_id)
+                try:
+                    with campaign.deferred_durability():
+                        result = action(campaign)
+                except CrowdBudgetError as error:
+                    refusal = error
+                ticket = campaign.durability_ticket()
+                retry_now = (
+                    refusal is not None
+                    and time.monotonic() <= deadline
+                    and await run_in_threadpool(campaign.refresh) > 0
+                )
+            finally:
+                lock.release()
+            try:
+                await self.store.wait_async(ticket)
+            except CrowdBudgetError as error:
+                await _acquire(lock)
+                try:
+                    if self._campaigns.get(campaign_id) is campaign:
+                        del self._campaigns[campaign_id]
+                finally:
+                    lock.release()
+                if not isinstance(error, ConcurrentWriteError) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(pause * (0.5 + self._jitter.random()))
+                pause = min(pause * 2, 0.05)
+                continue
+            if retry_now:
+                continue
+            if refusal is not None:
+                raise refusal
+            return result
+
     def forget(self, campaign_id: str, campaign: Campaign) -> None:
         """Drop ``campaign`` from the cache (if it is still the cached copy): its state holds
         events that did not reach the store; the next request reloads it."""
@@ -267,6 +327,60 @@ class Service:
         )
         with self.store.engine.connect() as conn:
             return [row.campaign_id for row in conn.execute(query)]
+
+
+async def _acquire(lock: threading.Lock) -> None:
+    """Take a thread lock from the event loop without blocking it: the lock is held only
+    for short stretches (an action, or a read in a worker thread), so poll with a short,
+    growing pause. Cancellation-safe: nothing is acquired on behalf of a cancelled task."""
+    pause = 0.0002
+    while not lock.acquire(blocking=False):
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.005)
+
+
+def _assignment_json(a: PendingAssignment, status_code: int = 200) -> JSONResponse:
+    """The :class:`AssignmentOut` body built directly (the hot endpoints skip FastAPI's
+    pydantic validation and serialization of the response; the schema stays declared)."""
+    return JSONResponse(
+        {
+            "assignment_id": a.assignment_id,
+            "item_id": a.item_id,
+            "worker_id": a.worker_id,
+            "price": a.price,
+            "expires_at": a.expires_at,
+            "status": a.status,
+            "label": a.label,
+        },
+        status_code=status_code,
+    )
+
+
+def _bind_directly(
+    app: FastAPI, endpoint: Callable[..., Any], handler: Callable[[Request], Any]
+) -> None:
+    """Serve ``endpoint``'s route with ``handler``, which binds the arguments itself and
+    calls ``endpoint``. FastAPI still documents the route from ``endpoint``'s signature (the
+    OpenAPI schema is unchanged); only its generic per-request machinery (dependency solver,
+    body model validation) is skipped. Measured on the two hot endpoints: about 0.1-0.2 ms of
+    server CPU per round trip, a sixth of the whole."""
+    for route in app.router.routes:
+        if isinstance(route, APIRoute) and route.endpoint is endpoint:
+            route.app = request_response(handler)
+            return
+    raise LookupError(f"no route for {endpoint.__name__}")
+
+
+async def _json_body(request: Request, model: type[_RequestT]) -> _RequestT:
+    """The request body validated into ``model``, errors reported as FastAPI reports them
+    (422 through the app's :class:`RequestValidationError` handler)."""
+    try:
+        return model.model_validate_json(await request.body())
+    except ValidationError as error:
+        problems = [
+            {**problem, "loc": ("body", *problem.get("loc", ()))} for problem in error.errors()
+        ]
+        raise RequestValidationError(problems) from None
 
 
 def _bearer(authorization: str | None) -> str:
@@ -391,36 +505,53 @@ def create_app(
         response_model=AssignmentOut,
         responses={204: {"description": "no work for this worker now"}},
     )
-    def next_assignment(campaign_id: str, worker_id: WorkerDep) -> Any:
+    async def next_assignment(campaign_id: str, worker_id: WorkerDep) -> Response:
         """The next item for the calling worker, or 204 when there is none."""
-        assignment = service.run(campaign_id, lambda c: c.next_assignment(worker_id))
+        assignment = await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
         if assignment is None:
             return Response(status_code=204)
-        return _out(assignment)
+        return _assignment_json(assignment)
 
     @app.post(
         "/v1/campaigns/{campaign_id}/assignments/{assignment_id}/label",
         response_model=AssignmentOut,
     )
-    def submit_label(
+    async def submit_label(
         campaign_id: str, assignment_id: str, body: LabelSubmit, worker_id: WorkerDep
-    ) -> AssignmentOut:
+    ) -> Response:
         """Answer one's own assignment (idempotent for the same label)."""
-        return _out(
-            service.run(
-                campaign_id,
-                lambda c: c.record_label(assignment_id, body.label, worker_id=worker_id),
-            )
+        assignment = await service.run_async(
+            campaign_id, lambda c: c.record_label(assignment_id, body.label, worker_id=worker_id)
+        )
+        return _assignment_json(assignment)
+
+    # the two requests of every label round trip bind their arguments by hand (see
+    # _bind_directly) and then call the functions above, which still do the work and whose
+    # signatures still make the OpenAPI schema
+    async def next_assignment_direct(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        worker_id = await worker(campaign_id, request.headers.get("authorization"))
+        return await next_assignment(campaign_id, worker_id)
+
+    async def submit_label_direct(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        worker_id = await worker(campaign_id, request.headers.get("authorization"))
+        body = await _json_body(request, LabelSubmit)
+        return await submit_label(
+            campaign_id, request.path_params["assignment_id"], body, worker_id
         )
 
+    _bind_directly(app, next_assignment, next_assignment_direct)
+    _bind_directly(app, submit_label, submit_label_direct)
+
     @app.post("/v1/campaigns/{campaign_id}/assignments/{assignment_id}/cancel", status_code=204)
-    def cancel(
+    async def cancel(
         campaign_id: str,
         assignment_id: str,
         who: Annotated[tuple[str, str | None], Depends(anyone)],
     ) -> Response:
         role, worker_id = who
-        service.run(
+        await service.run_async(
             campaign_id,
             lambda c: c.cancel_assignment(
                 assignment_id, worker_id=worker_id if role == "worker" else None

@@ -42,7 +42,7 @@ FIG2_BUDGETED = {
     # OptKG of the paper: one-coin workers, Beta(4, 1), one instance over all tasks
     "opt-kg": "opt-kg-per-context:contexts=single",
     # "OptKG (Multi.)": one instance per context, sub-budget proportional to its tasks
-    "opt-kg:per-context": "opt-kg-per-context",
+    "opt-kg:per-context": "opt-kg:per-context",
     "random": "random-pair",
 }
 #: Threshold methods of Fig. 2: their spend is what their threshold makes it.
@@ -197,7 +197,7 @@ def _uci(
         "policy labels carry the case (id @dataset/worker_model); policy_id is the bare id",
         "opt-kg = OptKG (one-coin workers, Beta(4,1), one instance over all tasks; spec "
         "opt-kg-per-context:contexts=single); opt-kg:per-context = OptKG (Multi.), one "
-        "instance per context (spec opt-kg-per-context); random = random-pair; iethresh = "
+        "instance per context (a registered id, = opt-kg-per-context); random = random-pair; iethresh = "
         "iethresh:eps=0.9; crowdsense = crowdsense:eps=0.1 (settings.policy_specs)",
     ]
     if quick:
@@ -284,7 +284,7 @@ def rte(
     }
     if not quick:
         budgeted["opt-kg"] = "opt-kg-per-context:contexts=single"
-        budgeted["opt-kg:per-context"] = "opt-kg-per-context"
+        budgeted["opt-kg:per-context"] = "opt-kg:per-context"
     threshold = dict(FIG2_THRESHOLD)
     summary = _run_case(
         env,

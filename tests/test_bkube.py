@@ -194,9 +194,7 @@ def test_reproduce_bkube_fig1_quick_json(capsys: pytest.CaptureFixture[str], tmp
         assert row["case"] == f"{row['policy']} @{row['worker_set']}/T=50"
     # the claims table travels in the JSON document, one row per comparison and metric
     claims = doc["claims"]
-    faithful = [
-        c for c in claims if c["policy"] == "b-kube" and ":" not in c["baseline"]
-    ]
+    faithful = [c for c in claims if c["policy"] == "b-kube" and ":" not in c["baseline"]]
     assert {(c["baseline"], c["worker_set"], c["metric"]) for c in faithful} == {
         (b, s, m)
         for b in ("bounded-eps-first", "eps-first", "trailsourcing")

@@ -127,7 +127,7 @@ def claim_rows(summary: pd.DataFrame) -> list[dict[str, Any]]:
     """
     rows: list[dict[str, Any]] = []
     present = set(summary["policy_id"])
-    for (worker_set, n_tasks), group in summary.groupby(["worker_set", "n_tasks"], sort=False):
+    for (worker_set, _), group in summary.groupby(["worker_set", "n_tasks"], sort=False):
         for mine_id, others in COMPARISONS:
             if mine_id not in present:
                 continue
@@ -155,9 +155,9 @@ def claim_rows(summary: pd.DataFrame) -> list[dict[str, Any]]:
                             "policy": mine_id,
                             "baseline": other,
                             "worker_set": worker_set,
-                            "n_tasks": int(n_tasks),
+                            "n_tasks": int(group["n_tasks"].iloc[0]),
                             "budgets_met": met,
-                            "n_budgets": int(len(budgets)),
+                            "n_budgets": len(budgets),
                             "sig_better": int((diff > 2 * se).sum()),
                             "sig_worse": int((diff < -2 * se).sum()),
                             "holds": met == len(budgets),

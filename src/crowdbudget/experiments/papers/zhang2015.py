@@ -261,8 +261,8 @@ def _uci(
         "(id @dataset/worker_model); the claims table is also in 'claims'",
         "opt-kg = OptKG (one-coin workers, Beta(4,1), one instance over all tasks; spec "
         "opt-kg-per-context:contexts=single); opt-kg:per-context = OptKG (Multi.), one "
-        "instance per context (a registered id, = opt-kg-per-context); random = random-pair; iethresh = "
-        "iethresh:eps=0.9; crowdsense = crowdsense:eps=0.1 (settings.policy_specs)",
+        "instance per context (a registered id, = opt-kg-per-context); random = random-pair; "
+        "iethresh = iethresh:eps=0.9; crowdsense = crowdsense:eps=0.1 (settings.policy_specs)",
     ]
     if quick:
         notes.append(

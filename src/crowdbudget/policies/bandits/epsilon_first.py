@@ -136,11 +136,10 @@ def assign_single_step(
         take = int(counts[worker])
         if take == 0:
             continue
-        if layout == "spread":
-            # the take least-labeled free tasks; a stable sort keeps queue order among ties
-            offsets = np.argsort(load, kind="stable")[:take]
-        else:
-            offsets = np.arange(take)
+        # spread: the take least-labeled free tasks (a stable sort keeps queue order among
+        # ties); queue: the first take free tasks
+        spread = layout == "spread"
+        offsets = np.argsort(load, kind="stable")[:take] if spread else np.arange(take)
         for offset in offsets:
             state.pay(int(worker))
             task = first + int(offset)

@@ -35,8 +35,8 @@ import numpy as np
 from scipy import special
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies.bandits.bbta import CONTEXT_MODES, check_unit_prices
 from crowdbudget.policies._index import canonical_scores
+from crowdbudget.policies.bandits.bbta import CONTEXT_MODES, check_unit_prices
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards, one_coin_update
 from crowdbudget.simulation.contextual import task_contexts

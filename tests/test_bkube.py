@@ -240,3 +240,12 @@ def test_claims_count_budgets_and_significant_differences() -> None:
     assert "bounded-eps-first error 2/2 (sig +1 -0), tasks 1/2 (sig +0 -1)" in text
     assert "eps-first error 2/2 (sig +2 -0), tasks 2/2 (sig +2 -0)" in text
     assert "trailsourcing error 0/2 (sig +0 -1), tasks 2/2 (sig +1 -0)" in text
+
+
+def test_looser_stop_constant_stops_at_the_documented_states() -> None:
+    """C = 0.5: 2-0, 3-1 and 4-2 stop, 2-1 and 5-3 do not (priced_workers.confident)."""
+    stops = {
+        (a, b): confident(np.array([a, b], float), a + b, 0.5)
+        for a, b in [(2, 0), (2, 1), (3, 1), (4, 2), (5, 3)]
+    }
+    assert stops == {(2, 0): True, (2, 1): False, (3, 1): True, (4, 2): True, (5, 3): False}

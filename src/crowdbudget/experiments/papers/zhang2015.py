@@ -224,10 +224,11 @@ def _uci(
     quick: bool,
     n_jobs: int | None,
     progress: bool,
+    reps: int | None = None,
 ) -> ReproductionResult:
     datasets = ["ionosphere"] if quick else list(UCI_SETTINGS)
     per_item = [2, 3] if quick else list(range(2, 16))
-    reps = 1 if quick else 30
+    reps = reps if reps is not None else (1 if quick else 30)
     frames = []
     for dataset in datasets:
         for model in WORKER_MODELS:
@@ -297,9 +298,16 @@ def _uci(
 
 
 def fig2(
-    *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    reps: int | None = None,
 ) -> ReproductionResult:
-    """Fig. 2: every method on three UCI sets × three worker models (see the module)."""
+    """Fig. 2: every method on three UCI sets × three worker models (see the module).
+
+    ``reps`` overrides the number of replications (30, quick 1) for runs from Python."""
     return _uci(
         "bbta-fig2",
         FIG2_BUDGETED,
@@ -308,15 +316,29 @@ def fig2(
         quick=quick,
         n_jobs=n_jobs,
         progress=progress,
+        reps=reps,
     )
 
 
 def fig3(
-    *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    reps: int | None = None,
 ) -> ReproductionResult:
-    """Fig. 3: BBTA with N' = 0, 1, 5, 10 on the nine cases of Fig. 2."""
+    """Fig. 3: BBTA with N' = 0, 1, 5, 10 on the nine cases of Fig. 2 (``reps`` as in
+    :func:`fig2`)."""
     return _uci(
-        "bbta-fig3", FIG3_POLICIES, {}, seed=seed, quick=quick, n_jobs=n_jobs, progress=progress
+        "bbta-fig3",
+        FIG3_POLICIES,
+        {},
+        seed=seed,
+        quick=quick,
+        n_jobs=n_jobs,
+        progress=progress,
+        reps=reps,
     )
 
 

@@ -20,7 +20,8 @@ benchmarks assign "the labeling tasks" to the workers in a single step, and that
 they are evaluated on a fixed set of T tasks with ``M_k = 0.6 T`` ("the number of tasks a
 worker can perform"). It also explains why ε-F performs *fewer tasks* than bounded ε-F:
 "the tasks are only assigned to the most efficient worker ... this limits the number of tasks
-performed by ε-F". Both statements fix the layout up to tie-breaking:
+performed by ε-F". Both statements point to this layout (the order and the tie-breaking are
+ours; a random choice of distinct tasks would also fit them):
 
 * a worker performs *distinct* tasks of the set (``M_k`` counts tasks), so worker k's ``x_k``
   labels go to ``x_k`` different tasks (``x_k <= M_k < T``);
@@ -35,6 +36,8 @@ worker onto the same tasks; it makes bounded ε-F perform exactly as many tasks 
 ``max_k x_k``, which contradicts the sentence above. It is kept as ``layout="queue"`` for the
 side-by-side measurement in docs/reproductions.md.) A task's label is eq. (10) over its labels
 (MV; a tie between two classes is broken at random); tasks with no label are not performed.
+Under this layout the benchmarks perform all T tasks from small budgets on, so the paper's
+claim that B-KUBE performs *more* tasks cannot hold in our runs (docs/reproductions.md).
 
 Not registered in ``policies/builtin.py`` for the reason given in
 :mod:`crowdbudget.policies.bandits.kube`.

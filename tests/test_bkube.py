@@ -127,6 +127,45 @@ def test_bkube_prefers_efficient_workers() -> None:
     assert counts[0] > counts[1:].max()
 
 
+def test_single_step_layouts() -> None:
+    """§6: spread puts each worker on distinct, least-labeled tasks, so bounded eps-F (many
+    workers) performs more tasks than eps-F (one worker); queue piles workers on the first
+    tasks, so both perform max_k x_k tasks."""
+    from crowdbudget.policies.bandits.epsilon_first import assign_single_step
+    from crowdbudget.simulation.priced_workers import _LoopState
+
+    pool = PricedWorkerPool(np.full(3, 0.8), np.ones(3), np.full(3, 6))
+    counts = np.array([4, 3, 2])
+    done = {}
+    for layout in ("spread", "queue"):
+        state = _LoopState(pool, 100.0, 10, np.random.default_rng(0))
+        assign_single_step(
+            state, counts, OnlineValueEstimator(3), np.random.default_rng(1), layout=layout
+        )
+        done[layout] = state.labels_per_task.copy()
+        assert state.labels_per_task.sum() == counts.sum()
+        np.testing.assert_array_equal(np.bincount(state.selections, minlength=3), counts)
+        assert np.all(state.predicted[state.labels_per_task > 0] >= 0)
+    assert np.count_nonzero(done["spread"]) == 9 and done["spread"].max() == 1
+    assert np.count_nonzero(done["queue"]) == 4
+    with pytest.raises(InvalidParameterError, match="layout"):
+        assign_single_step(
+            _LoopState(pool, 1.0, 2, np.random.default_rng(0)),
+            counts,
+            OnlineValueEstimator(3),
+            np.random.default_rng(0),
+            layout="diagonal",
+        )
+    # on the paper's setting eps-F (one worker, <= M_k tasks) performs fewer tasks
+    fewer = 0
+    for seed in range(6):
+        set_a = pool_a(seed=seed)
+        single = run_epsilon_first(set_a, 200.0, 50, np.random.default_rng(seed))
+        many = run_bounded_epsilon_first(set_a, 200.0, 50, np.random.default_rng(seed))
+        fewer += single.tasks_completed < many.tasks_completed
+    assert fewer == 6
+
+
 def test_bad_input_is_one_line_error() -> None:
     with pytest.raises(InvalidParameterError, match="price"):
         PricedWorkerPool(np.array([0.9]), np.array([0.0]), np.array([1]))
@@ -144,12 +183,27 @@ def test_reproduce_bkube_fig1_quick_json(capsys: pytest.CaptureFixture[str], tmp
     assert code == 0
     doc = json.loads(out)
     rows = doc["results"]
-    ids = {r["policy_id"] for r in rows}
-    assert ids == {"b-kube", "bounded-eps-first", "eps-first", "trailsourcing"}
+    ids = {r["policy"] for r in rows}
+    assert {"b-kube", "bounded-eps-first", "eps-first", "trailsourcing"} <= ids
+    assert {"b-kube:stop-constant=0.5", "bounded-eps-first:layout=queue"} <= ids
     assert {r["worker_set"] for r in rows} == {"A", "B"}
     assert {r["n_tasks"] for r in rows} == {50}
     for row in rows:
         assert 0 <= row["error_mean"] <= 1 and 0 < row["tasks_completed_mean"] <= 50
+        assert row["spent_mean"] <= row["budget"] + 1e-6
+        assert row["case"] == f"{row['policy']} @{row['worker_set']}/T=50"
+    # the claims table travels in the JSON document, one row per comparison and metric
+    claims = doc["claims"]
+    faithful = [c for c in claims if c["policy"] == "b-kube" and ":" not in c["baseline"]]
+    assert {(c["baseline"], c["worker_set"], c["metric"]) for c in faithful} == {
+        (b, s, m)
+        for b in ("bounded-eps-first", "eps-first", "trailsourcing")
+        for s in "AB"
+        for m in ("error", "tasks_completed")
+    }
+    for claim in claims:
+        assert 0 <= claim["budgets_met"] <= claim["n_budgets"] == 5
+        assert claim["holds"] == (claim["budgets_met"] == claim["n_budgets"])
     regret = doc["settings"]["regret"]["truth"]["curve"]
     assert all(point["regret_mean"] >= -1e-6 for point in regret)
 
@@ -186,3 +240,12 @@ def test_claims_count_budgets_and_significant_differences() -> None:
     assert "bounded-eps-first error 2/2 (sig +1 -0), tasks 1/2 (sig +0 -1)" in text
     assert "eps-first error 2/2 (sig +2 -0), tasks 2/2 (sig +2 -0)" in text
     assert "trailsourcing error 0/2 (sig +0 -1), tasks 2/2 (sig +1 -0)" in text
+
+
+def test_looser_stop_constant_stops_at_the_documented_states() -> None:
+    """C = 0.5: 2-0, 3-1 and 4-2 stop, 2-1 and 5-3 do not (priced_workers.confident)."""
+    stops = {
+        (a, b): confident(np.array([a, b], float), a + b, 0.5)
+        for a, b in [(2, 0), (2, 1), (3, 1), (4, 2), (5, 3)]
+    }
+    assert stops == {(2, 0): True, (2, 1): False, (3, 1): True, (4, 2): True, (5, 3): False}

@@ -25,7 +25,8 @@ def test_fig2_reports_the_issue_ids() -> None:
     assert sorted(reported) == sorted(ISSUE_FIG2_IDS)
     # the specs are the registered policies that implement them
     assert zhang2015.FIG2_BUDGETED["opt-kg"] == "opt-kg-per-context:contexts=single"
-    assert zhang2015.FIG2_BUDGETED["opt-kg:per-context"] == "opt-kg-per-context"
+    # a registered id of its own (the same policy as opt-kg-per-context)
+    assert zhang2015.FIG2_BUDGETED["opt-kg:per-context"] == "opt-kg:per-context"
     assert zhang2015.FIG2_BUDGETED["random"] == "random-pair"
 
 
@@ -86,3 +87,42 @@ def test_claims_compare_threshold_methods_at_their_spend() -> None:
     # opt-kg: bbta wins at 3N, loses at 5N; iethresh at 4.5N is compared with bbta at 3N
     assert "opt-kg 1/2" in lines[1]
     assert "iethresh no (0.900 at 3N vs 0.920 at 4.5N)" in lines[1]
+
+
+def test_claim_rows_are_json_ready() -> None:
+    """The claims go to `--json` as rows: budgeted methods count budgets >= 3N, a threshold
+    method is compared at its spend; `holds` only when every compared budget is won."""
+    import json
+
+    n = 10
+    summary = pd.DataFrame(
+        [
+            {
+                "policy_id": p,
+                "budget": b,
+                "accuracy_mean": a,
+                "spent_mean": b,
+                "dataset": "d",
+                "worker_model": "malicious",
+                "n_items": n,
+            }
+            for p, b, a in [
+                ("bbta:n-explore=1", 20.0, 0.5),
+                ("bbta:n-explore=1", 30.0, 0.9),
+                ("random", 20.0, 0.9),
+                ("random", 30.0, 0.8),
+                ("crowdsense", 15.0, 0.95),
+            ]
+        ]
+    )
+    rows = zhang2015.claim_rows(
+        summary, "bbta:n-explore=1", ["random"], ["crowdsense"], ["malicious"]
+    )
+    json.dumps(rows)
+    by = {r["baseline"]: r for r in rows}
+    # only 3N counts for the budgeted method (2N < 3N is left out)
+    assert (by["random"]["budgets_won"], by["random"]["n_budgets"]) == (1, 1)
+    assert by["random"]["holds"] is True
+    # bbta has no budget <= 1.5N: nothing to compare
+    assert by["crowdsense"]["n_budgets"] == 0 and by["crowdsense"]["holds"] is None
+    assert zhang2015.claim_rows(summary, "bbta:n-explore=1", ["random"], [], ["one-coin"]) == []

@@ -410,6 +410,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     )
     records = results_records(result.summary, result.n_items)
     for rec in records:
+        if "policy_id" in rec:
+            # one summary row per (policy, setting): the label that keeps the settings apart
+            # in the text tables becomes "case", and "policy" carries the bare id (DESIGN §6)
+            rec["case"] = rec["policy"]
+            rec["policy"] = rec.pop("policy_id")
         for metric, values in result.paper.items():
             paper_value = values.get((rec["policy"], rec["budget"]))
             if paper_value is not None:
@@ -421,6 +426,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         records,
         plot=str(plot_path),
         notes=result.notes,
+        **({"claims": result.claims} if result.claims else {}),
     )
     reps = result.settings.get("reps")
     blocks = [spec.title + (" [quick]" if args.quick else "")]

@@ -4,6 +4,12 @@
 Parameters are separated by colons so that commas can separate policies on the command line.
 Later modules register their policies with :func:`register_policy`.
 
+A registered id may itself contain a colon when it names a variant the papers report under its
+own name (``opt-kg:per-context``, Zhang, Ma, Sugiyama 2015 §5.1 "OptKG (Multi.)"): the longest
+colon-prefix of the text that is a registered id is the name, the rest are ``key=value``
+parameters (``opt-kg:per-context:contexts=single``). Plain ids keep the old meaning, since a
+``key=value`` part is never a registered id.
+
 Example:
     >>> make_policy("cvar-kg:alpha=0.3")
     CVaRKnowledgeGradient(alpha=0.3, tie_break='first')
@@ -49,13 +55,23 @@ def registered_policies() -> dict[str, PolicySpec]:
 
 
 def parse_policy_id(text: str) -> tuple[str, dict[str, str]]:
-    """Split ``name:key=value:...`` into the name and the raw parameter strings."""
-    parts = text.strip().split(":")
-    name = parts[0].strip()
-    if not name:
+    """Split ``name:key=value:...`` into the name and the raw parameter strings.
+
+    The name is the longest colon-prefix of ``text`` that is a registered id (a variant id such
+    as ``opt-kg:per-context``), else the part before the first colon.
+    """
+    _load_builtin_policies()
+    parts = [part.strip() for part in text.strip().split(":")]
+    if not parts[0]:
         raise UnknownPolicyError(f"empty policy id in {text!r}")
+    n_name = 1
+    for end in range(len(parts), 1, -1):
+        if ":".join(parts[:end]) in _REGISTRY:
+            n_name = end
+            break
+    name = ":".join(parts[:n_name])
     params: dict[str, str] = {}
-    for part in parts[1:]:
+    for part in parts[n_name:]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise InvalidParameterError(

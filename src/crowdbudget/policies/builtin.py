@@ -307,6 +307,18 @@ register_policy(
         paper=ZHANG2015,
     )
 )
+# the name the BBTA reproductions report ("OptKG (Multi.)" of §5.1): the same policy under the
+# variant id of the issue, so that `--policies opt-kg:per-context` runs what the report shows
+register_policy(
+    PolicySpec(
+        "opt-kg:per-context",
+        PerContextOptKG,
+        "OptKG (Multi.) of Zhang et al. 2015: one-coin OptKG per task context, sub-budgets by "
+        "context size (= opt-kg-per-context)",
+        params={"contexts": str},
+        paper=ZHANG2015,
+    )
+)
 
 # ---- Chen et al. (2013) §7 baselines ending with an aggregator (policies/aggregating.py) ------
 from crowdbudget.policies.aggregating import KOSAllocation, RandomBP  # noqa: E402

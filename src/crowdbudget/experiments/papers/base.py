@@ -31,6 +31,9 @@ class ReproductionResult:
         notes: one-line remarks printed under the tables (gaps, data differences, skips).
         tables: extra preformatted text blocks (e.g. a paper table laid out as published).
         x_label: axis label of the budget axis (default: budget or budget per item).
+        claims: the paper's claims checked against the summary, JSON-ready rows (what each
+            claim compares, where it holds); printed as text through ``tables`` and emitted
+            as ``"claims"`` by ``--json``.
     """
 
     reproduction_id: str
@@ -42,6 +45,7 @@ class ReproductionResult:
     notes: list[str] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     x_label: str | None = None
+    claims: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ FIG2_BUDGETED = {
     # OptKG of the paper: one-coin workers, Beta(4, 1), one instance over all tasks
     "opt-kg": "opt-kg-per-context:contexts=single",
     # "OptKG (Multi.)": one instance per context, sub-budget proportional to its tasks
-    "opt-kg:per-context": "opt-kg-per-context",
+    "opt-kg:per-context": "opt-kg:per-context",
     "random": "random-pair",
 }
 #: Threshold methods of Fig. 2: their spend is what their threshold makes it.
@@ -105,6 +105,82 @@ def _label_cases(summary: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def claim_rows(
+    summary: pd.DataFrame,
+    top: str,
+    others: list[str],
+    threshold: list[str],
+    models: list[str],
+) -> list[dict[str, Any]]:
+    """The Fig. 2 claim (``top`` beats every other method in the ``models`` settings) as
+    JSON-ready rows, one per (dataset, worker model, other method).
+
+    ``summary`` has ``policy_id``, ``dataset``, ``worker_model``, ``n_items``, ``budget``,
+    ``accuracy_mean``, ``spent_mean``. Budgeted methods: ``budgets_won`` of ``n_budgets``
+    common budgets >= 3N where ``top``'s mean accuracy is higher. Threshold methods (which run
+    at their own spend): ``top`` at the largest budget not above that spend against the
+    method at its spend (``top_accuracy``, ``top_budget``, ``other_accuracy``,
+    ``other_spent``); ``n_budgets`` is 0 when ``top`` has no budget that low. ``holds`` is
+    true when ``top`` wins at every compared budget.
+    """
+    rows: list[dict[str, Any]] = []
+    for (dataset, model), group in summary.groupby(["dataset", "worker_model"], sort=False):
+        if model not in models:
+            continue
+        n = float(group["n_items"].iloc[0])
+        mine = group[group["policy_id"] == top].set_index("budget")["accuracy_mean"]
+        base = {
+            "claim": f"{top} beats",
+            "policy": top,
+            "dataset": dataset,
+            "worker_model": model,
+            "n_items": int(n),
+        }
+        for other in others:
+            theirs = group[group["policy_id"] == other].set_index("budget")["accuracy_mean"]
+            common = [b for b in mine.index if b in theirs.index and b >= 3 * n]
+            if not common:
+                continue
+            wins = int(sum(mine[b] > theirs[b] for b in common))
+            rows.append(
+                {
+                    **base,
+                    "baseline": other,
+                    "budgets_won": wins,
+                    "n_budgets": len(common),
+                    "holds": wins == len(common),
+                }
+            )
+        for other in threshold:
+            row = group[group["policy_id"] == other]
+            if row.empty:
+                continue
+            spend = float(row["spent_mean"].iloc[0])
+            accuracy = float(row["accuracy_mean"].iloc[0])
+            below = [b for b in mine.index if b <= spend]
+            entry: dict[str, Any] = {
+                **base,
+                "baseline": other,
+                "other_accuracy": accuracy,
+                "other_spent": spend,
+                "other_spent_per_item": spend / n,
+            }
+            if below:
+                at = max(below)
+                won = bool(mine[at] > accuracy)
+                entry.update(
+                    top_accuracy=float(mine[at]),
+                    top_budget=float(at),
+                    budgets_won=int(won),
+                    n_budgets=1,
+                    holds=won,
+                )
+            else:
+                entry.update(budgets_won=0, n_budgets=0, holds=None)
+            rows.append(entry)
+    return rows
+
+
 def _claims(
     summary: pd.DataFrame,
     top: str,
@@ -112,42 +188,29 @@ def _claims(
     threshold: list[str],
     models: list[str],
 ) -> list[str]:
-    """One line per (dataset, model) of ``models``: at how many common budgets >= 3N ``top``
-    has higher accuracy than each budgeted method, and, for each threshold method (which
-    runs at its own spend), whether ``top`` at the largest budget not above that spend is
-    more accurate (the paper's Fig. 2 claim for spammer-hammer and malicious)."""
+    """:func:`claim_rows` as text, one line per (dataset, model) of ``models``: at how many
+    common budgets >= 3N ``top`` has higher accuracy than each budgeted method, and, for each
+    threshold method, whether ``top`` at the largest budget not above that spend is more
+    accurate (the paper's Fig. 2 claim for spammer-hammer and malicious)."""
     lines = [
         f"claim: {top} beats {', '.join(others + threshold)} (budgeted methods: budgets >= 3N "
         f"where both ran; threshold methods: {top} at the largest budget <= their spend)"
     ]
-    for (dataset, model), group in summary.groupby(["dataset", "worker_model"], sort=False):
-        if model not in models:
-            continue
-        n = group["n_items"].iloc[0]
-        mine = group[group["policy_id"] == top].set_index("budget")["accuracy_mean"]
-        verdicts = []
-        for other in others:
-            theirs = group[group["policy_id"] == other].set_index("budget")["accuracy_mean"]
-            common = [b for b in mine.index if b in theirs.index and b >= 3 * n]
-            if not common:
-                continue
-            wins = sum(mine[b] > theirs[b] for b in common)
-            verdicts.append(f"{other} {wins}/{len(common)}")
-        for other in threshold:
-            row = group[group["policy_id"] == other]
-            if row.empty:
-                continue
-            spend = float(row["spent_mean"].iloc[0])
-            below = [b for b in mine.index if b <= spend]
-            if not below:
-                verdicts.append(f"{other} n/a (spent {spend / n:.1f}N)")
-                continue
-            at = max(below)
-            won = "yes" if mine[at] > float(row["accuracy_mean"].iloc[0]) else "no"
+    cases: dict[tuple[str, str], list[str]] = {}
+    for row in claim_rows(summary, top, others, threshold, models):
+        verdicts = cases.setdefault((row["dataset"], row["worker_model"]), [])
+        if row["baseline"] not in threshold:
+            verdicts.append(f"{row['baseline']} {row['budgets_won']}/{row['n_budgets']}")
+        elif row["n_budgets"] == 0:
+            verdicts.append(f"{row['baseline']} n/a (spent {row['other_spent_per_item']:.1f}N)")
+        else:
+            n = row["n_items"]
             verdicts.append(
-                f"{other} {won} ({mine[at]:.3f} at {at / n:.0f}N vs "
-                f"{float(row['accuracy_mean'].iloc[0]):.3f} at {spend / n:.1f}N)"
+                f"{row['baseline']} {'yes' if row['holds'] else 'no'} "
+                f"({row['top_accuracy']:.3f} at {row['top_budget'] / n:.0f}N vs "
+                f"{row['other_accuracy']:.3f} at {row['other_spent_per_item']:.1f}N)"
             )
+    for (dataset, model), verdicts in cases.items():
         lines.append(f"  {dataset:14s} {model:15s} " + "; ".join(verdicts))
     return lines
 
@@ -161,10 +224,11 @@ def _uci(
     quick: bool,
     n_jobs: int | None,
     progress: bool,
+    reps: int | None = None,
 ) -> ReproductionResult:
     datasets = ["ionosphere"] if quick else list(UCI_SETTINGS)
     per_item = [2, 3] if quick else list(range(2, 16))
-    reps = 1 if quick else 30
+    reps = reps if reps is not None else (1 if quick else 30)
     frames = []
     for dataset in datasets:
         for model in WORKER_MODELS:
@@ -194,11 +258,12 @@ def _uci(
         "(and malicious) context is drawn at random per replication, as in the authors' demo",
         "each worker labels a task at most once; IEThresh/CrowdSense process every task once "
         "and are shown at the budget they spent (spent_mean)",
-        "policy labels carry the case (id @dataset/worker_model); policy_id is the bare id",
+        "rows: 'policy' is the id, 'case' the label of the text tables and plot "
+        "(id @dataset/worker_model); the claims table is also in 'claims'",
         "opt-kg = OptKG (one-coin workers, Beta(4,1), one instance over all tasks; spec "
         "opt-kg-per-context:contexts=single); opt-kg:per-context = OptKG (Multi.), one "
-        "instance per context (spec opt-kg-per-context); random = random-pair; iethresh = "
-        "iethresh:eps=0.9; crowdsense = crowdsense:eps=0.1 (settings.policy_specs)",
+        "instance per context (a registered id, = opt-kg-per-context); random = random-pair; "
+        "iethresh = iethresh:eps=0.9; crowdsense = crowdsense:eps=0.1 (settings.policy_specs)",
     ]
     if quick:
         notes.append(
@@ -206,19 +271,12 @@ def _uci(
             "30 replications, 2N..15N)"
         )
     tables = []
+    claims: list[dict[str, Any]] = []
     if "bbta:n-explore=1" in budgeted:
         others = [name for name in budgeted if name != "bbta:n-explore=1"]
-        tables.append(
-            "\n".join(
-                _claims(
-                    summary,
-                    "bbta:n-explore=1",
-                    others,
-                    list(threshold),
-                    ["spammer-hammer", "malicious"],
-                )
-            )
-        )
+        claim_args = ("bbta:n-explore=1", others, list(threshold), ["spammer-hammer", "malicious"])
+        tables.append("\n".join(_claims(summary, *claim_args)))
+        claims = claim_rows(summary, *claim_args)
     return ReproductionResult(
         reproduction_id=reproduction_id,
         summary=summary,
@@ -235,13 +293,21 @@ def _uci(
         notes=notes,
         tables=tables,
         x_label="budget",
+        claims=claims,
     )
 
 
 def fig2(
-    *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    reps: int | None = None,
 ) -> ReproductionResult:
-    """Fig. 2: every method on three UCI sets × three worker models (see the module)."""
+    """Fig. 2: every method on three UCI sets × three worker models (see the module).
+
+    ``reps`` overrides the number of replications (30, quick 1) for runs from Python."""
     return _uci(
         "bbta-fig2",
         FIG2_BUDGETED,
@@ -250,15 +316,29 @@ def fig2(
         quick=quick,
         n_jobs=n_jobs,
         progress=progress,
+        reps=reps,
     )
 
 
 def fig3(
-    *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    reps: int | None = None,
 ) -> ReproductionResult:
-    """Fig. 3: BBTA with N' = 0, 1, 5, 10 on the nine cases of Fig. 2."""
+    """Fig. 3: BBTA with N' = 0, 1, 5, 10 on the nine cases of Fig. 2 (``reps`` as in
+    :func:`fig2`)."""
     return _uci(
-        "bbta-fig3", FIG3_POLICIES, {}, seed=seed, quick=quick, n_jobs=n_jobs, progress=progress
+        "bbta-fig3",
+        FIG3_POLICIES,
+        {},
+        seed=seed,
+        quick=quick,
+        n_jobs=n_jobs,
+        progress=progress,
+        reps=reps,
     )
 
 
@@ -284,7 +364,7 @@ def rte(
     }
     if not quick:
         budgeted["opt-kg"] = "opt-kg-per-context:contexts=single"
-        budgeted["opt-kg:per-context"] = "opt-kg-per-context"
+        budgeted["opt-kg:per-context"] = "opt-kg:per-context"
     threshold = dict(FIG2_THRESHOLD)
     summary = _run_case(
         env,

@@ -11,12 +11,33 @@ to tasks one at a time through the same per-task loop as B-KUBE (move on when th
 rule holds), so ``p_hat_k`` is estimated exactly as for B-KUBE (§5).
 
 Exploitation, bounded ε-first: the density-ordered greedy for BKP on the estimates ``v_hat_k``
-(no UCB term) with the budget and capacities left gives counts ``x_k``; worker k then labels
-the next ``x_k`` tasks of the queue (distinct tasks, starting with the first unlabeled one;
-at most the number of tasks left), and each task's label is the MV of its labels. ε-first:
-the single worker of largest ``v_hat_k / c_k`` gets ``min(m_k, floor(B_left / c_k))``
-evaluations, one per task, in the same way. Tasks left with no label are not completed. The
+(no UCB term) with the budget and capacities left gives counts ``x_k``. ε-first: the single
+worker of largest ``v_hat_k / c_k`` gets ``min(m_k, floor(B_left / c_k))`` evaluations. The
 paper does not give ε; we use 0.1 by default (``epsilon``).
+
+The single-step layout (§6; derived, since the paper gives no pseudo-code). §6 says the
+benchmarks assign "the labeling tasks" to the workers in a single step, and that this is why
+they are evaluated on a fixed set of T tasks with ``M_k = 0.6 T`` ("the number of tasks a
+worker can perform"). It also explains why ε-F performs *fewer tasks* than bounded ε-F:
+"the tasks are only assigned to the most efficient worker ... this limits the number of tasks
+performed by ε-F". Both statements point to this layout (the order and the tie-breaking are
+ours; a random choice of distinct tasks would also fit them):
+
+* a worker performs *distinct* tasks of the set (``M_k`` counts tasks), so worker k's ``x_k``
+  labels go to ``x_k`` different tasks (``x_k <= M_k < T``);
+* the evaluations are spread over the tasks still unlabeled after exploration, so that the
+  number of tasks performed grows with the number of workers used: workers are taken in
+  decreasing ``x_k`` and each puts its labels on the ``x_k`` tasks with the fewest labels so
+  far (ties in queue order). ε-F then performs ``x_best <= M_k`` tasks, bounded ε-F up to all
+  T - as the paper says.
+
+(The layout used before, worker k on the *first* ``x_k`` tasks of the queue, piles every
+worker onto the same tasks; it makes bounded ε-F perform exactly as many tasks as ε-F,
+``max_k x_k``, which contradicts the sentence above. It is kept as ``layout="queue"`` for the
+side-by-side measurement in docs/reproductions.md.) A task's label is eq. (10) over its labels
+(MV; a tie between two classes is broken at random); tasks with no label are not performed.
+Under this layout the benchmarks perform all T tasks from small budgets on, so the paper's
+claim that B-KUBE performs *more* tasks cannot hold in our runs (docs/reproductions.md).
 
 Not registered in ``policies/builtin.py`` for the reason given in
 :mod:`crowdbudget.policies.bandits.kube`.
@@ -82,10 +103,30 @@ def explore(
     )
 
 
+LAYOUTS = ("spread", "queue")
+
+
 def assign_single_step(
-    state: _LoopState, counts: np.ndarray, estimator: OnlineValueEstimator, rng: np.random.Generator
+    state: _LoopState,
+    counts: np.ndarray,
+    estimator: OnlineValueEstimator,
+    rng: np.random.Generator,
+    *,
+    layout: str = "spread",
 ) -> None:
-    """Worker k labels the next ``counts[k]`` tasks of the queue; labels are eq. (10) per task."""
+    """The single-step exploitation of the benchmarks (§6); see the module docstring.
+
+    Args:
+        state: the loop state; tasks ``state.next_task ..`` (T' = T - next_task) are free.
+        counts: shape (K,), evaluations ``x_k`` per worker (capped at T' each).
+        estimator: supplies the vote weights (shape (K,)).
+        rng: answers and tie-breaks.
+        layout: ``"spread"`` (faithful: each worker on its ``x_k`` least-labeled free tasks,
+            workers in decreasing ``x_k``) or ``"queue"`` (worker k on the first ``x_k``
+            free tasks).
+    """
+    if layout not in LAYOUTS:
+        raise InvalidParameterError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     n_tasks = state.true_labels.size
     first = state.next_task
     left = n_tasks - first
@@ -93,14 +134,23 @@ def assign_single_step(
         return
     counts = np.minimum(np.asarray(counts, dtype=np.int64), left)
     votes = np.zeros((left, state.pool.n_classes))
-    for worker in np.flatnonzero(counts):
-        for offset in range(int(counts[worker])):
+    load = np.zeros(left, dtype=np.int64)  # labels per free task, shape (T',)
+    for worker in np.argsort(-counts, kind="stable"):
+        take = int(counts[worker])
+        if take == 0:
+            continue
+        # spread: the take least-labeled free tasks (a stable sort keeps queue order among
+        # ties); queue: the first take free tasks
+        spread = layout == "spread"
+        offsets = np.argsort(load, kind="stable")[:take] if spread else np.arange(take)
+        for offset in offsets:
             state.pay(int(worker))
-            task = first + offset
+            task = first + int(offset)
             answer = state.pool.answer(int(worker), int(state.true_labels[task]), rng)
             votes[offset, answer] += estimator.weights[worker]
+            load[offset] += 1
             state.labels_per_task[task] += 1
-    labeled = np.flatnonzero(state.labels_per_task[first:] > 0)
+    labeled = np.flatnonzero(load > 0)
     for task_offset in labeled:
         state.predicted[first + task_offset] = weighted_vote(votes[task_offset], rng)
     state.next_task = first + (int(labeled.max()) + 1 if labeled.size else 0)
@@ -119,18 +169,23 @@ def run_bounded_epsilon_first(
     *,
     epsilon: float = 0.1,
     stop_constant: float = 1.0,
+    layout: str = "spread",
 ) -> LabelingOutcome:
     """Bounded ε-first: ε·B exploration, then greedy-BKP single-step exploitation."""
     _check_epsilon(epsilon)
     state = _LoopState(pool, budget, n_tasks, rng)
     estimator = OnlineValueEstimator(pool.n_workers, pool.n_classes)
     explore(state, estimator, rng, budget_limit=epsilon * budget, stop_constant=stop_constant)
-    exploit_bounded(state, estimator, rng)
+    exploit_bounded(state, estimator, rng, layout=layout)
     return state.outcome()
 
 
 def exploit_bounded(
-    state: _LoopState, estimator: OnlineValueEstimator, rng: np.random.Generator
+    state: _LoopState,
+    estimator: OnlineValueEstimator,
+    rng: np.random.Generator,
+    *,
+    layout: str = "spread",
 ) -> None:
     """Greedy BKP on ``v_hat`` for the budget and capacities left, assigned in one step."""
     counts = greedy_bounded_knapsack(
@@ -139,7 +194,7 @@ def exploit_bounded(
         state.remaining_capacity,
         max(state.remaining_budget, 0.0) + 1e-9,
     )
-    assign_single_step(state, counts, estimator, rng)
+    assign_single_step(state, counts, estimator, rng, layout=layout)
 
 
 def run_epsilon_first(
@@ -150,6 +205,7 @@ def run_epsilon_first(
     *,
     epsilon: float = 0.1,
     stop_constant: float = 1.0,
+    layout: str = "spread",
 ) -> LabelingOutcome:
     """Budget-limited ε-first: ε·B exploration, then everything to the best ``v_hat/c``."""
     _check_epsilon(epsilon)
@@ -165,5 +221,5 @@ def run_epsilon_first(
             int(state.remaining_capacity[best]),
             int(np.floor(state.remaining_budget / pool.price[best] + 1e-12)),
         )
-    assign_single_step(state, counts, estimator, rng)
+    assign_single_step(state, counts, estimator, rng, layout=layout)
     return state.outcome()

@@ -22,6 +22,7 @@ def run_trailsourcing(
     rng: np.random.Generator,
     *,
     stop_constant: float = 1.0,
+    layout: str = "spread",
 ) -> LabelingOutcome:
     """One evaluation per worker, then greedy-BKP exploitation in one step."""
     state = _LoopState(pool, budget, n_tasks, rng)
@@ -34,5 +35,5 @@ def run_trailsourcing(
         max_evaluations=pool.n_workers,
         stop_constant=stop_constant,
     )
-    exploit_bounded(state, estimator, rng)
+    exploit_bounded(state, estimator, rng, layout=layout)
     return state.outcome()

@@ -28,6 +28,15 @@ from crowdbudget.types import FloatArray, IntArray
 TieBreak = Literal["first", "random"]
 
 
+def csr_groups(keys: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    """Group the indices of ``keys`` (values 0..n−1) by key: ``(ptr, order)`` with
+    ``order[ptr[k]:ptr[k + 1]]`` the indices whose key is k, ascending (CSR offsets)."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, order
+
+
 def check_tie_break(value: object) -> None:
     """Raise :class:`InvalidParameterError` unless ``value`` is ``"first"`` or ``"random"``."""
     if value not in ("first", "random"):

@@ -54,20 +54,12 @@ from __future__ import annotations
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break
+from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards, one_coin_update
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior, two_coin_rewards
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
-
-
-def _csr(keys: IntArray, n: int) -> tuple[IntArray, IntArray]:
-    """Offsets and order grouping the indices of ``keys`` by key value 0..n−1."""
-    order = np.argsort(keys, kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
-    return ptr, order
 
 
 class OneCoinKnowledgeGradient(AllocationPolicy):
@@ -153,8 +145,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._remaining = state.pairs.remaining
         post = self.posterior_
         self._item_error = error_probability(post.a, post.b, post.thresholds)
-        self._item_ptr, self._item_order = _csr(self._pair_items, problem.n_items)
-        self._worker_ptr, self._worker_order = _csr(self._pair_workers, problem.n_workers)
+        self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
+        self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
         self._scores = self._score_pairs(np.arange(self._pair_items.shape[0]))
         self._pairs_built = True
 

@@ -65,15 +65,19 @@ def error_probability(a: ArrayLike, b: ArrayLike, threshold: ArrayLike = 0.5) ->
 
     At d = 0.5 the smaller tail is known without evaluating both: with lo = min(a, b) and
     hi = max(a, b), Beta(lo, hi) has its median at or below 1/2 (Cor. 2.2: I(a, b) ≥ 1/2 iff
-    a ≥ b), so P(θ ≥ 1/2) = ``betaincc(lo, hi, 1/2)`` is the error — one special-function call
-    instead of two, which halves the cost of every reward computation (they are dominated by
-    this function).
+    a ≥ b), so P(θ ≥ 1/2) is the error, evaluated as ``betainc(hi, lo, 1/2)`` (the same tail:
+    ``I_x(a, b) = 1 − I_{1−x}(b, a)``) — one special-function call instead of two, and
+    ``betainc`` rather than ``betaincc`` because in SciPy 1.17 the latter costs about 14× as
+    much per element (measured: 1.45 s vs 0.10 s for 2·10⁵ values; the two agree to 1e-14
+    relative). Where a = b the error is exactly 1/2 (``betainc`` returns 0.5 + 4e-16 there,
+    which would break the exact ties between mirrored states).
     """
     a, b, d = np.broadcast_arrays(
         np.asarray(a, dtype=float), np.asarray(b, dtype=float), np.asarray(threshold, dtype=float)
     )
     if d.size and np.all(d == 0.5):
-        return np.asarray(special.betaincc(np.minimum(a, b), np.maximum(a, b), 0.5), dtype=float)
+        tail = special.betainc(np.maximum(a, b), np.minimum(a, b), 0.5)
+        return np.asarray(np.where(a == b, 0.5, tail), dtype=float)
     half = d == 0.5
     lo = np.where(half, np.minimum(a, b), a)
     hi = np.where(half, np.maximum(a, b), b)

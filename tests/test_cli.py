@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from crowdbudget.cli import build_parser, main
@@ -343,3 +345,38 @@ def test_compare_defaults_fit_a_multiclass_data_set(
     assert "kg-random" not in policies and {"uniform", "opt-kg"} <= policies
     budgets = sorted({row["budget"] for row in document["results"]})
     assert budgets[-1] <= document["settings"]["n_labels"] and len(budgets) == 10
+
+
+def test_compare_defaults_include_worker_aware_opt_kg_on_small_sets_only(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Worker-aware Opt-KG is a default of the main job up to COMPARE_WORKER_AWARE_MAX_LABELS
+    recorded labels (its cost per label grows with the busiest worker's records)."""
+    from crowdbudget.cli import COMPARE_WORKER_AWARE_MAX_LABELS
+
+    rng = np.random.default_rng(0)
+
+    def policies_for(n_items: int, per_item: int) -> set[str]:
+        n = n_items * per_item
+        frame = pd.DataFrame(
+            {
+                "task": np.repeat(np.arange(n_items), per_item),
+                "worker": np.tile(np.arange(per_item), n_items),
+                "label": rng.integers(2, size=n),
+            }
+        )
+        frame.to_csv(tmp_path / "labels.csv", index=False)
+        pd.DataFrame({"task": np.arange(n_items), "label": rng.integers(2, size=n_items)}).to_csv(
+            tmp_path / "gold.csv", index=False
+        )
+        code, out, _ = run_cli(
+            capsys, "compare", "--labels", str(tmp_path / "labels.csv"), "--gold",
+            str(tmp_path / "gold.csv"), "--budget", "50", "--reps", "1", "--jobs", "1",
+            "--json", "--out", str(tmp_path), "--no-progress",
+        )  # fmt: skip
+        assert code == 0
+        return {row["policy"] for row in json.loads(out)["results"]}
+
+    assert "opt-kg:workers=one-coin" in policies_for(100, 3)
+    large = policies_for(COMPARE_WORKER_AWARE_MAX_LABELS // 4 + 1, 4)
+    assert "opt-kg:workers=one-coin" not in large and "opt-kg" in large

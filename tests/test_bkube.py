@@ -4,6 +4,7 @@ loop, feasibility/budget/capacity invariants, reproducibility and `reproduce bku
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,12 +20,22 @@ from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
 from crowdbudget.policies.bandits.value import OnlineValueEstimator
 from crowdbudget.simulation.priced_workers import (
     PricedWorkerPool,
+    _rescore_leave_one_out,
     confident,
     rangi_worker_sets,
     value_from_accuracy,
 )
 
-RUNS = [run_bkube, run_bounded_epsilon_first, run_epsilon_first, run_trailsourcing]
+LOO = "leave-one-out"
+RUNS = [
+    run_bkube,
+    run_bounded_epsilon_first,
+    run_epsilon_first,
+    run_trailsourcing,
+    partial(run_bkube, pace=True),
+    partial(run_bkube, pace=True, feedback=LOO),
+    partial(run_bounded_epsilon_first, feedback=LOO),
+]
 
 
 def pool_a(n_tasks: int = 50, seed: int = 0) -> PricedWorkerPool:
@@ -249,3 +260,68 @@ def test_looser_stop_constant_stops_at_the_documented_states() -> None:
         for a, b in [(2, 0), (2, 1), (3, 1), (4, 2), (5, 3)]
     }
     assert stops == {(2, 0): True, (2, 1): False, (3, 1): True, (4, 2): True, (5, 3): False}
+
+
+def test_paced_bkube_reaches_every_task_then_revisits_the_undecided() -> None:
+    """pace=True: every task is reached when the budget allows it, the faithful loop reaches
+    only the first ones; money left after the first pass goes to tasks not yet confident."""
+    for seed in range(3):
+        pool = pool_a(seed=seed)
+        faithful = run_bkube(pool, 100.0, 50, np.random.default_rng(seed))
+        paced = run_bkube(pool, 100.0, 50, np.random.default_rng(seed), pace=True)
+        assert faithful.tasks_completed < 50
+        assert paced.tasks_completed == 50
+        assert paced.labels_per_task.max() < faithful.labels_per_task.max()
+    # a large budget: the second pass runs until every task is confident (or nothing is
+    # feasible), so each task ends in a state where the stop rule holds
+    pool = PricedWorkerPool(np.full(4, 0.8), np.ones(4), np.full(4, 10**4))
+    outcome = run_bkube(pool, 2000.0, 20, np.random.default_rng(0), pace=True)
+    assert outcome.tasks_completed == 20 and outcome.spent < 2000.0
+    assert outcome.labels_per_task.min() >= 2
+
+
+def test_leave_one_out_scores_each_label_against_the_others() -> None:
+    estimator = OnlineValueEstimator(3)
+    weights = np.ones(3)
+    votes = np.zeros(2)
+    labels: list[tuple[int, int]] = []
+    scores: list[float | None] = []
+    for worker, answer in ((0, 1), (1, 1), (2, 0)):
+        votes[answer] += 1.0
+        labels.append((worker, answer))
+        scores.append(None)
+        _rescore_leave_one_out(estimator, votes, weights, labels, scores)
+        if len(labels) == 1:  # a label alone on its task is not scored
+            assert scores == [None] and estimator.evaluations_.sum() == 0
+        if len(labels) == 2:  # each agrees with the other
+            assert scores == [1.0, 1.0]
+    # after (1, 1, 0): workers 0 and 1 face a 1-1 tie (1/2 each), worker 2 faces 2-0 against
+    assert scores == [0.5, 0.5, 0.0]
+    np.testing.assert_allclose(estimator.agreements_, [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(estimator.evaluations_, [1, 1, 1])
+
+
+def test_leave_one_out_unmasks_spammers_the_paper_estimate_overrates() -> None:
+    """With 2 labels per task the paper's estimate (a label judged by a vote that includes it)
+    rates a spammer near 3/4; leave-one-out puts it near 1/2."""
+    from crowdbudget.policies.bandits.epsilon_first import RoundRobinSelector
+    from crowdbudget.simulation.priced_workers import _LoopState, run_per_task
+
+    pool = PricedWorkerPool(np.array([0.5, 0.95]), np.ones(2), np.full(2, 4000))
+    estimates = {}
+    for feedback in ("estimate", LOO):
+        rng = np.random.default_rng(1)
+        state = _LoopState(pool, 4000.0, 2000, rng)
+        estimator = OnlineValueEstimator(2)
+        run_per_task(
+            state,
+            RoundRobinSelector(pool.price),
+            estimator,
+            rng,
+            stop_constant=100.0,  # never confident: every task gets exactly 2 labels
+            max_labels_per_task=2,
+            feedback=feedback,
+        )
+        estimates[feedback] = estimator.accuracy_
+    assert estimates["estimate"][0] > 0.6
+    assert abs(estimates[LOO][0] - 0.5) < 0.05

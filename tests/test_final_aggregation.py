@@ -76,3 +76,49 @@ def test_checkpoints_in_a_synthetic_world_use_the_aggregator() -> None:
     )
     assert [r["labels_used"] for r in rows] == [30, 90]
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
+
+
+def _contextual_run(policy_id: str) -> tuple[FinalAggregation, float]:
+    """One BBTA-style campaign, 40 tasks in 2 contexts, 4 workers, every pair labeled once:
+    worker 3 always wrong on context 0, worker 0 always wrong on context 1, every other
+    (context, worker) always right."""
+    from crowdbudget.simulation.contextual import ContextualProblem
+
+    n, k = 40, 4
+    contexts = np.repeat([0, 1], n // 2)
+    truth = np.random.default_rng(3).integers(0, 2, size=n)
+    inverted = {(0, 3), (1, 0)}  # (context, worker)
+    problem = ContextualProblem(n_items=n, budget=n * k, n_workers=k, contexts=contexts)
+    policy = make_policy(policy_id)
+    policy.reset(problem, np.random.default_rng(0))
+    state = CampaignState.initial(problem)
+    while (assignment := policy.select(state)) is not None:
+        state.record_assignment(assignment)
+        item, worker = assignment.item, int(assignment.worker)
+        wrong = (int(contexts[item]), worker) in inverted
+        label = 1 - int(truth[item]) if wrong else int(truth[item])
+        event = LabelEvent(item=item, worker=worker, label=label)
+        state.record_label(event, assignment)
+        policy.observe(event)
+    assert isinstance(policy, FinalAggregation)
+    return policy, float(np.mean(policy.final_labels(state) == truth))
+
+
+def test_per_context_workers_give_the_aggregator_one_worker_per_context_and_worker() -> None:
+    per_context, accuracy = _contextual_run(
+        "bbta:n-explore=0:final=one-coin-em:final-workers=per-context"
+    )
+    data = per_context.label_data()
+    # 2 contexts x 4 workers = 8 virtual workers s*K + j
+    assert sorted(data.worker_ids.astype(int).tolist()) == list(range(8))
+    # per (context, worker), one-coin EM learns who is inverted where: every label recovered
+    assert accuracy == 1.0
+    blind, _ = _contextual_run("bbta:n-explore=0:final=one-coin-em")
+    assert sorted(blind.label_data().worker_ids.astype(int).tolist()) == list(range(4))
+
+
+def test_per_context_workers_need_a_final_aggregator_and_a_known_mode() -> None:
+    with pytest.raises(InvalidParameterError, match=r"final-workers=\.\.\. needs final="):
+        make_policy("bbta:final-workers=per-context")
+    with pytest.raises(InvalidParameterError, match="final-workers must be one of"):
+        make_policy("bbta:final=mv:final-workers=nope")

@@ -126,3 +126,35 @@ def test_claim_rows_are_json_ready() -> None:
     # bbta has no budget <= 1.5N: nothing to compare
     assert by["crowdsense"]["n_budgets"] == 0 and by["crowdsense"]["holds"] is None
     assert zhang2015.claim_rows(summary, "bbta:n-explore=1", ["random"], [], ["one-coin"]) == []
+
+
+def test_reproduce_bbta_fig2_quick_json(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The issue's command: rows name the policy, the setting and the metrics; the claims
+    (the paper's and our per-context-EM variant's) travel in the document."""
+    import json
+
+    from crowdbudget.cli import main
+
+    code = main(
+        ["reproduce", "bbta-fig2", "--quick", "--json", "--out", str(tmp_path), "--no-progress"]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0
+    doc = json.loads(out)
+    rows = doc["results"]
+    assert set(ISSUE_FIG2_IDS) | set(zhang2015.FIG2_VARIANTS) == {r["policy"] for r in rows}
+    assert {(r["dataset"], r["worker_model"]) for r in rows} == {
+        ("ionosphere", model) for model in ("spammer-hammer", "one-coin", "malicious")
+    }
+    for row in rows:
+        assert 0.0 <= row["accuracy_mean"] <= 1.0
+        assert row["spent_mean"] <= row["n_items"] * row["n_workers"]
+    # the variants allocate exactly as the methods they wrap: same spend at every budget
+    by = {(r["policy"], r["worker_model"], r["budget"]): r for r in rows}
+    for (policy, model, budget), row in by.items():
+        if policy in zhang2015.FIG2_VARIANTS:
+            plain = policy.split(":final=")[0]
+            assert row["spent_mean"] == by[(plain, model, budget)]["spent_mean"]
+    tops = {c["policy"] for c in doc["claims"]}
+    assert tops == {"bbta:n-explore=1", f"bbta:n-explore=1:{zhang2015.PER_CONTEXT_EM}"}
+    assert {c["worker_model"] for c in doc["claims"]} == {"spammer-hammer", "malicious"}

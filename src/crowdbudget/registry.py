@@ -92,6 +92,11 @@ def make_policy(text: str) -> AllocationPolicy:
     # ``final=<aggregator>`` works on every policy: allocate as usual, label by the aggregator
     # at the end (crowdbudget.policies.final_aggregation)
     final = raw.pop("final", None)
+    final_workers = raw.pop("final-workers", None)
+    if final_workers is not None and final is None:
+        raise InvalidParameterError(
+            "final-workers=... needs final=<aggregator> (e.g. final=one-coin-em)"
+        )
     kwargs = dict(spec.defaults)
     for key, value in raw.items():
         convert = spec.params.get(key)
@@ -108,7 +113,7 @@ def make_policy(text: str) -> AllocationPolicy:
     if final is not None:
         from crowdbudget.policies.final_aggregation import FinalAggregation
 
-        policy = FinalAggregation(policy, final)
+        policy = FinalAggregation(policy, final, final_workers or "as-given")
     policy.validate_params()
     return policy
 

@@ -11,6 +11,14 @@ checkpoint of an experiment) with Dawid–Skene on the labels received, worker i
 included. Any id of :func:`crowdbudget.aggregation.registry.make_aggregator` without
 parameters works (``mv``, ``wmv``, ``ds``, ``one-coin-em``, ``bp``, ``kos-mean``, ...).
 
+``final-workers=per-context`` (with ``final=``) hands the aggregator the virtual worker
+``s·K + j`` for worker j's label on a task of context s (Zhang, Ma, Sugiyama 2015 §2.1: a
+worker's reliability depends on the task's context), so a Dawid–Skene or one-coin EM verdict
+estimates one reliability per (context, worker) — what a worker who is a hammer on one context
+and a spammer or malicious on the others needs; a context-blind model averages them into one
+mediocre worker (measured on breast_cancer malicious, docs/reproductions.md). On a problem
+without contexts it is the same as ``as-given``.
+
 Decisions are unchanged because the wrapper never draws from the policy's generator: the
 aggregator's tie-breaking seed comes from a child of it (``Generator.spawn``, which does not
 advance the parent's stream).
@@ -19,15 +27,20 @@ advance the parent's stream).
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from crowdbudget.aggregation.base import Aggregator
 from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.aggregating import AggregatingPolicy
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.simulation.contextual import task_contexts
 from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
+
+FINAL_WORKERS = ("as-given", "per-context")
 
 
 class FinalAggregation(AggregatingPolicy):
@@ -36,13 +49,18 @@ class FinalAggregation(AggregatingPolicy):
     Args:
         policy: the allocation policy (an unfitted instance).
         aggregator: an aggregator id without parameters (``"ds"``, ``"mv"``, ...).
+        workers: ``"as-given"`` or ``"per-context"`` (one virtual worker per (context,
+            worker) for the aggregator; module doc).
 
     Attributes other than these (``posterior_``, ...) are the wrapped policy's.
     """
 
-    def __init__(self, policy: AllocationPolicy, aggregator: str = "ds") -> None:
+    def __init__(
+        self, policy: AllocationPolicy, aggregator: str = "ds", workers: str = "as-given"
+    ) -> None:
         self.policy = policy
         self.aggregator = aggregator
+        self.workers = workers
 
     def __getattr__(self, name: str) -> Any:
         # only reached for attributes the wrapper lacks; guard against recursion while
@@ -70,10 +88,18 @@ class FinalAggregation(AggregatingPolicy):
     def validate_params(self) -> None:
         self.policy.validate_params()
         make_aggregator(self.aggregator)  # an unknown id fails here, with the allowed ones
+        if self.workers not in FINAL_WORKERS:
+            raise InvalidParameterError(
+                f"final-workers must be one of {', '.join(FINAL_WORKERS)}, got {self.workers!r}"
+            )
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         self.policy.reset(problem, rng)
         self._start_log(problem, int(rng.spawn(1)[0].integers(2**62)))
+        self._worker_offset: IntArray | None = None
+        if self.workers == "per-context" and problem.n_workers is not None:
+            contexts, _ = task_contexts(problem)
+            self._worker_offset = contexts * problem.n_workers
 
     def make_aggregator(self, seed: int) -> Aggregator:
         return make_aggregator(f"{self.aggregator}:seed={seed}")
@@ -87,7 +113,10 @@ class FinalAggregation(AggregatingPolicy):
         return self.policy.select_excluding(state, excluded, worker=worker)
 
     def observe(self, event: LabelEvent) -> None:
-        super().observe(event)
+        logged = event
+        if self._worker_offset is not None and event.worker >= 0:
+            logged = replace(event, worker=int(self._worker_offset[event.item]) + event.worker)
+        super().observe(logged)
         self.policy.observe(event)
 
     def final_labels(self, state: CampaignState) -> IntArray:

@@ -264,6 +264,36 @@ class _LoopState:
         )
 
 
+FEEDBACKS = ("estimate", "leave-one-out", "truth")
+
+
+def _rescore_leave_one_out(
+    estimator: OnlineValueEstimator,
+    votes: np.ndarray,
+    weights: np.ndarray,
+    labels: list[tuple[int, int]],
+    scores: list[float | None],
+) -> None:
+    """Score each (worker, answer) of one task against the vote of the task's other labels and
+    move the estimator's sums by the change (``feedback="leave-one-out"``); ``votes`` (L,)
+    holds the task's accumulated contributions including every label."""
+    for position, (worker, answer) in enumerate(labels):
+        others = votes.copy()
+        others[answer] -= weights[worker]
+        new: float | None = None
+        # the others' total is a sum of non-negative weights: > 0 iff another label counts
+        if others.sum() > 1e-12:
+            leaders = np.flatnonzero(np.isclose(others, others.max()))
+            new = 1.0 / leaders.size if answer in leaders else 0.0
+        old = scores[position]
+        if new == old:
+            continue
+        estimator.adjust(
+            worker, (new or 0.0) - (old or 0.0), int(new is not None) - int(old is not None)
+        )
+        scores[position] = new
+
+
 def run_per_task(
     state: _LoopState,
     selector: WorkerSelector,
@@ -275,6 +305,7 @@ def run_per_task(
     stop_constant: float = 1.0,
     max_labels_per_task: int | None = None,
     feedback: str = "estimate",
+    pace: bool = False,
 ) -> None:
     """One task at a time (§6): ask the selector for a worker, add the answer to the task's
     weighted vote, update ``p_hat`` against the current estimate (§5), move to the next task
@@ -282,31 +313,61 @@ def run_per_task(
     is feasible, all tasks are done, ``budget_limit`` money has been spent in this call, or
     ``max_evaluations`` were made. A task left unfinished keeps its current estimate.
 
+    ``pace=True`` is our budget-paced variant (``b-kube:pace=budget``, not in the paper). The
+    paper's loop spends what the stop rule asks on each task in turn, so with a small budget it
+    reaches only the first tasks (≈ 8–10 labels per task with the cheap p ≈ 0.67 workers the
+    knapsack prefers). Paced, a task also ends once the money spent on it reaches its share of
+    what is left, ``B_start / (tasks not yet started + 1)`` with ``B_start`` the budget left
+    when the task starts, so every task is reached whenever the budget allows one label per
+    task. If money and capacity remain after the last task, a second pass spends it one label
+    at a time on the task whose vote is least decided (smallest gap between its two leading
+    contributions; ties by fewer labels, then smallest index) among the tasks where
+    :func:`confident` does not hold yet, until every task is confident or nothing is feasible.
+    Worker choice and ``p_hat`` are unchanged.
+
+    ``feedback="leave-one-out"`` (our variant, ``…:feedback=leave-one-out``) scores every
+    label of a task against the weighted vote of the task's *other* labels, re-scored each time
+    the task gets a label (agreement 1 if the label is the unique leading answer of the others,
+    1/m if it is one of m tied leaders, 0 otherwise; a label alone on its task is not scored).
+    The paper's rule judges a label against a vote that includes it, so the first label of a
+    task always "agrees" and a worker's ``p_hat`` is pulled towards 1 when tasks get few labels
+    (the budget-paced variant gives 2–3 per task): spammers then look like good workers.
+
     ``feedback="truth"`` scores answers against the true label instead of the current
     estimate (an oracle used only to isolate the bandit part for the regret curve: the
     reward of an evaluation then has mean ``p_k``, as in the MAB analysis of §4).
     """
     from crowdbudget.policies.bandits.value import weighted_vote
 
-    if feedback not in ("estimate", "truth"):
-        raise InvalidParameterError(f"feedback must be 'estimate' or 'truth', got {feedback!r}")
+    if feedback not in FEEDBACKS:
+        raise InvalidParameterError(
+            f"feedback must be one of {', '.join(FEEDBACKS)}, got {feedback!r}"
+        )
     start_budget = state.remaining_budget
     n_tasks = state.true_labels.size
     weights = estimator.weights
-    votes = np.zeros(state.pool.n_classes)
+    task_votes = np.zeros((n_tasks, state.pool.n_classes))
+    settled = np.zeros(n_tasks, dtype=bool)
+    # leave-one-out feedback: every task's labels (worker, answer) and their current scores
+    task_labels: list[list[tuple[int, int]]] = [[] for _ in range(n_tasks)]
+    task_scores: list[list[float | None]] = [[] for _ in range(n_tasks)]
     made = 0
     iteration = len(state.selections)
-    while state.next_task < n_tasks:
-        if max_evaluations is not None and made >= max_evaluations:
-            break
+    share = np.inf
+    spent_on_task = 0.0
+
+    def available_money() -> tuple[float, np.ndarray]:
         feasible = state.feasible()
         available = state.remaining_budget
         if budget_limit is not None:
             # the selector sees only the money this phase may still spend
             available = min(available, budget_limit - (start_budget - state.remaining_budget))
             feasible &= state.pool.price <= available + 1e-9
-        if not np.any(feasible):
-            break
+        return available, feasible
+
+    def evaluate(task: int, available: float, feasible: np.ndarray) -> bool:
+        """One evaluation of ``task``; returns whether the task is now confident."""
+        nonlocal iteration, made
         iteration += 1
         worker = selector.select(
             available, state.remaining_capacity, iteration, estimator.value_, rng
@@ -315,20 +376,56 @@ def run_per_task(
             raise IneligibleAssignmentError(f"selector chose infeasible worker {worker}")
         state.pay(worker)
         made += 1
-        task = state.next_task
+        votes = task_votes[task]
         answer = state.pool.answer(worker, int(state.true_labels[task]), rng)
         votes[answer] += weights[worker]
         state.labels_per_task[task] += 1
         estimate = weighted_vote(votes, rng)
         state.predicted[task] = estimate
-        reference = estimate if feedback == "estimate" else int(state.true_labels[task])
-        estimator.update(worker, answer == reference)
+        if feedback == "leave-one-out":
+            task_labels[task].append((worker, answer))
+            task_scores[task].append(None)
+            _rescore_leave_one_out(estimator, votes, weights, task_labels[task], task_scores[task])
+        else:
+            reference = estimate if feedback == "estimate" else int(state.true_labels[task])
+            estimator.update(worker, answer == reference)
+        settled[task] = confident(votes, int(state.labels_per_task[task]), stop_constant)
+        return bool(settled[task])
+
+    while state.next_task < n_tasks:
+        if max_evaluations is not None and made >= max_evaluations:
+            break
+        available, feasible = available_money()
+        if not np.any(feasible):
+            break
+        task = state.next_task
+        if pace and state.labels_per_task[task] == 0:
+            # this task's share of the money left, fixed when the task starts
+            share = available / (n_tasks - task)
+            spent_on_task = 0.0
+        before = state.remaining_budget
+        done = evaluate(task, available, feasible)
+        spent_on_task += before - state.remaining_budget
         n_labels = int(state.labels_per_task[task])
-        if confident(votes, n_labels, stop_constant) or (
-            max_labels_per_task is not None and n_labels >= max_labels_per_task
+        if (
+            done
+            or (max_labels_per_task is not None and n_labels >= max_labels_per_task)
+            # the share is compared with a tolerance: it is a quotient of sums of prices
+            or (pace and spent_on_task >= share - 1e-9)
         ):
             state.next_task += 1
-            votes[:] = 0.0
     if state.next_task < n_tasks and state.labels_per_task[state.next_task] > 0:
         # close the partial task: later phases start on a fresh task
         state.next_task += 1
+    if not pace or state.next_task < n_tasks:
+        return
+    # second pass (pace=True): the least-decided unsettled task, one label at a time
+    while max_evaluations is None or made < max_evaluations:
+        available, feasible = available_money()
+        open_tasks = np.flatnonzero(~settled)
+        if not np.any(feasible) or open_tasks.size == 0:
+            break
+        ordered = np.sort(task_votes[open_tasks], axis=1)
+        gap = ordered[:, -1] - ordered[:, -2]
+        pick = np.lexsort((open_tasks, state.labels_per_task[open_tasks], gap))[0]
+        evaluate(int(open_tasks[pick]), available, feasible)

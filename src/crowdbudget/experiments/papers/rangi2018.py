@@ -19,12 +19,14 @@ O(log B)) with a fit ``R = a + b ln B``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from crowdbudget.experiments.papers.base import ReproductionResult
 from crowdbudget.experiments.runner import summarize
@@ -43,19 +45,28 @@ POLICIES: dict[str, Callable[..., LabelingOutcome]] = {
     "eps-first": run_epsilon_first,
     "trailsourcing": run_trailsourcing,
 }
+LOO = "leave-one-out"
 # measured side by side with the faithful versions above (docs/reproductions.md): B-KUBE with a
-# looser stop rule, and the benchmarks with the earlier single-step layout (all workers on the
-# first tasks of the queue)
+# looser stop rule; B-KUBE paced to reach every task (run_per_task, pace=True), alone and with
+# leave-one-out feedback for p_hat; the benchmarks with the earlier single-step layout (all
+# workers on the first tasks of the queue) and with leave-one-out feedback (so the paced
+# variant is also compared with benchmarks given the same estimator)
 VARIANTS: dict[str, Callable[..., LabelingOutcome]] = {
     "b-kube:stop-constant=0.5": partial(run_bkube, stop_constant=0.5),
+    "b-kube:pace=budget": partial(run_bkube, pace=True),
+    f"b-kube:pace=budget:feedback={LOO}": partial(run_bkube, pace=True, feedback=LOO),
     "bounded-eps-first:layout=queue": partial(run_bounded_epsilon_first, layout="queue"),
     "eps-first:layout=queue": partial(run_epsilon_first, layout="queue"),
     "trailsourcing:layout=queue": partial(run_trailsourcing, layout="queue"),
+    f"bounded-eps-first:feedback={LOO}": partial(run_bounded_epsilon_first, feedback=LOO),
+    f"eps-first:feedback={LOO}": partial(run_epsilon_first, feedback=LOO),
+    f"trailsourcing:feedback={LOO}": partial(run_trailsourcing, feedback=LOO),
 }
 ALL_POLICIES = {**POLICIES, **VARIANTS}
 # (B-KUBE id, benchmark ids) pairs the claims table checks
+FAITHFUL_BENCHMARKS = ("bounded-eps-first", "eps-first", "trailsourcing")
 COMPARISONS = (
-    ("b-kube", ("bounded-eps-first", "eps-first", "trailsourcing")),
+    ("b-kube", FAITHFUL_BENCHMARKS),
     (
         "b-kube",
         ("bounded-eps-first:layout=queue", "eps-first:layout=queue", "trailsourcing:layout=queue"),
@@ -65,6 +76,12 @@ COMPARISONS = (
         "b-kube:stop-constant=0.5",
         ("bounded-eps-first:layout=queue", "eps-first:layout=queue", "trailsourcing:layout=queue"),
     ),
+    ("b-kube:pace=budget", FAITHFUL_BENCHMARKS),
+    (f"b-kube:pace=budget:feedback={LOO}", FAITHFUL_BENCHMARKS),
+    (
+        f"b-kube:pace=budget:feedback={LOO}",
+        tuple(f"{name}:feedback={LOO}" for name in FAITHFUL_BENCHMARKS),
+    ),
 )
 BUDGETS = (100.0, 150.0, 200.0, 250.0, 300.0)
 REGRET_BUDGETS = (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0)
@@ -72,11 +89,20 @@ REGRET_BUDGETS = (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0)
 REGRET_CAPACITY_TASKS = 1000
 
 
-def run_case(n_tasks: int, budgets: tuple[float, ...], reps: int, seed: int) -> pd.DataFrame:
+def run_case(
+    n_tasks: int, budgets: tuple[float, ...], reps: int, seed: int, *, progress: bool = False
+) -> pd.DataFrame:
     """Raw rows (policy_id, worker_set, n_tasks, budget, replication, error, tasks_completed,
-    spent) for one T over sets A and B."""
+    spent) for one T over sets A and B; ``progress`` shows a bar over replications (stderr)."""
     rows = []
-    for rep in range(reps):
+    for rep in tqdm(
+        range(reps),
+        desc=f"T={n_tasks} replications",
+        unit="rep",
+        delay=2.0,
+        disable=not progress,
+        file=sys.stderr,
+    ):
         set_a, set_b = rangi_worker_sets(n_tasks, np.random.default_rng([seed, rep, n_tasks]))
         for name, pool in (("A", set_a), ("B", set_b)):
             for budget in budgets:
@@ -176,7 +202,7 @@ def claims(summary: pd.DataFrame) -> str:
         "worse by > 2 s.e.)"
     ]
     rows = claim_rows(summary)
-    cases: dict[tuple[str, str, int, bool], list[str]] = {}
+    cases: dict[tuple[str, str, int, str], list[str]] = {}
     for row in rows:
         if row["metric"] != "error":
             continue
@@ -187,8 +213,9 @@ def claims(summary: pd.DataFrame) -> str:
             and (r["policy"], r["baseline"], r["worker_set"], r["n_tasks"])
             == (row["policy"], row["baseline"], row["worker_set"], row["n_tasks"])
         )
-        queue = row["baseline"].endswith(":layout=queue")
-        key = (row["policy"], row["worker_set"], row["n_tasks"], queue)
+        # one line per (B-KUBE id, case, benchmark family: faithful, queue or leave-one-out)
+        family = row["baseline"].partition(":")[2]
+        key = (row["policy"], row["worker_set"], row["n_tasks"], family)
         cases.setdefault(key, []).append(
             f"{row['baseline']} error {row['budgets_met']}/{row['n_budgets']} "
             f"(sig +{row['sig_better']} -{row['sig_worse']}), tasks "
@@ -268,10 +295,16 @@ def log_fit(curve: pd.DataFrame) -> dict[str, float]:
 
 
 def _figure(
-    reproduction_id: str, n_tasks: int, *, seed: int, quick: bool, with_regret: bool
+    reproduction_id: str,
+    n_tasks: int,
+    *,
+    seed: int,
+    quick: bool,
+    with_regret: bool,
+    progress: bool = True,
 ) -> ReproductionResult:
     reps = 5 if quick else 100
-    raw = run_case(n_tasks, BUDGETS, reps, seed)
+    raw = run_case(n_tasks, BUDGETS, reps, seed, progress=progress)
     summary = summarize_cases(raw)
     tables = [claims(summary)]
     settings: dict[str, object] = {
@@ -320,8 +353,11 @@ def _figure(
         "baselines: epsilon = 0.1 (not given in the paper); single-step exploitation spreads "
         "worker k's x_k labels over the x_k least-labeled free tasks (derived from §6: eps-F "
         "performs fewer tasks than bounded eps-F because it uses one worker)",
-        "variants measured side by side: b-kube:stop-constant=0.5 (looser stop rule) and "
-        "the baselines with layout=queue (every worker on the first x_k tasks of the queue)",
+        "variants measured side by side: b-kube:stop-constant=0.5 (looser stop rule); "
+        "b-kube:pace=budget (a task also ends when its share of the money left is spent, then "
+        "a second pass on the least-decided tasks), alone and with feedback=leave-one-out "
+        "(p_hat scored against the task's other labels); the baselines with layout=queue "
+        "(every worker on the first x_k tasks of the queue) and with feedback=leave-one-out",
         "rows: 'policy' is the id, 'case' the label of the plot and text tables (id @set/T=n)",
     ]
     if quick:
@@ -342,11 +378,11 @@ def fig1(
     *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
 ) -> ReproductionResult:
     """T = 50, sets A and B, plus the regret curve."""
-    return _figure("bkube-fig1", 50, seed=seed, quick=quick, with_regret=True)
+    return _figure("bkube-fig1", 50, seed=seed, quick=quick, with_regret=True, progress=progress)
 
 
 def fig2(
     *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
 ) -> ReproductionResult:
     """T = 100, sets A and B."""
-    return _figure("bkube-fig2", 100, seed=seed, quick=quick, with_regret=False)
+    return _figure("bkube-fig2", 100, seed=seed, quick=quick, with_regret=False, progress=progress)

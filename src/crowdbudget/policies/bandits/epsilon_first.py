@@ -90,8 +90,10 @@ def explore(
     budget_limit: float | None,
     max_evaluations: int | None = None,
     stop_constant: float = 1.0,
+    feedback: str = "estimate",
 ) -> None:
-    """Round-robin exploration through the per-task loop."""
+    """Round-robin exploration through the per-task loop (``feedback`` as in
+    :func:`~crowdbudget.simulation.priced_workers.run_per_task`)."""
     run_per_task(
         state,
         RoundRobinSelector(state.pool.price),
@@ -100,6 +102,7 @@ def explore(
         budget_limit=budget_limit,
         max_evaluations=max_evaluations,
         stop_constant=stop_constant,
+        feedback=feedback,
     )
 
 
@@ -170,12 +173,20 @@ def run_bounded_epsilon_first(
     epsilon: float = 0.1,
     stop_constant: float = 1.0,
     layout: str = "spread",
+    feedback: str = "estimate",
 ) -> LabelingOutcome:
     """Bounded ε-first: ε·B exploration, then greedy-BKP single-step exploitation."""
     _check_epsilon(epsilon)
     state = _LoopState(pool, budget, n_tasks, rng)
     estimator = OnlineValueEstimator(pool.n_workers, pool.n_classes)
-    explore(state, estimator, rng, budget_limit=epsilon * budget, stop_constant=stop_constant)
+    explore(
+        state,
+        estimator,
+        rng,
+        budget_limit=epsilon * budget,
+        stop_constant=stop_constant,
+        feedback=feedback,
+    )
     exploit_bounded(state, estimator, rng, layout=layout)
     return state.outcome()
 
@@ -206,12 +217,20 @@ def run_epsilon_first(
     epsilon: float = 0.1,
     stop_constant: float = 1.0,
     layout: str = "spread",
+    feedback: str = "estimate",
 ) -> LabelingOutcome:
     """Budget-limited ε-first: ε·B exploration, then everything to the best ``v_hat/c``."""
     _check_epsilon(epsilon)
     state = _LoopState(pool, budget, n_tasks, rng)
     estimator = OnlineValueEstimator(pool.n_workers, pool.n_classes)
-    explore(state, estimator, rng, budget_limit=epsilon * budget, stop_constant=stop_constant)
+    explore(
+        state,
+        estimator,
+        rng,
+        budget_limit=epsilon * budget,
+        stop_constant=stop_constant,
+        feedback=feedback,
+    )
     efficiency = estimator.value_ / pool.price
     usable = (state.remaining_capacity > 0) & (pool.price <= state.remaining_budget + 1e-9)
     counts = np.zeros(pool.n_workers, dtype=np.int64)

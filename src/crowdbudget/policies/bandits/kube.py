@@ -69,8 +69,10 @@ def run_bkube(
     stop_constant: float = 1.0,
     max_labels_per_task: int | None = None,
     feedback: str = "estimate",
+    pace: bool = False,
 ) -> LabelingOutcome:
-    """B-KUBE with MV and the per-task loop of §6; see :func:`run_per_task`."""
+    """B-KUBE with MV and the per-task loop of §6; see :func:`run_per_task` (``pace=True``:
+    our budget-paced variant, ``b-kube:pace=budget``)."""
     state = _LoopState(pool, budget, n_tasks, rng)
     estimator = OnlineValueEstimator(pool.n_workers, pool.n_classes)
     run_per_task(
@@ -81,5 +83,6 @@ def run_bkube(
         stop_constant=stop_constant,
         max_labels_per_task=max_labels_per_task,
         feedback=feedback,
+        pace=pace,
     )
     return state.outcome()

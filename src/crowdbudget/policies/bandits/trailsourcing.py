@@ -23,6 +23,7 @@ def run_trailsourcing(
     *,
     stop_constant: float = 1.0,
     layout: str = "spread",
+    feedback: str = "estimate",
 ) -> LabelingOutcome:
     """One evaluation per worker, then greedy-BKP exploitation in one step."""
     state = _LoopState(pool, budget, n_tasks, rng)
@@ -34,6 +35,7 @@ def run_trailsourcing(
         budget_limit=None,
         max_evaluations=pool.n_workers,
         stop_constant=stop_constant,
+        feedback=feedback,
     )
     exploit_bounded(state, estimator, rng, layout=layout)
     return state.outcome()

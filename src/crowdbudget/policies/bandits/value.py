@@ -63,6 +63,13 @@ class OnlineValueEstimator:
         self.agreements_[worker] += float(agreed)
         self.evaluations_[worker] += 1
 
+    def adjust(self, worker: int, agreement_change: float, evaluations_change: int) -> None:
+        """Re-score one of ``worker``'s evaluations (leave-one-out feedback, see
+        :func:`~crowdbudget.simulation.priced_workers.run_per_task`): add the change of its
+        agreement (in [−1, 1]) and of the number of scored evaluations (0 or 1)."""
+        self.agreements_[worker] += agreement_change
+        self.evaluations_[worker] += evaluations_change
+
     @property
     def accuracy_(self) -> np.ndarray:
         """``p_hat_k``; ``1/L`` for a worker with no evaluation yet."""

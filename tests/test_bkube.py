@@ -215,6 +215,9 @@ def test_reproduce_bkube_fig1_quick_json(capsys: pytest.CaptureFixture[str], tmp
     for claim in claims:
         assert 0 <= claim["budgets_met"] <= claim["n_budgets"] == 5
         assert claim["holds"] == (claim["budgets_met"] == claim["n_budgets"])
+    [regret_plot] = doc["extra_plots"]
+    assert regret_plot.endswith("bkube-fig1-quick-regret.png")
+    assert (tmp_path / "bkube-fig1-quick-regret.png").stat().st_size > 0
     regret = doc["settings"]["regret"]["truth"]["curve"]
     assert all(point["regret_mean"] >= -1e-6 for point in regret)
 

@@ -418,6 +418,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         paper=result.paper,
         x_label=result.x_label,
     )
+    extra_plots = []
+    for extra in result.extra_plots:
+        extra_path = plot_path.with_name(f"{plot_path.stem}-{extra.name}.png")
+        plot_metrics(
+            extra.summary,
+            extra_path,
+            metrics=extra.metrics,
+            title=extra.title,
+            x_label=extra.x_label,
+            log_x=extra.log_x,
+        )
+        extra_plots.append(str(extra_path))
     records = results_records(result.summary, result.n_items)
     for rec in records:
         if "policy_id" in rec:
@@ -437,6 +449,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         plot=str(plot_path),
         notes=result.notes,
         **({"claims": result.claims} if result.claims else {}),
+        **({"extra_plots": extra_plots} if extra_plots else {}),
     )
     reps = result.settings.get("reps")
     blocks = [spec.title + (" [quick]" if args.quick else "")]
@@ -450,6 +463,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     blocks += result.tables
     blocks += [f"note: {n}" for n in result.notes]
     blocks.append(f"plot written to {plot_path}")
+    blocks += [f"plot written to {path}" for path in extra_plots]
     text = "\n".join(blocks)
     _emit(args, text, document)
     return 0

@@ -102,10 +102,11 @@ def plot_metrics(
     title: str = "",
     paper: Mapping[str, Mapping[tuple[str, float], float]] | None = None,
     x_label: str | None = None,
+    log_x: bool = False,
 ) -> Path:
     """One panel per metric: mean against budget (per item when ``n_items``), 95% band, one
     line per policy; the paper's values (per metric, keyed by (policy, budget)) as hollow
-    diamonds in the policy's colour."""
+    diamonds in the policy's colour; ``log_x`` puts the budget axis on a log scale."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,6 +144,8 @@ def plot_metrics(
             )
         if points:
             ax.plot([], [], linestyle="none", marker="D", mfc="none", color="gray", label="paper")
+        if log_x:
+            ax.set_xscale("log")
         ax.set_xlabel(x_label or ("budget per item (T / K)" if n_items else "budget"))
         ax.set_ylabel(metric.replace("_", " ") + " (mean, 95% CI)")
         ax.grid(alpha=0.3)

@@ -34,6 +34,8 @@ class ReproductionResult:
         claims: the paper's claims checked against the summary, JSON-ready rows (what each
             claim compares, where it holds); printed as text through ``tables`` and emitted
             as ``"claims"`` by ``--json``.
+        extra_plots: further figures (e.g. a regret curve), each written next to the main
+            PNG as ``<id>-<name>.png`` and listed under ``"extra_plots"`` by ``--json``.
     """
 
     reproduction_id: str
@@ -46,6 +48,21 @@ class ReproductionResult:
     tables: list[str] = field(default_factory=list)
     x_label: str | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
+    extra_plots: list[ExtraPlot] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExtraPlot:
+    """A figure beside the main one: ``summary`` in the layout of
+    :func:`~crowdbudget.experiments.report.plot_metrics` (``policy``, ``budget``,
+    ``<metric>_mean`` and optionally ``_ci_low/_ci_high``), one panel per metric."""
+
+    name: str
+    summary: pd.DataFrame
+    metrics: tuple[str, ...]
+    title: str = ""
+    x_label: str | None = None
+    log_x: bool = False
 
 
 @dataclass(frozen=True)

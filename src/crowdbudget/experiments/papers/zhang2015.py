@@ -382,6 +382,10 @@ def rte(
     if not quick:
         budgeted["opt-kg"] = "opt-kg-per-context:contexts=single"
         budgeted["opt-kg:per-context"] = "opt-kg:per-context"
+        # our variant: BBTA's allocation (S = 1), final labels by one-coin EM
+        budgeted["bbta:n-explore=1:final=one-coin-em"] = (
+            "bbta:n-explore=1:contexts=single:final=one-coin-em"
+        )
     threshold = dict(FIG2_THRESHOLD)
     summary = _run_case(
         env,

@@ -158,3 +158,46 @@ def test_reproduce_bbta_fig2_quick_json(capsys, tmp_path) -> None:  # type: igno
     tops = {c["policy"] for c in doc["claims"]}
     assert tops == {"bbta:n-explore=1", f"bbta:n-explore=1:{zhang2015.PER_CONTEXT_EM}"}
     assert {c["worker_model"] for c in doc["claims"]} == {"spammer-hammer", "malicious"}
+
+
+def test_multi_setting_summaries_are_plotted_one_panel_per_case(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Rows "<id> @<case>" with policy_id: one panel per (metric, case), one line per id."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from crowdbudget.experiments import report
+
+    rows = []
+    for case, n in (("ionosphere/malicious", 351), ("pima/malicious", 768)):
+        for pid in ("bbta:n-explore=1", "random"):
+            for per in (2, 3):
+                rows.append(
+                    {
+                        "policy": f"{pid} @{case}",
+                        "policy_id": pid,
+                        "n_items": n,
+                        "budget": float(per * n),
+                        "accuracy_mean": 0.7,
+                    }
+                )
+    summary = pd.DataFrame(rows)
+    assert report._facets(summary) == ["ionosphere/malicious", "pima/malicious"]
+    assert report._facets(summary.assign(policy=summary["policy_id"])) is None
+    captured = {}
+    original = report._draw_panel
+
+    def spy(ax, frame, metric, *args, **kwargs):  # type: ignore[no-untyped-def]
+        captured[(frame["_case"].iloc[0], metric)] = sorted(frame["_x"].unique())
+        return original(ax, frame, metric, *args, **kwargs)
+
+    report._draw_panel = spy  # type: ignore[assignment]
+    try:
+        path = report.plot_metrics(summary, tmp_path / "f.png", metrics=("accuracy",))
+    finally:
+        report._draw_panel = original  # type: ignore[assignment]
+    assert path.stat().st_size > 0
+    # each case on its own panel, budgets per item of that case
+    assert captured == {
+        ("ionosphere/malicious", "accuracy"): [2.0, 3.0],
+        ("pima/malicious", "accuracy"): [2.0, 3.0],
+    }

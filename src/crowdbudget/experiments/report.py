@@ -93,6 +93,15 @@ def accuracy_table(
     return "\n".join(out)
 
 
+def _facets(summary: pd.DataFrame) -> list[str] | None:
+    """The cases of a multi-setting summary, or None. Reproductions with several settings
+    label rows ``"<policy id> @<case>"`` and keep the bare id in ``policy_id`` (DESIGN §6)."""
+    if "policy_id" not in summary or not summary["policy"].astype(str).str.contains(" @").all():
+        return None
+    cases = summary["policy"].astype(str).str.split(" @", n=1).str[1]
+    return list(dict.fromkeys(cases))
+
+
 def plot_metrics(
     summary: pd.DataFrame,
     path: str | Path,
@@ -106,58 +115,148 @@ def plot_metrics(
 ) -> Path:
     """One panel per metric: mean against budget (per item when ``n_items``), 95% band, one
     line per policy; the paper's values (per metric, keyed by (policy, budget)) as hollow
-    diamonds in the policy's colour; ``log_x`` puts the budget axis on a log scale."""
+    diamonds in the policy's colour; ``log_x`` puts the budget axis on a log scale.
+
+    A summary of several settings (rows ``"<id> @<case>"`` with ``policy_id``, e.g. bbta-fig2's
+    nine data set × worker model cases) gets one panel per (metric, case), three cases to a
+    row, one colour per policy id and one legend; with an ``n_items`` column the budget axis
+    is per item of each case."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = len(metrics)
-    fig, axes = plt.subplots(1, n, figsize=(6.0 * n, 4.4), dpi=120, squeeze=False)
-    scale = n_items or 1
-    colors = {str(p): f"C{k}" for k, p in enumerate(dict.fromkeys(summary["policy"]))}
-    for ax, metric in zip(axes[0], metrics, strict=True):
-        for pid_key, group in summary.groupby("policy", sort=False):
-            pid = str(pid_key)
-            group = group.sort_values("budget")
-            x = group["budget"].to_numpy() / scale
-            color = colors[pid]
-            ax.plot(x, group[f"{metric}_mean"], marker="o", ms=3, label=pid, color=color)
-            if f"{metric}_ci_low" in group:
-                ax.fill_between(
-                    x,
-                    group[f"{metric}_ci_low"],
-                    group[f"{metric}_ci_high"],
-                    alpha=0.18,
-                    color=color,
-                )
-        points = (paper or {}).get(metric, {})
-        for (pid, budget), value in points.items():
-            ax.plot(
-                budget / scale,
-                value,
-                linestyle="none",
-                marker="D",
-                mfc="none",
-                color=colors.get(pid, "gray"),
-                ms=7,
+    cases = _facets(summary)
+    frame = summary.copy()
+    if cases is None:
+        frame["_case"] = ""
+        frame["_line"] = frame["policy"].astype(str)
+        panel_cases = [""]
+    else:
+        frame["_case"] = frame["policy"].astype(str).str.split(" @", n=1).str[1]
+        frame["_line"] = frame["policy_id"].astype(str)
+        panel_cases = cases
+    per_row_items = cases is not None and n_items is None and "n_items" in frame
+    scale = frame["n_items"].to_numpy(float) if per_row_items else float(n_items or 1)
+    frame["_x"] = frame["budget"].to_numpy(float) / scale
+    n_cols = min(3, len(panel_cases)) if cases is not None else len(metrics)
+    rows_per_metric = math.ceil(len(panel_cases) / n_cols) if cases is not None else 1
+    n_rows = rows_per_metric * len(metrics) if cases is not None else 1
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=(6.0 * n_cols, 4.4 * n_rows), dpi=120, squeeze=False
+    )
+    colors = {p: f"C{k % 10}" for k, p in enumerate(dict.fromkeys(frame["_line"]))}
+    styles = {p: ("-" if k < 10 else "--") for k, p in enumerate(dict.fromkeys(frame["_line"]))}
+    panels = []
+    for m_index, metric in enumerate(metrics):
+        for c_index, case in enumerate(panel_cases):
+            if cases is None:
+                ax = axes[0][m_index]
+            else:
+                row = m_index * rows_per_metric + c_index // n_cols
+                ax = axes[row][c_index % n_cols]
+            panels.append(ax)
+            _draw_panel(
+                ax,
+                frame[frame["_case"] == case],
+                metric,
+                colors,
+                styles,
+                (paper or {}).get(metric, {}),
+                scale=float(n_items or 1) if not per_row_items else None,
+                facet=cases is not None,
             )
-        if points:
-            ax.plot([], [], linestyle="none", marker="D", mfc="none", color="gray", label="paper")
-        if log_x:
-            ax.set_xscale("log")
-        ax.set_xlabel(x_label or ("budget per item (T / K)" if n_items else "budget"))
-        ax.set_ylabel(metric.replace("_", " ") + " (mean, 95% CI)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    if title:
+            if case:
+                ax.set_title(case, fontsize=9)
+            if log_x:
+                ax.set_xscale("log")
+            default_x = "budget per item" if per_row_items else "budget"
+            if n_items and not per_row_items:
+                default_x = "budget per item (T / K)"
+            ax.set_xlabel(x_label or default_x)
+            ax.set_ylabel(metric.replace("_", " ") + " (mean, 95% CI)")
+            ax.grid(alpha=0.3)
+            if cases is None:
+                ax.legend(fontsize=8)
+    for ax in axes.flat:
+        if ax not in panels:
+            ax.set_visible(False)
+    if cases is not None:
+        # one legend for every panel; the figure title is its title, so the two never overlap
+        handles, labels = panels[0].get_legend_handles_labels()
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            ncol=3,
+            fontsize=9,
+            frameon=False,
+            title=title or None,
+            title_fontsize=10,
+        )
+    elif title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    if cases is not None:
+        # room at the top for the shared legend (one line per three policies)
+        legend_rows = math.ceil(len(colors) / 3)
+        fig.tight_layout(rect=(0, 0, 1, 1 - (0.25 + 0.18 * legend_rows) / (4.4 * n_rows)))
+    else:
+        fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+    fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+def _draw_panel(
+    ax: Any,
+    frame: pd.DataFrame,
+    metric: str,
+    colors: Mapping[str, str],
+    styles: Mapping[str, str],
+    points: Mapping[tuple[str, float], float],
+    *,
+    scale: float | None,
+    facet: bool,
+) -> None:
+    """One panel: a line (mean) and a 95% band per policy; the paper's values as diamonds
+    (``points`` keyed by (policy, budget); in facet mode keyed by the row's full label)."""
+    for line_key, group in frame.groupby("_line", sort=False):
+        line = str(line_key)
+        group = group.sort_values("_x")
+        if group[f"{metric}_mean"].isna().all():
+            continue
+        x = group["_x"].to_numpy()
+        color = colors[line]
+        ax.plot(
+            x,
+            group[f"{metric}_mean"],
+            marker="o",
+            ms=3,
+            label=line,
+            color=color,
+            linestyle=styles[line],
+        )
+        if f"{metric}_ci_low" in group:
+            ax.fill_between(
+                x, group[f"{metric}_ci_low"], group[f"{metric}_ci_high"], alpha=0.18, color=color
+            )
+    shown = False
+    for (pid, budget), value in points.items():
+        rows = frame[frame["policy"] == pid]
+        if facet and rows.empty:
+            continue
+        if facet:
+            x_at = float(budget) / float(rows["n_items"].iloc[0]) if scale is None else budget
+            color = colors.get(str(rows["_line"].iloc[0]), "gray")
+        else:
+            x_at = budget / (scale or 1.0)
+            color = colors.get(pid, "gray")
+        ax.plot(x_at, value, linestyle="none", marker="D", mfc="none", color=color, ms=7)
+        shown = True
+    if shown:
+        ax.plot([], [], linestyle="none", marker="D", mfc="none", color="gray", label="paper")
 
 
 def plot_accuracy(

@@ -346,3 +346,26 @@ def test_push_mode_and_label_import(api: TestClient) -> None:
         headers=_bearer(key),
     )
     assert bad.status_code == 422 and "unknown item 'zz'" in bad.text
+
+
+def test_shutdown_closes_the_event_store_and_loses_nothing(tmp_path: Path) -> None:
+    """Leaving the app's lifespan (uvicorn's shutdown) disposes of the store; a new app on
+    the same database serves the campaign and its label."""
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    app = create_app(url)
+    with TestClient(app) as api:
+        cid, key = _campaign(api)
+        token = _worker(api, cid, key, "w1")
+        assignment = api.post(f"/v1/campaigns/{cid}/assignments", headers=_bearer(token))
+        aid = assignment.json()["assignment_id"]
+        answer = api.post(
+            f"/v1/campaigns/{cid}/assignments/{aid}/label",
+            headers=_bearer(token),
+            json={"label": "yes"},
+        )
+        assert answer.status_code == 200, answer.text
+    store = app.state.service.store
+    assert store._committer is None and store._writer is None
+    with TestClient(create_app(url)) as again:
+        status = again.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()
+    assert status["n_labels"] == 1 and status["spent"] == 1.0

@@ -29,7 +29,8 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, TypeVar
 
@@ -399,10 +400,19 @@ def create_app(
     from crowdbudget import __version__
 
     service = Service(db_url, clock)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        # shutdown (uvicorn on SIGTERM / SIGINT): every acknowledged event is already
+        # committed, so this only drains the committer thread and closes the connections
+        service.store.dispose()
+
     app = FastAPI(
         title="crowdbudget",
         version=__version__,
         description="Budget-optimal crowdsourced labeling: live campaigns.",
+        lifespan=lifespan,
     )
     app.state.service = service
 

@@ -643,9 +643,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from crowdbudget.cli_aggregate import add_aggregate_parser
     from crowdbudget.cli_bound import add_bound_parser
+    from crowdbudget.cli_labelstudio import add_labelstudio_parser
 
     add_bound_parser(sub)
     add_aggregate_parser(sub)
+    add_labelstudio_parser(sub)
 
     pol = sub.add_parser("policies", help="list the registered policy ids")
     pol.add_argument("--json", action="store_true", help="print one JSON document on stdout")

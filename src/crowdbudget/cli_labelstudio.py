@@ -1,0 +1,240 @@
+"""``crowdbudget labelstudio``: budget-optimal dynamic overlap for a Label Studio project.
+
+- ``sync``: create (first run) or resume the project's campaign and keep its open tasks where
+  the policy wants labels until the budget is spent: periodic reconciliation, plus webhooks
+  when ``--webhook-listen`` is given; ``--once`` does one reconciliation pass and exits.
+- ``serve-webhook``: ``sync`` with the webhook receiver on (default 127.0.0.1:8765).
+- ``export``: the project's annotations as the ``task,worker,label`` CSV.
+
+See :mod:`crowdbudget.integrations.labelstudio` and docs/labelstudio.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import signal
+import sys
+import threading
+from typing import Any
+
+from crowdbudget.exceptions import InvalidParameterError
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
+    return host, int(port)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def _api(args: argparse.Namespace) -> Any:
+    from crowdbudget.integrations.labelstudio import LabelStudioAPI, read_token_file
+
+    return LabelStudioAPI(args.url, read_token_file(args.token_file))
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from crowdbudget.campaign import EventStore
+    from crowdbudget.integrations.labelstudio import LabelStudioSync, WebhookReceiver
+
+    policy = args.policy if args.verdict is None else f"{args.policy}:final={args.verdict}"
+    listen = args.webhook_listen
+    if listen is None and args.webhook_url is not None:
+        raise InvalidParameterError("--webhook-url needs --webhook-listen (where to receive)")
+    api = _api(args)
+    store = EventStore(args.db)
+    receiver = None
+    try:
+        sync = LabelStudioSync.connect(
+            api,
+            args.project,
+            store,
+            budget=args.budget,
+            policy=policy,
+            seed=args.seed,
+            max_labels_per_task=args.max_labels_per_task,
+            slot_ttl=args.slot_ttl,
+            open_slots=args.open_slots,
+        )
+        if args.once:
+            sync.reconcile_all()
+            sync.write_verdicts()
+            report = sync.report()
+        else:
+            stop = threading.Event()
+            if listen is not None:
+                secret = secrets.token_hex(16)
+                receiver = WebhookReceiver(listen[0], listen[1], secret).start()
+                url = args.webhook_url or f"http://{listen[0]}:{receiver.port}/"
+                api.ensure_webhook(args.project, url, secret)
+            # SIGTERM ends the loop cleanly like Ctrl-C (the state is in the store either way)
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            report = sync.run(
+                events=receiver.task_ids if receiver is not None else None,
+                interval=args.interval,
+                verdict_interval=args.verdict_interval,
+                max_seconds=args.max_seconds,
+                stop=stop,
+            )
+    finally:
+        if receiver is not None:
+            receiver.stop()
+        api.close()
+        store.dispose()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(
+            f"project {report.project}: {report.labels} labels ({report.spent:g} of budget "
+            f"{report.budget:g} spent, {report.over_submissions} over-submissions), "
+            f"{report.open_slots} slots open, {report.tasks_open} of {report.tasks} tasks open"
+            + (", done" if report.done else "")
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from crowdbudget.integrations.labelstudio import export_labels
+
+    api = _api(args)
+    try:
+        frame = export_labels(api, args.project)
+    finally:
+        api.close()
+    if args.out is None:
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        frame.to_csv(args.out, index=False)
+        print(f"{len(frame)} labels of {frame['task'].nunique()} tasks → {args.out}")
+    return 0
+
+
+def _connection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="Label Studio base URL (http://127.0.0.1:8080)")
+    p.add_argument(
+        "--token-file", required=True, help="file whose first line is a legacy API token"
+    )
+    p.add_argument("--project", type=_count, required=True, help="Label Studio project id")
+
+
+def _sync_arguments(p: argparse.ArgumentParser, listen_default: str | None) -> None:
+    _connection(p)
+    p.add_argument(
+        "--budget",
+        type=_positive,
+        default=None,
+        help="annotations to spend (first run; later runs resume the stored campaign)",
+    )
+    p.add_argument("--policy", default="opt-kg", help="item-only policy id (default opt-kg)")
+    p.add_argument(
+        "--verdict",
+        default=None,
+        help="aggregator for the final labels (e.g. dawid-skene; default: the policy's own)",
+    )
+    p.add_argument(
+        "--db",
+        default="sqlite:///crowdbudget-labelstudio.db",
+        help="SQLAlchemy URL of the campaign's event store (sqlite:///crowdbudget-labelstudio.db)",
+    )
+    p.add_argument(
+        "--open-slots",
+        type=_count,
+        default=10,
+        help="annotations open at once (>= the annotators working at once; default 10)",
+    )
+    p.add_argument(
+        "--max-labels-per-task",
+        type=_count,
+        default=None,
+        help="cap per task (at most the number of annotators: nobody annotates a task twice)",
+    )
+    p.add_argument(
+        "--slot-ttl",
+        type=_positive,
+        default=1800.0,
+        help="seconds an open slot waits for an annotation before its budget returns (1800)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the policy's random seed (default 0)")
+    p.add_argument(
+        "--interval", type=_positive, default=10.0, help="seconds between full reconciliations"
+    )
+    p.add_argument(
+        "--verdict-interval",
+        type=_positive,
+        default=30.0,
+        help="seconds between verdict write-backs (and once at the end)",
+    )
+    p.add_argument(
+        "--max-seconds", type=_positive, default=None, help="stop after this long (resumable)"
+    )
+    p.add_argument(
+        "--webhook-listen",
+        type=_host_port,
+        default=_host_port(listen_default) if listen_default else None,
+        help="HOST:PORT to receive Label Studio's annotation webhooks on"
+        + (f" (default {listen_default})" if listen_default else ""),
+    )
+    p.add_argument(
+        "--webhook-url",
+        default=None,
+        help="URL Label Studio calls (default http://HOST:PORT/ of --webhook-listen)",
+    )
+    p.add_argument("--once", action="store_true", help="one reconciliation pass, then exit")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON document")
+
+
+def add_labelstudio_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``labelstudio`` sub-command (sync, serve-webhook, export) to ``subparsers``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "labelstudio",
+        help="budget-optimal dynamic overlap for a Label Studio project",
+        description="Let a crowdbudget policy decide, annotation by annotation, which tasks of "
+        "a Label Studio project stay open, under a budget; write the verdicts back as "
+        "predictions; export the annotations as task,worker,label.",
+    )
+    sub = p.add_subparsers(dest="labelstudio_command", metavar="ACTION", required=True)
+    sync = sub.add_parser(
+        "sync",
+        help="create or resume the project's campaign and steer its open tasks",
+        description="Reconcile the project with its campaign (record new annotations, open and "
+        "close tasks) until the budget is spent; with --webhook-listen also react to "
+        "annotation webhooks at once.",
+    )
+    _sync_arguments(sync, None)
+    sync.set_defaults(func=cmd_sync)
+    hook = sub.add_parser(
+        "serve-webhook",
+        help="sync with the webhook receiver on (default 127.0.0.1:8765)",
+        description="`sync` with the receiver of Label Studio's annotation webhooks; it "
+        "registers the webhook with the project and still reconciles periodically.",
+    )
+    _sync_arguments(hook, "127.0.0.1:8765")
+    hook.set_defaults(func=cmd_sync)
+    export = sub.add_parser(
+        "export",
+        help="the project's annotations as a task,worker,label CSV",
+        description="Write the project's annotations (first per annotator and task, skips "
+        "left out) as the task,worker,label CSV crowd-kit and crowdbudget read.",
+    )
+    _connection(export)
+    export.add_argument("--out", default=None, help="CSV path (default: stdout)")
+    export.set_defaults(func=cmd_export)
+    return p

@@ -1,0 +1,1 @@
+"""Connections to the labeling tools teams already run (Label Studio: :mod:`.labelstudio`)."""

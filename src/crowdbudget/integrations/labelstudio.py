@@ -57,7 +57,6 @@ from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from crowdbudget.campaign import Campaign, EventStore
@@ -340,28 +339,39 @@ class LabelStudioAPI:
         return result
 
     def tasks(self, project_id: int) -> list[dict[str, Any]]:
-        """Every task of the project with its annotations and predictions (paged; the
-        number of pages is bounded by the task count of the first page)."""
+        """Every task of the project with its ``overlap`` and ``is_labeled`` (paged; the number
+        of pages is bounded by the task count the first page reports)."""
         out: list[dict[str, Any]] = []
         page, n_pages = 1, 1
         while page <= n_pages:
             body = self.request(
                 "GET",
                 "/api/tasks",
-                params={
-                    "project": project_id,
-                    "fields": "all",
-                    "page": page,
-                    "page_size": _PAGE_SIZE,
-                },
+                params={"project": project_id, "page": page, "page_size": _PAGE_SIZE},
             )
             out.extend(body["tasks"])
             n_pages = max(1, -(-int(body.get("total", 0)) // _PAGE_SIZE))
             page += 1
         return out
 
-    def task(self, task_id: int) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", f"/api/tasks/{task_id}")
+    def annotations_by_task(self, project_id: int) -> dict[int, list[dict[str, Any]]]:
+        """The annotations (skips included, flagged ``was_cancelled``) of every annotated
+        task, in one request (the project's JSON export: far cheaper than the task list with
+        ``fields=all``, which Label Studio computes per task)."""
+        exported = self.request(
+            "GET", f"/api/projects/{project_id}/export", params={"exportType": "JSON"}
+        )
+        return {int(task["id"]): list(task.get("annotations") or ()) for task in exported}
+
+    def task_annotations(self, task_id: int) -> list[dict[str, Any]]:
+        """One task's finished annotations (skips left out by Label Studio)."""
+        result: list[dict[str, Any]] = self.request("GET", f"/api/tasks/{task_id}/annotations")
+        return result
+
+    def predictions(self, project_id: int) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request(
+            "GET", "/api/predictions", params={"project": project_id}
+        )
         return result
 
     def set_task_state(self, task_id: int, state: dict[str, Any]) -> None:
@@ -547,6 +557,7 @@ class LabelStudioSync:
         self._unusable: dict[int, int] = {}
         self._written: dict[int, tuple[str, float]] = {}
         self._prediction_ids: dict[int, int] = {}
+        self._predictions_loaded = False
         self.reconciliations = 0
         self.webhook_tasks = 0
         self.recorded_by_reconciliation = 0
@@ -648,17 +659,17 @@ class LabelStudioSync:
         return opened
 
     # ------------------------------------------------------------------ reconciliation
-    def _record(self, task: dict[str, Any]) -> tuple[int, int]:
+    def _record(self, task_id: int, annotations: list[dict[str, Any]]) -> tuple[int, int]:
         """Record a task's new annotations; (labels recorded, distinct annotators)."""
-        task_id = str(task["id"])
-        if task_id not in self._item_index:
-            self.campaign.add_items([task_id])
-            self._item_index[task_id] = len(self._item_index)
-        item = self._item_index[task_id]
-        annotations = task_annotations(task, self.control)
-        self._unusable[item] = sum(a.label is None for a in annotations)
+        key = str(task_id)
+        if key not in self._item_index:  # a task imported into Label Studio meanwhile
+            self.campaign.add_items([key])
+            self._item_index[key] = len(self._item_index)
+        item = self._item_index[key]
+        counted = task_annotations({"annotations": annotations}, self.control)
+        self._unusable[item] = sum(a.label is None for a in counted)
         n_recorded = int(self.campaign.state.label_counts[item].sum())
-        new = unrecorded(annotations, n_recorded)
+        new = unrecorded(counted, n_recorded)
         for annotation in new:
             assert annotation.label is not None
             slot = self._slots.get(item)
@@ -669,9 +680,9 @@ class LabelStudioSync:
             else:  # no open slot: an over-submission, recorded free and reported
                 worker = f"{LABELSTUDIO_WORKER_PREFIX}{annotation.annotator}"
                 self.campaign.import_labels(
-                    pd.DataFrame({"task": [task_id], "worker": [worker], "label": [annotation.label]})
+                    pd.DataFrame({"task": [key], "worker": [worker], "label": [annotation.label]})
                 )
-        return len(new), len(annotations)
+        return len(new), len(counted)
 
     def _push_states(self, items: Iterable[int]) -> None:
         """Write each item's desired open/closed state where Label Studio differs."""
@@ -683,20 +694,29 @@ class LabelStudioSync:
                 self.api.set_task_state(task_id, state)
                 self._seen[task_id] = (state["overlap"], state["is_labeled"], annotators)
 
-    def _reconcile(self, tasks: list[dict[str, Any]]) -> int:
+    def _reconcile(
+        self,
+        annotations: dict[int, list[dict[str, Any]]],
+        states: dict[int, tuple[int, bool]] | None,
+    ) -> int:
+        """Record the new annotations of the tasks in ``annotations``, open slots, and push
+        the open/closed states that differ. ``states``: each task's (overlap, is_labeled) as
+        Label Studio shows it; None (a webhook) takes the last known overlap and applies
+        Label Studio's own rule, ``is_labeled`` = distinct annotators ≥ overlap."""
         self.campaign.expire_overdue()
         self._prune_slots()
         recorded = 0
         touched: set[int] = set()
-        for task in tasks:
-            n_new, annotators = self._record(task)
+        for task_id, rows in annotations.items():
+            n_new, annotators = self._record(task_id, rows)
             recorded += n_new
-            task_id = int(task["id"])
-            self._seen[task_id] = (int(task["overlap"]), bool(task["is_labeled"]), annotators)
+            if states is not None:
+                overlap, is_labeled = states[task_id]
+            else:
+                overlap = self._seen.get(task_id, (1, False, 0))[0]
+                is_labeled = annotators >= overlap
+            self._seen[task_id] = (overlap, is_labeled, annotators)
             touched.add(self._item_index[str(task_id)])
-            for prediction in task.get("predictions") or ():
-                if isinstance(prediction, dict) and prediction.get("model_version") == MODEL_VERSION:
-                    self._prediction_ids[task_id] = int(prediction["id"])
         touched |= self._fill_slots()
         touched |= set(self._slots)
         self._push_states(touched)
@@ -705,16 +725,26 @@ class LabelStudioSync:
     def reconcile_all(self) -> int:
         """Read every task, record what is new, reopen/close tasks to match the campaign;
         returns the labels recorded (those a lost webhook would otherwise have lost)."""
-        recorded = self._reconcile(self.api.tasks(self.project_id))
+        if not self._predictions_loaded:
+            for prediction in self.api.predictions(self.project_id):
+                if prediction.get("model_version") == MODEL_VERSION:
+                    self._prediction_ids[int(prediction["task"])] = int(prediction["id"])
+            self._predictions_loaded = True
+        states = {
+            int(task["id"]): (int(task["overlap"]), bool(task["is_labeled"]))
+            for task in self.api.tasks(self.project_id)
+        }
+        exported = self.api.annotations_by_task(self.project_id)
+        recorded = self._reconcile({t: exported.get(t, []) for t in states}, states)
         self.reconciliations += 1
         self.recorded_by_reconciliation += recorded
         return recorded
 
     def reconcile_tasks(self, task_ids: Iterable[int]) -> int:
-        """The same for a few tasks (those a webhook named)."""
+        """The same for a few tasks (those a webhook named), from their annotations alone."""
         ids = sorted(set(task_ids))
         self.webhook_tasks += len(ids)
-        return self._reconcile([self.api.task(task_id) for task_id in ids])
+        return self._reconcile({t: self.api.task_annotations(t) for t in ids}, None)
 
     # ------------------------------------------------------------------ verdicts
     def write_verdicts(self, *, precision: int = 3) -> int:
@@ -797,7 +827,7 @@ class LabelStudioSync:
             open_slots=self.n_open_slots(),
             labels=int(status["n_labels"]),
             # one annotation costs 1, so the labels beyond the spending came in free
-            over_submissions=int(round(status["n_labels"] - status["spent"])),
+            over_submissions=round(status["n_labels"] - status["spent"]),
             unusable=int(sum(self._unusable.values())),
             tasks=len(self._item_index),
             tasks_open=open_tasks,
@@ -836,9 +866,9 @@ def export_labels(api: LabelStudioAPI, project_id: int) -> pd.DataFrame:
     project = api.project(project_id)
     control = parse_label_config(str(project.get("label_config", "")))
     rows = [
-        (str(task["id"]), str(a.annotator), a.label)
-        for task in api.tasks(project_id)
-        for a in task_annotations(task, control)
+        (str(task_id), str(a.annotator), a.label)
+        for task_id, annotations in sorted(api.annotations_by_task(project_id).items())
+        for a in task_annotations({"annotations": annotations}, control)
         if a.label is not None
     ]
     frame = pd.DataFrame(rows, columns=["task", "worker", "label"])
@@ -855,4 +885,3 @@ def read_token_file(path: str) -> str:
     if not token:
         raise InvalidParameterError(f"token file {path!r} is empty; put the API token on line 1")
     return token
-

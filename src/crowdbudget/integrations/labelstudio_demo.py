@@ -31,7 +31,9 @@ BINARY_CONFIG = (
 RTE_CLASSES = ("no", "yes")  # RTE's gold 0 and 1
 
 
-def rte_reliabilities(n_annotators: int, rng: np.random.Generator, min_labels: int = 20) -> list[float]:
+def rte_reliabilities(
+    n_annotators: int, rng: np.random.Generator, min_labels: int = 20
+) -> list[float]:
     """``n_annotators`` accuracies drawn with replacement from those of the RTE workers with at
     least ``min_labels`` labels (their share of labels agreeing with the gold)."""
     data = load_dataset("rte")

@@ -1,0 +1,367 @@
+"""The Label Studio integration's own logic, without a server (always runs).
+
+The config parsing, the settings check, the counting of annotations, and the controller's
+reconciliation against a small in-process stand-in for Label Studio's REST API that keeps the
+rules the real server was seen to keep (``is_labeled`` recomputed as "distinct finished
+annotators ≥ overlap" on each annotation, ``/next`` serving only ``is_labeled = false``
+tasks, submissions to closed tasks accepted). The real server is exercised by
+``tests/test_labelstudio_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from crowdbudget.campaign import EventStore
+from crowdbudget.cli import main
+from crowdbudget.exceptions import DataFormatError, InvalidParameterError
+from crowdbudget.integrations.labelstudio import (
+    WEBHOOK_SECRET_HEADER,
+    ChoicesControl,
+    LabelStudioAPI,
+    LabelStudioError,
+    LabelStudioSync,
+    TaskAnnotation,
+    WebhookReceiver,
+    check_project_settings,
+    desired_task_state,
+    export_labels,
+    parse_label_config,
+    task_annotations,
+    unrecorded,
+    webhook_task_ids,
+)
+
+CONFIG = (
+    '<View><Text name="text" value="$text"/><Choices name="label" toName="text" '
+    'choice="single"><Choice value="no"/><Choice value="yes"/></Choices></View>'
+)
+CONTROL = ChoicesControl("label", "text", ("no", "yes"))
+
+
+# ---------------------------------------------------------------------------------------------
+# config and settings
+# ---------------------------------------------------------------------------------------------
+def test_parse_label_config_finds_the_choices() -> None:
+    assert parse_label_config(CONFIG) == CONTROL
+    aliased = CONFIG.replace('<Choice value="no"/>', '<Choice value="No" alias="n"/>')
+    assert parse_label_config(aliased).classes == ("n", "yes")
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("<View><Text", "not valid XML"),
+        ('<View><Text name="t" value="$t"/></View>', "0 <Choices> controls"),
+        (CONFIG.replace("</View>", CONFIG[6:]), "2 <Choices> controls"),
+        (CONFIG.replace('choice="single"', 'choice="multiple"'), "choice='multiple'"),
+        (CONFIG.replace('<Choice value="yes"/>', ""), "at least 2 distinct"),
+        (CONFIG.replace('value="yes"', 'value="no"'), "at least 2 distinct"),
+        (
+            CONFIG.replace("</View>", '<TextArea name="c" toName="text"/></View>'),
+            "also has TextArea",
+        ),
+    ],
+)
+def test_parse_label_config_refuses_other_configs(config: str, message: str) -> None:
+    with pytest.raises(DataFormatError, match=re.escape(message)) as caught:
+        parse_label_config(config)
+    assert "\n" not in str(caught.value)
+
+
+def test_project_settings_that_fight_are_refused() -> None:
+    check_project_settings({"id": 1, "maximum_annotations": 1, "overlap_cohort_percentage": 100})
+    with pytest.raises(InvalidParameterError, match="maximum_annotations\\) = 3"):
+        check_project_settings({"id": 1, "maximum_annotations": 3})
+    with pytest.raises(InvalidParameterError, match="overlap_cohort_percentage = 50"):
+        check_project_settings({"id": 1, "maximum_annotations": 1, "overlap_cohort_percentage": 50})
+
+
+# ---------------------------------------------------------------------------------------------
+# counting annotations
+# ---------------------------------------------------------------------------------------------
+def _annotation(aid: int, user: int, label: str | None, **extra: Any) -> dict[str, Any]:
+    result = [] if label is None else CONTROL.result(label)
+    return {"id": aid, "completed_by": user, "result": result, **extra}
+
+
+def test_task_annotations_counts_like_label_studio() -> None:
+    task = {
+        "id": 7,
+        "annotations": [
+            _annotation(5, 2, "yes"),
+            _annotation(3, 1, "no"),
+            _annotation(4, 3, "yes", was_cancelled=True),  # a skip
+            _annotation(6, 1, "yes"),  # the same annotator again: the first one stands
+            _annotation(8, 4, None),  # submitted without a choice
+            _annotation(9, 5, "maybe"),  # not a class
+        ],
+    }
+    assert task_annotations(task, CONTROL) == [
+        TaskAnnotation(3, 1, "no"),
+        TaskAnnotation(5, 2, "yes"),
+        TaskAnnotation(8, 4, None),
+        TaskAnnotation(9, 5, None),
+    ]
+
+
+def test_unrecorded_is_what_follows_the_recorded_prefix() -> None:
+    annotations = [
+        TaskAnnotation(1, 1, "no"),
+        TaskAnnotation(2, 2, None),
+        TaskAnnotation(3, 3, "y"),
+    ]
+    assert unrecorded(annotations, 0) == [annotations[0], annotations[2]]
+    assert unrecorded(annotations, 1) == [annotations[2]]
+    assert unrecorded(annotations, 2) == []
+    assert unrecorded(annotations, 5) == []
+
+
+def test_desired_task_state() -> None:
+    assert desired_task_state(2, 1) == {"overlap": 3, "is_labeled": False}
+    assert desired_task_state(2, 0) == {"overlap": 2, "is_labeled": True}
+    assert desired_task_state(0, 0) == {"overlap": 1, "is_labeled": True}
+
+
+def test_webhook_task_ids() -> None:
+    payload = {"action": "ANNOTATION_CREATED", "annotation": {"id": 1, "task": 12}}
+    assert webhook_task_ids(payload) == [12]
+    bulk = {"action": "ANNOTATIONS_CREATED", "annotations": [{"task": 1}, {"task": 2}]}
+    assert webhook_task_ids(bulk) == [1, 2]
+    assert webhook_task_ids({"action": "PROJECT_UPDATED"}) == []
+    assert webhook_task_ids("nonsense") == []
+
+
+def test_webhook_receiver_checks_the_secret() -> None:
+    receiver = WebhookReceiver("127.0.0.1", 0, "s3cret").start()
+    try:
+        body = json.dumps({"action": "ANNOTATION_CREATED", "annotation": {"task": 4}}).encode()
+        url = f"http://127.0.0.1:{receiver.port}/"
+        bad = urllib.request.Request(url, data=body, headers={WEBHOOK_SECRET_HEADER: "no"})
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            urllib.request.urlopen(bad, timeout=5)
+        good = urllib.request.Request(url, data=body, headers={WEBHOOK_SECRET_HEADER: "s3cret"})
+        with urllib.request.urlopen(good, timeout=5) as response:
+            assert response.status == 200
+        assert receiver.task_ids.get(timeout=5) == 4
+        assert receiver.task_ids.empty()
+    finally:
+        receiver.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# the controller against an in-process stand-in of the REST API
+# ---------------------------------------------------------------------------------------------
+class FakeLabelStudio:
+    """Label Studio's task rules, in memory (see the module docstring)."""
+
+    def __init__(self, n_tasks: int, maximum_annotations: int = 1) -> None:
+        self.project = {
+            "id": 1,
+            "label_config": CONFIG,
+            "maximum_annotations": maximum_annotations,
+            "overlap_cohort_percentage": 100,
+        }
+        self.tasks = {
+            100 + k: {"id": 100 + k, "overlap": 1, "is_labeled": False, "annotations": []}
+            for k in range(n_tasks)
+        }
+        self.predictions: dict[int, dict[str, Any]] = {}
+        self.patches = 0
+        self._next_id = 1
+
+    def _annotators(self, task: dict[str, Any]) -> set[int]:
+        return {a["completed_by"] for a in task["annotations"] if not a.get("was_cancelled")}
+
+    def annotate(self, task_id: int, user: int, label: str) -> None:
+        task = self.tasks[task_id]
+        task["annotations"].append(_annotation(self._next_id, user, label))
+        self._next_id += 1
+        task["is_labeled"] = len(self._annotators(task)) >= task["overlap"]
+
+    def next_task(self, user: int) -> int | None:
+        for task_id, task in self.tasks.items():
+            if not task["is_labeled"] and user not in self._annotators(task):
+                return task_id
+        return None
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path, method = request.url.path, request.method
+        if path == "/api/projects/1":
+            return httpx.Response(200, json=self.project)
+        if path == "/api/tasks":  # the plain list: no annotations in it
+            page = int(request.url.params.get("page", 1))
+            size = int(request.url.params.get("page_size", 100))
+            rows = list(self.tasks.values())[(page - 1) * size : page * size]
+            rows = [{k: v for k, v in t.items() if k != "annotations"} for t in rows]
+            return httpx.Response(200, json={"tasks": rows, "total": len(self.tasks)})
+        if path == "/api/projects/1/export":  # annotated tasks only, skips included
+            rows = [t for t in self.tasks.values() if t["annotations"]]
+            return httpx.Response(200, json=rows)
+        match = re.fullmatch(r"/api/tasks/(\d+)/annotations", path)
+        if match:
+            annotations = self.tasks[int(match.group(1))]["annotations"]
+            finished = [a for a in annotations if not a.get("was_cancelled")]
+            return httpx.Response(200, json=finished)
+        match = re.fullmatch(r"/api/tasks/(\d+)", path)
+        if match and method == "PATCH":
+            task = self.tasks[int(match.group(1))]
+            task.update(json.loads(request.content))
+            self.patches += 1
+            return httpx.Response(200, json=task)
+        if path == "/api/predictions" and method == "GET":
+            return httpx.Response(200, json=list(self.predictions.values()))
+        if path == "/api/predictions" and method == "POST":
+            body = json.loads(request.content)
+            body["id"] = 1000 + len(self.predictions)
+            self.predictions[body["id"]] = body
+            return httpx.Response(201, json=body)
+        match = re.fullmatch(r"/api/predictions/(\d+)", path)
+        if match and method == "PATCH":
+            self.predictions[int(match.group(1))].update(json.loads(request.content))
+            return httpx.Response(200, json=self.predictions[int(match.group(1))])
+        return httpx.Response(404, json={"detail": f"no route {method} {path}"})
+
+    def open_tasks(self) -> list[int]:
+        return [t for t, task in self.tasks.items() if not task["is_labeled"]]
+
+    def usable(self) -> int:
+        return sum(len(task_annotations(t, CONTROL)) for t in self.tasks.values())
+
+
+def _api(fake: FakeLabelStudio) -> LabelStudioAPI:
+    return LabelStudioAPI("http://ls.test", "token", transport=httpx.MockTransport(fake.handle))
+
+
+def _work(fake: FakeLabelStudio, sync: LabelStudioSync, rng: np.random.Generator, n: int) -> int:
+    """``n`` rounds of: an annotator takes an open task and answers; the controller reconciles
+    the task (as on a webhook). Returns the annotations given."""
+    given = 0
+    for _ in range(n):
+        user = int(rng.integers(1, 9))
+        task_id = fake.next_task(user)
+        if task_id is None:
+            continue
+        fake.annotate(task_id, user, "yes" if rng.random() < 0.8 else "no")
+        given += 1
+        sync.reconcile_tasks([task_id])
+    return given
+
+
+def test_controller_keeps_only_its_slots_open_and_never_overspends() -> None:
+    fake = FakeLabelStudio(n_tasks=20)
+    store = EventStore("sqlite://")
+    sync = LabelStudioSync.connect(_api(fake), 1, store, budget=30, open_slots=4)
+    sync.reconcile_all()
+    assert len(fake.open_tasks()) == 4  # all 20 were open; now only the policy's choices
+    rng = np.random.default_rng(0)
+    _work(fake, sync, rng, 200)
+    assert sync.done()
+    report = sync.report()
+    assert report.spent == 30 and report.over_submissions == 0
+    assert fake.usable() == 30
+    assert fake.open_tasks() == []  # everything closed once the budget is spent
+    # a submission to a closed task (Label Studio accepts it) is recorded free and reported
+    fake.annotate(100, 99, "no")
+    sync.reconcile_all()
+    report = sync.report()
+    assert report.over_submissions == 1 and report.labels == 31 and report.spent == 30
+    assert fake.usable() <= report.budget + report.over_submissions
+
+
+def test_a_restart_records_what_it_missed_and_nothing_twice() -> None:
+    fake = FakeLabelStudio(n_tasks=15)
+    store = EventStore("sqlite://")
+    sync = LabelStudioSync.connect(_api(fake), 1, store, budget=40, open_slots=5)
+    sync.reconcile_all()
+    rng = np.random.default_rng(1)
+    _work(fake, sync, rng, 10)
+    # the controller dies; annotators keep filling the open slots, no webhook reaches anyone
+    missed = 0
+    for user in range(1, 9):
+        task_id = fake.next_task(user)
+        if task_id is not None:
+            fake.annotate(task_id, user, "no")
+            missed += 1
+    assert missed > 0
+    before = sync.campaign.status()["n_labels"]
+    resumed = LabelStudioSync.connect(_api(fake), 1, store, budget=None, open_slots=5)
+    assert resumed.n_open_slots() == sync.n_open_slots()  # the slots came back from the store
+    assert resumed.reconcile_all() == missed
+    assert resumed.campaign.status()["n_labels"] == before + missed
+    assert resumed.reconcile_all() == 0  # idempotent
+    _work(fake, resumed, rng, 300)
+    assert resumed.done()
+    counts = resumed.campaign.results()["n_labels"]
+    for task_id, task in fake.tasks.items():
+        assert counts[str(task_id)] == len(task_annotations(task, CONTROL))
+    assert resumed.report().spent == 40
+
+
+def test_verdicts_are_written_once_per_change() -> None:
+    fake = FakeLabelStudio(n_tasks=6)
+    sync = LabelStudioSync.connect(_api(fake), 1, EventStore("sqlite://"), budget=12, open_slots=2)
+    sync.reconcile_all()
+    _work(fake, sync, np.random.default_rng(2), 50)
+    written = sync.write_verdicts()
+    results = sync.campaign.results()
+    assert written == int((results["n_labels"] > 0).sum()) == len(fake.predictions)
+    for prediction in fake.predictions.values():
+        row = results.loc[str(prediction["task"])]
+        assert prediction["result"] == CONTROL.result(row["label"])
+        assert prediction["score"] == round(float(row["confidence"]), 3)
+        assert prediction["model_version"] == "crowdbudget"
+    assert sync.write_verdicts() == 0
+
+
+def test_connect_refuses_what_cannot_work() -> None:
+    fake = FakeLabelStudio(n_tasks=3)
+    store = EventStore("sqlite://")
+    with pytest.raises(InvalidParameterError, match="give --budget"):
+        LabelStudioSync.connect(_api(fake), 1, store, budget=None)
+    with pytest.raises(InvalidParameterError, match="chooses workers"):
+        LabelStudioSync.connect(_api(fake), 1, store, budget=5, policy="bbta")
+    LabelStudioSync.connect(_api(fake), 1, store, budget=5)
+    with pytest.raises(InvalidParameterError, match="already has budget 5"):
+        LabelStudioSync.connect(_api(fake), 1, store, budget=6)
+    fixed = FakeLabelStudio(n_tasks=3, maximum_annotations=3)
+    with pytest.raises(InvalidParameterError, match="set it to 1"):
+        LabelStudioSync.connect(_api(fixed), 1, EventStore("sqlite://"), budget=5)
+
+
+def test_export_labels_is_the_crowdkit_table() -> None:
+    fake = FakeLabelStudio(n_tasks=2)
+    fake.annotate(100, 3, "yes")
+    fake.annotate(100, 4, "no")
+    fake.annotate(101, 3, "no")
+    frame = export_labels(_api(fake), 1)
+    assert frame.to_dict(orient="list") == {
+        "task": ["100", "100", "101"],
+        "worker": ["3", "4", "3"],
+        "label": ["yes", "no", "no"],
+    }
+
+
+def test_errors_are_one_line(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    token = tmp_path / "token"
+    token.write_text("abc\n")
+    fake = FakeLabelStudio(n_tasks=1)
+    with pytest.raises(LabelStudioError, match="404"):
+        _api(fake).request("GET", "/api/nowhere")
+    # nothing listens on port 9 of loopback: a clear line, status 2
+    argv = ["labelstudio", "export", "--url", "http://127.0.0.1:9", "--token-file", str(token)]
+    assert main([*argv, "--project", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach Label Studio" in err and err.count("\n") == 1
+    assert main([*argv[:-1], str(tmp_path / "missing"), "--project", "1"]) == 2
+    assert "cannot read token file" in capsys.readouterr().err
+    assert main(["labelstudio", "sync", "--url", "ftp://x", "--token-file", str(token),
+                 "--project", "1"]) == 2  # fmt: skip
+    assert "must start with http" in capsys.readouterr().err

@@ -133,7 +133,7 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
         "--db",
         db,
         "--open-slots",
-        "12",
+        "16",
         "--max-labels-per-task",
         "8",
         "--webhook-listen",
@@ -150,7 +150,7 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def steered() -> bool:  # the first reconciliation closed every task without an open slot
-        return sum(not t["is_labeled"] for t in api.tasks(project_id)) <= 12
+        return sum(not t["is_labeled"] for t in api.tasks(project_id)) <= 16
 
     assert _wait_for(steered, timeout=120), "the sync never closed the tasks it does not want"
     _log("sync steering; annotators start")
@@ -234,6 +234,7 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
             "annotations_while_down": during_downtime,
             "recorded_by_reconciliation": report["recorded_by_reconciliation"],
             "accuracy": dynamic_accuracy,
+            "empty_polls": sum(log.empty_polls for log in annotators.logs),
         },
         "fixed_overlap_majority_vote": {
             "annotations": len(fixed_labels),

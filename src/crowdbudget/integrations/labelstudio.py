@@ -301,6 +301,8 @@ class LabelStudioAPI:
         if not token or any(c.isspace() for c in token):
             raise InvalidParameterError("the Label Studio token must be one word (no spaces)")
         self.url = url.rstrip("/")
+        self.requests = 0  # how many requests, and the seconds spent waiting on them
+        self.request_seconds = 0.0
         self._httpx = httpx
         self._http = httpx.Client(
             base_url=self.url,
@@ -314,12 +316,16 @@ class LabelStudioAPI:
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """One request; any failure becomes a one-line :class:`LabelStudioError`."""
+        start = time.monotonic()
         try:
             response = self._http.request(method, path, **kwargs)
         except self._httpx.HTTPError as error:
             raise LabelStudioError(
                 f"cannot reach Label Studio at {self.url} ({type(error).__name__}: {error})"
             ) from None
+        finally:
+            self.requests += 1
+            self.request_seconds += time.monotonic() - start
         if response.status_code >= 400:
             detail = response.text[:200].replace("\n", " ")
             try:
@@ -836,6 +842,10 @@ class LabelStudioSync:
             webhook_tasks=self.webhook_tasks,
             recorded_by_reconciliation=self.recorded_by_reconciliation,
             predictions_written=self.predictions_written,
+            extra={
+                "requests": self.api.requests,
+                "request_seconds": round(self.api.request_seconds, 3),
+            },
         )
 
 

@@ -100,7 +100,8 @@ class SimulatedAnnotators:
         truth: hidden true class per Label Studio task id.
         rng: generator; each annotator gets its own stream from it.
         from_name, to_name: the project's Choices control.
-        poll: seconds to wait after "no task for you" before asking again.
+        poll: seconds to wait after a first "no task for you"; doubled on each further one
+            up to 8 × poll (people do not hammer the server either), reset by a task.
     """
 
     def __init__(
@@ -114,7 +115,7 @@ class SimulatedAnnotators:
         from_name: str = "entailment",
         to_name: str = "text",
         classes: Sequence[str] = RTE_CLASSES,
-        poll: float = 0.2,
+        poll: float = 0.25,
     ) -> None:
         if len(tokens) != len(reliabilities):
             raise ValueError("one reliability per token")
@@ -137,6 +138,10 @@ class SimulatedAnnotators:
             thread.start()
         return self
 
+    def running(self) -> bool:
+        """Whether any annotator is still working."""
+        return any(thread.is_alive() for thread in self._threads)
+
     def join(self) -> None:
         self.stop.set()
         for thread in self._threads:
@@ -146,6 +151,7 @@ class SimulatedAnnotators:
         rng = np.random.default_rng(self.seeds[j])
         api = LabelStudioAPI(self.url, self.tokens[j])
         log = self.logs[j]
+        wait = self.poll
         try:
             while not self.stop.is_set() and time.monotonic() < end:
                 try:
@@ -154,8 +160,10 @@ class SimulatedAnnotators:
                     if " 404 " not in str(error):
                         log.errors.append(str(error))
                     log.empty_polls += 1
-                    self.stop.wait(self.poll)
+                    self.stop.wait(wait)
+                    wait = min(2 * wait, 8 * self.poll)
                     continue
+                wait = self.poll
                 true_class = self.truth[int(task["id"])]
                 if rng.random() < self.reliabilities[j]:
                     answer = true_class

@@ -68,12 +68,16 @@ stop_labelstudio() {
 trap stop_labelstudio EXIT
 
 # First start runs the migrations (about a minute); bounded wait on loopback only.
+healthy() {
+    python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$LS_PORT/health', timeout=5)" \
+        2>/dev/null
+}
 for _ in $(seq 1 300); do
-    if curl -fsS -o /dev/null "http://127.0.0.1:$LS_PORT/health" 2>/dev/null; then break; fi
+    if healthy; then break; fi
     if ! kill -0 "$LS_PID" 2>/dev/null; then cat "$LS_DATA/server.log" >&2; exit 1; fi
     sleep 1
 done
-curl -fsS -o /dev/null "http://127.0.0.1:$LS_PORT/health"
+healthy || { echo "Label Studio did not come up in 300 s" >&2; tail -20 "$LS_DATA/server.log" >&2; exit 1; }
 
 # Annotator accounts with legacy tokens, in the admin's organization (open source has no roles;
 # this is what `label-studio user` would do eight times, in one Django start).

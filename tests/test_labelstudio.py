@@ -365,3 +365,18 @@ def test_errors_are_one_line(tmp_path: Any, capsys: pytest.CaptureFixture[str]) 
     assert main(["labelstudio", "sync", "--url", "ftp://x", "--token-file", str(token),
                  "--project", "1"]) == 2  # fmt: skip
     assert "must start with http" in capsys.readouterr().err
+
+
+def test_a_skip_fills_no_slot() -> None:
+    fake = FakeLabelStudio(n_tasks=4)
+    sync = LabelStudioSync.connect(_api(fake), 1, EventStore("sqlite://"), budget=6, open_slots=1)
+    sync.reconcile_all()
+    (task_id,) = fake.open_tasks()
+    task = fake.tasks[task_id]
+    task["annotations"].append(_annotation(500, 7, None, was_cancelled=True))
+    sync.reconcile_tasks([task_id])
+    assert sync.n_open_slots() == 1 and fake.open_tasks() == [task_id]
+    assert sync.campaign.status()["n_labels"] == 0
+    fake.annotate(task_id, 8, "yes")
+    sync.reconcile_tasks([task_id])
+    assert sync.campaign.status()["n_labels"] == 1 and sync.report().spent == 1

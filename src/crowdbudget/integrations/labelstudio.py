@@ -53,6 +53,7 @@ import time
 import uuid
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -303,6 +304,7 @@ class LabelStudioAPI:
         self.url = url.rstrip("/")
         self.requests = 0  # how many requests, and the seconds spent waiting on them
         self.request_seconds = 0.0
+        self._count_lock = threading.Lock()
         self._httpx = httpx
         self._http = httpx.Client(
             base_url=self.url,
@@ -324,8 +326,9 @@ class LabelStudioAPI:
                 f"cannot reach Label Studio at {self.url} ({type(error).__name__}: {error})"
             ) from None
         finally:
-            self.requests += 1
-            self.request_seconds += time.monotonic() - start
+            with self._count_lock:
+                self.requests += 1
+                self.request_seconds += time.monotonic() - start
         if response.status_code >= 400:
             detail = response.text[:200].replace("\n", " ")
             try:
@@ -540,6 +543,7 @@ class LabelStudioSync:
         control: ChoicesControl,
         *,
         open_slots: int = 10,
+        concurrency: int = 8,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if open_slots < 1:
@@ -549,6 +553,7 @@ class LabelStudioSync:
         self.campaign = campaign
         self.control = control
         self.open_slots = open_slots
+        self.concurrency = concurrency  # requests in flight at once (PATCHes, webhook reads)
         self.clock = clock
         self._item_index = {item: k for k, item in enumerate(campaign.item_ids)}
         # open slots per item (assignment ids), rebuilt from the store: the campaign keeps its
@@ -691,14 +696,29 @@ class LabelStudioSync:
         return len(new), len(counted)
 
     def _push_states(self, items: Iterable[int]) -> None:
-        """Write each item's desired open/closed state where Label Studio differs."""
+        """Write each item's desired open/closed state where Label Studio differs (the
+        PATCHes go out concurrently: each is one round trip the annotators wait on)."""
+        changes: dict[int, dict[str, Any]] = {}
         for item in sorted(set(items)):
             task_id = int(self.campaign.item_ids[item])
             overlap, is_labeled, annotators = self._seen.get(task_id, (0, False, 0))
             state = desired_task_state(annotators, len(self._slots.get(item, ())))
             if (overlap, is_labeled) != (state["overlap"], state["is_labeled"]):
-                self.api.set_task_state(task_id, state)
-                self._seen[task_id] = (state["overlap"], state["is_labeled"], annotators)
+                changes[task_id] = state
+        self._concurrently(
+            lambda task_id: self.api.set_task_state(task_id, changes[task_id]), list(changes)
+        )
+        for task_id, state in changes.items():
+            annotators = self._seen.get(task_id, (0, False, 0))[2]
+            self._seen[task_id] = (state["overlap"], state["is_labeled"], annotators)
+
+    def _concurrently(self, call: Callable[[int], Any], task_ids: list[int]) -> list[Any]:
+        """``call`` on each task id, at most :attr:`concurrency` requests at a time, results
+        in order; the first error is raised (after the others finished)."""
+        if len(task_ids) <= 1 or self.concurrency <= 1:
+            return [call(task_id) for task_id in task_ids]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(task_ids))) as pool:
+            return list(pool.map(call, task_ids))
 
     def _reconcile(
         self,
@@ -750,7 +770,8 @@ class LabelStudioSync:
         """The same for a few tasks (those a webhook named), from their annotations alone."""
         ids = sorted(set(task_ids))
         self.webhook_tasks += len(ids)
-        return self._reconcile({t: self.api.task_annotations(t) for t in ids}, None)
+        fetched = self._concurrently(self.api.task_annotations, ids)
+        return self._reconcile(dict(zip(ids, fetched, strict=True)), None)
 
     # ------------------------------------------------------------------ verdicts
     def write_verdicts(self, *, precision: int = 3) -> int:

@@ -380,3 +380,25 @@ def test_a_skip_fills_no_slot() -> None:
     fake.annotate(task_id, 8, "yes")
     sync.reconcile_tasks([task_id])
     assert sync.campaign.status()["n_labels"] == 1 and sync.report().spent == 1
+
+
+def test_run_survives_a_failed_request_and_stops_when_told() -> None:
+    fake = FakeLabelStudio(n_tasks=5)
+    handle = fake.handle
+    exports = {"calls": 0}
+
+    def flaky(request: httpx.Request) -> httpx.Response:  # exports 1 and 3 fail
+        if request.url.path.endswith("/export"):
+            exports["calls"] += 1
+            if exports["calls"] in (1, 3):
+                return httpx.Response(503, json={"detail": "restarting"})
+        return handle(request)
+
+    api = LabelStudioAPI("http://ls.test", "token", transport=httpx.MockTransport(flaky))
+    store = EventStore("sqlite://")
+    sync = LabelStudioSync.connect(api, 1, store, budget=10, open_slots=2)
+    with pytest.raises(LabelStudioError, match="503"):
+        sync.run(interval=0.05, max_seconds=0.2)  # the first reconciliation must work
+    report = sync.run(interval=0.05, max_seconds=0.5)  # export 3 fails inside the loop
+    assert exports["calls"] >= 4 and report.reconciliations >= 2
+    assert not report.done and report.open_slots == 2 and len(fake.open_tasks()) == 2

@@ -815,28 +815,46 @@ class LabelStudioSync:
         verdict_interval: float = 30.0,
         max_seconds: float | None = None,
         stop: threading.Event | None = None,
+        max_failures: int = 5,
     ) -> SyncReport:
         """Reconcile, then follow webhook task ids from ``events`` (if any) with a full
         reconciliation every ``interval`` seconds, until :meth:`done`, ``max_seconds`` or
-        ``stop``; the verdicts are written every ``verdict_interval`` s and at the end."""
+        ``stop``; the verdicts are written every ``verdict_interval`` s and at the end.
+
+        A failed request (Label Studio restarting, a timeout) does not end the run: every
+        label already recorded is in the store, so the next round starts with a full
+        reconciliation; ``max_failures`` failures in a row do end it (the error is raised).
+        """
         start = self.clock()
         self.reconcile_all()
         last_full = last_verdict = self.clock()
+        failures = 0
         while not (stop is not None and stop.is_set()):
-            if self.done():
-                break
-            now = self.clock()
-            if max_seconds is not None and now - start >= max_seconds:
-                break
-            task_ids = _drain(events, timeout=max(0.0, interval - (now - last_full)))
-            if task_ids:
-                self.reconcile_tasks(task_ids)
-            if self.clock() - last_full >= interval:
-                self.reconcile_all()
-                last_full = self.clock()
-            if self.clock() - last_verdict >= verdict_interval:
-                self.write_verdicts()
-                last_verdict = self.clock()
+            try:
+                if self.done():
+                    break
+                now = self.clock()
+                if max_seconds is not None and now - start >= max_seconds:
+                    break
+                task_ids = _drain(events, timeout=max(0.0, interval - (now - last_full)))
+                if task_ids:
+                    self.reconcile_tasks(task_ids)
+                if self.clock() - last_full >= interval:
+                    self.reconcile_all()
+                    last_full = self.clock()
+                if self.clock() - last_verdict >= verdict_interval:
+                    self.write_verdicts()
+                    last_verdict = self.clock()
+                failures = 0
+            except LabelStudioError:
+                failures += 1
+                if failures >= max_failures:
+                    raise
+                last_full = -float("inf")  # what Label Studio holds is unknown: re-read all
+                if stop is not None:
+                    stop.wait(min(interval, 2.0**failures))
+                else:
+                    time.sleep(min(interval, 2.0**failures))
         self.reconcile_all()
         self.write_verdicts()
         report = self.report()

@@ -888,8 +888,10 @@ class LabelStudioSync:
         )
 
 
-def _drain(events: queue.Queue[int] | None, timeout: float) -> list[int]:
-    """Wait up to ``timeout`` s for the first task id, then take whatever else is queued."""
+def _drain(events: queue.Queue[int] | None, timeout: float, window: float = 0.25) -> list[int]:
+    """Wait up to ``timeout`` s for the first task id, then gather what arrives within
+    ``window`` s more: a batch costs two concurrent rounds of requests (read, then write)
+    instead of two per annotation."""
     if events is None:
         time.sleep(timeout)
         return []
@@ -898,6 +900,12 @@ def _drain(events: queue.Queue[int] | None, timeout: float) -> list[int]:
     except queue.Empty:
         return []
     ids = [first]
+    end = time.monotonic() + window
+    while (left := end - time.monotonic()) > 0:
+        try:
+            ids.append(events.get(timeout=left))
+        except queue.Empty:
+            break
     while True:
         try:
             ids.append(events.get_nowait())

@@ -707,9 +707,7 @@ class Campaign:
     def _record(self, assignment_id: str) -> _Record:
         record = self._records.get(assignment_id)
         if record is None:
-            raise UnknownAssignmentError(
-                f"no assignment {_short(assignment_id)} in this campaign"
-            )
+            raise UnknownAssignmentError(f"no assignment {_short(assignment_id)} in this campaign")
         return record
 
     def assignment(self, assignment_id: str) -> PendingAssignment:

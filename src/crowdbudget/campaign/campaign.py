@@ -51,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import time
@@ -120,9 +121,11 @@ class _Record:
     label: int | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def _decimal(value: float) -> Decimal:
     """A price or budget as the decimal number it was written as (``0.1`` is one tenth, not
-    the binary float nearest to it): its shortest repr, which round-trips exactly."""
+    the binary float nearest to it): its shortest repr, which round-trips exactly. Cached:
+    a campaign has few distinct prices, and this runs on every assignment and label."""
     return Decimal(repr(float(value)))
 
 

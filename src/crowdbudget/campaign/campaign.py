@@ -661,9 +661,11 @@ class Campaign:
             excluded = excluded | self._saturated
         # items with work pending come last: the policy's scores do not move until a label
         # comes back, so without this every arriving worker would get the same top item
-        choice = self.policy.select_excluding(self.state, excluded | self._busy)
+        # pull mode: the policy is told who asks (a worker it knows from earlier events; a
+        # newcomer has no index yet), so e.g. Requallo refuses a worker it blocked as a spammer
+        choice = self.policy.select_excluding(self.state, excluded | self._busy, worker=worker)
         if choice is None and self._busy:  # only items with pending work are left
-            choice = self.policy.select_excluding(self.state, excluded)
+            choice = self.policy.select_excluding(self.state, excluded, worker=worker)
         if choice is None:
             return None
         choice = replace(choice, price=price)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.request
 from typing import Any
 
@@ -402,3 +403,17 @@ def test_run_survives_a_failed_request_and_stops_when_told() -> None:
     report = sync.run(interval=0.05, max_seconds=0.5)  # export 3 fails inside the loop
     assert exports["calls"] >= 4 and report.reconciliations >= 2
     assert not report.done and report.open_slots == 2 and len(fake.open_tasks()) == 2
+
+
+def test_an_expired_slot_returns_its_budget_and_a_late_annotation_is_reported() -> None:
+    fake = FakeLabelStudio(n_tasks=3)
+    store = EventStore("sqlite://")
+    sync = LabelStudioSync.connect(_api(fake), 1, store, budget=2, open_slots=1, slot_ttl=0.05)
+    sync.reconcile_all()
+    (task_id,) = fake.open_tasks()
+    time.sleep(0.1)  # the slot expires; its holder answers late
+    fake.annotate(task_id, 5, "yes")
+    sync.reconcile_tasks([task_id])
+    report = sync.report()
+    assert report.over_submissions == 1 and report.spent == 0
+    assert report.open_slots == 1  # the budget came back and was committed again

@@ -60,7 +60,7 @@ from typing import Any
 
 import pandas as pd
 
-from crowdbudget.campaign import Campaign, EventStore
+from crowdbudget.campaign import AssignmentError, Campaign, EventStore
 from crowdbudget.exceptions import CrowdBudgetError, DataFormatError, InvalidParameterError
 from crowdbudget.registry import make_policy
 
@@ -556,13 +556,13 @@ class LabelStudioSync:
         self.concurrency = concurrency  # requests in flight at once (PATCHes, webhook reads)
         self.clock = clock
         self._item_index = {item: k for k, item in enumerate(campaign.item_ids)}
-        # open slots per item (assignment ids), rebuilt from the store: the campaign keeps its
-        # assignments private, its event log is public
+        # open slots per item (assignment ids, oldest first), from the campaign's pending
+        # assignments (those of placeholder workers; over-submissions never hold one)
         self._slots: dict[int, list[str]] = {}
-        for event in campaign.store.events(campaign.campaign_id):
-            if event.kind == "assigned":
-                self._slots.setdefault(int(event.payload["item"]), []).append(event.payload["id"])
-        self._prune_slots()
+        for pending in campaign.pending_assignments():
+            if pending.worker_id.startswith(SLOT_WORKER_PREFIX):
+                item = self._item_index[pending.item_id]
+                self._slots.setdefault(item, []).append(pending.assignment_id)
         # what Label Studio last showed or was told, per task: (overlap, is_labeled, annotators)
         self._seen: dict[int, tuple[int, bool, int]] = {}
         self._unusable: dict[int, int] = {}
@@ -683,17 +683,29 @@ class LabelStudioSync:
         new = unrecorded(counted, n_recorded)
         for annotation in new:
             assert annotation.label is not None
-            slot = self._slots.get(item)
-            if slot:
-                self.campaign.record_label(slot.pop(0), annotation.label)
-                if not slot:
-                    del self._slots[item]
-            else:  # no open slot: an over-submission, recorded free and reported
+            if not self._fill_slot(item, annotation.label):
+                # no open slot: an over-submission, recorded free and reported
                 worker = f"{LABELSTUDIO_WORKER_PREFIX}{annotation.annotator}"
                 self.campaign.import_labels(
                     pd.DataFrame({"task": [key], "worker": [worker], "label": [annotation.label]})
                 )
         return len(new), len(counted)
+
+    def _fill_slot(self, item: int, label: str) -> bool:
+        """Record ``label`` on the item's oldest open slot; False if it has none left (a slot
+        past its time-to-live that housekeeping has not released yet takes no label)."""
+        slots = self._slots.get(item, [])
+        while slots:
+            assignment_id = slots.pop(0)
+            try:
+                self.campaign.record_label(assignment_id, label)
+            except AssignmentError:
+                continue
+            finally:
+                if not slots:
+                    self._slots.pop(item, None)
+            return True
+        return False
 
     def _push_states(self, items: Iterable[int]) -> None:
         """Write each item's desired open/closed state where Label Studio differs (the

@@ -790,21 +790,24 @@ class LabelStudioSync:
         """Write each labeled task's final label and confidence as its crowdbudget
         prediction where it changed (confidence compared at ``precision`` decimals)."""
         results = self.campaign.results()
-        n = 0
+        changed: dict[int, tuple[str, float]] = {}
         for task_id, label, confidence, n_labels in results.itertuples():
-            if n_labels == 0:
-                continue
-            tid = int(task_id)
             verdict = (str(label), round(float(confidence), precision))
-            if self._written.get(tid) == verdict:
-                continue
-            self._prediction_ids[tid] = self.api.write_prediction(
-                tid, self.control.result(verdict[0]), verdict[1], self._prediction_ids.get(tid)
+            if n_labels > 0 and self._written.get(int(task_id)) != verdict:
+                changed[int(task_id)] = verdict
+
+        def write(task_id: int) -> int:
+            label, score = changed[task_id]
+            return self.api.write_prediction(
+                task_id, self.control.result(label), score, self._prediction_ids.get(task_id)
             )
-            self._written[tid] = verdict
-            n += 1
-        self.predictions_written += n
-        return n
+
+        ids = list(changed)
+        for task_id, prediction_id in zip(ids, self._concurrently(write, ids), strict=True):
+            self._prediction_ids[task_id] = prediction_id
+            self._written[task_id] = changed[task_id]
+        self.predictions_written += len(ids)
+        return len(ids)
 
     # ------------------------------------------------------------------ the loop
     def done(self) -> bool:

@@ -36,8 +36,10 @@ How the two models meet (verified against Label Studio 1.23.2 open source, Postg
   webhook that never arrived (Label Studio sends it once, inside the annotation request, with
   a 1 s timeout) is recovered by the next periodic reconciliation.
 - **Verdict.** The campaign's final label and its posterior probability are written back as
-  one prediction per task (``model_version`` "crowdbudget"); its ``score`` orders open tasks
-  under the project's "Uncertainty sampling" (lowest score first).
+  one prediction per task (``model_version`` "crowdbudget", ``score`` the posterior
+  probability of the final label).
+- **Priority.** Which tasks are open is the policy's priority (only the ``open_slots`` tasks
+  it wants most are open); the project keeps Label Studio's default sequential sampling.
 
 Project settings that would fight this are refused (:func:`check_project_settings`):
 ``maximum_annotations`` ≠ 1 or ``overlap_cohort_percentage`` < 100 make Label Studio rewrite

@@ -601,3 +601,24 @@ def test_no_json_detail_echoes_a_large_input(api: Api) -> None:
     headers = {**api.headers(OPERATOR), "content-type": "application/json"}
     response = api.client.post("/v1/campaigns", content=body, headers=headers)
     assert response.status_code == 422 and len(response.content) < 1000
+
+
+def test_results_take_another_verdict_after_the_fact(api: Api) -> None:
+    created = api.create(budget=12, verdict="posterior")
+    cid, boss = created["campaign_id"], created["requester_key"]
+    for k in range(6):
+        token = api.worker(cid, boss, f"w{k}")
+        work = api.call("POST", f"/v1/campaigns/{cid}/assignments", token).json()
+        path = f"/v1/campaigns/{cid}/assignments/{work['assignment_id']}/label"
+        api.call("POST", path, token, json={"label": str(k % 2)})
+    default = api.call("GET", f"/v1/campaigns/{cid}/results", boss).json()
+    by_ds = api.call("GET", f"/v1/campaigns/{cid}/results", boss, params={"verdict": "ds"})
+    assert by_ds.status_code == 200 and len(by_ds.json()) == len(default) == 6
+    api.refused("GET", f"/v1/campaigns/{cid}/results", boss, 422, params={"verdict": "nope"})
+    api.refused(
+        "POST",
+        "/v1/campaigns",
+        OPERATOR,
+        422,
+        json={"items": ["a"], "budget": 1, "verdict": "nope"},
+    )

@@ -10,7 +10,8 @@ the loopback webhook receiver), named by three environment variables that
 
 Without them every test here is skipped, unless ``CROWDBUDGET_REQUIRE_LABELSTUDIO=1`` (CI),
 which makes a missing server a failure. ``CROWDBUDGET_LABELSTUDIO_TASKS`` (default 200) scales
-the run down when CPU is short.
+the run down when CPU is short; ``CROWDBUDGET_LABELSTUDIO_SEED`` (default 20) picks the tasks
+and the annotators' reliabilities.
 
 The run: a project with a binary Choices config and N tasks whose hidden truth is RTE's gold;
 8 simulated annotators with RTE-like reliabilities pull tasks through ``/next`` and submit
@@ -70,7 +71,7 @@ if not (URL and TOKEN_FILE and ANNOTATORS):
 
 N_TASKS = int(os.environ.get("CROWDBUDGET_LABELSTUDIO_TASKS", "200"))
 LABELS_PER_TASK = 3
-SEED = 20
+SEED = int(os.environ.get("CROWDBUDGET_LABELSTUDIO_SEED", "20"))
 
 
 _START = time.monotonic()

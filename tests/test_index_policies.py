@@ -129,5 +129,5 @@ def test_index_policy_refuses_prices_and_bad_parameters() -> None:
     priced = Problem(n_items=2, budget=4, n_workers=2, worker_prices=np.array([1.0, 2.0]))
     with pytest.raises(InvalidParameterError, match="unit prices"):
         make_policy("lagrangian-index").reset(priced, np.random.default_rng(0))
-    with pytest.raises(InvalidParameterError, match="arrival_rate"):
+    with pytest.raises(InvalidParameterError, match="arrival-rate"):
         make_policy("lagrangian-index:arrival-rate=-1")

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crowdbudget.bounds.lagrangian import lagrangian_bound
+from crowdbudget.experiments.continuous import run_continuous_experiment
 from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy, StateBuckets
 from crowdbudget.policies.ucb import ucb1_tuned_scores
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.continuous_time import (
     ContinuousTimeEnvironment,
-    run_continuous_experiment,
 )
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem

@@ -43,8 +43,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("crowdbudget.policies.bandits.epsilon_first", "crowdbudget.simulation.priced_workers"),
     ("crowdbudget.policies.bandits.kube", "crowdbudget.simulation.priced_workers"),
     ("crowdbudget.policies.bandits.trailsourcing", "crowdbudget.simulation.priced_workers"),
-    # the continuous-time experiment driver lives beside its world (step 4: one run_experiment)
-    ("crowdbudget.simulation.continuous_time", "crowdbudget.experiments.runner"),
 }
 
 

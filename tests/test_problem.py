@@ -68,3 +68,29 @@ def test_contexts_live_on_the_problem() -> None:
     old = ContextualProblem(n_items=3, budget=3, n_workers=2)
     assert isinstance(old, Problem) and old.contexts is not None
     assert old.contexts.tolist() == [0, 0, 0] and old.n_contexts == 1
+
+
+def test_campaign_state_tracks_each_workers_capacity() -> None:
+    from crowdbudget.exceptions import IneligibleAssignmentError
+    from crowdbudget.types import Assignment, CampaignState, LabelEvent
+
+    problem = Problem(n_items=2, budget=10, workers=WorkerSpec(2, capacities=[1, 2]))
+    state = CampaignState.initial(problem)
+    assert state.remaining_capacity is not None
+    first = Assignment(item=0, worker=0)
+    state.record_assignment(first)
+    assert state.remaining_capacity.tolist() == [0, 2] and not state.has_capacity(0)
+    with pytest.raises(IneligibleAssignmentError, match="worker 0 has no capacity left"):
+        state.record_assignment(Assignment(item=1, worker=0))
+    state.release_assignment(first)  # cancelled: the capacity comes back
+    assert state.remaining_capacity.tolist() == [1, 2]
+    state.record_assignment(first)
+    state.record_label(LabelEvent(item=0, worker=0, label=1), first)  # reserved -> used
+    assert state.remaining_capacity.tolist() == [0, 2]
+    # a label without a reservation (the world chose the worker) uses that worker's capacity
+    state.record_assignment(Assignment(item=1))
+    state.record_label(LabelEvent(item=1, worker=1, label=0), Assignment(item=1))
+    assert state.remaining_capacity.tolist() == [0, 1]
+    assert (
+        CampaignState.initial(Problem(n_items=2, budget=2, n_workers=2)).remaining_capacity is None
+    )

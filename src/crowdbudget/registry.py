@@ -291,7 +291,8 @@ class Spec:
 
     Made by :func:`parse` (grammar only: ``kind`` empty, nothing checked) or by
     :meth:`Registry.spec` (every parameter checked against the table). Picklable and
-    hashable: it is what crosses layers and processes, rather than the text.
+    hashable: it is what crosses layers and processes, rather than the text; ``str(spec)``
+    is the text exactly as given (results are labelled with it).
     """
 
     id: str
@@ -371,7 +372,7 @@ def parse(text: str) -> Spec:
             raise InvalidParameterError(f"parameter {key!r} is given twice in {text!r}")
         seen.add(key)
         params.append((key, value.strip()))
-    return Spec(id=name, params=tuple(params), text=str(text).strip())
+    return Spec(id=name, params=tuple(params), text=str(text))
 
 
 # --------------------------------------------------------------------------- registries

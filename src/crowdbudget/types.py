@@ -281,6 +281,9 @@ class CampaignState:
         time: the current time (continuous-time environments), else the number of events.
         pairs: the (item, worker) pairs that can still be asked, or None when every pair can
             (synthetic worlds, live campaigns).
+        remaining_capacity: labels each worker may still give, shape (n_workers,), or None
+            when the problem's workers have no capacities: ``workers.capacities`` minus the
+            labels received from each worker and the assignments pending with it.
     """
 
     problem: Problem
@@ -293,15 +296,18 @@ class CampaignState:
     time: float = 0.0
     pairs: PairAvailability | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    remaining_capacity: IntArray | None = None
 
     @classmethod
     def initial(cls, problem: Problem) -> CampaignState:
         """The state before any label: nothing spent, every item eligible."""
+        capacities = None if problem.workers is None else problem.workers.capacities
         return cls(
             problem=problem,
             label_counts=np.zeros((problem.n_items, problem.n_classes), dtype=np.int64),
             pending=np.zeros(problem.n_items, dtype=np.int64),
             eligible=np.ones(problem.n_items, dtype=bool),
+            remaining_capacity=None if capacities is None else capacities.copy(),
         )
 
     @property
@@ -326,8 +332,14 @@ class CampaignState:
         """Labels received for ``item``."""
         return int(self.label_counts[item].sum())
 
+    def has_capacity(self, worker: int | None) -> bool:
+        """Whether ``worker`` may take one more label (always, without capacities)."""
+        capacity = self.remaining_capacity
+        return capacity is None or worker is None or worker < 0 or bool(capacity[worker] > 0)
+
     def record_assignment(self, assignment: Assignment) -> None:
-        """Reserve budget for ``assignment`` (raises if it would overspend or is ineligible)."""
+        """Reserve budget (and the worker's capacity) for ``assignment`` (raises if it would
+        overspend, is ineligible or goes to a worker with no capacity left)."""
         if not 0 <= assignment.item < self.n_items or not self.eligible[assignment.item]:
             raise IneligibleAssignmentError(f"item {assignment.item} cannot be assigned now")
         if not self.can_afford(assignment.price):
@@ -335,18 +347,28 @@ class CampaignState:
                 f"assignment of price {assignment.price} exceeds the remaining budget "
                 f"{self.remaining:g}"
             )
+        if not self.has_capacity(assignment.worker):
+            raise IneligibleAssignmentError(f"worker {assignment.worker} has no capacity left")
         self.pending[assignment.item] += 1
         self.committed += assignment.price
+        self._use_capacity(assignment.worker, 1)
 
     def release_assignment(self, assignment: Assignment) -> None:
-        """Give back the budget of a cancelled or expired assignment."""
+        """Give back the budget (and capacity) of a cancelled or expired assignment."""
         self.pending[assignment.item] -= 1
         self.committed -= assignment.price
+        self._use_capacity(assignment.worker, -1)
+
+    def _use_capacity(self, worker: int | None, n: int) -> None:
+        if self.remaining_capacity is not None and worker is not None and worker >= 0:
+            self.remaining_capacity[worker] -= n
 
     def record_label(self, event: LabelEvent, assignment: Assignment | None = None) -> None:
-        """Count ``event``; settles ``assignment`` (its reservation becomes spending)."""
+        """Count ``event``; settles ``assignment`` (its reservation becomes spending, and the
+        worker's reserved capacity a used one)."""
         if assignment is not None:
             self.release_assignment(assignment)
+        self._use_capacity(event.worker, 1)
         self.label_counts[event.item, event.label] += 1
         self.spent += event.cost
         self.n_events += 1

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from crowdbudget._validation import check_budget, check_positive_int
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.registry import make_policy
+from crowdbudget.registry import Spec, make_policy, parse_policy
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import BoolArray, CampaignState, IntArray
 
@@ -228,7 +228,7 @@ def run_campaign(
 
 
 def _task(
-    policy_id: str,
+    policy_id: str | Spec,
     env: LabelingEnvironment,
     budgets: list[float],
     replication: int,
@@ -239,6 +239,7 @@ def _task(
     metrics: MetricsHook | None = None,
 ) -> list[dict[str, Any]]:
     policy = make_policy(policy_id)
+    label = str(policy_id)
     fast = metrics is None and _use_fast_engine(policy, env, mode, engine)
     runs = [budgets] if not policy.budget_aware else [[b] for b in budgets]
     rows: list[dict[str, Any]] = []
@@ -261,7 +262,7 @@ def _task(
                 metrics=metrics,
             )
         for row in campaign:
-            rows.append({"policy": policy_id, "replication": replication, **row})
+            rows.append({"policy": label, "replication": replication, **row})
     return rows
 
 
@@ -331,9 +332,11 @@ def run_experiment(
     policies = list(policies)
     if not policies:
         raise InvalidParameterError("at least one policy is needed")
-    for policy_id in policies:
+    # parsed and checked once here; the specs (not the strings) go to the worker processes
+    specs = {pid: parse_policy(pid) for pid in policies}
+    for spec in specs.values():
         # fail fast on unknown ids and unsupported engines, before any work
-        _use_fast_engine(make_policy(policy_id), env, mode, engine)
+        _use_fast_engine(make_policy(spec), env, mode, engine)
     budgets = sorted({check_budget(b) for b in budgets})
     env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
     n_reps = check_positive_int(n_reps, "reps")
@@ -342,7 +345,7 @@ def run_experiment(
     world_seeds = world_root.spawn(n_reps)
     policy_seeds = policy_root.spawn(n_reps)
     tasks = [
-        (pid, env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
+        (specs[pid], env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
         for pid in policies
         for r in range(n_reps)
     ]

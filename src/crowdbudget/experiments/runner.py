@@ -15,8 +15,7 @@ import contextlib
 import contextvars
 import os
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +26,12 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from crowdbudget._validation import check_budget, check_positive_int
+from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import Spec, make_policy, parse_policy
 from crowdbudget.simulation.environment import LabelingEnvironment
-from crowdbudget.types import BoolArray, CampaignState, IntArray
+from crowdbudget.types import CampaignState
 
 _SCHEDULER: contextvars.ContextVar[_DaskSession | None] = contextvars.ContextVar(
     "crowdbudget_scheduler", default=None
@@ -120,10 +120,9 @@ def _chunks(tasks: list[tuple[Any, ...]], n_workers: int) -> list[list[tuple[Any
 
 RUN_COLUMNS = ["policy", "budget", "replication", "accuracy", "labels_used", "seconds"]
 
-#: A metric hook: ``metrics(state, final_labels, true_labels, evaluation_mask) -> {name: value}``
-#: called at every checkpoint; its values become extra columns (summarized like accuracy).
-#: It must be a module-level function (it is pickled to worker processes).
-MetricsHook = Callable[[CampaignState, IntArray, IntArray, BoolArray], dict[str, float]]
+#: A metric hook (:data:`crowdbudget.engine.loop.MetricsHook`) is called at every checkpoint;
+#: its values become extra columns (summarized like accuracy). It must be a module-level
+#: function (it is pickled to worker processes).
 ENGINES = ("auto", "reference", "fast")
 
 
@@ -154,8 +153,7 @@ def run_campaign(
         early (``select`` returns None) or the world runs out of labels, every remaining
         checkpoint records the final state.
     """
-    if mode not in ("push", "pull"):
-        raise InvalidParameterError(f"mode must be 'push' or 'pull', got {mode!r}")
+    clock = Clock(mode)
     if (
         mode == "pull"
         and getattr(env, "pairs", None) is not None
@@ -174,57 +172,18 @@ def run_campaign(
     state.pairs = env.pairs
     if env.eligible is not None:
         state.eligible &= env.eligible
-    start = time.perf_counter()
-    policy.reset(problem, policy_rng)
-    truth = env.true_labels
-    mask = (
+    recorder = CheckpointRecorder(
+        policy,
+        checkpoints,
+        env.true_labels,
         np.ones(problem.n_items, dtype=bool)
         if env.evaluation_mask is None
-        else np.asarray(env.evaluation_mask, dtype=bool)
+        else np.asarray(env.evaluation_mask, dtype=bool),
+        metrics,
     )
-    rows: list[dict[str, Any]] = []
-    next_checkpoint = 0
-
-    def record(upto: float) -> None:
-        nonlocal next_checkpoint
-        labels = policy.final_labels(state)
-        accuracy = float(np.mean(labels[mask] == truth[mask]))
-        extra = metrics(state, labels, truth, mask) if metrics is not None else {}
-        elapsed = time.perf_counter() - start
-        while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:
-            rows.append(
-                {
-                    "budget": checkpoints[next_checkpoint],
-                    "accuracy": accuracy,
-                    "labels_used": state.spent,
-                    "seconds": elapsed,
-                    **extra,
-                }
-            )
-            next_checkpoint += 1
-
-    while True:
-        if state.spent + 1e-9 >= checkpoints[next_checkpoint]:
-            record(state.spent + 1e-9)
-            if next_checkpoint == len(checkpoints):
-                break
-        worker = env.arriving_worker() if mode == "pull" else None
-        assignment = policy.select(state, worker=worker)
-        if assignment is None:
-            break
-        state.record_assignment(assignment)
-        result = env.step(assignment)
-        if result.event is None:
-            state.release_assignment(assignment)
-        else:
-            state.record_label(result.event, assignment)
-            policy.observe(result.event)
-        if env.eligible is not None and not env.eligible[assignment.item]:
-            state.eligible[assignment.item] = False
-        if result.terminated or result.truncated:
-            break
-    record(float("inf"))
-    return rows
+    policy.reset(problem, policy_rng)
+    drive(policy, env, state, clock, recorder)
+    return recorder.rows
 
 
 def _task(

@@ -163,3 +163,13 @@ def test_registry_imports_no_component() -> None:
     ]
     assert runtime_imports == ["crowdbudget.exceptions"]  # and TYPE_CHECKING-only types
     assert POLICIES.kind == "policy"
+
+
+def test_aggregator_ids_follow_the_same_grammar() -> None:
+    from crowdbudget.aggregation.registry import make_aggregator
+
+    assert type(make_aggregator("ds:n-iter=5")).__name__ == "DawidSkene"
+    with pytest.raises(InvalidParameterError, match="'n-iter' in 'ds:n-iter' must look like"):
+        make_aggregator("ds:n-iter")
+    with pytest.raises(InvalidParameterError, match="given twice"):
+        make_aggregator("ds:n-iter=5:n-iter=6")

@@ -173,3 +173,23 @@ def test_aggregator_ids_follow_the_same_grammar() -> None:
         make_aggregator("ds:n-iter")
     with pytest.raises(InvalidParameterError, match="given twice"):
         make_aggregator("ds:n-iter=5:n-iter=6")
+
+
+def test_policies_describes_one_id_from_its_table() -> None:
+    out = StringIO()
+    with redirect_stdout(out):
+        assert main(["policies", "opt-kg:workers=one-coin"]) == 0
+    text = out.getvalue()
+    assert "capabilities: binary_only, needs_workers, chooses_workers" in text
+    assert "workers: str one of none, one-coin, two-coin, default none" in text
+    out = StringIO()
+    with redirect_stdout(out):
+        assert main(["policies", "lagrangian-index", "--json"]) == 0
+    (row,) = json.loads(out.getvalue())["results"]
+    assert {p["name"] for p in row["parameters"] if not p["network_settable"]} == {
+        "cache-dir",
+        "grid-points",
+        "label-cap",
+        "max-lookahead",
+    }
+    assert main(["policies", "cvar-kg:alpha=3"]) == 2

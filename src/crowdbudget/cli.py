@@ -425,8 +425,33 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
     from crowdbudget.registry import POLICIES, describe_entry
 
-    rows = [describe_entry(entry) for _, entry in sorted(POLICIES.entries().items())]
     aliases = POLICIES.aliases()
+    if args.name is not None:
+        # one policy's parameter table and capabilities (the id may carry parameters)
+        spec = POLICIES.spec(args.name)
+        row = describe_entry(POLICIES.entry(spec.id))
+        row["capabilities"] = spec.capabilities.names()
+        if args.json:
+            print(json.dumps({"command": "policies", "seed": None, "results": [row]}, indent=2))
+            return 0
+        print(f"{spec}: {row['summary']}")
+        if row["paper"]:
+            print(f"paper: {row['paper']}")
+        print("capabilities: " + (", ".join(row["capabilities"]) or "none"))
+        for p in row["parameters"]:
+            allowed = (
+                f" one of {', '.join(p['choices'])}"
+                if "choices" in p
+                else (" in " + POLICIES.entry(spec.id).params[p["name"]].range_text)
+                if "range" in p
+                else ""
+            )
+            default = f", default {p['default']}" if "default" in p else ""
+            server = "" if p["network_settable"] else " (server setting: not over the API)"
+            print(f"  {p['name']}: {p['type']}{allowed}{default} -- {p['doc']}{server}")
+        print("  final: aggregator id giving the final labels (every policy)")
+        return 0
+    rows = [describe_entry(entry) for _, entry in sorted(POLICIES.entries().items())]
     if args.json:
         document = {"command": "policies", "seed": None, "results": rows, "aliases": aliases}
         print(json.dumps(document, indent=2))
@@ -587,7 +612,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_bound_parser(sub)
     add_aggregate_parser(sub)
 
-    pol = sub.add_parser("policies", help="list the registered policy ids")
+    pol = sub.add_parser(
+        "policies", help="list the registered policy ids, or describe one's parameters"
+    )
+    pol.add_argument(
+        "name", nargs="?", default=None, help="a policy id (with parameters) to describe"
+    )
     pol.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     pol.set_defaults(func=cmd_policies)
     return parser

@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(
         ["cli", "cli_aggregate", "cli_bound", "cli_serve", "service", "client", "__main__", ""], 6
     ),
+    **dict.fromkeys(["integrations", "cli_labelstudio"], 6),
 }
 
 #: (importing module, imported module) pairs that point up today; issue #16 removes them

@@ -13,6 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from crowdbudget.cli_io import (
+    add_validation_arguments,
+    check_policies_apply,
+    prepare_output_file,
+    prepare_output_folder,
+    whole_budgets,
+)
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
 EXIT_USAGE = 2
@@ -70,18 +77,23 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _budgets(args: argparse.Namespace, n_items: int) -> list[float]:
+    """Label budgets: ``--budget`` whole numbers, or ``--budget-per-item`` r times the number
+    of items, rounded down to whole labels (a label is bought whole)."""
+    import math
+
     if args.budget is not None and args.budget_per_item is not None:
         raise InvalidParameterError("give either --budget or --budget-per-item, not both")
     if args.budget is not None:
-        budgets = list(args.budget)
-    elif args.budget_per_item is not None:
-        budgets = [r * n_items for r in args.budget_per_item]
-    else:
+        return whole_budgets(args.budget, "--budget")
+    if args.budget_per_item is None:
         raise InvalidParameterError("a budget is needed: --budget T1,T2 or --budget-per-item r1,r2")
-    for b in budgets:
-        if not b > 0:
-            raise InvalidParameterError(f"budgets must be > 0, got {b:g}")
-    return budgets
+    for r in args.budget_per_item:
+        if not r > 0 or math.floor(r * n_items) < 1:
+            raise InvalidParameterError(
+                f"--budget-per-item {r:g} buys no label for {n_items} items; "
+                f"allowed: at least {1 / n_items:.3g}"
+            )
+    return [float(math.floor(r * n_items)) for r in args.budget_per_item]
 
 
 def _emit(args: argparse.Namespace, text: str, document: str) -> None:
@@ -102,6 +114,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"--classes {args.classes} is not supported by simulate yet; allowed: 2"
         )
+    if args.plot:
+        prepare_output_file(args.plot, "--plot")
     if args.prior is None:
         a, b = 1.0, 1.0
     else:
@@ -160,10 +174,27 @@ def _load_label_data(args: argparse.Namespace) -> Any:
     if args.labels is not None:
         if args.dataset is not None:
             raise InvalidParameterError("give either --dataset or --labels, not both")
-        return read_labels_csv(args.labels, args.gold)
+        return read_labels_csv(
+            args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
+        )
     if args.gold is not None:
         raise InvalidParameterError("--gold needs --labels (bundled data sets carry their gold)")
-    return load_dataset(args.dataset or "rte", data_dir=args.data_dir)
+    return load_dataset(
+        args.dataset or "rte",
+        data_dir=args.data_dir,
+        duplicates=args.duplicates,
+        classes=args.classes,
+    )
+
+
+def _gold_note(data: Any) -> str:
+    """How many gold tasks the accuracy counts, and those it cannot (no labels)."""
+    missing = int(data.extra.get("gold_without_labels", 0))
+    text = f"{int(data.gold_mask.sum())} gold tasks"
+    if missing:
+        examples = ", ".join(data.extra.get("gold_without_labels_examples", []))
+        text += f"; {missing} more gold tasks have no labels and are not counted (e.g. {examples})"
+    return text
 
 
 #: policies whose comparison needs the quantity–quality metrics (Li et al. 2016 §4.1)
@@ -186,10 +217,18 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     )
     from crowdbudget.experiments.runner import run_experiment
     from crowdbudget.simulation.replay import ReplayEnvironment
+    from crowdbudget.types import Problem
 
     data = _load_label_data(args)
     env = ReplayEnvironment.from_label_data(data)
     budgets = _budgets(args, data.n_items)
+    check_policies_apply(
+        args.policies,
+        # a two-item stand-in of the run's problem: what a policy refuses in reset is the
+        # class count or the worker model, not the size (and a small reset stays cheap)
+        Problem(n_items=2, budget=1, n_classes=data.n_classes, n_workers=data.n_workers),
+        f"data set {data.name!r} ({data.n_classes} classes: {', '.join(data.classes)})",
+    )
     # quantity–quality metrics (Li et al. §4.1) when asked, or when a policy that targets them
     # is compared (Requallo stops early and leaves items unlabeled: accuracy alone misleads)
     quality = getattr(args, "quality", False) or any(
@@ -213,6 +252,7 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
         "n_labels": data.n_labels,
         "n_classes": data.n_classes,
         "gold_items": int(data.gold_mask.sum()),
+        "gold_items_without_labels": int(data.extra.get("gold_without_labels", 0)),
         "mode": args.mode,
         "policies": args.policies,
         "budgets": sorted(set(budgets)),
@@ -237,8 +277,7 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     text = "\n".join(
         [
             title,
-            f"accuracy on the {settings['gold_items']} gold items "
-            f"(mean ± std over {args.reps} replications)",
+            f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)",
             table,
             *extra,
             *([f"plot written to {plot_path}"] if plot_path else []),
@@ -249,6 +288,8 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.plot:
+        prepare_output_file(args.plot, "--plot")
     return _run_replay(args, "replay", args.plot)
 
 
@@ -290,6 +331,7 @@ def _applies(policy_id: str, n_classes: int) -> bool:
 def cmd_compare(args: argparse.Namespace) -> int:
     from crowdbudget.registry import parse_policy_id, registered_policies
 
+    out_dir = prepare_output_folder(args.out, "--out")
     if args.policies is None or (args.budget is None and args.budget_per_item is None):
         data = _load_label_data(args)
     if args.policies is None:
@@ -310,44 +352,63 @@ def cmd_compare(args: argparse.Namespace) -> int:
         else:
             args.budget = [float(round(data.n_labels * k / 10)) for k in range(1, 11)]
     name = args.dataset or (Path(args.labels).stem if args.labels else "rte")
-    plot_path = str(Path(args.out) / f"compare-{name}.png")
+    plot_path = str(out_dir / f"compare-{name}.png")
     return _run_replay(args, "compare", plot_path)
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
     import json
 
-    from crowdbudget.datasets import list_datasets, load_dataset
+    import numpy as np
 
-    rows = list_datasets()
+    from crowdbudget.datasets import list_datasets, load_dataset, load_feature_set
+
+    rows = list_datasets(args.data_dir)
     if args.name is not None:
-        data = load_dataset(args.name, data_dir=args.data_dir)
-        per_item = data.label_counts().sum(axis=1)
-        info = {
-            "name": data.name,
-            "n_items": data.n_items,
-            "n_workers": data.n_workers,
-            "n_labels": data.n_labels,
-            "classes": list(data.classes),
-            "gold_items": int(data.gold_mask.sum()),
-            "labels_per_item": [int(per_item.min()), float(per_item.mean()), int(per_item.max())],
-            "has_contexts": data.contexts is not None,
-        }
+        kinds = {r["name"]: r["kind"] for r in rows}
+        info: dict[str, Any]
+        if kinds.get(args.name) == "features":
+            features = load_feature_set(args.name, data_dir=args.data_dir)
+            info = {
+                "name": features.name,
+                "kind": "features",
+                "n_items": features.n_items,
+                "n_features": len(features.feature_names),
+                "classes": list(features.classes),
+                "class_counts": [int(c) for c in np.bincount(features.gold, minlength=2)],
+                "has_split": features.split is not None,
+            }
+        else:
+            data = load_dataset(args.name, data_dir=args.data_dir, duplicates=args.duplicates)
+            per_item = data.label_counts().sum(axis=1)
+            info = {
+                "name": data.name,
+                "kind": "labels",
+                "n_items": data.n_items,
+                "n_workers": data.n_workers,
+                "n_labels": data.n_labels,
+                "classes": list(data.classes),
+                "gold_items": int(data.gold_mask.sum()),
+                "gold_items_without_labels": int(data.extra.get("gold_without_labels", 0)),
+                "labels_per_item": [
+                    int(per_item.min()),
+                    round(float(per_item.mean()), 2),
+                    int(per_item.max()),
+                ],
+                "has_contexts": data.contexts is not None,
+            }
         if args.json:
             print(json.dumps({"command": "datasets", "dataset": info}, indent=2))
         else:
             for key, value in info.items():
-                print(f"{key:>16}: {value}")
+                print(f"{key:>25}: {value}")
         return 0
     if args.json:
         print(json.dumps({"command": "datasets", "datasets": rows}, indent=2))
         return 0
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        where = (
-            "bundled" if r["bundled"] else (r["location"] or "not found (set CROWDBUDGET_DATA_DIR)")
-        )
-        print(f"{r['name']:<{width}}  {r['description']}  [{where}]")
+        print(f"{r['name']:<{width}}  {r['kind']:<8}  {r['description']}  [{r['location']}]")
     return 0
 
 
@@ -404,10 +465,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"unknown reproduction {args.id!r}; available: {', '.join(sorted(REPRODUCTIONS))}"
         )
+    out_dir = prepare_output_folder(args.out, "--out")
+    if args.data_dir is not None:
+        # the reproductions load their sets by name; the user's folder takes precedence
+        # (worker processes inherit the environment)
+        import os
+
+        os.environ["CROWDBUDGET_DATA_DIR"] = str(args.data_dir)
     result = spec.run(
         seed=args.seed, quick=args.quick, n_jobs=args.jobs, progress=not args.no_progress
     )
-    out_dir = Path(args.out)
     plot_path = out_dir / f"{spec.reproduction_id}{'-quick' if args.quick else ''}.png"
     plot_metrics(
         result.summary,
@@ -546,7 +613,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("id", help="reproduction id, e.g. chen2013-fig2a")
     rep.add_argument("--quick", action="store_true", help="a small, fast version")
     rep.add_argument(
-        "--out", default="crowdbudget-results", help="directory for plots (crowdbudget-results)"
+        "--out", default="crowdbudget-results", help="folder for the plots (crowdbudget-results)"
+    )
+    rep.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of your own data sets, used in place of bundled sets of the same name "
+        "(or set CROWDBUDGET_DATA_DIR)",
     )
     _common(rep)
     rep.set_defaults(func=cmd_reproduce)
@@ -560,8 +633,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--data-dir",
             default=None,
-            help="directory of the large data sets (CROWDBUDGET_DATA_DIR)",
+            help="folder of your own data sets: DIR/NAME/labels.csv and gold.csv for "
+            "--dataset NAME (or set CROWDBUDGET_DATA_DIR)",
         )
+        add_validation_arguments(p)
         p.add_argument("--budget", type=_float_list, default=None, help="absolute budgets T1,T2,…")
         p.add_argument(
             "--budget-per-item", type=_float_list, default=None, help="budgets as multiples of K"
@@ -608,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated policy ids (default: " + ",".join(COMPARE_POLICIES) + ")",
     )
     cmp_.add_argument(
-        "--out", default="crowdbudget-results", help="directory for the plot (crowdbudget-results)"
+        "--out", default="crowdbudget-results", help="folder for the plot (crowdbudget-results)"
     )
     _common(cmp_)
     cmp_.set_defaults(func=cmd_compare)
@@ -616,11 +691,22 @@ def build_parser() -> argparse.ArgumentParser:
     dsets = sub.add_parser(
         "datasets",
         help="list the data sets, or describe one",
-        description="List the bundled and external data sets, or describe one (counts, classes, "
-        "gold).",
+        description="List the data sets (all bundled in the package, plus your own in --data-dir), "
+        "or describe one (counts, classes, gold).",
     )
     dsets.add_argument("name", nargs="?", default=None, help="a data set to describe")
-    dsets.add_argument("--data-dir", default=None, help="directory of the large data sets")
+    dsets.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of your own data sets: DIR/NAME/labels.csv and gold.csv (or "
+        "features.csv and gold.csv); or set CROWDBUDGET_DATA_DIR",
+    )
+    dsets.add_argument(
+        "--duplicates",
+        choices=["error", "keep", "first", "last"],
+        default=None,
+        help="repeated (task, worker) rows when describing a set (see compare --help)",
+    )
     dsets.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     dsets.set_defaults(func=cmd_datasets)
 

@@ -460,10 +460,24 @@ def default_data_dir() -> Path | None:
     return Path(env) if env else None
 
 
+def _data_root(data_dir: str | os.PathLike[str] | None) -> Path | None:
+    """The user's data folder (``data_dir``, else ``$CROWDBUDGET_DATA_DIR``), checked."""
+    if data_dir is not None:
+        root, what = Path(data_dir), "--data-dir"
+    else:
+        root, what = default_data_dir(), "CROWDBUDGET_DATA_DIR"
+    if root is not None and not root.is_dir():
+        raise DataFormatError(
+            f"{what} {root} is not a folder; it names a folder of data sets "
+            "(DIR/NAME/labels.csv and gold.csv)"
+        )
+    return root
+
+
 def _user_folder(name: str, data_dir: str | os.PathLike[str] | None, part: str) -> Path | None:
     """``DIR/name`` when it holds ``part.csv`` (or ``part.csv.gz``), DIR being ``data_dir``
     or ``$CROWDBUDGET_DATA_DIR``; else None."""
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    root = _data_root(data_dir)
     if root is None:
         return None
     folder = root / name
@@ -482,8 +496,8 @@ def _part_file(folder: Path, part: str) -> Path | None:
 
 def _user_sets(data_dir: str | os.PathLike[str] | None) -> dict[str, tuple[str, Path]]:
     """The sets in the user's data folder: name -> (kind, folder)."""
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
-    if root is None or not root.is_dir():
+    root = _data_root(data_dir)
+    if root is None:
         return {}
     found = {}
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -531,7 +545,7 @@ def list_datasets(data_dir: str | os.PathLike[str] | None = None) -> list[dict[s
 
 
 def _unknown(name: str, kind: str, data_dir: str | os.PathLike[str] | None) -> DataFormatError:
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    root = _data_root(data_dir)
     part = "labels.csv and gold.csv" if kind == "labels" else "features.csv and gold.csv"
     known = BUNDLED if kind == "labels" else FEATURE_SETS
     where = f"; {root}/{name}/ has no such files" if root is not None else ""

@@ -207,7 +207,12 @@ QUALITY_TABLES = [
 ]
 
 
-def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -> int:
+def _run_replay(
+    args: argparse.Namespace,
+    command: str,
+    plot_path: str | None,
+    left_out: dict[str, str] | None = None,
+) -> int:
     from crowdbudget.experiments.metrics import quality_metrics
     from crowdbudget.experiments.report import (
         accuracy_table,
@@ -266,8 +271,14 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     records = [
         {"dataset": data.name, **rec} for rec in results_records(result.summary, data.n_items)
     ]
+    notes = _compare_notes(result.summary, data, left_out or {}) if command == "compare" else []
     document = json_document(
-        command, args.seed, settings, records, **({"plot": plot_path} if plot_path else {})
+        command,
+        args.seed,
+        settings,
+        records,
+        **({"plot": plot_path} if plot_path else {}),
+        **({"notes": notes} if notes else {}),
     )
     table = accuracy_table(result.summary, data.n_items)
     extra = []
@@ -280,6 +291,7 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
             f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)",
             table,
             *extra,
+            *_note_lines(notes),
             *([f"plot written to {plot_path}"] if plot_path else []),
         ]
     )
@@ -328,22 +340,101 @@ def _applies(policy_id: str, n_classes: int) -> bool:
     return True
 
 
+def _note_lines(notes: list[str], width: int = 118) -> list[str]:
+    """``note:`` lines wrapped to ``width`` columns (continuations indented)."""
+    import textwrap
+
+    lines: list[str] = []
+    for note in notes:
+        lines += textwrap.wrap(
+            f"note: {note}", width=width, subsequent_indent="      ", break_on_hyphens=False
+        )
+    return lines
+
+
+def _compare_notes(summary: Any, data: Any, left_out: dict[str, str]) -> list[str]:
+    """The ``note:`` lines under the compare table: the winner at each budget and its lead
+    (with the replications' std), why columns coincide, the default policies left out."""
+    notes = []
+    winners = []
+    for budget, rows in summary.groupby("budget", sort=True):
+        ranked = rows.sort_values("accuracy_mean", ascending=False)
+        best = ranked.iloc[0]
+        if len(ranked) == 1:
+            winners.append(f"{budget:g}: {best['policy']}")
+            continue
+        second = ranked.iloc[1]
+        lead = best["accuracy_mean"] - second["accuracy_mean"]
+        noise = max(best["accuracy_std"], second["accuracy_std"])
+        tied = "" if lead > noise else ", within the std"
+        winners.append(
+            f"{budget:g}: {best['policy']} +{lead:.4f} over {second['policy']} "
+            f"(std {best['accuracy_std']:.4f}/{second['accuracy_std']:.4f}{tied})"
+        )
+    if winners:
+        notes.append(
+            "best mean accuracy per budget (lead over the runner-up): " + "; ".join(winners)
+        )
+    coincide = []
+    for budget, rows in summary.groupby("budget", sort=True):
+        key = (
+            rows["accuracy_mean"].round(10).astype(str)
+            + "/"
+            + rows["accuracy_std"].round(10).astype(str)
+        )
+        for _, group in rows.groupby(key):
+            if len(group) > 1:
+                coincide.append((budget, list(group["policy"]), group.iloc[0]))
+    if coincide:
+        at_all = [c for c in coincide if c[0] >= data.n_labels]
+        other = [c for c in coincide if c[0] < data.n_labels]
+        if at_all:
+            budget, policies, row = at_all[0]
+            notes.append(
+                f"at budget {budget:g} = every recorded label, {', '.join(policies)} coincide "
+                f"({row['accuracy_mean']:.4f} ± {row['accuracy_std']:.4f}): each buys all "
+                "labels, so the same final rule gives the same answers in every replay"
+            )
+        if other:
+            budget, policies, row = other[0]
+            more = f" (and at {len(other) - 1} more budget(s))" if len(other) > 1 else ""
+            notes.append(
+                f"at budget {budget:g}{more} {', '.join(policies)} coincide "
+                f"({row['accuracy_mean']:.4f} ± {row['accuracy_std']:.4f}): they bought the "
+                "same labels and share the final rule"
+            )
+    if left_out:
+        notes.append(
+            "default policies left out: "
+            + "; ".join(f"{pid} ({why})" for pid, why in left_out.items())
+        )
+    return notes
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from crowdbudget.registry import parse_policy_id, registered_policies
 
     out_dir = prepare_output_folder(args.out, "--out")
     if args.policies is None or (args.budget is None and args.budget_per_item is None):
         data = _load_label_data(args)
+    left_out: dict[str, str] = {}
     if args.policies is None:
         # the default policies that apply to this data set (e.g. KG is binary only)
         available = registered_policies()
-        args.policies = [
-            pid
-            for pid in COMPARE_POLICIES
-            if parse_policy_id(pid)[0] in available
-            and _applies(pid, data.n_classes)
-            and ("workers=" not in pid or data.n_labels <= COMPARE_WORKER_AWARE_MAX_LABELS)
-        ]
+        args.policies = []
+        for pid in COMPARE_POLICIES:
+            if parse_policy_id(pid)[0] not in available:
+                left_out[pid] = "not registered"
+            elif not _applies(pid, data.n_classes):
+                left_out[pid] = f"binary problems only; this set has {data.n_classes} classes"
+            elif "workers=" in pid and data.n_labels > COMPARE_WORKER_AWARE_MAX_LABELS:
+                left_out[pid] = (
+                    f"worker-aware policies are defaults up to "
+                    f"{COMPARE_WORKER_AWARE_MAX_LABELS:,} recorded labels; this set has "
+                    f"{data.n_labels:,} (name it in --policies to run it)"
+                )
+            else:
+                args.policies.append(pid)
     if args.budget is None and args.budget_per_item is None:
         # 1..10 labels per item, or ten steps up to every recorded label when the data set
         # has fewer than 10 per item (a replay cannot spend more than was recorded)
@@ -353,7 +444,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             args.budget = [float(round(data.n_labels * k / 10)) for k in range(1, 11)]
     name = args.dataset or (Path(args.labels).stem if args.labels else "rte")
     plot_path = str(out_dir / f"compare-{name}.png")
-    return _run_replay(args, "compare", plot_path)
+    return _run_replay(args, "compare", plot_path, left_out=left_out)
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
@@ -528,7 +619,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             )
         )
     blocks += result.tables
-    blocks += [f"note: {n}" for n in result.notes]
+    blocks += _note_lines(result.notes)
     blocks.append(f"plot written to {plot_path}")
     blocks += [f"plot written to {path}" for path in extra_plots]
     text = "\n".join(blocks)

@@ -103,6 +103,16 @@ def dask_scheduler(address: str | None, n_workers: int | None = None) -> Iterato
         session.close()
 
 
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued tasks and end the worker processes without waiting for them."""
+    # CPython's executor keeps its processes here (and forgets them at shutdown: read first)
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _chunk(tasks: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """Run several campaigns in one scheduled task (one pickle of the shared world, one
     round trip to the scheduler); each keeps its own seeds, so results do not depend on it."""
@@ -341,10 +351,14 @@ def run_experiment(
     world_root, policy_root = root.spawn(2)
     world_seeds = world_root.spawn(n_reps)
     policy_seeds = policy_root.spawn(n_reps)
+    # replications outside, policies inside: every chunk of tasks (below) then holds a mix of
+    # cheap and expensive policies, so chunks take about the same time and the progress bar's
+    # estimate is honest (policy by policy, the slow policies' chunks all came last: the bar
+    # said seconds left at 80% and took minutes). Rows are sorted afterwards: same results.
     tasks = [
         (pid, env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
-        for pid in policies
         for r in range(n_reps)
+        for pid in policies
     ]
     n_jobs = os.cpu_count() or 1 if n_jobs is None else max(1, n_jobs)
     bar = tqdm(
@@ -375,11 +389,18 @@ def run_experiment(
                 bar.update()
         else:
             workers = min(n_jobs, len(tasks))
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            pool = ProcessPoolExecutor(max_workers=workers)
+            try:
                 pending = {pool.submit(_chunk, c): len(c) for c in _chunks(tasks, workers)}
                 for future in as_completed(pending):
                     rows.extend(future.result())
                     bar.update(pending[future])
+            except BaseException:
+                # Ctrl-C (or a failed campaign): stop now, not after the queued chunks — a
+                # plain shutdown waits for every running chunk (measured ~45 s on compare)
+                _stop_pool(pool)
+                raise
+            pool.shutdown()
     finally:
         bar.close()
     extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))

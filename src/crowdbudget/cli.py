@@ -562,6 +562,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         # (worker processes inherit the environment)
         import os
 
+        from crowdbudget.datasets import list_datasets
+
+        list_datasets(args.data_dir)  # a missing folder is an error before any work
         os.environ["CROWDBUDGET_DATA_DIR"] = str(args.data_dir)
     result = spec.run(
         seed=args.seed, quick=args.quick, n_jobs=args.jobs, progress=not args.no_progress

@@ -54,7 +54,8 @@ class _DaskSession:
                 from dask.distributed import Client, LocalCluster
             except ImportError:
                 raise InvalidParameterError(
-                    "--scheduler needs Dask: pip install 'crowdbudget[dask]'"
+                    "--scheduler needs Dask: pip install -e '.[dask]' in a clone "
+                    "(pip install 'crowdbudget[dask]' from a registry)"
                 ) from None
             if self.address == "local":
                 self._cluster = LocalCluster(
@@ -94,6 +95,13 @@ def dask_scheduler(address: str | None, n_workers: int | None = None) -> Iterato
     if address is None:
         yield
         return
+    try:
+        import dask.distributed  # noqa: F401  (checked before any work starts)
+    except ImportError:
+        raise InvalidParameterError(
+            "--scheduler needs Dask: pip install -e '.[dask]' in a clone "
+            "(pip install 'crowdbudget[dask]' from a registry)"
+        ) from None
     session = _DaskSession(address, n_workers)
     token = _SCHEDULER.set(session)
     try:

@@ -125,3 +125,28 @@ def test_client_without_httpx_says_what_to_install() -> None:
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: crowdbudget.client needs httpx") and "[service]" in last
+
+
+def test_every_help_ends_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    from crowdbudget.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name in commands:
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        out = capsys.readouterr().out.rstrip().splitlines()
+        at = max(i for i, line in enumerate(out) if line.startswith("examples:"))
+        examples = out[at + 1 :]
+        assert 1 <= len(examples) <= 2, (name, examples)
+        assert all(line.strip().startswith(f"crowdbudget {name}") for line in examples), name
+        assert max(len(line) for line in out) <= 120, name
+
+
+def test_reproduce_list_names_every_id(capsys: pytest.CaptureFixture[str]) -> None:
+    from crowdbudget.experiments.papers import REPRODUCTIONS
+
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120
+    listed = {line.split()[0] for line in out.splitlines()[1:] if line and not line[0].isspace()}
+    assert set(REPRODUCTIONS) <= listed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -542,6 +542,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list_reproductions(args: argparse.Namespace) -> int:
+    """``reproduce --list``: every id, the paper and what it shows, the typical time."""
+    import json
+    import textwrap
+
+    from crowdbudget.experiments.papers import REPRODUCTIONS, TYPICAL_TIMES
+
+    rows = [
+        {
+            "id": rid,
+            "title": spec.title,
+            "quick_time": TYPICAL_TIMES.get(rid, ("?", "?"))[0],
+            "full_time": TYPICAL_TIMES.get(rid, ("?", "?"))[1],
+        }
+        for rid, spec in REPRODUCTIONS.items()
+    ]
+    if args.json:
+        print(json.dumps({"command": "reproduce", "reproductions": rows}, indent=2))
+        return 0
+    width = max(len(r["id"]) for r in rows)
+    times = [f"{r['quick_time']} / {r['full_time']}" for r in rows]
+    time_width = max(len("--quick / full"), *(len(t) for t in times))
+    text_width = 118 - width - time_width - 4
+    print(f"{'id':<{width}}  {'--quick / full':<{time_width}}  paper and what it shows")
+    for row, when in zip(rows, times, strict=True):
+        lines = textwrap.wrap(row["title"], text_width) or [""]
+        print(f"{row['id']:<{width}}  {when:<{time_width}}  {lines[0]}")
+        for line in lines[1:]:
+            print(f"{'':<{width}}  {'':<{time_width}}  {line}")
+    print("\nrun one: crowdbudget reproduce ID [--quick]; times on a 2-core machine")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from crowdbudget.experiments.papers import REPRODUCTIONS
     from crowdbudget.experiments.report import (
@@ -551,6 +584,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         results_records,
     )
 
+    if args.list or args.id is None:
+        return _list_reproductions(args)
     spec = REPRODUCTIONS.get(args.id)
     if spec is None:
         raise InvalidParameterError(
@@ -704,7 +739,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reproduce a figure or table of the papers; prints the table next to the "
         "paper's numbers and writes a PNG plot.",
     )
-    rep.add_argument("id", help="reproduction id, e.g. chen2013-fig2a")
+    rep.add_argument(
+        "id", nargs="?", default=None, help="reproduction id, e.g. chen2013-fig2a (see --list)"
+    )
+    rep.add_argument(
+        "--list", action="store_true", help="list every reproduction: paper, what, typical time"
+    )
     rep.add_argument("--quick", action="store_true", help="a small, fast version")
     rep.add_argument(
         "--out", default="crowdbudget-results", help="folder for the plots (crowdbudget-results)"
@@ -830,7 +870,63 @@ def build_parser() -> argparse.ArgumentParser:
     pol = sub.add_parser("policies", help="list the registered policy ids")
     pol.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     pol.set_defaults(func=cmd_policies)
+    _add_examples(sub.choices)
     return parser
+
+
+#: The examples that end each command's ``--help`` (commands added later get theirs here too).
+HELP_EXAMPLES = {
+    "simulate": [
+        "crowdbudget simulate --items 50 --policies uniform,opt-kg --budget-per-item 2,6,10",
+        "crowdbudget simulate --items 50 --policies kg-random --budget 500 --reps 100 --json",
+    ],
+    "reproduce": [
+        "crowdbudget reproduce --list",
+        "crowdbudget reproduce chen2013-fig2a --quick --out results/",
+    ],
+    "replay": [
+        "crowdbudget replay --dataset temp --policies uniform,opt-kg --budget-per-item 1,3,5",
+        "crowdbudget replay --labels my_labels.csv --gold my_gold.csv --policies opt-kg "
+        "--budget 2000 --duplicates first",
+    ],
+    "compare": [
+        "crowdbudget compare",
+        "crowdbudget compare --dataset trec --policies uniform,opt-kg --budget-per-item 1,2,4",
+    ],
+    "datasets": ["crowdbudget datasets", "crowdbudget datasets adult --json"],
+    "serve": [
+        "crowdbudget serve --db sqlite:///campaign.db --port 8000   "
+        "(needs: pip install -e '.[service]')"
+    ],
+    "policies": ["crowdbudget policies", "crowdbudget policies --json"],
+    "aggregate": [
+        "crowdbudget aggregate my_labels.csv --method dawid-skene --out results/labels.csv",
+        "crowdbudget aggregate my_labels.csv --method mv --gold my_gold.csv --json",
+    ],
+    "bound": [
+        "crowdbudget bound --items 100 --budget 120 --arrival-rate 0.1 --completion-rate 0.4",
+    ],
+}
+
+
+def _add_examples(commands: Mapping[str, argparse.ArgumentParser]) -> None:
+    """End every command's ``--help`` with its examples (kept as written: raw epilog)."""
+    for name, command in commands.items():
+        examples = HELP_EXAMPLES.get(name)
+        if not examples:
+            continue
+        lines = "\n".join(f"  {line}" for line in examples)
+        command.epilog = f"examples:\n{lines}"
+        command.formatter_class = _ExamplesFormatter
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps the description as usual; keeps the examples epilog line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

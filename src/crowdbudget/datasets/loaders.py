@@ -48,7 +48,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -219,7 +219,9 @@ def _source_name(source: Any) -> str:
 
 def _read_csv(source: Any, required: tuple[str, ...], what: str) -> pd.DataFrame:
     """Read a CSV of strings (a path, or a binary file object; ``.gz`` names are gunzipped)."""
-    compression = "gzip" if _source_name(source).endswith(".gz") else "infer"
+    compression: Literal["gzip", "infer"] = (
+        "gzip" if _source_name(source).endswith(".gz") else "infer"
+    )
     try:
         frame = pd.read_csv(
             source,
@@ -293,7 +295,7 @@ def _resolve_duplicates(
             f"{task[position]!r} more than once (data set {name!r}); choose what to do with "
             "repeated (task, worker) rows: --duplicates keep|first|last"
         )
-    kept = ~pairs.duplicated(keep=duplicates).to_numpy()
+    kept = ~pairs.duplicated(keep="first" if duplicates == "first" else "last").to_numpy()
     return None if kept.all() else kept
 
 
@@ -462,6 +464,7 @@ def default_data_dir() -> Path | None:
 
 def _data_root(data_dir: str | os.PathLike[str] | None) -> Path | None:
     """The user's data folder (``data_dir``, else ``$CROWDBUDGET_DATA_DIR``), checked."""
+    root: Path | None
     if data_dir is not None:
         root, what = Path(data_dir), "--data-dir"
     else:

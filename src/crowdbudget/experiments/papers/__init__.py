@@ -100,4 +100,9 @@ REPRODUCTIONS: dict[str, Reproduction] = {
     ]
 }
 
-__all__ = ["REPRODUCTIONS", "Reproduction", "ReproductionResult"]
+#: Typical wall time of each reproduction (``--quick``, full), as measured on the project's
+#: 2-core machine with seed 0 and default jobs (quick: this session's `reproduce ID --quick`
+#: runs while other jobs shared the cores; full: the runs recorded in docs/reproductions.md).
+TYPICAL_TIMES: dict[str, tuple[str, str]] = {}
+
+__all__ = ["REPRODUCTIONS", "TYPICAL_TIMES", "Reproduction", "ReproductionResult"]

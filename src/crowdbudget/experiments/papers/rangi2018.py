@@ -303,7 +303,7 @@ def _figure(
     with_regret: bool,
     progress: bool = True,
 ) -> ReproductionResult:
-    reps = 5 if quick else 100
+    reps = 2 if quick else 100
     raw = run_case(n_tasks, BUDGETS, reps, seed, progress=progress)
     summary = summarize_cases(raw)
     tables = [claims(summary)]

@@ -161,3 +161,29 @@ def test_second_writer_is_told_to_reload() -> None:
     second.refresh()
     assert second.next_assignment("b") is not None
     assert Campaign.load(store, first.campaign_id).status()["pending"] == 2
+
+
+def test_pull_mode_tells_the_policy_who_asks_requallo_blocks_a_spammer_live() -> None:
+    """Requallo (workers=spammer) blocks a worker whose labels disagree with the completed
+    items' majority; live, that worker then gets no work while the others still do."""
+    rng = np.random.default_rng(0)
+    truth = rng.integers(2, size=60)
+    c = Campaign.create(
+        [f"i{k}" for k in range(60)],
+        budget=600,
+        policy="requallo:workers=spammer:fisher=0.2",
+        max_pending_per_worker=1,
+    )
+    workers = ["spam"] + [f"good{k}" for k in range(6)]
+    for step in range(420):
+        w = workers[step % len(workers)]
+        a = c.next_assignment(w)
+        if a is None:
+            continue
+        item = int(a.item_id[1:])
+        good = truth[item] if rng.random() < 0.9 else 1 - truth[item]
+        label = int(rng.integers(2)) if w == "spam" else int(good)
+        c.record_label(a.assignment_id, str(label))
+    assert c.status()["policy_status"]["blocked_workers"] == 1
+    assert c.next_assignment("spam") is None  # blocked: no work for the spammer
+    assert c.next_assignment("newcomer") is not None  # the others still get work

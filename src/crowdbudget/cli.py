@@ -532,7 +532,10 @@ def _list_reproductions(args: argparse.Namespace) -> int:
         print(f"{row['id']:<{width}}  {when:<{time_width}}  {lines[0]}")
         for line in lines[1:]:
             print(f"{'':<{width}}  {'':<{time_width}}  {line}")
-    print("\nrun one: crowdbudget reproduce ID [--quick]; times on a 2-core machine")
+    print(
+        "\nrun one: crowdbudget reproduce ID [--quick]. Times on a 2-core machine: --quick in "
+        "CPU seconds (its wall\ntime alone is at most that), full runs in wall time."
+    )
     return 0
 
 

@@ -110,10 +110,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from crowdbudget.experiments.runner import run_experiment
     from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 
-    if args.classes != 2:
-        raise InvalidParameterError(
-            f"--classes {args.classes} is not supported by simulate yet; allowed: 2"
-        )
     if args.plot:
         prepare_output_file(args.plot, "--plot")
     if args.prior is None:
@@ -677,7 +673,9 @@ def build_parser() -> argparse.ArgumentParser:
         "worlds (common random numbers).",
     )
     sim.add_argument("--items", type=_positive_int, required=True, help="number of items K")
-    sim.add_argument("--classes", type=_positive_int, default=2, help="number of classes (2)")
+    sim.add_argument(
+        "--classes", type=int, choices=[2], default=2, help="number of classes (only 2 for now)"
+    )
     sim.add_argument(
         "--prior", type=_float_list, default=None, help="Beta prior a,b of θ (default 1,1)"
     )

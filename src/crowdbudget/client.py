@@ -117,8 +117,12 @@ class Client:
         result: dict[str, Any] = self._call("GET", f"/campaigns/{campaign_id}/status")
         return result
 
-    def results(self, campaign_id: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", f"/campaigns/{campaign_id}/results")
+    def results(self, campaign_id: str, verdict: str | None = None) -> list[dict[str, Any]]:
+        """Label, confidence and labels used per item (``verdict``: another verdict)."""
+        params = {} if verdict is None else {"verdict": verdict}
+        result: list[dict[str, Any]] = self._call(
+            "GET", f"/campaigns/{campaign_id}/results", params=params
+        )
         return result
 
     def export(self, campaign_id: str) -> str:

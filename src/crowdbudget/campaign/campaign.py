@@ -65,12 +65,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crowdbudget.aggregation.registry import make_aggregator
 from crowdbudget.campaign.store import (
     CommitTicket,
     ConcurrentWriteError,
     EventStore,
     StoredEvent,
 )
+from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import (
     BudgetError,
     CrowdBudgetError,
@@ -81,7 +83,14 @@ from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import positive_probability
 from crowdbudget.posteriors.dirichlet import largest_class_probabilities
 from crowdbudget.registry import make_policy
-from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem
+from crowdbudget.types import (
+    Assignment,
+    CampaignState,
+    FloatArray,
+    IntArray,
+    LabelEvent,
+    Problem,
+)
 
 _EPOCHS = itertools.count(1)
 
@@ -178,6 +187,7 @@ class CampaignConfig:
     name: str = ""
     max_labels_per_item: int | None = None
     max_pending_per_worker: int | None = None
+    verdict: str = "posterior"
 
     def to_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -198,6 +208,31 @@ def _short(value: Any, limit: int = 40) -> str:
 #: the largest seed NumPy's SeedSequence takes per entry is unbounded, but a seed must be a
 #: non-negative integer; 2**63 keeps it an int64 in every store
 _MAX_SEED = 2**63 - 1
+
+
+def check_verdict(verdict: Any, n_classes: int) -> str:
+    """``verdict`` if it is ``"posterior"`` or an aggregator id that takes ``n_classes``
+    classes; else :class:`InvalidParameterError` naming what is allowed."""
+    if not isinstance(verdict, str) or not verdict.strip():
+        raise InvalidParameterError(
+            f"verdict must be 'posterior' or an aggregator id, got {verdict!r}"
+        )
+    verdict = verdict.strip()
+    if verdict == "posterior":
+        return verdict
+    from crowdbudget.aggregation.registry import registered_aggregators
+
+    try:
+        make_aggregator(verdict)
+    except CrowdBudgetError as error:
+        raise InvalidParameterError(
+            f"verdict must be 'posterior' or an aggregator id ({error})"
+        ) from None
+    name = verdict.split(":")[0]
+    spec = registered_aggregators().get(name)
+    if spec is not None and spec.binary_only and n_classes != 2:
+        raise InvalidParameterError(f"verdict {name!r} takes two classes only")
+    return verdict
 
 
 def _check_ids(values: Iterable[Any], what: str) -> list[str]:
@@ -245,6 +280,7 @@ class Campaign:
         seed: int = 0,
         max_labels_per_item: int | None = None,
         max_pending_per_worker: int | None = None,
+        verdict: str = "posterior",
         store: EventStore | None = None,
         campaign_id: str | None = None,
         name: str = "",
@@ -267,6 +303,9 @@ class Campaign:
                 on the way is recovered, and one worker cannot reserve the whole budget).
                 None: no limit.
             seed: the policy's random seed (an integer >= 0).
+            verdict: where final labels and their confidence come from (:meth:`results`):
+                ``"posterior"`` (the policy's own model) or an aggregator id fitted on the
+                labels (``"ds"``, ``"one-coin-em"``, ``"mv"``, …).
             store: where events go (default: an in-memory SQLite database).
 
         Nothing is stored unless the whole configuration works: the ``created`` event is
@@ -310,6 +349,7 @@ class Campaign:
         if not 0 <= int(seed) <= _MAX_SEED:
             raise InvalidParameterError(f"seed must be an integer in [0, 2**63), got {seed}")
         make_policy(policy)  # an unknown id or bad parameter fails here, before any work
+        verdict = check_verdict(verdict, len(classes_))
         config = CampaignConfig(
             campaign_id=campaign_id or uuid.uuid4().hex,
             items=_check_ids(items, "item"),
@@ -326,6 +366,7 @@ class Campaign:
             max_pending_per_worker=(
                 None if max_pending_per_worker is None else int(max_pending_per_worker)
             ),
+            verdict=verdict,
         )
         campaign = cls(store if store is not None else EventStore("sqlite://"), clock)
         payload = config.to_payload()
@@ -822,11 +863,35 @@ class Campaign:
             return np.column_stack([1.0 - p, p])
         return largest_class_probabilities(alpha)
 
-    def results(self) -> pd.DataFrame:
-        """Final label, confidence and number of labels per item (``task``-indexed)."""
+    def verdict_probabilities(self, verdict: str | None = None) -> tuple[IntArray, FloatArray]:
+        """Final labels, shape (n_items,), and class probabilities, shape (n_items,
+        n_classes), from one model: the campaign's verdict, or ``verdict`` if given.
+
+        ``"posterior"``: the policy's :meth:`~AllocationPolicy.final_labels` and
+        :meth:`~AllocationPolicy.final_probabilities` (its posterior, or the aggregator of an
+        aggregating policy). An aggregator id: that aggregator fitted on every label received
+        (answered and imported); an item without labels gets uniform probabilities.
+        """
         assert self.config is not None
-        labels = self.policy.final_labels(self.state)
-        probabilities = self.class_probabilities()
+        verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
+        if verdict == "posterior":
+            return self.policy.final_labels(self.state), self.policy.final_probabilities(self.state)
+        data = LabelData(
+            items=np.asarray(self._log_items, dtype=np.int64),
+            workers=np.asarray(self._log_workers, dtype=np.int64),
+            labels=np.asarray(self._log_labels, dtype=np.int64),
+            item_ids=np.asarray(self.item_ids, dtype=object),
+            worker_ids=np.asarray(self.worker_ids, dtype=object),
+            classes=tuple(self.config.classes),
+        )
+        fitted = make_aggregator(f"{verdict}:seed={self.config.seed}").fit(data)
+        return np.asarray(fitted.labels_, dtype=np.int64), np.asarray(fitted.probas_, dtype=float)
+
+    def results(self, verdict: str | None = None) -> pd.DataFrame:
+        """Final label, confidence (the verdict's probability of that label) and number of
+        labels per item (``task``-indexed); ``verdict`` overrides the campaign's."""
+        assert self.config is not None
+        labels, probabilities = self.verdict_probabilities(verdict)
         classes = np.asarray(self.config.classes, dtype=object)
         return pd.DataFrame(
             {

@@ -639,6 +639,7 @@ def create_app(
             "name": body.name,
             "max_labels_per_item": body.max_labels_per_item,
             "max_pending_per_worker": pending,
+            "verdict": body.verdict,
         }
 
     @app.post("/v1/campaigns", response_model=CampaignCreated, status_code=201)
@@ -889,9 +890,15 @@ def create_app(
         return service.run(campaign_id, lambda c: c.status(), read=True)
 
     @app.get("/v1/campaigns/{campaign_id}/results")
-    def results(campaign_id: str, _: RequesterDep) -> list[dict[str, Any]]:
-        """Final label, confidence and number of labels per item."""
-        frame = service.run(campaign_id, lambda c: c.results(), read=True)
+    def results(
+        campaign_id: str,
+        _: RequesterDep,
+        verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    ) -> list[dict[str, Any]]:
+        """Final label, confidence (the verdict's probability of that label) and number of
+        labels per item, from the campaign's verdict or the ``verdict`` asked for
+        (``posterior`` or an aggregator id such as ``ds``)."""
+        frame = service.run(campaign_id, lambda c: c.results(verdict), read=True)
         records: list[dict[str, Any]] = json.loads(frame.reset_index().to_json(orient="records"))
         return records
 

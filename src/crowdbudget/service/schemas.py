@@ -50,6 +50,13 @@ class CampaignCreate(StrictRequest):
         ge=1,
         description="unanswered assignments one worker may hold (default: the server's)",
     )
+    verdict: str = Field(
+        default="posterior",
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="final labels and confidence: 'posterior' (the policy's model) or an "
+        "aggregator id ('ds', 'one-coin-em', 'mv', ...)",
+    )
 
 
 class CampaignCreated(BaseModel):

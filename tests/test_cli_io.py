@@ -65,7 +65,7 @@ def test_validation_flags_and_gold_without_labels(
     _one_line_error(capsys, [*base, "--policies", "uniform"], "line 6: label 'bird'")
     three = [*base, "--classes", "cat,dog,bird", "--no-progress", "--jobs", "1"]
     _one_line_error(
-        capsys, [*three, "--policies", "kg-random"], "policy 'kg-random' cannot run on data set"
+        capsys, [*three, "--policies", "kg-random"], "'kg-random' handles binary labels only"
     )
     assert main([*three, "--policies", "uniform", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
@@ -85,9 +85,8 @@ def test_compare_notes_explain_the_table(
     assert "best mean accuracy per budget" in out
     assert "at budget 1770 = every recorded label" in out  # wsd: 177 items × 10 labels
     # wsd has 3 classes: the binary-only default policies are left out, and said so
-    assert "left out: kg-random (binary problems only; this set has 3 classes)" in " ".join(
-        line.strip() for line in out.splitlines()
-    ).replace("note: ", "")
+    joined = " ".join(line.strip() for line in out.splitlines()).replace("note: ", "")
+    assert "default policies left out: kg-random ('kg-random' handles binary labels only" in joined
     assert max(len(line) for line in out.splitlines()) <= 120
 
 

@@ -116,21 +116,22 @@ def whole_budgets(values: Sequence[float], flag: str) -> list[float]:
 
 
 def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> None:
-    """Refuse, naming the id typed, a policy that cannot run on ``problem`` (the problem the
-    run will pose: policies refuse an unsupported problem in ``reset``, KG is binary only)."""
+    """Refuse, naming the id typed, a policy that cannot run on ``problem`` (its declared
+    needs, :meth:`crowdbudget.registry.PolicySpec.refusal`; then what ``reset`` refuses)."""
     import numpy as np
 
-    from crowdbudget.registry import make_policy
+    from crowdbudget.registry import make_policy, parse_policy
 
     for policy_id in policy_ids:
-        policy = make_policy(policy_id)  # an unknown id fails here, listing the known ones
+        reason = parse_policy(policy_id).refusal(problem)  # unknown ids fail here, listed
+        if reason is not None:
+            raise InvalidParameterError(f"{reason} ({what})")
+        policy = make_policy(policy_id)
         try:
             policy.reset(problem, np.random.default_rng(0))
         except CrowdBudgetError as error:
             reason = str(error)
             name = type(policy).__name__
             if reason.startswith(name):
-                reason = "it" + reason[len(name) :]
-            raise InvalidParameterError(
-                f"policy {policy_id!r} cannot run on {what}: {reason}"
-            ) from None
+                reason = repr(policy_id) + reason[len(name) :]
+            raise InvalidParameterError(f"{reason} ({what})") from None

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from crowdbudget.cli_io import add_validation_arguments, prepare_output_file
 from crowdbudget.exceptions import DataFormatError
 
 
@@ -34,9 +35,13 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         raise DataFormatError(f"labels file {args.labels!r} not found (a CSV task,worker,label)")
     if args.gold is not None and not Path(args.gold).is_file():
         raise DataFormatError(f"gold file {args.gold!r} not found (a CSV task,label)")
+    if args.out is not None:
+        prepare_output_file(args.out, "--out")
     method = args.method if ":seed=" in args.method else f"{args.method}:seed={args.seed}"
     aggregator = make_aggregator(method)  # unknown ids fail here, listing the known ones
-    data = read_labels_csv(args.labels, args.gold)
+    data = read_labels_csv(
+        args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
+    )
     aggregator.fit(data)
     tasks = pd.Series(data.item_ids, name="task")
     if args.proba:
@@ -60,6 +65,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             "n_labels": data.n_labels,
             "classes": list(data.classes),
             "accuracy": accuracy,
+            "gold_tasks_without_labels": int(data.extra.get("gold_without_labels", 0)),
             "out": args.out,
         },
     }
@@ -75,7 +81,11 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         print(f"{args.method}: {summary} → {args.out}")
     if accuracy is not None:
         gold_items = int((data.gold >= 0).sum()) if data.gold is not None else 0
-        print(f"accuracy on the {gold_items} gold tasks: {accuracy:.4f}", file=sys.stderr)
+        missing = int(data.extra.get("gold_without_labels", 0))
+        unlabeled = f" ({missing} more gold tasks have no labels)" if missing else ""
+        print(
+            f"accuracy on the {gold_items} gold tasks: {accuracy:.4f}{unlabeled}", file=sys.stderr
+        )
     return 0
 
 
@@ -93,11 +103,16 @@ def add_aggregate_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="dawid-skene",
         help=f"aggregator id, parameters after colons (default dawid-skene): {_methods_help()}",
     )
-    p.add_argument("--out", default=None, help="write the rows to this CSV (default: stdout)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="write the rows to this CSV file, creating missing folders (default: stdout)",
+    )
     p.add_argument("--gold", default=None, help="gold CSV (task,label): report the accuracy")
     p.add_argument(
         "--proba", action="store_true", help="write class probabilities instead of labels"
     )
+    add_validation_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=cmd_aggregate)

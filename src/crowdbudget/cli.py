@@ -880,6 +880,11 @@ HELP_EXAMPLES = {
     "bound": [
         "crowdbudget bound --items 100 --budget 120 --arrival-rate 0.1 --completion-rate 0.4",
     ],
+    "labelstudio": [
+        "crowdbudget labelstudio serve-webhook --url http://127.0.0.1:8080 --token-file t "
+        "--project 1 --budget 600",
+        "crowdbudget labelstudio export --url http://127.0.0.1:8080 --token-file t --project 1",
+    ],
 }
 
 

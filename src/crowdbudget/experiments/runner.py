@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from crowdbudget._validation import check_budget, check_positive_int
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.metrics import verdict_calibration
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.environment import LabelingEnvironment
@@ -189,7 +190,8 @@ def run_campaign(
         nonlocal next_checkpoint
         labels = policy.final_labels(state)
         accuracy = float(np.mean(labels[mask] == truth[mask]))
-        extra = metrics(state, labels, truth, mask) if metrics is not None else {}
+        extra = verdict_calibration(policy, state, labels, truth, mask)  # ece, nll, brier
+        extra.update(metrics(state, labels, truth, mask) if metrics is not None else {})
         elapsed = time.perf_counter() - start
         while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:
             rows.append(

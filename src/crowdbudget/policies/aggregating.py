@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from crowdbudget.aggregation.base import Aggregator
+from crowdbudget.aggregation.base import Aggregator, FloatArray
 from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.kos import KOS
 from crowdbudget.datasets.loaders import LabelData
@@ -112,10 +112,13 @@ class AggregatingPolicy(AllocationPolicy):
         )
 
     def final_labels(self, state: CampaignState) -> IntArray:
+        # the probabilities behind the labels, for calibration metrics (experiments.metrics)
+        self.final_probas_: FloatArray | None = None
         if self.n_logged_ == 0:
             return super().final_labels(state)
-        aggregator = self.make_aggregator(self._aggregator_seed)
-        return np.asarray(aggregator.fit(self.label_data()).labels_, dtype=np.int64)
+        aggregator = self.make_aggregator(self._aggregator_seed).fit(self.label_data())
+        self.final_probas_ = aggregator.probas_
+        return np.asarray(aggregator.labels_, dtype=np.int64)
 
 
 def _check_positive(value: Any, name: str, owner: str, *, integer: bool = False) -> None:

@@ -216,3 +216,32 @@ def test_glad_labels_agree_with_crowd_kit_up_to_near_ties(dataset: str) -> None:
     differ = fitted.labels_ != their_labels
     assert not np.any(differ & ~_tied(fitted.probas_, atol=GLAD_NEAR_TIE))
     assert differ.sum() <= 1
+
+
+@pytest.mark.parametrize("dataset", ["rte", "temp", "wsd"])
+def test_mmsr_skill_magnitudes_agree_with_crowd_kit(dataset: str) -> None:
+    """The M-MSR iteration (the robust rank-one completion) gives crowd-kit's s_j to 1e-6
+    wherever the two sign rules agree (the clipping of s is asymmetric, so a worker whose
+    sign differs ends with a different magnitude too). The signs are determined differently
+    (crowd-kit counts worker pairs without common tasks as disagreeing: see
+    ``crowdbudget.aggregation.mmsr``), so labels are compared on wsd, where both give the
+    same labels, and ours must be at least as accurate on all three."""
+    from crowdbudget.aggregation import MMSR
+
+    data, frame = _frame(dataset)
+    fitted = MMSR().fit(data)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = ck.MMSR()  # type: ignore[attr-defined]
+        their_labels = theirs.fit_predict(frame).reindex(range(data.n_items)).to_numpy()
+    K = data.n_classes  # type: ignore[attr-defined]
+    their_skills = theirs.skills_.reindex(range(data.n_workers)).to_numpy()  # type: ignore[attr-defined]
+    their_p = np.exp(their_skills) / (K - 1 + np.exp(their_skills))
+    their_s = (K * their_p - 1) / (K - 1)
+    our_s = (K * fitted.accuracies_ - 1) / (K - 1)
+    same = np.sign(our_s) == np.sign(their_s)
+    assert same.mean() > 0.5
+    np.testing.assert_allclose(our_s[same], their_s[same], atol=1e-6)
+    if dataset == "wsd":
+        assert not np.any((fitted.labels_ != their_labels) & ~_tied(fitted.probas_))
+    assert data.accuracy(fitted.labels_) >= np.mean(their_labels == data.gold)  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ from crowdbudget.aggregation.glad import GLAD
 from crowdbudget.aggregation.kos import KOS
 from crowdbudget.aggregation.mace import MACE
 from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityVote
+from crowdbudget.aggregation.mmsr import MMSR
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.registry import (
     DEFAULT_VERDICT,
@@ -22,6 +23,7 @@ __all__ = [
     "GLAD",
     "KOS",
     "MACE",
+    "MMSR",
     "Aggregator",
     "BayesRuleAggregator",
     "BayesianDawidSkene",

@@ -20,6 +20,7 @@
 |  |  | ``beta-prior-mean``, ``m-step-max-iter``, ``m-step-tol`` |
 | ``mace`` | :class:`MACE` (Hovy et al. 2013) | ``n-restarts``, ``n-iter``, ``method``, ``alpha``, |
 |  |  | ``beta``, ``strategy-prior``, ``default-noise`` |
+| ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
 | ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
 |  |  | ``temperature`` |
@@ -52,6 +53,7 @@ from crowdbudget.aggregation.glad import GLAD
 from crowdbudget.aggregation.kos import KOS
 from crowdbudget.aggregation.mace import MACE
 from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityVote
+from crowdbudget.aggregation.mmsr import MMSR
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
 from crowdbudget.aggregation.zero_based_skill import Wawa, ZeroBasedSkill
@@ -231,6 +233,12 @@ for _spec in (
             "strategy-prior": float,
             "default-noise": float,
         },
+    ),
+    AggregatorSpec(
+        "mmsr",
+        MMSR,
+        "M-MSR: one-coin skills by robust rank-one completion (Ma & Olshevsky 2020)",
+        _EM,
     ),
     AggregatorSpec(
         "bds",

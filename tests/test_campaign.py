@@ -15,7 +15,12 @@ from crowdbudget.campaign import (
     EventStore,
     UnknownAssignmentError,
 )
-from crowdbudget.exceptions import BudgetError, DataFormatError, UnknownPolicyError
+from crowdbudget.exceptions import (
+    BudgetError,
+    DataFormatError,
+    InvalidParameterError,
+    UnknownPolicyError,
+)
 
 
 class Clock:
@@ -161,3 +166,58 @@ def test_second_writer_is_told_to_reload() -> None:
     second.refresh()
     assert second.next_assignment("b") is not None
     assert Campaign.load(store, first.campaign_id).status()["pending"] == 2
+
+
+def test_pull_mode_tells_the_policy_who_asks_requallo_blocks_a_spammer_live() -> None:
+    """Requallo (workers=spammer) blocks a worker whose labels disagree with the completed
+    items' majority; live, that worker then gets no work while the others still do."""
+    rng = np.random.default_rng(0)
+    truth = rng.integers(2, size=60)
+    c = Campaign.create(
+        [f"i{k}" for k in range(60)],
+        budget=600,
+        policy="requallo:workers=spammer:fisher=0.2",
+        max_pending_per_worker=1,
+    )
+    workers = ["spam"] + [f"good{k}" for k in range(6)]
+    for step in range(420):
+        w = workers[step % len(workers)]
+        a = c.next_assignment(w)
+        if a is None:
+            continue
+        item = int(a.item_id[1:])
+        good = truth[item] if rng.random() < 0.9 else 1 - truth[item]
+        label = int(rng.integers(2)) if w == "spam" else int(good)
+        c.record_label(a.assignment_id, str(label))
+    assert c.status()["policy_status"]["blocked_workers"] == 1
+    assert c.next_assignment("spam") is None  # blocked: no work for the spammer
+    assert c.next_assignment("newcomer") is not None  # the others still get work
+
+
+@pytest.mark.parametrize("policy", ["opt-kg", "uniform", "opt-kg:final=ds", "kos", "requallo"])
+def test_results_label_and_confidence_come_from_one_verdict(policy: str) -> None:
+    rng = np.random.default_rng(3)
+    c = Campaign.create(_items(12), budget=40, policy=policy)
+    for k in range(40):
+        a = c.next_assignment(f"w{k % 7}")
+        if a is None:
+            break
+        c.record_label(a.assignment_id, str(int(rng.integers(2))))
+    for verdict in (None, "posterior", "ds", "mv", "one-coin-em"):
+        labels, probabilities = c.verdict_probabilities(verdict)
+        table = c.results(verdict)
+        rows = np.arange(labels.shape[0])
+        assert np.allclose(table["confidence"].to_numpy(), probabilities[rows, labels])
+        assert list(table["label"]) == [c.config.classes[k] for k in labels]
+        assert np.all(probabilities[rows, labels] >= probabilities.max(axis=1) - 1e-12)
+    with pytest.raises(InvalidParameterError, match="verdict"):
+        c.results("no-such-aggregator")
+
+
+def test_a_campaign_verdict_is_a_setting_and_validated() -> None:
+    store = EventStore("sqlite://")
+    c = Campaign.create(_items(3), budget=6, verdict="ds", store=store)
+    assert Campaign.load(store, c.campaign_id).config.verdict == "ds"
+    with pytest.raises(InvalidParameterError, match="verdict"):
+        Campaign.create(_items(3), budget=6, verdict="nope", store=store)
+    assert store.campaign_ids() == [c.campaign_id]

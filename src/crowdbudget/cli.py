@@ -351,45 +351,6 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
-def _freeze_startup_heap() -> None:
-    """Import what the first campaign would import (the policies pull in numba, scipy, …),
-    then move every object alive so far out of the cyclic garbage collector's reach
-    (``gc.freeze``). A full collection otherwise rescans these ~10^5 long-lived objects each
-    time it runs — measured 90-140 ms per collection on the 2-core machine, a pause every
-    request in flight waits out. Refcounting still frees them; only cycles among them would
-    stay (module-level objects that live as long as the process anyway)."""
-    import gc
-
-    from crowdbudget.policies import builtin  # noqa: F401  (registers the policies)
-
-    gc.collect()
-    gc.freeze()
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    try:
-        import uvicorn
-
-        from crowdbudget.service import create_app
-    except ImportError:
-        raise InvalidParameterError(
-            "the service needs its extras: pip install 'crowdbudget[service]'"
-        ) from None
-    app = create_app(args.db)
-    _freeze_startup_heap()
-    print(
-        f"crowdbudget service on http://{args.host}:{args.port}/v1 "
-        f"(OpenAPI: /openapi.json, docs: /docs), database {args.db}",
-        file=sys.stderr,
-    )
-    # access lines are logged at level info: below that, skip building them per request
-    access_log = args.log_level in ("info", "debug")
-    uvicorn.run(
-        app, host=args.host, port=args.port, log_level=args.log_level, access_log=access_log
-    )
-    return 0
-
-
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from crowdbudget.experiments.papers import REPRODUCTIONS
     from crowdbudget.experiments.report import (
@@ -624,22 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
     dsets.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     dsets.set_defaults(func=cmd_datasets)
 
-    srv = sub.add_parser(
-        "serve",
-        help="serve live campaigns over HTTP (API under /v1)",
-        description="Serve live campaigns over HTTP: create campaigns, issue worker tokens, hand "
-        "out assignments, accept labels. Every accepted event is stored before it is "
-        "acknowledged. Binds 127.0.0.1 unless told otherwise.",
-    )
-    srv.add_argument(
-        "--db", default="sqlite:///crowdbudget.db", help="SQLAlchemy URL (sqlite:///PATH)"
-    )
-    srv.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1)")
-    srv.add_argument("--port", type=_positive_int, default=8000, help="port (8000)")
-    srv.add_argument(
-        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
-    )
-    srv.set_defaults(func=cmd_serve)
+    from crowdbudget.cli_serve import add_serve_parser
+
+    add_serve_parser(sub)
 
     from crowdbudget.cli_aggregate import add_aggregate_parser
     from crowdbudget.cli_bound import add_bound_parser

@@ -3,11 +3,11 @@
 Example (against a running service)::
 
     from crowdbudget.client import Client
-    requester = Client("http://127.0.0.1:8000")
-    created = requester.create_campaign(items=["q1", "q2"], budget=10, policy="opt-kg")
-    boss = requester.with_key(created["requester_key"])
+    operator = Client("http://127.0.0.1:8000", operator_key)   # None if the server has none
+    created = operator.create_campaign(items=["q1", "q2"], budget=10, policy="opt-kg")
+    boss = operator.with_key(created["requester_key"])
     token = boss.add_worker(created["campaign_id"], "alice")["worker_token"]
-    alice = requester.with_key(token)
+    alice = operator.with_key(token)
     work = alice.next_assignment(created["campaign_id"])       # None: no work now
     alice.submit_label(created["campaign_id"], work["assignment_id"], "1")
     print(boss.status(created["campaign_id"]))
@@ -33,7 +33,8 @@ class ServiceError(Exception):
 
 
 class Client:
-    """HTTP client for one key (requester key or worker token; None to create campaigns)."""
+    """HTTP client for one key: the operator key (creates campaigns; None when the server has
+    no operator key), a requester key or a worker token."""
 
     def __init__(
         self,
@@ -110,10 +111,58 @@ class Client:
         result: dict[str, Any] = self._call("GET", f"/campaigns/{campaign_id}/status")
         return result
 
-    def results(self, campaign_id: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", f"/campaigns/{campaign_id}/results")
+    def results(self, campaign_id: str, verdict: str | None = None) -> list[dict[str, Any]]:
+        """Label, confidence and labels used per item (``verdict``: another verdict)."""
+        params = {} if verdict is None else {"verdict": verdict}
+        result: list[dict[str, Any]] = self._call(
+            "GET", f"/campaigns/{campaign_id}/results", params=params
+        )
         return result
 
     def export(self, campaign_id: str) -> str:
         result: str = self._call("GET", f"/campaigns/{campaign_id}/export")
+        return result
+
+    def pending_assignments(
+        self, campaign_id: str, worker_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The unanswered assignments (of one worker, or all)."""
+        params = {} if worker_id is None else {"worker_id": worker_id}
+        result: list[dict[str, Any]] = self._call(
+            "GET", f"/campaigns/{campaign_id}/assignments", params=params
+        )
+        return result
+
+    def update_settings(
+        self,
+        campaign_id: str,
+        *,
+        ttl: float | None = None,
+        max_pending_per_worker: int | None = None,
+    ) -> None:
+        """Change the campaign's time-to-live or pending assignments per worker."""
+        body: dict[str, Any] = {}
+        if ttl is not None:
+            body["ttl"] = ttl
+        if max_pending_per_worker is not None:
+            body["max_pending_per_worker"] = max_pending_per_worker
+        self._call("PATCH", f"/campaigns/{campaign_id}", json=body)
+
+    def rotate_requester_key(self, campaign_id: str) -> str:
+        """A new requester key (the old ones stop working)."""
+        result: dict[str, Any] = self._call("POST", f"/campaigns/{campaign_id}/requester-key")
+        return str(result["requester_key"])
+
+    def rotate_worker_token(self, campaign_id: str, worker_id: str) -> str:
+        """A new token for the worker (their old tokens stop working)."""
+        result: dict[str, Any] = self._call(
+            "POST", f"/campaigns/{campaign_id}/workers/{worker_id}/rotate"
+        )
+        return str(result["worker_token"])
+
+    def revoke_worker(self, campaign_id: str, worker_id: str) -> dict[str, Any]:
+        """Revoke the worker's tokens and cancel their pending assignments."""
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/campaigns/{campaign_id}/workers/{worker_id}"
+        )
         return result

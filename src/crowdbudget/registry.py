@@ -35,6 +35,15 @@ class PolicySpec:
     params: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     paper: str = ""
+    #: parameters a network client may not set (file-system paths, cache locations, grid and
+    #: state-space sizes: anything that names a place on the server or scales its work); the
+    #: service refuses them (:func:`check_network_policy`), the CLI and library take them
+    server_only: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = self.server_only - set(self.params)
+        if unknown:
+            raise ValueError(f"{self.policy_id}: server_only names no parameter: {sorted(unknown)}")
 
 
 _REGISTRY: dict[str, PolicySpec] = {}
@@ -116,6 +125,29 @@ def make_policy(text: str) -> AllocationPolicy:
         policy = FinalAggregation(policy, final, final_workers or "as-given")
     policy.validate_params()
     return policy
+
+
+def check_network_policy(text: str) -> None:
+    """Refuse a policy id from a network client that sets a server-only parameter.
+
+    A network client (the HTTP service) may choose a policy and its statistical parameters,
+    never the server's configuration: parameters declared ``server_only`` (cache
+    directories, grid sizes, state-space limits) keep their defaults. Raises
+    :class:`InvalidParameterError` naming the first such parameter; the id must otherwise be
+    valid (unknown ids and bad values raise as in :func:`make_policy`)."""
+    name, raw = parse_policy_id(text)
+    spec = _REGISTRY.get(name)
+    if spec is None:
+        make_policy(text)  # raises the usual unknown-policy error
+        return
+    for key in raw:
+        if key in spec.server_only:
+            raise InvalidParameterError(
+                f"policy parameter {key!r} of {name!r} is a server setting; an API client "
+                f"may not set it (allowed here: "
+                + (", ".join(sorted(set(spec.params) - spec.server_only)) or "none")
+                + ")"
+            )
 
 
 _LOADED = False

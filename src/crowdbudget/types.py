@@ -73,6 +73,10 @@ class Problem:
         features: instance features x_i, shape (n_items, n_features) (None: no features).
             Only feature-based policies read them (Chen, Lin, Zhou 2013, §5:
             ``opt-kg:features=logistic``).
+        default_price: the price of one label when the worker is not known or has no price
+            in ``worker_prices`` (default 1: budgets in label units). A live campaign whose
+            workers are paid 0.1 a label sets it, so that a policy deciding affordability
+            (``state.can_afford(problem.price_of(worker))``) uses the real price.
     """
 
     n_items: int
@@ -83,6 +87,7 @@ class Problem:
     n_workers: int | None = None
     worker_prices: FloatArray | None = None
     features: FloatArray | None = None
+    default_price: float = 1.0
 
     def __post_init__(self) -> None:
         n_items = check_positive_int(self.n_items, "n_items")
@@ -90,6 +95,7 @@ class Problem:
         object.__setattr__(self, "n_items", n_items)
         object.__setattr__(self, "n_classes", n_classes)
         object.__setattr__(self, "budget", check_budget(self.budget))
+        object.__setattr__(self, "default_price", check_budget(self.default_price, "default_price"))
         prior = np.ones(n_classes) if self.prior is None else self.prior
         object.__setattr__(self, "prior", check_prior(prior, n_items, n_classes))
         object.__setattr__(self, "thresholds", check_thresholds(self.thresholds, n_items))
@@ -128,9 +134,9 @@ class Problem:
         return self.thresholds
 
     def price_of(self, worker: int | None) -> float:
-        """The price of one label from ``worker`` (1 without prices)."""
+        """The price of one label from ``worker`` (``default_price`` without prices)."""
         if self.worker_prices is None or worker is None:
-            return 1.0
+            return self.default_price
         return float(self.worker_prices[worker])
 
     def with_budget(self, budget: float) -> Problem:
@@ -144,6 +150,7 @@ class Problem:
             n_workers=self.n_workers,
             worker_prices=self.worker_prices,
             features=self.features,
+            default_price=self.default_price,
         )
 
 

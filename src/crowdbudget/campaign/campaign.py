@@ -25,7 +25,14 @@ and gets the same state (tested). Event kinds and payloads:
 - ``labeled``: ``{"id", "label"}`` (label as a class index);
 - ``released``: ``{"id", "reason"}`` with reason ``cancelled`` or ``expired``;
 - ``imported``: ``{"rows": [[item, worker, label], ...]}`` — labels collected elsewhere; they
-  inform the posterior and the results but cost nothing from this campaign's budget.
+  inform the posterior and the results but cost nothing from this campaign's budget;
+- ``settings_changed``: ``{"ttl": ..., "max_pending_per_worker": ...}`` (either or both) —
+  for assignments handed out from then on.
+
+Validate, then commit: an event is stored only once the code that applies it is known to
+succeed — ``created`` and ``items_added`` build the problem and reset the policy before the
+event is written (:meth:`Campaign.create`, :meth:`Campaign.add_items`), the other events are
+checked by the operation that writes them — so a refused operation leaves the store as it was.
 
 Policy randomness: the policy's generator is ``default_rng([seed, n])`` where n is the number of
 events when the campaign was created or loaded, so a reloaded campaign is deterministic; its
@@ -44,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import time
@@ -51,12 +59,20 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crowdbudget.campaign.store import CommitTicket, EventStore, StoredEvent
+from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.campaign.store import (
+    CommitTicket,
+    ConcurrentWriteError,
+    EventStore,
+    StoredEvent,
+)
+from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import (
     BudgetError,
     CrowdBudgetError,
@@ -67,7 +83,14 @@ from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import positive_probability
 from crowdbudget.posteriors.dirichlet import largest_class_probabilities
 from crowdbudget.registry import make_policy
-from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem
+from crowdbudget.types import (
+    Assignment,
+    CampaignState,
+    FloatArray,
+    IntArray,
+    LabelEvent,
+    Problem,
+)
 
 _EPOCHS = itertools.count(1)
 
@@ -107,6 +130,46 @@ class _Record:
     label: int | None = None
 
 
+@functools.lru_cache(maxsize=4096)
+def _decimal(value: float) -> Decimal:
+    """A price or budget as the decimal number it was written as (``0.1`` is one tenth, not
+    the binary float nearest to it): its shortest repr, which round-trips exactly. Cached:
+    a campaign has few distinct prices, and this runs on every assignment and label."""
+    return Decimal(repr(float(value)))
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """The campaign's money in exact decimal arithmetic: the authority on affordability.
+
+    Float sums of prices drift (0.1 + 0.1 + 0.1 > 0.3), and a tolerance to absorb the drift
+    would let spending pass the budget by that much. Prices and the budget are decimal
+    numbers as the requester typed them, so their sums are exact here: a budget of 1 at 0.1 a
+    label pays exactly 10 labels and ``spent + committed`` never exceeds the budget, not
+    even by 1e-9. (The float state the policies read follows along; its drift is far below
+    its own 1e-9 slack, so it never refuses what the ledger allows.)"""
+
+    budget: Decimal
+    spent: Decimal = Decimal(0)
+    committed: Decimal = Decimal(0)
+
+    def can_afford(self, price: float) -> bool:
+        return self.spent + self.committed + _decimal(price) <= self.budget
+
+    @property
+    def remaining(self) -> Decimal:
+        return self.budget - self.spent - self.committed
+
+
+@dataclass(frozen=True, slots=True)
+class _Rebuild:
+    """What :meth:`Campaign._rebuild` computes: the campaign's problem, state and policy."""
+
+    problem: Problem
+    state: CampaignState
+    policy: AllocationPolicy
+
+
 @dataclass
 class CampaignConfig:
     """What a campaign was created with (the payload of its ``created`` event)."""
@@ -123,21 +186,65 @@ class CampaignConfig:
     seed: int = 0
     name: str = ""
     max_labels_per_item: int | None = None
+    max_pending_per_worker: int | None = None
+    verdict: str = "posterior"
 
     def to_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (an ellipsis marks the cut)."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters: error messages name the offending input
+    without echoing a large one back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
+
+
+#: the largest seed NumPy's SeedSequence takes per entry is unbounded, but a seed must be a
+#: non-negative integer; 2**63 keeps it an int64 in every store
+_MAX_SEED = 2**63 - 1
+
+
+def check_verdict(verdict: Any, n_classes: int) -> str:
+    """``verdict`` if it is ``"posterior"`` or an aggregator id that takes ``n_classes``
+    classes; else :class:`InvalidParameterError` naming what is allowed."""
+    if not isinstance(verdict, str) or not verdict.strip():
+        raise InvalidParameterError(
+            f"verdict must be 'posterior' or an aggregator id, got {verdict!r}"
+        )
+    verdict = verdict.strip()
+    if verdict == "posterior":
+        return verdict
+    from crowdbudget.aggregation.registry import registered_aggregators
+
+    try:
+        make_aggregator(verdict)
+    except CrowdBudgetError as error:
+        raise InvalidParameterError(
+            f"verdict must be 'posterior' or an aggregator id ({error})"
+        ) from None
+    name = verdict.split(":")[0]
+    spec = registered_aggregators().get(name)
+    if spec is not None and spec.binary_only and n_classes != 2:
+        raise InvalidParameterError(f"verdict {name!r} takes two classes only")
+    return verdict
 
 
 def _check_ids(values: Iterable[Any], what: str) -> list[str]:
     out = []
     for value in values:
         if not isinstance(value, str | int) or isinstance(value, bool) or str(value) == "":
-            raise DataFormatError(f"{what} ids must be non-empty strings, got {value!r}")
+            raise DataFormatError(f"{what} ids must be non-empty strings, got {_short(value)}")
         out.append(str(value))
     seen: set[str] = set()
     for value in out:
         if value in seen:
-            raise DataFormatError(f"{what} id {value!r} appears more than once")
+            raise DataFormatError(f"{what} id {_short(value)} appears more than once")
         seen.add(value)
     return out
 
@@ -153,6 +260,9 @@ class Campaign:
         self._deferring = False
         self._last_ticket: CommitTicket | None = None
         self.config: CampaignConfig | None = None
+        # a rebuild computed before its ``items_added`` event was stored (validate, then
+        # commit), used by the event's handler instead of computing it again
+        self._prepared: tuple[tuple[str, ...], _Rebuild] | None = None
 
     # ------------------------------------------------------------------ creation and loading
     @classmethod
@@ -169,6 +279,8 @@ class Campaign:
         ttl: float | None = None,
         seed: int = 0,
         max_labels_per_item: int | None = None,
+        max_pending_per_worker: int | None = None,
+        verdict: str = "posterior",
         store: EventStore | None = None,
         campaign_id: str | None = None,
         name: str = "",
@@ -186,8 +298,20 @@ class Campaign:
             ttl: seconds an assignment may stay unanswered before it expires (None: never).
             max_labels_per_item: an item receives at most this many labels (pending ones
                 count, so it is never exceeded); then it leaves the campaign.
-            seed: the policy's random seed.
+            max_pending_per_worker: a worker holds at most this many unanswered assignments;
+                asking again at the limit returns the oldest one again (so a response lost
+                on the way is recovered, and one worker cannot reserve the whole budget).
+                None: no limit.
+            seed: the policy's random seed (an integer >= 0).
+            verdict: where final labels and their confidence come from (:meth:`results`):
+                ``"posterior"`` (the policy's own model) or an aggregator id fitted on the
+                labels (``"ds"``, ``"one-coin-em"``, ``"mv"``, …).
             store: where events go (default: an in-memory SQLite database).
+
+        Nothing is stored unless the whole configuration works: the ``created`` event is
+        applied to the new object (building the problem and resetting the policy on it)
+        before it is written, so a policy that refuses the problem (``kg`` with three
+        classes, ``bbta`` without workers, …) leaves the store unchanged.
         """
         classes_ = _check_ids(classes, "class")
         if len(classes_) < 2:
@@ -210,11 +334,22 @@ class Campaign:
             raise InvalidParameterError("worker prices must be numbers > 0")
         if ttl is not None and not (np.isfinite(ttl) and ttl > 0):
             raise InvalidParameterError(f"ttl must be a number of seconds > 0, got {ttl!r}")
-        if max_labels_per_item is not None and int(max_labels_per_item) < 1:
-            raise InvalidParameterError(
-                f"max_labels_per_item must be an integer >= 1, got {max_labels_per_item!r}"
-            )
-        make_policy(policy)  # an unknown id or bad parameter fails here, before any write
+        for limit_name, limit in (
+            ("max_labels_per_item", max_labels_per_item),
+            ("max_pending_per_worker", max_pending_per_worker),
+        ):
+            if limit is not None and (
+                isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1
+            ):
+                raise InvalidParameterError(
+                    f"{limit_name} must be an integer >= 1, got {_short(limit)}"
+                )
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+            raise InvalidParameterError(f"seed must be an integer >= 0, got {_short(seed)}")
+        if not 0 <= int(seed) <= _MAX_SEED:
+            raise InvalidParameterError(f"seed must be an integer in [0, 2**63), got {seed}")
+        make_policy(policy)  # an unknown id or bad parameter fails here, before any work
+        verdict = check_verdict(verdict, len(classes_))
         config = CampaignConfig(
             campaign_id=campaign_id or uuid.uuid4().hex,
             items=_check_ids(items, "item"),
@@ -228,9 +363,18 @@ class Campaign:
             seed=int(seed),
             name=name,
             max_labels_per_item=None if max_labels_per_item is None else int(max_labels_per_item),
+            max_pending_per_worker=(
+                None if max_pending_per_worker is None else int(max_pending_per_worker)
+            ),
+            verdict=verdict,
         )
         campaign = cls(store if store is not None else EventStore("sqlite://"), clock)
-        campaign._commit("created", config.to_payload(), campaign_id=config.campaign_id)
+        payload = config.to_payload()
+        # validate, then commit: apply the event to the new (still private) object first; a
+        # configuration the policy refuses raises here and nothing reaches the store
+        campaign._apply(StoredEvent(config.campaign_id, 1, "created", payload, clock()))
+        stored = campaign.store.append(config.campaign_id, 1, "created", payload)
+        campaign._seq = stored.seq
         campaign._start_policy_stream()
         return campaign
 
@@ -247,10 +391,22 @@ class Campaign:
         campaign._start_policy_stream()
         return campaign
 
+    def can_refresh(self) -> bool:
+        """Whether :meth:`refresh` is safe now: nothing this object applied is still waiting
+        for its commit. (A staged event may lose its number to another process's event; the
+        store's events after it would then be applied on top of one it never held.)"""
+        ticket = self._last_ticket
+        return ticket is None or ticket.settled
+
     def refresh(self) -> int:
         """Apply events other processes appended since this object last saw the store;
-        returns how many."""
+        returns how many. Refuses (:class:`ConcurrentWriteError`) while an event this object
+        staged is not yet committed (see :meth:`can_refresh`): wait for it first."""
         assert self.config is not None
+        if not self.can_refresh():
+            raise ConcurrentWriteError(
+                "this campaign copy has uncommitted events; wait for them before refreshing"
+            )
         n = 0
         for event in self.store.events(self.config.campaign_id, after=self._seq):
             self._apply(event)
@@ -298,7 +454,8 @@ class Campaign:
         handler(event.payload)
         self._seq = event.seq
         if event.kind in ("labeled", "imported"):
-            self._timeline.append((event.created_at, float(self.state.spent), len(self._log_items)))
+            spent = float(self._ledger.spent)
+            self._timeline.append((event.created_at, spent, len(self._log_items)))
 
     def _on_created(self, p: dict[str, Any]) -> None:
         self.config = CampaignConfig(**p)
@@ -307,9 +464,12 @@ class Campaign:
         self.worker_ids: list[str] = []
         self._worker_index: dict[str, int] = {}
         self._class_index = {c: k for k, c in enumerate(self.config.classes)}
+        self._ledger = _Ledger(_decimal(self.config.budget))
         self._records: dict[str, _Record] = {}
         self._expiry: list[tuple[float, str]] = []
         self._worker_items: dict[int, set[int]] = {}
+        # each worker's pending assignment ids, oldest first (a dict: ordered, O(1) removal)
+        self._worker_pending: dict[int, dict[str, None]] = {}
         self._saturated: set[int] = set()  # items whose pending work fills their label cap
         self._busy: set[int] = set()  # items with pending assignments
         self._log_items: list[int] = []
@@ -320,14 +480,22 @@ class Campaign:
         self._extend_items(self.config.items)
 
     def _on_items_added(self, p: dict[str, Any]) -> None:
-        self._extend_items(p["items"])
+        new = tuple(p["items"])
+        prepared = self._prepared
+        self._prepared = None
+        if prepared is not None and prepared[0] == new:
+            self._install(new, prepared[1])
+        else:
+            self._extend_items(list(new))
 
     def _on_assigned(self, p: dict[str, Any]) -> None:
         worker = self._worker(p["worker"])
         record = _Record(p["item"], worker, p["price"], p["expires_at"])
         self._records[p["id"]] = record
         self.state.record_assignment(Assignment(record.item, None, record.price))
+        self._ledger.committed += _decimal(record.price)
         self._worker_items.setdefault(worker, set()).add(record.item)
+        self._worker_pending.setdefault(worker, {})[p["id"]] = None
         self._check_cap(record.item)
         self._check_busy(record.item)
         if record.expires_at is not None:
@@ -336,15 +504,25 @@ class Campaign:
     def _on_labeled(self, p: dict[str, Any]) -> None:
         record = self._records[p["id"]]
         record.status, record.label = "answered", int(p["label"])
+        self._worker_pending[record.worker].pop(p["id"], None)
+        price = _decimal(record.price)
+        self._ledger.committed -= price
+        self._ledger.spent += price
         self._observe(record.item, record.worker, record.label, record.price, pending=True)
 
     def _on_released(self, p: dict[str, Any]) -> None:
         record = self._records[p["id"]]
         record.status = p["reason"]
+        self._worker_pending[record.worker].pop(p["id"], None)
         self.state.release_assignment(Assignment(record.item, None, record.price))
+        self._ledger.committed -= _decimal(record.price)
         self._worker_items[record.worker].discard(record.item)
         self._check_cap(record.item)
         self._check_busy(record.item)
+
+    def _on_settings_changed(self, p: dict[str, Any]) -> None:
+        assert self.config is not None
+        self.config = replace(self.config, **p)
 
     def _on_imported(self, p: dict[str, Any]) -> None:
         for item, worker_id, label in p["rows"]:
@@ -394,32 +572,51 @@ class Campaign:
 
     def _extend_items(self, new_items: list[str]) -> None:
         """Add items and (re)build the policy on the larger problem, replaying the labels."""
+        self._install(tuple(new_items), self._rebuild(new_items))
+
+    def _rebuild(self, new_items: Sequence[str]) -> _Rebuild:
+        """The problem, state and policy with ``new_items`` appended, every label observed
+        again in order — computed without changing this object, so that a policy refusing
+        the larger problem raises before anything is stored (:meth:`add_items`)."""
         assert self.config is not None
-        for item_id in new_items:
-            self._item_index[item_id] = len(self.item_ids)
-            self.item_ids.append(item_id)
-        n_items, n_classes = len(self.item_ids), len(self.config.classes)
+        n_items = len(getattr(self, "item_ids", ())) + len(new_items)
+        n_classes = len(self.config.classes)
         prior = None
         if self.config.prior is not None:
             prior = np.tile(np.asarray(self.config.prior, dtype=float), (n_items, 1))
-        self.problem = Problem(
-            n_items=n_items, budget=self.config.budget, n_classes=n_classes, prior=prior
+        # the policy decides affordability with the cheapest price a worker can have: the
+        # campaign checks the arriving worker's real price first (next_assignment), so the
+        # policy never refuses a label the campaign can pay for (budget 1 at 0.1 a label:
+        # 10 labels)
+        cheapest = min([self.config.default_price, *self.config.worker_prices.values()])
+        problem = Problem(
+            n_items=n_items,
+            budget=self.config.budget,
+            n_classes=n_classes,
+            prior=prior,
+            default_price=cheapest,
         )
         old = getattr(self, "state", None)
-        state = CampaignState.initial(self.problem)
+        state = CampaignState.initial(problem)
         if old is not None:
             k = old.label_counts.shape[0]
             state.label_counts[:k] = old.label_counts
             state.pending[:k] = old.pending
             state.eligible[:k] = old.eligible
             state.spent, state.committed, state.n_events = old.spent, old.committed, old.n_events
-        self.state = state
-        self.policy: AllocationPolicy = make_policy(self.config.policy)
-        self.policy.reset(self.problem, np.random.default_rng([self.config.seed, self._seq]))
+        policy: AllocationPolicy = make_policy(self.config.policy)
+        policy.reset(problem, np.random.default_rng([self.config.seed, self._seq]))
         for item, worker, label, cost in zip(
             self._log_items, self._log_workers, self._log_labels, self._log_costs, strict=True
         ):
-            self.policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
+            policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
+        return _Rebuild(problem, state, policy)
+
+    def _install(self, new_items: Sequence[str], rebuild: _Rebuild) -> None:
+        for item_id in new_items:
+            self._item_index[item_id] = len(self.item_ids)
+            self.item_ids.append(item_id)
+        self.problem, self.state, self.policy = rebuild.problem, rebuild.state, rebuild.policy
 
     def _start_policy_stream(self) -> None:
         assert self.config is not None
@@ -442,7 +639,37 @@ class Campaign:
         if clash:
             raise DataFormatError(f"item id {clash[0]!r} already exists in this campaign")
         if new:
-            self._commit("items_added", {"items": new})
+            # validate, then commit: the rebuild that the event's handler would do runs
+            # first, so a policy refusing the larger problem stores nothing
+            self._prepared = (tuple(new), self._rebuild(new))
+            try:
+                self._commit("items_added", {"items": new})
+            finally:
+                self._prepared = None
+
+    def update_settings(
+        self, *, ttl: float | None = None, max_pending_per_worker: int | None = None
+    ) -> None:
+        """Change the time-to-live (seconds) and the unanswered assignments one worker may
+        hold; None keeps a setting. Both apply to assignments handed out from now on."""
+        changes: dict[str, Any] = {}
+        if ttl is not None:
+            if isinstance(ttl, bool) or not (np.isfinite(ttl) and ttl > 0):
+                raise InvalidParameterError(f"ttl must be a number of seconds > 0, got {ttl!r}")
+            changes["ttl"] = float(ttl)
+        if max_pending_per_worker is not None:
+            if (
+                isinstance(max_pending_per_worker, bool)
+                or not isinstance(max_pending_per_worker, int | np.integer)
+                or max_pending_per_worker < 1
+            ):
+                raise InvalidParameterError(
+                    "max_pending_per_worker must be an integer >= 1, got "
+                    f"{_short(max_pending_per_worker)}"
+                )
+            changes["max_pending_per_worker"] = int(max_pending_per_worker)
+        if changes:
+            self._commit("settings_changed", changes)
 
     def expire_overdue(self) -> int:
         """Release every pending assignment past its time-to-live; returns how many."""
@@ -464,17 +691,22 @@ class Campaign:
         worker_id = _check_ids([worker_id], "worker")[0]
         self.expire_overdue()
         price = self.price_of(worker_id)
-        if not self.state.can_afford(price):
+        if not self._ledger.can_afford(price):
             return None
         worker = self._worker_index.get(worker_id)
+        held = self._held(worker)
+        if held is not None:
+            return self.assignment(held)  # at the limit: the oldest pending one, again
         excluded = self._worker_items.get(worker, set()) if worker is not None else set()
         if self._saturated:
             excluded = excluded | self._saturated
         # items with work pending come last: the policy's scores do not move until a label
         # comes back, so without this every arriving worker would get the same top item
-        choice = self.policy.select_excluding(self.state, excluded | self._busy)
+        # pull mode: the policy is told who asks (a worker it knows from earlier events; a
+        # newcomer has no index yet), so e.g. Requallo refuses a worker it blocked as a spammer
+        choice = self.policy.select_excluding(self.state, excluded | self._busy, worker=worker)
         if choice is None and self._busy:  # only items with pending work are left
-            choice = self.policy.select_excluding(self.state, excluded)
+            choice = self.policy.select_excluding(self.state, excluded, worker=worker)
         if choice is None:
             return None
         choice = replace(choice, price=price)
@@ -493,11 +725,26 @@ class Campaign:
         )
         return self.assignment(assignment_id)
 
+    def _held(self, worker: int | None) -> str | None:
+        """The worker's oldest pending assignment if they hold ``max_pending_per_worker``
+        already, else None."""
+        assert self.config is not None
+        cap = self.config.max_pending_per_worker
+        if cap is None or worker is None:
+            return None
+        pending = self._worker_pending.get(worker)
+        if not pending or len(pending) < cap:
+            return None
+        return next(iter(pending))
+
     def next_assignments(self, worker_ids: Sequence[str]) -> list[PendingAssignment]:
         """Push mode for a managed team: one assignment per worker in turn, while any is
-        available (a worker with nothing left is skipped)."""
+        available (a worker with nothing left, or holding ``max_pending_per_worker``
+        assignments already, is skipped)."""
         out = []
         for worker_id in worker_ids:
+            if self._held(self._worker_index.get(str(worker_id))) is not None:
+                continue
             assignment = self.next_assignment(worker_id)
             if assignment is not None:
                 out.append(assignment)
@@ -506,7 +753,7 @@ class Campaign:
     def _record(self, assignment_id: str) -> _Record:
         record = self._records.get(assignment_id)
         if record is None:
-            raise UnknownAssignmentError(f"no assignment {assignment_id!r} in this campaign")
+            raise UnknownAssignmentError(f"no assignment {_short(assignment_id)} in this campaign")
         return record
 
     def assignment(self, assignment_id: str) -> PendingAssignment:
@@ -522,6 +769,18 @@ class Campaign:
             label=None if record.label is None else self.config.classes[record.label],
         )
 
+    def pending_assignments(self, worker_id: str | None = None) -> list[PendingAssignment]:
+        """The unanswered assignments (of ``worker_id``, or all), oldest first per worker,
+        after releasing the overdue ones; a requester cancels any of them with
+        :meth:`cancel_assignment` and its budget returns at once."""
+        self.expire_overdue()
+        if worker_id is not None:
+            worker = self._worker_index.get(worker_id)
+            ids = list(self._worker_pending.get(worker, {})) if worker is not None else []
+        else:
+            ids = [a for pending in self._worker_pending.values() for a in pending]
+        return [self.assignment(a) for a in ids]
+
     def record_label(
         self, assignment_id: str, label: str, *, worker_id: str | None = None
     ) -> PendingAssignment:
@@ -534,7 +793,8 @@ class Campaign:
         code = self._class_index.get(str(label))
         if code is None:
             raise DataFormatError(
-                f"label {label!r} is not a class; classes: {', '.join(self.config.classes)}"
+                f"label {_short(label)} is not a class; classes: "
+                + _clip(", ".join(self.config.classes), 200)
             )
         if record.status == "answered":
             if record.label == code:
@@ -545,7 +805,9 @@ class Campaign:
             )
         expired = record.expires_at is not None and record.expires_at <= self.clock()
         if record.status == "pending" and expired:
-            self.expire_overdue()
+            # refused without writing: the expiry itself is recorded by the next
+            # housekeeping (expire_overdue), not by a refused request
+            raise AssignmentError(f"assignment {assignment_id!r} is expired; it takes no label")
         if record.status != "pending":
             raise AssignmentError(
                 f"assignment {assignment_id!r} is {record.status}; it takes no label"
@@ -577,13 +839,15 @@ class Campaign:
         ):
             item = self._item_index.get(task)
             if item is None:
-                raise DataFormatError(f"imported label for unknown item {task!r}")
+                raise DataFormatError(f"imported label for unknown item {_short(task)}")
             code = self._class_index.get(label)
             if code is None:
                 raise DataFormatError(
-                    f"imported label {label!r} is not a class; classes: "
-                    + ", ".join(self.config.classes)
+                    f"imported label {_short(label)} is not a class; classes: "
+                    + _clip(", ".join(self.config.classes), 200)
                 )
+            if worker == "":
+                raise DataFormatError(f"imported label for item {_short(task)} has no worker")
             rows.append([item, worker, code])
         if rows:
             self._commit("imported", {"rows": rows})
@@ -599,11 +863,35 @@ class Campaign:
             return np.column_stack([1.0 - p, p])
         return largest_class_probabilities(alpha)
 
-    def results(self) -> pd.DataFrame:
-        """Final label, confidence and number of labels per item (``task``-indexed)."""
+    def verdict_probabilities(self, verdict: str | None = None) -> tuple[IntArray, FloatArray]:
+        """Final labels, shape (n_items,), and class probabilities, shape (n_items,
+        n_classes), from one model: the campaign's verdict, or ``verdict`` if given.
+
+        ``"posterior"``: the policy's :meth:`~AllocationPolicy.final_labels` and
+        :meth:`~AllocationPolicy.final_probabilities` (its posterior, or the aggregator of an
+        aggregating policy). An aggregator id: that aggregator fitted on every label received
+        (answered and imported); an item without labels gets uniform probabilities.
+        """
         assert self.config is not None
-        labels = self.policy.final_labels(self.state)
-        probabilities = self.class_probabilities()
+        verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
+        if verdict == "posterior":
+            return self.policy.final_labels(self.state), self.policy.final_probabilities(self.state)
+        data = LabelData(
+            items=np.asarray(self._log_items, dtype=np.int64),
+            workers=np.asarray(self._log_workers, dtype=np.int64),
+            labels=np.asarray(self._log_labels, dtype=np.int64),
+            item_ids=np.asarray(self.item_ids, dtype=object),
+            worker_ids=np.asarray(self.worker_ids, dtype=object),
+            classes=tuple(self.config.classes),
+        )
+        fitted = make_aggregator(f"{verdict}:seed={self.config.seed}").fit(data)
+        return np.asarray(fitted.labels_, dtype=np.int64), np.asarray(fitted.probas_, dtype=float)
+
+    def results(self, verdict: str | None = None) -> pd.DataFrame:
+        """Final label, confidence (the verdict's probability of that label) and number of
+        labels per item (``task``-indexed); ``verdict`` overrides the campaign's."""
+        assert self.config is not None
+        labels, probabilities = self.verdict_probabilities(verdict)
         classes = np.asarray(self.config.classes, dtype=object)
         return pd.DataFrame(
             {
@@ -653,9 +941,9 @@ class Campaign:
             "name": self.config.name,
             "policy": self.config.policy,
             "budget": self.config.budget,
-            "spent": float(self.state.spent),
-            "committed": float(self.state.committed),
-            "remaining": float(self.state.remaining),
+            "spent": float(self._ledger.spent),
+            "committed": float(self._ledger.committed),
+            "remaining": float(self._ledger.remaining),
             "pending": pending,
             "n_items": len(self.item_ids),
             "n_workers": len(self.worker_ids),
@@ -665,7 +953,7 @@ class Campaign:
             "items_complete": int(policy_status.get("complete", confident)),
             "estimated_accuracy": float(confidence.mean()) if confidence.size else None,
             "stopped": stopped,
-            "saved": float(self.state.remaining) if stopped else 0.0,
+            "saved": float(self._ledger.remaining) if stopped else 0.0,
             "policy_status": policy_status,
             "events": self._seq,
         }

@@ -59,7 +59,14 @@ from crowdbudget.aggregation.kos import KOS
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
+from crowdbudget.types import (
+    Assignment,
+    CampaignState,
+    FloatArray,
+    IntArray,
+    LabelEvent,
+    Problem,
+)
 
 
 class AggregatingPolicy(AllocationPolicy):
@@ -119,6 +126,14 @@ class AggregatingPolicy(AllocationPolicy):
         aggregator = self.make_aggregator(self._aggregator_seed).fit(self.label_data())
         self.final_probas_ = aggregator.probas_
         return np.asarray(aggregator.labels_, dtype=np.int64)
+
+    def final_probabilities(self, state: CampaignState) -> FloatArray:
+        """The aggregator's class probabilities (``probas_``), the model of
+        :meth:`final_labels`."""
+        if self.n_logged_ == 0:
+            return super().final_probabilities(state)
+        aggregator = self.make_aggregator(self._aggregator_seed)
+        return np.asarray(aggregator.fit(self.label_data()).probas_, dtype=float)
 
 
 def _check_positive(value: Any, name: str, owner: str, *, integer: bool = False) -> None:

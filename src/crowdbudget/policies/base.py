@@ -24,7 +24,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
+from crowdbudget.types import (
+    Assignment,
+    CampaignState,
+    FloatArray,
+    IntArray,
+    LabelEvent,
+    Problem,
+)
 
 
 class AllocationPolicy(ABC):
@@ -135,6 +142,32 @@ class AllocationPolicy(ABC):
             state.problem.threshold_array,
         )
         return posterior.predict()
+
+    def final_probabilities(self, state: CampaignState) -> FloatArray:
+        """P(item's class = c) under the model that gives :meth:`final_labels`, shape
+        (n_items, n_classes), so that a label and its confidence come from one model.
+
+        Default: the policy's posterior (``posterior_.class_probabilities()``) when it has
+        one, else the Beta posterior P(θ >= d) (binary) or the Dirichlet posterior's
+        probability of each class being the largest, from the prior and the votes — the
+        model of the default :meth:`final_labels`.
+        """
+        n_items, n_classes = state.n_items, state.problem.n_classes
+        posterior = getattr(self, "posterior_", None)
+        probabilities = getattr(posterior, "class_probabilities", None)
+        if callable(probabilities):
+            p = np.asarray(probabilities(), dtype=float)
+            if p.shape == (n_items, n_classes):
+                return p
+        alpha = state.problem.prior_array + state.label_counts
+        if n_classes > 2:
+            from crowdbudget.posteriors.dirichlet import DirichletPosterior
+
+            return DirichletPosterior(alpha, n_items).class_probabilities()
+        from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
+
+        beta = BetaBernoulliPosterior(alpha, n_items, state.problem.threshold_array)
+        return beta.class_probabilities()
 
     # ---- helpers shared by policies -----------------------------------------------------------
     def _price(self, state: CampaignState, worker: int | None) -> float:

@@ -203,6 +203,8 @@ register_policy(
             "grid-points": int,
             "cache-dir": str,
         },
+        # the cache's place on disk and the sizes of the index tables: server settings
+        server_only=frozenset({"cache-dir", "grid-points", "label-cap", "max-lookahead"}),
         paper=HU_FRAZIER,
     )
 )
@@ -247,6 +249,8 @@ register_policy(
             "solver": str,
             "tie-break": str,
         },
+        # the truncation depth sets the size of the index computation
+        server_only=frozenset({"truncation", "max-levels"}),
         paper=CHEN2013,
     )
 )
@@ -329,6 +333,7 @@ register_policy(
         KOSAllocation,
         "random (l, r)-regular item-worker graph for the budget + KOS inference (Karger et al.)",
         params={"labels-per-worker": int, "n-iter": int, "inference": str},
+        server_only=frozenset({"n-iter"}),
         paper=CHEN2013,
     )
 )
@@ -338,6 +343,7 @@ register_policy(
         RandomBP,
         "uniformly random items + belief propagation (Liu, Peng, Ihler 2012)",
         params={"alpha": float, "beta": float, "n-nodes": int},
+        server_only=frozenset({"n-nodes"}),
         paper=CHEN2013,
     )
 )

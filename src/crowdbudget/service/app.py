@@ -1,20 +1,36 @@
 """The HTTP service for live campaigns (FastAPI): a thin shell over :class:`Campaign`.
 
 All routes live under ``/v1``; the OpenAPI schema is at ``/openapi.json`` and interactive docs
-at ``/docs``. Access:
+at ``/docs`` (Swagger UI) and ``/redoc``, served from the installed ``fastapi-offline``
+package (no CDN: they work offline). Access:
 
+- the **operator key** (given to ``crowdbudget serve``, :class:`ServiceSettings`) creates and
+  lists campaigns; without one, anyone who reaches the server may create campaigns, so
+  ``serve`` then binds only to loopback;
 - creating a campaign returns its **requester key** (full control: items, worker tokens,
-  status, results, export, cancel);
+  status, results, export, pending assignments, cancel, settings; rotate it with
+  ``POST /v1/campaigns/{id}/requester-key``);
 - the requester issues **worker tokens** (``POST /v1/campaigns/{id}/workers``); a worker token
   can only ask for work and answer or cancel its own assignments;
 - keys travel in the ``Authorization: Bearer <key>`` header. They are random 256-bit tokens,
   stored only as SHA-256 hashes (a fast hash is enough for keys of that entropy; there is
   nothing to brute-force). A missing key gets 401, a wrong key 403; neither changes anything.
+  A revoked key stops working at once in this process and within
+  ``_KEY_RECHECK_SECONDS`` in other processes on the same database.
 
-Errors are JSON ``{"detail": "<one line: what is wrong and what is allowed>"}``: 404 unknown
-campaign or assignment, 409 an assignment that cannot take the request (expired, cancelled,
-already answered differently, another worker's), 422 malformed input (labels outside the
-class set, bad budget or item list).
+Hostile input (the service faces the internet): request bodies are parsed by strict models
+(unknown fields, a boolean where a number belongs, NaN: 422); every size a client can send is
+bounded by :class:`ServiceSettings` (body bytes, items per request, id and label length,
+classes); a policy parameter that configures the server (a cache directory, a grid size) is
+refused by name (:func:`crowdbudget.registry.check_network_policy`), and a campaign's set-up
+runs first in a child process under a time limit (:mod:`crowdbudget.service.setup_probe`).
+A refused request changes nothing: campaigns validate an event before they store it.
+
+Errors are always JSON ``{"detail": "<one line: what is wrong and what is allowed>"}`` and
+never echo more than a short prefix of the input: 401/403 keys, 404 unknown campaign or
+assignment, 409 an assignment that cannot take the request (expired, cancelled, already
+answered differently, another worker's), 413 a body over the limit, 422 malformed input, 500
+(with no detail) a fault of the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
@@ -23,25 +39,32 @@ request is retried (the event table's primary key makes each event number unique
 """
 
 import asyncio
+import base64
 import hashlib
+import hmac
 import json
 import random
+import re
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, TypeVar
 
 import sqlalchemy as sa
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import request_response
+from starlette.staticfiles import StaticFiles
 
 from crowdbudget.campaign import (
     AssignmentError,
@@ -51,13 +74,35 @@ from crowdbudget.campaign import (
     PendingAssignment,
     UnknownAssignmentError,
 )
-from crowdbudget.exceptions import CrowdBudgetError, UnknownPolicyError
+from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
+from crowdbudget.registry import check_network_policy
+from crowdbudget.service.guards import RequestGuard, clip_detail
+from crowdbudget.service.schemas import (
+    AssignmentOut,
+    CampaignCreate,
+    CampaignCreated,
+    CampaignSettingsUpdate,
+    ItemsAdd,
+    LabelSubmit,
+    RequesterKey,
+    RequestT,
+    TeamPush,
+    WorkerCreate,
+    WorkerRevoked,
+    WorkerToken,
+    assignment_out,
+)
+from crowdbudget.service.settings import ServiceSettings
+from crowdbudget.service.setup_probe import check_setup
 
 T = TypeVar("T")
 
 DASHBOARD_HTML = resources.files("crowdbudget.service").joinpath("dashboard.html").read_text()
 
 _RETRY_SECONDS = 15.0  # how long a write keeps retrying lost races before it gives up
+_KEY_RECHECK_SECONDS = 2.0  # a cached key is looked up again after this long (revocations)
+_MAX_CACHED_KEYS = 100_000
+_CAMPAIGN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 _CREDENTIALS = sa.Table(
     "credentials",
@@ -74,98 +119,102 @@ def _hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-# ---------------------------------------------------------------------------------- schemas
-class _Request(BaseModel):
-    """Request bodies: JSON's NaN / Infinity extensions are refused (422), never stored."""
+def _content_security_policy(html: str) -> str:
+    """A CSP allowing exactly the page's own inline ``<script>`` and ``<style>`` blocks (by
+    their SHA-256) and requests to this server; nothing may frame the page."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    def hashes(tag: str) -> str:
+        blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.DOTALL)
+        return " ".join(
+            "'sha256-" + base64.b64encode(hashlib.sha256(b.encode()).digest()).decode() + "'"
+            for b in blocks
+        )
 
-
-_RequestT = TypeVar("_RequestT", bound=_Request)
-
-
-class CampaignCreate(_Request):
-    items: list[str] = Field(min_length=1, description="item ids (unique strings)")
-    budget: float = Field(gt=0, description="label units, or money with worker prices")
-    classes: list[str] = Field(default=["0", "1"], min_length=2)
-    policy: str = "opt-kg"
-    prior: list[float] | None = None
-    worker_prices: dict[str, float] = Field(default_factory=dict)
-    default_price: float = Field(default=1.0, gt=0)
-    ttl: float | None = Field(default=None, gt=0, description="seconds before expiry")
-    seed: int = 0
-    name: str = ""
-    max_labels_per_item: int | None = Field(default=None, ge=1)
+    return (
+        f"default-src 'none'; script-src {hashes('script')}; style-src {hashes('style')}; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    )
 
 
-class CampaignCreated(BaseModel):
-    campaign_id: str
-    requester_key: str
-
-
-class ItemsAdd(_Request):
-    items: list[str] = Field(min_length=1)
-
-
-class WorkerCreate(_Request):
-    worker_id: str = Field(min_length=1, max_length=200)
-
-
-class TeamPush(_Request):
-    worker_ids: list[str] = Field(min_length=1, max_length=10_000)
-
-
-class WorkerToken(BaseModel):
-    worker_id: str
-    worker_token: str
-
-
-class LabelSubmit(_Request):
-    label: str
-
-
-class AssignmentOut(BaseModel):
-    assignment_id: str
-    item_id: str
-    worker_id: str
-    price: float
-    expires_at: float | None
-    status: str
-    label: str | None = None
-
-
-def _out(a: PendingAssignment) -> AssignmentOut:
-    return AssignmentOut(**{k: getattr(a, k) for k in AssignmentOut.model_fields})
+DASHBOARD_CSP = _content_security_policy(DASHBOARD_HTML)
 
 
 # ---------------------------------------------------------------------------------- the app
 class Service:
-    """Campaigns in memory (loaded on first use), their locks, and the credential table."""
+    """Campaigns in memory (loaded on first use, least recently used evicted), their locks,
+    and the credential table."""
 
-    def __init__(self, db_url: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db_url: str,
+        clock: Callable[[], float] = time.time,
+        settings: ServiceSettings | None = None,
+    ) -> None:
         self.store = EventStore(db_url)
         _CREDENTIALS.metadata.create_all(self.store.engine)
         self.clock = clock
-        self._campaigns: dict[str, Campaign] = {}
+        self.settings = settings or ServiceSettings()
+        self._campaigns: OrderedDict[str, Campaign] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
-        self._key_cache: dict[str, tuple[str, str, str | None]] = {}
+        # key hash -> (campaign, role, worker, when it was last read from the database)
+        self._key_cache: dict[str, tuple[str, str, str | None, float]] = {}
         self._jitter = random.Random()  # retry pauses only; never touches a decision
 
     def lock(self, campaign_id: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(campaign_id, threading.Lock())
 
-    def campaign(self, campaign_id: str) -> Campaign:
+    # ------------------------------------------------------------------ campaigns in memory
+    def cached(self, campaign_id: str) -> Campaign | None:
+        """The campaign's in-memory copy, marked most recently used, or None."""
         campaign = self._campaigns.get(campaign_id)
+        if campaign is not None:
+            self._campaigns.move_to_end(campaign_id)
+        return campaign
+
+    def campaign(self, campaign_id: str) -> Campaign:
+        campaign = self.cached(campaign_id)
         if campaign is None:
+            if not _CAMPAIGN_ID.fullmatch(campaign_id):
+                raise HTTPException(404, "no such campaign")
             try:
                 campaign = Campaign.load(self.store, campaign_id, clock=self.clock)
             except CrowdBudgetError:
                 raise HTTPException(404, f"no campaign {campaign_id!r}") from None
-            self._campaigns[campaign_id] = campaign
+            self.remember(campaign)
         return campaign
 
+    def remember(self, campaign: Campaign) -> None:
+        """Hold ``campaign`` in memory, evicting the least recently used copies beyond
+        ``max_campaigns_in_memory`` (a copy in use — its lock held, or events of it not yet
+        committed — stays; it is reloaded from the store when next needed)."""
+        self._campaigns[campaign.campaign_id] = campaign
+        self._campaigns.move_to_end(campaign.campaign_id)
+        excess = len(self._campaigns) - self.settings.max_campaigns_in_memory
+        for campaign_id in list(self._campaigns)[:-1]:
+            if excess <= 0:
+                break
+            lock = self.lock(campaign_id)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                candidate = self._campaigns.get(campaign_id)
+                if candidate is not None and candidate.can_refresh():
+                    del self._campaigns[campaign_id]
+                    excess -= 1
+            finally:
+                lock.release()
+
+    def forget(self, campaign_id: str, campaign: Campaign) -> None:
+        """Drop ``campaign`` from the cache (if it is still the cached copy): its state holds
+        events that did not reach the store; the next request reloads it."""
+        with self.lock(campaign_id):
+            if self._campaigns.get(campaign_id) is campaign:
+                del self._campaigns[campaign_id]
+
+    # ------------------------------------------------------------------ running requests
     def run(self, campaign_id: str, action: Callable[[Campaign], T], *, read: bool = False) -> T:
         """Run ``action`` on the campaign under its lock, then make what it changed durable
         before returning (nothing is acknowledged before it is committed).
@@ -180,17 +229,21 @@ class Service:
         need not: a stale campaign's event collides with the other process's event number
         (primary key), the stale in-memory copy is dropped and reloaded, and the request is
         retried — no round trip to the database is spent on the common single-process case.
+        A copy never catches up while events it staged are uncommitted (they may lose their
+        numbers to the other process's events; :meth:`Campaign.can_refresh`): the request
+        then waits for them and tries again.
         """
         # every lost race means another process committed an event, so the system as a
         # whole progresses; a jittered, growing pause keeps two busy processes from
         # colliding in lock step. Give up only after a deadline (a store that is down).
         deadline = time.monotonic() + _RETRY_SECONDS
         pause = 0.001
+        catch_up = read
         while True:
             refusal: CrowdBudgetError | None = None
             with self.lock(campaign_id):
                 campaign = self.campaign(campaign_id)
-                if read:
+                if catch_up and campaign.can_refresh():
                     campaign.refresh()
                 try:
                     with campaign.deferred_durability():
@@ -199,13 +252,13 @@ class Service:
                     refusal = error
                 ticket = campaign.durability_ticket()
                 # refused on this process's view (e.g. an assignment another process handed
-                # out): retry at once if the store has news, else the refusal stands
-                retry_now = (
-                    refusal is not None
-                    and not read
-                    and time.monotonic() <= deadline
-                    and campaign.refresh() > 0
-                )
+                # out): retry if the store has news, else the refusal stands
+                retry_now = False
+                if refusal is not None and not read and time.monotonic() <= deadline:
+                    if campaign.can_refresh():
+                        retry_now = campaign.refresh() > 0
+                    else:
+                        retry_now = catch_up = True
             try:
                 campaign.wait_durable(ticket)
             except CrowdBudgetError as error:
@@ -234,25 +287,29 @@ class Service:
         only once everything this campaign copy staged is durable."""
         deadline = time.monotonic() + _RETRY_SECONDS
         pause = 0.001
+        catch_up = False
         while True:
             refusal: CrowdBudgetError | None = None
             lock = self.lock(campaign_id)
             await _acquire(lock)
             try:
-                campaign = self._campaigns.get(campaign_id)
+                campaign = self.cached(campaign_id)
                 if campaign is None:
                     campaign = await run_in_threadpool(self.campaign, campaign_id)
+                if catch_up and campaign.can_refresh():
+                    await run_in_threadpool(campaign.refresh)
                 try:
                     with campaign.deferred_durability():
                         result = action(campaign)
                 except CrowdBudgetError as error:
                     refusal = error
                 ticket = campaign.durability_ticket()
-                retry_now = (
-                    refusal is not None
-                    and time.monotonic() <= deadline
-                    and await run_in_threadpool(campaign.refresh) > 0
-                )
+                retry_now = False
+                if refusal is not None and time.monotonic() <= deadline:
+                    if campaign.can_refresh():
+                        retry_now = await run_in_threadpool(campaign.refresh) > 0
+                    else:  # wait for this copy's own staged events, then catch up
+                        retry_now = catch_up = True
             finally:
                 lock.release()
             try:
@@ -275,13 +332,7 @@ class Service:
                 raise refusal
             return result
 
-    def forget(self, campaign_id: str, campaign: Campaign) -> None:
-        """Drop ``campaign`` from the cache (if it is still the cached copy): its state holds
-        events that did not reach the store; the next request reloads it."""
-        with self.lock(campaign_id):
-            if self._campaigns.get(campaign_id) is campaign:
-                del self._campaigns[campaign_id]
-
+    # ------------------------------------------------------------------ keys
     def add_key(self, campaign_id: str, role: str, worker_id: str | None = None) -> str:
         key = secrets.token_urlsafe(32)
         with self.store.engine.begin() as conn:
@@ -296,31 +347,60 @@ class Service:
             )
         return key
 
+    def revoke_keys(self, campaign_id: str, role: str, worker_id: str | None = None) -> int:
+        """Delete the campaign's keys of ``role`` (of one worker, for workers); returns how
+        many. They stop working at once here, within ``_KEY_RECHECK_SECONDS`` elsewhere."""
+        where = [_CREDENTIALS.c.campaign_id == campaign_id, _CREDENTIALS.c.role == role]
+        if worker_id is not None:
+            where.append(_CREDENTIALS.c.worker_id == worker_id)
+        with self.store.engine.begin() as conn:
+            n = conn.execute(_CREDENTIALS.delete().where(*where)).rowcount
+        for digest, (owner, owner_role, owner_worker, _) in list(self._key_cache.items()):
+            if (
+                owner == campaign_id
+                and owner_role == role
+                and (worker_id is None or owner_worker == worker_id)
+            ):
+                self._key_cache.pop(digest, None)
+        return int(n)
+
+    def rotate_requester_key(self, campaign_id: str) -> str:
+        """A new requester key; the old ones stop working."""
+        self.revoke_keys(campaign_id, "requester")
+        return self.add_key(campaign_id, "requester")
+
     async def who_async(self, campaign_id: str, key: str) -> tuple[str, str | None] | None:
-        """:meth:`who` for the request path: a cached key is answered on the event loop (a
-        dict look-up: no thread-pool hop per request); only a miss, which asks the database,
-        goes to a worker thread."""
+        """:meth:`who` for the request path: a key read recently is answered on the event
+        loop (a dict look-up: no thread-pool hop per request); a miss, or a key last read
+        more than ``_KEY_RECHECK_SECONDS`` ago (it may have been revoked by another
+        process), asks the database in a worker thread."""
         cached = self._key_cache.get(_hash(key))
-        if cached is None:
+        if cached is None or time.monotonic() - cached[3] > _KEY_RECHECK_SECONDS:
             return await run_in_threadpool(self.who, campaign_id, key)
-        owner, role, worker_id = cached
+        owner, role, worker_id, _ = cached
         return (role, worker_id) if owner == campaign_id else None
 
     def who(self, campaign_id: str, key: str) -> tuple[str, str | None] | None:
-        """The role (and worker id) of ``key`` on the campaign, or None. Keys are never
-        changed once issued, so hits are cached; misses always ask the database (a key
-        another process just issued is found)."""
+        """The role (and worker id) of ``key`` on the campaign, or None."""
         digest = _hash(key)
         cached = self._key_cache.get(digest)
-        if cached is None:
+        if cached is None or time.monotonic() - cached[3] > _KEY_RECHECK_SECONDS:
             query = sa.select(_CREDENTIALS).where(_CREDENTIALS.c.key_hash == digest)
             with self.store.engine.connect() as conn:
                 row = conn.execute(query).first()
             if row is None:
+                self._key_cache.pop(digest, None)
                 return None
-            cached = self._key_cache[digest] = (row.campaign_id, row.role, row.worker_id)
-        owner, role, worker_id = cached
+            if len(self._key_cache) >= _MAX_CACHED_KEYS:
+                self._key_cache.clear()  # rare; the keys in use are read again
+            cached = (row.campaign_id, row.role, row.worker_id, time.monotonic())
+            self._key_cache[digest] = cached
+        owner, role, worker_id, _ = cached
         return (role, worker_id) if owner == campaign_id else None
+
+    def is_operator(self, key: str) -> bool:
+        operator_key = self.settings.operator_key
+        return operator_key is not None and hmac.compare_digest(_hash(key), _hash(operator_key))
 
     def campaigns_of(self, key: str) -> list[str]:
         query = sa.select(_CREDENTIALS.c.campaign_id).where(
@@ -328,6 +408,22 @@ class Service:
         )
         with self.store.engine.connect() as conn:
             return [row.campaign_id for row in conn.execute(query)]
+
+    # ------------------------------------------------------------------ limits
+    def check_ids(self, values: list[str], what: str) -> None:
+        """Refuse more ids than one request may carry, or an id over the length limit."""
+        limits = self.settings
+        if len(values) > limits.max_items_per_request:
+            raise InvalidParameterError(
+                f"{len(values)} {what}s in one request; this server takes at most "
+                f"{limits.max_items_per_request} (add the rest in further requests)"
+            )
+        longest = max((len(v) for v in values), default=0)
+        if longest > limits.max_id_length:
+            raise InvalidParameterError(
+                f"a {what} id of {longest} characters; this server takes at most "
+                f"{limits.max_id_length}"
+            )
 
 
 async def _acquire(lock: threading.Lock) -> None:
@@ -372,7 +468,7 @@ def _bind_directly(
     raise LookupError(f"no route for {endpoint.__name__}")
 
 
-async def _json_body(request: Request, model: type[_RequestT]) -> _RequestT:
+async def _json_body(request: Request, model: type[RequestT]) -> RequestT:
     """The request body validated into ``model``, errors reported as FastAPI reports them
     (422 through the app's :class:`RequestValidationError` handler)."""
     try:
@@ -394,12 +490,16 @@ def _bearer(authorization: str | None) -> str:
 
 
 def create_app(
-    db_url: str = "sqlite:///crowdbudget.db", clock: Callable[[], float] = time.time
+    db_url: str = "sqlite:///crowdbudget.db",
+    clock: Callable[[], float] = time.time,
+    settings: ServiceSettings | None = None,
 ) -> FastAPI:
-    """The FastAPI application serving campaigns stored at ``db_url``."""
+    """The FastAPI application serving campaigns stored at ``db_url``, under ``settings``
+    (default :class:`ServiceSettings`: no operator key, the default limits)."""
     from crowdbudget import __version__
 
-    service = Service(db_url, clock)
+    service = Service(db_url, clock, settings)
+    limits = service.settings
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -413,8 +513,11 @@ def create_app(
         version=__version__,
         description="Budget-optimal crowdsourced labeling: live campaigns.",
         lifespan=lifespan,
+        docs_url=None,  # served below from the installed package, not a CDN
+        redoc_url=None,
     )
     app.state.service = service
+    app.add_middleware(RequestGuard, max_body_bytes=limits.max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -425,7 +528,7 @@ def create_app(
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         detail = f"{where or 'body'}: {first.get('msg', 'invalid')}{more}"
-        return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse({"detail": clip_detail(detail)}, status_code=422)
 
     @app.exception_handler(CrowdBudgetError)
     async def _crowdbudget_error(_: Request, error: CrowdBudgetError) -> JSONResponse:
@@ -435,17 +538,46 @@ def create_app(
             status = 409
         else:
             status = 422
-        return JSONResponse({"detail": str(error)}, status_code=status)
+        return JSONResponse({"detail": clip_detail(str(error))}, status_code=status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"detail": clip_detail(str(error.detail))},
+            status_code=error.status_code,
+            headers=getattr(error, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _server_error(_: Request, error: Exception) -> JSONResponse:
+        """A fault of the server: JSON like every other answer, and nothing about the
+        internals (the traceback goes to the server's log)."""
+        return JSONResponse({"detail": "internal server error"}, status_code=500)
 
     Auth = Annotated[str | None, Header()]
 
     # The key checks are coroutines: FastAPI runs a plain ``def`` dependency in the thread
     # pool, one extra hop per request; a cached key needs none (see ``who_async``).
+    async def operator(authorization: Auth = None) -> None:
+        if limits.operator_key is None:
+            return  # no operator key: serve binds to loopback only (see crowdbudget serve)
+        key = _bearer(authorization)
+        if not service.is_operator(key):
+            raise HTTPException(403, "this key is not the operator key of this server")
+
     async def requester(campaign_id: str, authorization: Auth = None) -> None:
         key = _bearer(authorization)
         found = await service.who_async(campaign_id, key)
         if found is None or found[0] != "requester":
             raise HTTPException(403, "this key is not the requester key of this campaign")
+
+    async def requester_or_operator(campaign_id: str, authorization: Auth = None) -> None:
+        key = _bearer(authorization)
+        if service.is_operator(key):
+            return
+        found = await service.who_async(campaign_id, key)
+        if found is None or found[0] != "requester":
+            raise HTTPException(403, "this key is neither the requester key nor the operator key")
 
     async def worker(campaign_id: str, authorization: Auth = None) -> str:
         key = _bearer(authorization)
@@ -461,54 +593,181 @@ def create_app(
             raise HTTPException(403, "this key gives no access to this campaign")
         return found
 
+    OperatorDep = Annotated[None, Depends(operator)]
     RequesterDep = Annotated[None, Depends(requester)]
     WorkerDep = Annotated[str, Depends(worker)]
 
-    @app.post("/v1/campaigns", response_model=CampaignCreated, status_code=201)
-    def create_campaign(body: CampaignCreate) -> CampaignCreated:
-        """Create a campaign; the response holds its requester key (shown once)."""
-        try:
-            campaign = Campaign.create(
-                body.items,
-                budget=body.budget,
-                classes=body.classes,
-                policy=body.policy,
-                prior=body.prior,
-                worker_prices=body.worker_prices,
-                default_price=body.default_price,
-                ttl=body.ttl,
-                seed=body.seed,
-                name=body.name,
-                max_labels_per_item=body.max_labels_per_item,
-                store=service.store,
-                clock=service.clock,
+    def _campaign_config(body: CampaignCreate) -> dict[str, Any]:
+        """The arguments of :meth:`Campaign.create`, checked against the server's limits
+        (the server's defaults filled in where the request leaves a setting out)."""
+        service.check_ids(body.items, "item")
+        if len(body.classes) > limits.max_classes:
+            raise InvalidParameterError(
+                f"{len(body.classes)} classes; this server takes at most {limits.max_classes}"
             )
-        except UnknownPolicyError as error:
-            raise HTTPException(422, str(error)) from None
-        service._campaigns[campaign.campaign_id] = campaign
+        if max((len(c) for c in body.classes), default=0) > limits.max_id_length:
+            raise InvalidParameterError(
+                f"a class name is longer than this server's limit of {limits.max_id_length}"
+            )
+        service.check_ids(list(body.worker_prices), "worker")
+        if len(body.policy) > limits.max_policy_length:
+            raise InvalidParameterError(
+                f"the policy id is longer than this server's limit of {limits.max_policy_length}"
+            )
+        check_network_policy(body.policy)
+        ttl = limits.default_ttl if body.ttl is None else body.ttl
+        if ttl is not None and ttl > limits.max_ttl:
+            raise InvalidParameterError(
+                f"ttl must be at most {limits.max_ttl:g} s on this server, got {body.ttl:g}"
+            )
+        pending = body.max_pending_per_worker or limits.default_max_pending_per_worker
+        if pending > limits.max_pending_per_worker:
+            raise InvalidParameterError(
+                f"max_pending_per_worker must be at most {limits.max_pending_per_worker} on "
+                f"this server, got {pending}"
+            )
+        return {
+            "items": body.items,
+            "budget": body.budget,
+            "classes": body.classes,
+            "policy": body.policy,
+            "prior": body.prior,
+            "worker_prices": body.worker_prices,
+            "default_price": body.default_price,
+            "ttl": ttl,
+            "seed": body.seed,
+            "name": body.name,
+            "max_labels_per_item": body.max_labels_per_item,
+            "max_pending_per_worker": pending,
+            "verdict": body.verdict,
+        }
+
+    @app.post("/v1/campaigns", response_model=CampaignCreated, status_code=201)
+    def create_campaign(body: CampaignCreate, _: OperatorDep) -> CampaignCreated:
+        """Create a campaign (needs the operator key when the server has one); the response
+        holds its requester key (shown once). The policy's set-up is tried first under the
+        server's time limit; nothing is stored unless the whole configuration works."""
+        config = _campaign_config(body)
+        check_setup(config, limits.setup_timeout)
+        campaign = Campaign.create(**config, store=service.store, clock=service.clock)
+        with service.lock(campaign.campaign_id):
+            service.remember(campaign)
         key = service.add_key(campaign.campaign_id, "requester")
         return CampaignCreated(campaign_id=campaign.campaign_id, requester_key=key)
 
     @app.get("/v1/campaigns")
-    def list_campaigns(authorization: Auth = None) -> list[dict[str, Any]]:
-        """The campaigns this requester key controls."""
+    def list_campaigns(
+        authorization: Auth = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> list[dict[str, Any]]:
+        """With the operator key: every campaign's id (``limit``/``offset`` pages through
+        them). With a requester key: the status of the campaigns it controls."""
         key = _bearer(authorization)
+        if service.is_operator(key):
+            ids = service.store.campaign_ids()[offset : offset + limit]
+            return [{"campaign_id": cid} for cid in ids]
         ids = service.campaigns_of(key)
         if not ids:
-            raise HTTPException(403, "this key is the requester key of no campaign")
+            raise HTTPException(403, "this key is neither the operator key nor a requester key")
         return [service.run(cid, lambda c: c.status(), read=True) for cid in ids]
+
+    @app.patch("/v1/campaigns/{campaign_id}", status_code=204)
+    def update_settings(
+        campaign_id: str, body: CampaignSettingsUpdate, _: RequesterDep
+    ) -> Response:
+        """Change the time-to-live or the pending assignments a worker may hold (they apply
+        to assignments handed out from now on)."""
+        if body.ttl is not None and body.ttl > limits.max_ttl:
+            raise InvalidParameterError(f"ttl must be at most {limits.max_ttl:g} s on this server")
+        pending = body.max_pending_per_worker
+        if pending is not None and pending > limits.max_pending_per_worker:
+            raise InvalidParameterError(
+                f"max_pending_per_worker must be at most {limits.max_pending_per_worker} on "
+                "this server"
+            )
+        service.run(
+            campaign_id,
+            lambda c: c.update_settings(ttl=body.ttl, max_pending_per_worker=pending),
+        )
+        return Response(status_code=204)
+
+    @app.post("/v1/campaigns/{campaign_id}/requester-key", response_model=RequesterKey)
+    def rotate_requester_key(
+        campaign_id: str, _: Annotated[None, Depends(requester_or_operator)]
+    ) -> RequesterKey:
+        """A new requester key (shown once); every earlier requester key stops working."""
+        service.campaign(campaign_id)
+        key = service.rotate_requester_key(campaign_id)
+        return RequesterKey(campaign_id=campaign_id, requester_key=key)
 
     @app.post("/v1/campaigns/{campaign_id}/items", status_code=204)
     def add_items(campaign_id: str, body: ItemsAdd, _: RequesterDep) -> Response:
+        service.check_ids(body.items, "item")
+
+        def grown(c: Campaign) -> dict[str, Any]:
+            assert c.config is not None
+            config = c.config.to_payload()
+            return {**config, "items": [*c.item_ids, *body.items]}
+
+        # the set-up on the larger problem is tried first, outside the campaign's lock
+        config = service.run(campaign_id, grown, read=True)
+        check_setup(config, limits.setup_timeout)
         service.run(campaign_id, lambda c: c.add_items(body.items))
         return Response(status_code=204)
 
     @app.post("/v1/campaigns/{campaign_id}/workers", response_model=WorkerToken, status_code=201)
     def add_worker(campaign_id: str, body: WorkerCreate, _: RequesterDep) -> WorkerToken:
         """Issue a token for a worker (a worker may hold several tokens)."""
+        service.check_ids([body.worker_id], "worker")
         service.campaign(campaign_id)
         token = service.add_key(campaign_id, "worker", body.worker_id)
         return WorkerToken(worker_id=body.worker_id, worker_token=token)
+
+    @app.post(
+        "/v1/campaigns/{campaign_id}/workers/{worker_id}/rotate",
+        response_model=WorkerToken,
+        status_code=201,
+    )
+    def rotate_worker_token(campaign_id: str, worker_id: str, _: RequesterDep) -> WorkerToken:
+        """A new token for the worker; their earlier tokens stop working (their pending
+        assignments stay theirs)."""
+        service.check_ids([worker_id], "worker")
+        service.campaign(campaign_id)
+        service.revoke_keys(campaign_id, "worker", worker_id)
+        token = service.add_key(campaign_id, "worker", worker_id)
+        return WorkerToken(worker_id=worker_id, worker_token=token)
+
+    @app.delete("/v1/campaigns/{campaign_id}/workers/{worker_id}", response_model=WorkerRevoked)
+    def revoke_worker(campaign_id: str, worker_id: str, _: RequesterDep) -> WorkerRevoked:
+        """Revoke every token of the worker and cancel their pending assignments (the
+        budget they held returns at once); their answered labels stay."""
+        service.check_ids([worker_id], "worker")
+        service.campaign(campaign_id)
+        revoked = service.revoke_keys(campaign_id, "worker", worker_id)
+
+        def cancel_all(c: Campaign) -> int:
+            pending = c.pending_assignments(worker_id)
+            for a in pending:
+                c.cancel_assignment(a.assignment_id)
+            return len(pending)
+
+        cancelled = service.run(campaign_id, cancel_all)
+        return WorkerRevoked(
+            worker_id=worker_id, revoked_tokens=revoked, cancelled_assignments=cancelled
+        )
+
+    @app.get("/v1/campaigns/{campaign_id}/assignments", response_model=list[AssignmentOut])
+    def pending_assignments(
+        campaign_id: str,
+        _: RequesterDep,
+        worker_id: Annotated[str | None, Query(max_length=200)] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> list[AssignmentOut]:
+        """The unanswered assignments (of one worker, or all, oldest first per worker; at
+        most ``limit``); cancel any with ``POST …/assignments/{id}/cancel``."""
+        pending = service.run(campaign_id, lambda c: c.pending_assignments(worker_id), read=True)
+        return [assignment_out(a) for a in pending[:limit]]
 
     @app.post(
         "/v1/campaigns/{campaign_id}/assignments",
@@ -516,7 +775,9 @@ def create_app(
         responses={204: {"description": "no work for this worker now"}},
     )
     async def next_assignment(campaign_id: str, worker_id: WorkerDep) -> Response:
-        """The next item for the calling worker, or 204 when there is none."""
+        """The next item for the calling worker, or 204 when there is none. A worker who
+        holds as many unanswered assignments as the campaign allows gets the oldest of them
+        again (a response lost on the way is not lost work)."""
         assignment = await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
         if assignment is None:
             return Response(status_code=204)
@@ -530,6 +791,11 @@ def create_app(
         campaign_id: str, assignment_id: str, body: LabelSubmit, worker_id: WorkerDep
     ) -> Response:
         """Answer one's own assignment (idempotent for the same label)."""
+        if len(body.label) > limits.max_id_length:
+            raise InvalidParameterError(
+                f"a label of {len(body.label)} characters; this server takes at most "
+                f"{limits.max_id_length}"
+            )
         assignment = await service.run_async(
             campaign_id, lambda c: c.record_label(assignment_id, body.label, worker_id=worker_id)
         )
@@ -581,14 +847,16 @@ def create_app(
         assignment = service.run(campaign_id, lambda c: c.assignment(assignment_id), read=True)
         if role == "worker" and assignment.worker_id != worker_id:
             raise HTTPException(403, "this assignment belongs to another worker")
-        return _out(assignment)
+        return assignment_out(assignment)
 
     @app.post("/v1/campaigns/{campaign_id}/push", response_model=list[AssignmentOut])
     def push(campaign_id: str, body: TeamPush, _: RequesterDep) -> list[AssignmentOut]:
         """Push mode for a managed team: one assignment per listed worker, in turn, while
-        work is available (workers with nothing left are skipped)."""
+        work is available (workers with nothing left, or holding as many unanswered
+        assignments as the campaign allows, are skipped)."""
+        service.check_ids(body.worker_ids, "worker")
         assignments = service.run(campaign_id, lambda c: c.next_assignments(body.worker_ids))
-        return [_out(a) for a in assignments]
+        return [assignment_out(a) for a in assignments]
 
     @app.post("/v1/campaigns/{campaign_id}/labels/import")
     async def import_labels(campaign_id: str, request: Request, _: RequesterDep) -> dict[str, int]:
@@ -601,10 +869,20 @@ def create_app(
         body = (await request.body()).decode("utf-8", errors="replace")
         try:
             frame = pd.read_csv(io.StringIO(body), dtype=str, keep_default_na=False)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise HTTPException(422, f"body is not a CSV with task,worker,label: {exc}") from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError):
+            raise HTTPException(422, "body is not a CSV with columns task,worker,label") from None
         frame.columns = [str(c).strip().lower() for c in frame.columns]
-        n = service.run(campaign_id, lambda c: c.import_labels(frame))
+        if len(frame) > limits.max_items_per_request:
+            raise InvalidParameterError(
+                f"{len(frame)} labels in one request; this server takes at most "
+                f"{limits.max_items_per_request}"
+            )
+        for column in ("worker", "label"):
+            if column in frame.columns and frame[column].str.len().max() > limits.max_id_length:
+                raise InvalidParameterError(
+                    f"a {column} of more than {limits.max_id_length} characters"
+                )
+        n = await run_in_threadpool(service.run, campaign_id, lambda c: c.import_labels(frame))
         return {"imported": n}
 
     @app.get("/v1/campaigns/{campaign_id}/status")
@@ -612,9 +890,15 @@ def create_app(
         return service.run(campaign_id, lambda c: c.status(), read=True)
 
     @app.get("/v1/campaigns/{campaign_id}/results")
-    def results(campaign_id: str, _: RequesterDep) -> list[dict[str, Any]]:
-        """Final label, confidence and number of labels per item."""
-        frame = service.run(campaign_id, lambda c: c.results(), read=True)
+    def results(
+        campaign_id: str,
+        _: RequesterDep,
+        verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    ) -> list[dict[str, Any]]:
+        """Final label, confidence (the verdict's probability of that label) and number of
+        labels per item, from the campaign's verdict or the ``verdict`` asked for
+        (``posterior`` or an aggregator id such as ``ds``)."""
+        frame = service.run(campaign_id, lambda c: c.results(verdict), read=True)
         records: list[dict[str, Any]] = json.loads(frame.reset_index().to_json(orient="records"))
         return records
 
@@ -625,10 +909,15 @@ def create_app(
         return service.run(campaign_id, lambda c: c.dashboard_data(), read=True)
 
     @app.get("/dashboard/{campaign_id}", response_class=HTMLResponse, include_in_schema=False)
-    def dashboard_page(campaign_id: str) -> str:
+    def dashboard_page(campaign_id: str) -> HTMLResponse:
         """The live dashboard page; it holds no data, so it needs no key (the page reads the
-        requester key from the URL fragment, ``#key=...``, and sends it with its requests)."""
-        return DASHBOARD_HTML
+        requester key from the URL fragment, ``#key=...``, keeps it in the tab's session
+        storage and removes it from the address bar). Its Content-Security-Policy allows
+        only its own inline script and style and requests to this server."""
+        return HTMLResponse(
+            DASHBOARD_HTML,
+            headers={"content-security-policy": DASHBOARD_CSP, "cache-control": "no-store"},
+        )
 
     @app.get("/v1/campaigns/{campaign_id}/export", response_class=PlainTextResponse)
     def export(campaign_id: str, _: RequesterDep) -> str:
@@ -636,4 +925,36 @@ def create_app(
         frame = service.run(campaign_id, lambda c: c.export_labels(), read=True)
         return str(frame.to_csv(index=False))
 
+    _mount_docs(app)
     return app
+
+
+def _mount_docs(app: FastAPI) -> None:
+    """Swagger UI at ``/docs`` and ReDoc at ``/redoc`` with their scripts and styles from the
+    installed ``fastapi-offline`` package (FastAPI's defaults load them from a CDN, so the
+    pages were blank offline)."""
+    try:
+        static = resources.files("fastapi_offline").joinpath("static")
+    except ModuleNotFoundError:  # an install without the service extra's docs assets
+        return
+    app.mount("/docs-static", StaticFiles(directory=str(static)), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="crowdbudget API",
+            swagger_js_url="/docs-static/swagger-ui-bundle.js",
+            swagger_css_url="/docs-static/swagger-ui.css",
+            swagger_favicon_url="/docs-static/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url="/openapi.json",
+            title="crowdbudget API",
+            redoc_js_url="/docs-static/redoc.standalone.js",
+            redoc_favicon_url="/docs-static/favicon.png",
+            with_google_fonts=False,
+        )

@@ -182,6 +182,8 @@ def _rte(
     quick: bool,
     n_jobs: int | None,
     progress: bool,
+    reps: int | None = None,
+    per_item: list[int] | None = None,
 ) -> ReproductionResult:
     from crowdbudget.datasets import load_dataset
     from crowdbudget.simulation.replay import ReplayEnvironment
@@ -189,8 +191,8 @@ def _rte(
     data = load_dataset("rte")
     env = ReplayEnvironment.from_label_data(data)
     n_items = data.n_items
-    reps = 3 if quick else 20
-    per_item = [1, 4, 10] if quick else list(range(1, 11))
+    reps = reps or (3 if quick else 20)
+    per_item = per_item or ([1, 4, 10] if quick else list(range(1, 11)))
     if quick:  # Gittins-Inf's index tables take minutes at K = 800; the full run keeps it
         policy_ids = [p for p in policy_ids if not p.startswith("gittins")]
     policies, missing = _constructible(policy_ids)
@@ -247,10 +249,18 @@ def fig3a(
 
 
 def fig3b(
-    *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    reps: int | None = None,
+    per_item: list[int] | None = None,
 ) -> ReproductionResult:
     """Fig. 3(b): RTE replay with worker reliability (one-coin model, Beta(4, 1) worker
-    prior), T = K..10K, 20 replays; the paper reports Opt-KG's 92.25% at T = 4K."""
+    prior), T = K..10K, 20 replays; the paper reports Opt-KG's 92.25% at T = 4K. ``reps`` and
+    ``per_item`` (labels per item) override the replications and budgets (a smaller run of
+    the same path, e.g. for the golden tests)."""
     return _rte(
         "fig3b",
         FIG3B_POLICIES,
@@ -259,6 +269,8 @@ def fig3b(
         quick=quick,
         n_jobs=n_jobs,
         progress=progress,
+        reps=reps,
+        per_item=per_item,
     )
 
 

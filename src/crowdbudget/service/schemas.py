@@ -1,0 +1,117 @@
+"""Request and response bodies of the HTTP API (pydantic models; the OpenAPI schema).
+
+Request models are strict: an unknown field is refused (a typo such as ``"polcy"`` must not
+silently run the default policy), numbers must be JSON numbers (``"budget": true`` or
+``"budget": "4"`` are refused, not read as 1 and 4), JSON's NaN / Infinity extensions are
+refused. Lengths that do not depend on the operator's settings are declared here; the others
+(items per request, id and label length, number of classes) are checked against
+:class:`~crowdbudget.service.settings.ServiceSettings` by the routes.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from crowdbudget.campaign import PendingAssignment
+
+#: the longest campaign name and the longest worker id a request may carry
+MAX_NAME_LENGTH = 200
+
+
+class StrictRequest(BaseModel):
+    """Base of request bodies: strict types, no unknown fields, no NaN or infinity."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", strict=True)
+
+
+RequestT = TypeVar("RequestT", bound=StrictRequest)
+
+
+class CampaignCreate(StrictRequest):
+    items: list[str] = Field(min_length=1, description="item ids (unique strings)")
+    budget: float = Field(gt=0, description="label units, or money with worker prices")
+    classes: list[str] = Field(default=["0", "1"], min_length=2)
+    policy: str = Field(default="opt-kg", min_length=1, description="a policy id")
+    prior: list[float] | None = None
+    worker_prices: dict[str, float] = Field(default_factory=dict)
+    default_price: float = Field(default=1.0, gt=0)
+    ttl: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds before an unanswered assignment expires (default: the server's)",
+    )
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    name: str = Field(default="", max_length=MAX_NAME_LENGTH)
+    max_labels_per_item: int | None = Field(default=None, ge=1)
+    max_pending_per_worker: int | None = Field(
+        default=None,
+        ge=1,
+        description="unanswered assignments one worker may hold (default: the server's)",
+    )
+    verdict: str = Field(
+        default="posterior",
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="final labels and confidence: 'posterior' (the policy's model) or an "
+        "aggregator id ('ds', 'one-coin-em', 'mv', ...)",
+    )
+
+
+class CampaignCreated(BaseModel):
+    campaign_id: str
+    requester_key: str
+
+
+class CampaignSettingsUpdate(StrictRequest):
+    """Settings a requester may change while the campaign runs (new assignments only)."""
+
+    ttl: float | None = Field(default=None, gt=0)
+    max_pending_per_worker: int | None = Field(default=None, ge=1)
+
+
+class RequesterKey(BaseModel):
+    campaign_id: str
+    requester_key: str
+
+
+class ItemsAdd(StrictRequest):
+    items: list[str] = Field(min_length=1)
+
+
+class WorkerCreate(StrictRequest):
+    worker_id: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+
+
+class TeamPush(StrictRequest):
+    worker_ids: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class WorkerToken(BaseModel):
+    worker_id: str
+    worker_token: str
+
+
+class WorkerRevoked(BaseModel):
+    worker_id: str
+    revoked_tokens: int
+    cancelled_assignments: int
+
+
+class LabelSubmit(StrictRequest):
+    label: str
+
+
+class AssignmentOut(BaseModel):
+    assignment_id: str
+    item_id: str
+    worker_id: str
+    price: float
+    expires_at: float | None
+    status: str
+    label: str | None = None
+
+
+def assignment_out(a: PendingAssignment) -> AssignmentOut:
+    return AssignmentOut(**{k: getattr(a, k) for k in AssignmentOut.model_fields})

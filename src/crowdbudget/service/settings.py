@@ -1,0 +1,114 @@
+"""The service's settings: who may create campaigns, and the limits every request is held to.
+
+Everything here is chosen by whoever runs the server (``crowdbudget serve`` flags, or
+:class:`ServiceSettings` in Python), never by a client: no value a client sends becomes a
+path, a size or a time limit. A request beyond a limit is refused with one line naming the
+limit (422, or 413 for the body size) and changes nothing.
+
+Defaults are sized for a public deployment on a small machine:
+
+===============================  ============  ==============================================
+setting                          default       what it bounds
+===============================  ============  ==============================================
+``operator_key``                 None          who may create and list campaigns (None: anyone
+                                               who can reach the server: ``serve`` then binds
+                                               only to loopback)
+``max_body_bytes``               8 MiB         one request body (413 beyond it)
+``max_items_per_request``        100,000       items in one create / add-items request
+``max_id_length``                200           an item, worker or class id, a label
+``max_classes``                  1,000         classes of one campaign
+``max_policy_length``            500           a policy id with its parameters
+``max_campaigns_in_memory``      64            campaigns held in memory (least recently used
+                                               evicted; reloaded from the store on next use)
+``default_max_pending_per_worker``  1          unanswered assignments one worker may hold,
+                                               unless the requester raises it
+``max_pending_per_worker``       1,000         the highest a requester may raise it to
+``default_ttl``                  3,600 s       seconds before an unanswered assignment expires
+                                               (its budget comes back), unless the requester
+                                               sets another
+``max_ttl``                      7 days        the longest a requester may set
+``setup_timeout``                10 s          building a campaign's policy (its ``reset`` on
+                                               the campaign's problem) on the server
+===============================  ============  ==============================================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from crowdbudget.exceptions import InvalidParameterError
+
+#: the environment variable holding the operator key (``serve`` also reads a key file)
+OPERATOR_KEY_ENV = "CROWDBUDGET_OPERATOR_KEY"
+
+#: a shorter operator key is refused: it is the one secret that guards campaign creation
+MIN_OPERATOR_KEY_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """What the operator of a ``crowdbudget serve`` allows (see the module's table)."""
+
+    operator_key: str | None = None
+    max_body_bytes: int = 8 * 2**20
+    max_items_per_request: int = 100_000
+    max_id_length: int = 200
+    max_classes: int = 1_000
+    max_policy_length: int = 500
+    max_campaigns_in_memory: int = 64
+    default_max_pending_per_worker: int = 1
+    max_pending_per_worker: int = 1_000
+    default_ttl: float | None = 3600.0
+    max_ttl: float = 7 * 86400.0
+    setup_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.operator_key is not None:
+            key = self.operator_key.strip()
+            if len(key) < MIN_OPERATOR_KEY_LENGTH or any(c.isspace() for c in key):
+                raise InvalidParameterError(
+                    f"the operator key must be at least {MIN_OPERATOR_KEY_LENGTH} characters "
+                    "without spaces (e.g. python -c 'import secrets; "
+                    "print(secrets.token_urlsafe(32))')"
+                )
+            object.__setattr__(self, "operator_key", key)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "operator_key" or (f.name == "default_ttl" and value is None):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidParameterError(f"{f.name} must be a number > 0, got {value!r}")
+            if not (math.isfinite(value) and value > 0):
+                raise InvalidParameterError(f"{f.name} must be a number > 0, got {value!r}")
+        if self.default_max_pending_per_worker > self.max_pending_per_worker:
+            raise InvalidParameterError(
+                "default_max_pending_per_worker must not exceed max_pending_per_worker"
+            )
+        if self.default_ttl is not None and self.default_ttl > self.max_ttl:
+            raise InvalidParameterError("default_ttl must not exceed max_ttl")
+
+    def with_changes(self, **changes: Any) -> ServiceSettings:
+        """A copy with ``changes`` (None values are ignored: "keep the default")."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def read_operator_key(path: str | None) -> str | None:
+    """The operator key from ``path`` (its first line), else from ``$CROWDBUDGET_OPERATOR_KEY``,
+    else None."""
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as error:
+            raise InvalidParameterError(
+                f"cannot read the operator key file {path!r}: {error.strerror}"
+            ) from None
+        lines = text.strip().splitlines()
+        if not lines or not lines[0].strip():
+            raise InvalidParameterError(f"the operator key file {path!r} is empty")
+        return lines[0].strip()
+    key = os.environ.get(OPERATOR_KEY_ENV, "").strip()
+    return key or None

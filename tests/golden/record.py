@@ -1,0 +1,451 @@
+"""Golden hashes: the safety net of the "one house" refactor (issue #16).
+
+Every case below runs today's code on a small, fixed configuration and reduces the run to a
+SHA-256 digest of its canonical JSON:
+
+- ``policy/<id>@<world>[/pull]``: one campaign of a registered policy id through the runner's
+  campaign loop, recording every assignment the loop hands to the world (item, worker, price)
+  with the label that came back (worker, label, cost), and the policy's final labels and
+  the runner's row (accuracy, labels used) at each budget checkpoint;
+- ``experiment/<id>@<world>``: the per-run numbers of :func:`run_experiment` (2 replications,
+  seed 0, one process, engine ``auto`` — so the compiled engine's campaigns are covered too);
+- ``priced/<id>@<set>``: the priced-worker policies of Rangi & Franceschetti (2018) on one
+  small worker set: the worker of every evaluation, the predicted labels and the spend;
+- ``continuous/<id>``: one continuous-time campaign (Hu & Frazier §6);
+- ``reproduce/<id>``: the summary numbers (means, stds and intervals of every metric, the
+  claims, the extra figures' data) of every reproduction's ``--quick`` run at seed 0, or of
+  a reduced run of the same code path when the quick run is slow (see ``REDUCED``);
+- ``cli/<command>``: the ``results`` of the ``--json`` document of ``simulate``, ``replay``
+  and ``compare`` with their default policies and budgets (fewer replications).
+
+Timings (``seconds`` columns) are dropped: they are the only part of a run that is not a
+function of the seed. Floats are hashed through ``repr`` (shortest round-trip form), so a
+digest is equal only when every number is bit-identical.
+
+Regenerate after a deliberate change (and name the change in the closing note)::
+
+    CROWDBUDGET_DATA_DIR=<directory of the large data sets> python tests/golden/record.py
+
+Cases whose data set is not found (neither bundled nor under ``CROWDBUDGET_DATA_DIR``) are
+recorded as missing and skipped by the test, which says which ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crowdbudget.exceptions import CrowdBudgetError, DataFormatError
+from crowdbudget.experiments.runner import run_campaign, run_experiment
+from crowdbudget.registry import make_policy
+from crowdbudget.simulation.contextual import ContextualWorkerEnvironment
+from crowdbudget.simulation.continuous_time import (
+    ContinuousTimeEnvironment,
+    run_continuous_campaign,
+)
+from crowdbudget.simulation.environment import (
+    FeatureEnvironment,
+    LabelingEnvironment,
+    SyntheticBernoulliEnvironment,
+)
+from crowdbudget.simulation.replay import ReplayEnvironment
+from crowdbudget.simulation.workers import WorkerPool, WorkerPrior
+from crowdbudget.types import Assignment, StepResult
+
+HASHES_PATH = Path(__file__).with_name("hashes.json")
+
+# --------------------------------------------------------------------------- canonical form
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON types (arrays as lists, NaN as the string "nan")."""
+    if isinstance(value, pd.DataFrame):
+        frame = value[[c for c in value.columns if "seconds" not in str(c)]]
+        return {"columns": [str(c) for c in frame.columns], "rows": _plain(frame.to_numpy())}
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items() if "seconds" not in str(k)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return _plain(value.item())
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def digest(payload: Any) -> str:
+    """SHA-256 of the canonical JSON of ``payload`` (sorted keys, floats by repr)."""
+    text = json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- worlds
+
+
+class _Recording:
+    """A world that records what the campaign loop asked of it: the loop sees the wrapped
+    world through attribute delegation, only ``step`` is observed."""
+
+    def __init__(self, env: LabelingEnvironment) -> None:
+        self._env = env
+        self.steps: list[list[Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def step(self, assignment: Assignment) -> StepResult:
+        result = self._env.step(assignment)
+        event = result.event
+        self.steps.append(
+            [
+                assignment.item,
+                assignment.worker,
+                assignment.price,
+                None if event is None else [event.worker, event.label, event.cost],
+            ]
+        )
+        return result
+
+
+def _replay_subset(name: str, n_items: int) -> ReplayEnvironment:
+    """The replay world of the first ``n_items`` items of a bundled data set."""
+    from crowdbudget.datasets import load_dataset
+
+    data = load_dataset(name)
+    keep = data.items < n_items
+    assert data.gold is not None
+    return ReplayEnvironment(
+        data.items[keep],
+        data.workers[keep],
+        data.labels[keep],
+        data.gold[:n_items],
+        n_items=n_items,
+        n_workers=data.n_workers,
+        n_classes=data.n_classes,
+        name=f"{name}[:{n_items}]",
+    )
+
+
+def _contextual() -> ContextualWorkerEnvironment:
+    rng = np.random.default_rng(7)
+    truth = rng.integers(0, 2, 24)
+    contexts = rng.integers(0, 3, 24)
+    return ContextualWorkerEnvironment(truth, contexts, "one-coin", n_workers=6)
+
+
+def _features() -> FeatureEnvironment:
+    features = np.random.default_rng(11).normal(size=(12, 3))
+    return FeatureEnvironment(features, world="logistic", weight_var=1.0)
+
+
+#: world name -> (factory, budgets)
+WORLDS: dict[str, tuple[Callable[[], LabelingEnvironment], tuple[float, ...]]] = {
+    "noiseless": (lambda: SyntheticBernoulliEnvironment(10), (12.0, 30.0)),
+    "one-coin": (lambda: SyntheticBernoulliEnvironment(10, workers=WorkerPrior(4)), (12.0, 30.0)),
+    "two-coin": (
+        lambda: SyntheticBernoulliEnvironment(
+            8, workers=WorkerPool.two_coin([0.9, 0.6, 0.8], [0.7, 0.8, 0.9])
+        ),
+        (12.0, 24.0),
+    ),
+    "replay-rte": (lambda: _replay_subset("rte", 20), (20.0, 60.0)),
+    "replay-wsd": (lambda: _replay_subset("wsd", 12), (12.0, 40.0)),
+    "contextual": (_contextual, (24.0, 60.0)),
+    "features": (_features, (12.0, 30.0)),
+}
+
+#: the policy ids every world is tried with (a policy that refuses a world is recorded as
+#: refusing it): every registered id and the variants the papers name
+POLICY_IDS = (
+    "uniform",
+    "round-robin",
+    "kg",
+    "kg-random",
+    "opt-kg",
+    "cvar-kg:alpha=0.3",
+    "thompson",
+    "ucb1-tuned",
+    "label-uncertainty",
+    "gittins",
+    "gittins-inf",
+    "lagrangian-index",
+    "dp",
+    "kos",
+    "random-bp",
+    "random-pair",
+    "requallo",
+    "bbta",
+    "iethresh",
+    "crowdsense",
+    "opt-kg-per-context",
+    "opt-kg:per-context",
+    "opt-kg:workers=one-coin",
+    "opt-kg:workers=two-coin",
+    "kg:workers=one-coin",
+    "opt-kg:features=logistic",
+    "opt-kg:final=ds",
+    "uniform:final=one-coin-em",
+)
+
+#: policies too slow for the larger worlds (budget-aware exact DP): a 3-item world, once
+_TINY_ONLY = {"dp"}
+
+
+def _policy_case(policy_id: str, world: str, mode: str) -> dict[str, Any]:
+    factory, budgets = WORLDS[world]
+    if policy_id in _TINY_ONLY:
+        factory, budgets = (lambda: SyntheticBernoulliEnvironment(3)), (6.0,)
+    env = _Recording(factory())
+    finals: list[list[int]] = []
+
+    def keep_final_labels(state: Any, labels: Any, truth: Any, mask: Any) -> dict[str, float]:
+        finals.append(np.asarray(labels).tolist())
+        return {}
+
+    try:
+        policy = make_policy(policy_id)
+        rows = run_campaign(
+            policy,
+            env,  # type: ignore[arg-type]
+            budgets,
+            world_seed=np.random.SeedSequence(0),
+            policy_rng=np.random.default_rng(1),
+            mode=mode,
+            metrics=keep_final_labels,
+        )
+    except CrowdBudgetError:
+        return {"refused": True}
+    return {"steps": env.steps, "final_labels": finals, "rows": rows}
+
+
+def _experiment_case(policy_id: str, world: str) -> dict[str, Any]:
+    factory, budgets = WORLDS[world]
+    if policy_id in _TINY_ONLY:
+        factory, budgets = (lambda: SyntheticBernoulliEnvironment(3)), (6.0,)
+    try:
+        result = run_experiment(
+            [policy_id], factory(), budgets, 2, seed=0, n_jobs=1, progress=False
+        )
+    except CrowdBudgetError:
+        return {"refused": True}
+    return {"runs": result.runs}
+
+
+def _priced_case(policy_id: str, worker_set: str) -> dict[str, Any]:
+    from crowdbudget.experiments.papers.rangi2018 import ALL_POLICIES
+    from crowdbudget.simulation.priced_workers import rangi_worker_sets
+
+    set_a, set_b = rangi_worker_sets(12, np.random.default_rng([0, 0, 12]))
+    pool = set_a if worker_set == "A" else set_b
+    outcome = ALL_POLICIES[policy_id](pool, 60.0, 12, np.random.default_rng([0, 0, 12, 60, 1]))
+    return {
+        "selections": outcome.selections,
+        "predicted": outcome.predicted,
+        "labels_per_task": outcome.labels_per_task,
+        "true_labels": outcome.true_labels,
+        "spent": outcome.spent,
+        "remaining_capacity": outcome.remaining_capacity,
+    }
+
+
+def _continuous_case(policy_id: str) -> dict[str, Any]:
+    env = ContinuousTimeEnvironment(
+        SyntheticBernoulliEnvironment(8), arrival_rate=0.5, completion_rate=0.4
+    )
+    row = run_continuous_campaign(
+        make_policy(policy_id), env, 30, world_seed=3, policy_rng=np.random.default_rng(4)
+    )
+    return {"row": row}
+
+
+# --------------------------------------------------------------------------- reproductions
+
+#: reproductions whose ``--quick`` run is too slow for the test suite: the same code path at a
+#: smaller size (module function and keyword arguments)
+REDUCED: dict[str, Callable[[], Any]] = {
+    # quick: 3 replications at 1, 4, 10 labels per item of RTE (about 40 s)
+    "chen2013-fig3b": lambda: _paper("chen2013").fig3b(
+        seed=0, quick=True, n_jobs=1, progress=False, reps=1, per_item=[1, 2]
+    ),
+    # quick: 2 replications at 0.1, 0.5, 1, 2 labels per item of ionosphere (about 3 min)
+    "chen2013-features": lambda: _paper("chen2013").features(
+        seed=0, quick=True, n_jobs=1, progress=False, reps=1, per_item=(0.1, 0.2)
+    ),
+    # quick: 5 replications at 5 budgets and a regret curve at 3 budgets (about 20 s)
+    "bkube-fig1": lambda: _rangi(50, with_regret=True),
+    # quick: 5 replications at 5 budgets (about 9 s)
+    "bkube-fig2": lambda: _rangi(100, with_regret=False),
+}
+
+
+class _Reduced:
+    """What :func:`_reproduction_case` reads of a reproduction's result."""
+
+    def __init__(self, summary: Any, claims: Any, extra: list[tuple[str, Any]]) -> None:
+        self.summary = summary
+        self.claims = claims
+        self.extra_plots = [type("Plot", (), {"name": n, "summary": s}) for n, s in extra]
+
+
+def _rangi(n_tasks: int, *, with_regret: bool) -> _Reduced:
+    """The steps of ``rangi2018._figure`` (cases, summary, claims, regret curves) at one
+    replication and the first two budgets (regret: one replication, the first budget)."""
+    rangi2018 = _paper("rangi2018")
+    raw = rangi2018.run_case(n_tasks, rangi2018.BUDGETS[:2], 1, 0)
+    summary = rangi2018.summarize_cases(raw)
+    extra = []
+    if with_regret:
+        for feedback in ("truth", "estimate"):
+            curve = rangi2018.regret_curve(rangi2018.REGRET_BUDGETS[:1], 1, 0, feedback=feedback)
+            extra.append((f"regret-{feedback}", curve))
+    return _Reduced(summary, rangi2018.claim_rows(summary), extra)
+
+
+def _paper(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f"crowdbudget.experiments.papers.{name}")
+
+
+def _reproduction_case(reproduction_id: str) -> dict[str, Any]:
+    from crowdbudget.experiments.papers import REPRODUCTIONS
+
+    run = REDUCED.get(reproduction_id)
+    if run is not None:
+        result = run()
+    else:
+        result = REPRODUCTIONS[reproduction_id].run(seed=0, quick=True, n_jobs=1, progress=False)
+    return {
+        "summary": result.summary,
+        "claims": result.claims,
+        "extra_plots": [{"name": p.name, "summary": p.summary} for p in result.extra_plots],
+    }
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _cli_case(argv: list[str]) -> dict[str, Any]:
+    import tempfile
+
+    from crowdbudget.cli import main
+
+    with tempfile.TemporaryDirectory() as out:
+        extra = ["--out", out] if argv[0] == "compare" else []
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            status = main([*argv, *extra, "--json", "--no-progress", "--jobs", "1"])
+    document = json.loads(buffer.getvalue())
+    return {"status": status, "results": document["results"]}
+
+
+CLI_CASES = {
+    "simulate": [
+        "simulate",
+        "--items",
+        "10",
+        "--policies",
+        "uniform,kg,opt-kg",
+        "--budget-per-item",
+        "1,3,5",
+        "--reps",
+        "3",
+    ],
+    "replay": [
+        "replay",
+        "--policies",
+        "uniform,opt-kg,opt-kg:workers=one-coin",
+        "--budget-per-item",
+        "1,2",
+        "--reps",
+        "2",
+    ],
+    "compare-rte": ["compare", "--budget-per-item", "1,3", "--reps", "1"],
+    "compare-wsd": ["compare", "--dataset", "wsd", "--reps", "2"],
+}
+
+# --------------------------------------------------------------------------- the cases
+
+
+def cases() -> Iterator[tuple[str, Callable[[], Any]]]:
+    """Every golden case: (name, function returning the payload to hash)."""
+    from crowdbudget.experiments.papers import REPRODUCTIONS
+    from crowdbudget.experiments.papers.rangi2018 import ALL_POLICIES
+
+    for policy_id in POLICY_IDS:
+        worlds = ["noiseless"] if policy_id in _TINY_ONLY else list(WORLDS)
+        for world in worlds:
+            yield (
+                f"policy/{policy_id}@{world}",
+                lambda p=policy_id, w=world: _policy_case(p, w, "push"),
+            )
+        yield (
+            f"policy/{policy_id}@one-coin/pull",
+            lambda p=policy_id: _policy_case(p, "one-coin", "pull"),
+        )
+        for world in worlds[:2]:
+            yield (
+                f"experiment/{policy_id}@{world}",
+                lambda p=policy_id, w=world: _experiment_case(p, w),
+            )
+    for policy_id in ALL_POLICIES:
+        for worker_set in ("A", "B"):
+            yield (
+                f"priced/{policy_id}@{worker_set}",
+                lambda p=policy_id, s=worker_set: _priced_case(p, s),
+            )
+    for policy_id in ("uniform", "opt-kg", "lagrangian-index"):
+        yield f"continuous/{policy_id}", lambda p=policy_id: _continuous_case(p)
+    for reproduction_id in REPRODUCTIONS:
+        yield f"reproduce/{reproduction_id}", lambda r=reproduction_id: _reproduction_case(r)
+    for name, argv in CLI_CASES.items():
+        yield f"cli/{name}", lambda a=argv: _cli_case(a)
+
+
+MISSING = "missing-data"
+
+
+def compute(name: str, make: Callable[[], Any]) -> str:
+    """The digest of one case, or :data:`MISSING` when its data set is not available."""
+    try:
+        return digest(make())
+    except (DataFormatError, FileNotFoundError) as exc:
+        print(f"{name}: data not available ({exc})", file=sys.stderr)
+        return MISSING
+
+
+def main(prefixes: list[str]) -> int:
+    """Record every case (or those whose name starts with one of ``prefixes``, keeping the
+    other recorded hashes)."""
+    import time
+
+    hashes: dict[str, str] = {}
+    if prefixes and HASHES_PATH.exists():
+        hashes = json.loads(HASHES_PATH.read_text())
+    for name, make in cases():
+        if prefixes and not name.startswith(tuple(prefixes)):
+            continue
+        start = time.perf_counter()
+        hashes[name] = compute(name, make)
+        print(f"{time.perf_counter() - start:7.2f}s  {name}", file=sys.stderr)
+    HASHES_PATH.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    print(f"{len(hashes)} hashes written to {HASHES_PATH}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

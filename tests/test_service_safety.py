@@ -1,0 +1,624 @@
+"""The service is safe to expose: operator key, server-only policy parameters, limits, and no
+refused request that changes state. Each test reproduces one hole found by trying the service
+as an attacker and as a careless client would."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from crowdbudget.campaign import Campaign, EventStore
+from crowdbudget.service import create_app
+from crowdbudget.service.settings import ServiceSettings
+
+OPERATOR = "operator-key-for-the-tests-0123456789"
+
+
+def _db_checksum(url: str) -> str:
+    """SHA-256 over every row of the events and credentials tables, in key order."""
+    engine = sa.create_engine(url)
+    digest = hashlib.sha256()
+    with engine.connect() as conn:
+        for table, order in (("events", "campaign_id, seq"), ("credentials", "key_hash")):
+            for row in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")):
+                digest.update(repr(tuple(row)).encode())
+    engine.dispose()
+    return digest.hexdigest()
+
+
+class Api:
+    """A TestClient on an app with ``settings``, plus the database URL and checksums."""
+
+    def __init__(self, tmp_path: Path, name: str = "svc.db", **settings: Any) -> None:
+        self.url = f"sqlite:///{tmp_path / name}"
+        self.settings = ServiceSettings(**settings)
+        self.app = create_app(self.url, settings=self.settings)
+        self.client = TestClient(self.app, raise_server_exceptions=False)
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+    def call(self, method: str, path: str, key: str | None = None, **kwargs: Any) -> Any:
+        return self.client.request(method, path, headers=self.headers(key), **kwargs)
+
+    def create(self, key: str | None = OPERATOR, **body: Any) -> dict[str, Any]:
+        body = {"items": [f"i{k}" for k in range(6)], "budget": 20, **body}
+        response = self.call("POST", "/v1/campaigns", key, json=body)
+        assert response.status_code == 201, response.text
+        created: dict[str, Any] = response.json()
+        return created
+
+    def worker(self, cid: str, boss: str, name: str) -> str:
+        response = self.call("POST", f"/v1/campaigns/{cid}/workers", boss, json={"worker_id": name})
+        assert response.status_code == 201, response.text
+        token: str = response.json()["worker_token"]
+        return token
+
+    def refused(self, method: str, path: str, key: str | None, status: int, **kw: Any) -> str:
+        """Send a request that must be refused with ``status``; assert the database did not
+        change and the answer is one short JSON line; return the detail."""
+        before = _db_checksum(self.url)
+        response = self.call(method, path, key, **kw)
+        assert response.status_code == status, (response.status_code, response.text[:300])
+        assert response.headers["content-type"].startswith("application/json")
+        assert len(response.content) < 1000, len(response.content)
+        assert _db_checksum(self.url) == before, f"{method} {path} changed the database"
+        detail: str = response.json()["detail"]
+        assert "\n" not in detail
+        return detail
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    yield Api(tmp_path, operator_key=OPERATOR)
+
+
+# ------------------------------------------------------------------------ 1. operator key
+def test_creating_and_listing_campaigns_needs_the_operator_key(api: Api) -> None:
+    body = {"items": ["a", "b"], "budget": 4}
+    assert "missing key" in api.refused("POST", "/v1/campaigns", None, 401, json=body)
+    api.refused("POST", "/v1/campaigns", "not-the-operator-key", 403, json=body)
+    created = api.create()
+    # a requester key controls its campaign, and creates nothing
+    api.refused("POST", "/v1/campaigns", created["requester_key"], 403, json=body)
+    listed = api.call("GET", "/v1/campaigns", OPERATOR).json()
+    assert [c["campaign_id"] for c in listed] == [created["campaign_id"]]
+    mine = api.call("GET", "/v1/campaigns", created["requester_key"]).json()
+    assert [c["campaign_id"] for c in mine] == [created["campaign_id"]]
+    api.refused("GET", "/v1/campaigns", None, 401)
+
+
+def test_without_an_operator_key_creation_is_open(tmp_path: Path) -> None:
+    """The library default (and ``serve`` on loopback): no operator key, anyone creates."""
+    open_api = Api(tmp_path)
+    open_api.create(key=None)
+
+
+# -------------------------------------------------- 2. policy parameters are data, not config
+def test_a_policy_parameter_cannot_write_files_on_the_server(api: Api, tmp_path: Path) -> None:
+    target = tmp_path / "attacker" / "cache"
+    policy = f"lagrangian-index:cache-dir={target}"
+    body = {"items": ["a", "b"], "budget": 4, "policy": policy}
+    detail = api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=body)
+    assert "'cache-dir'" in detail and "server setting" in detail
+    assert not (tmp_path / "attacker").exists()
+
+
+def test_resource_size_parameters_are_refused_at_once(api: Api) -> None:
+    policy = "lagrangian-index:grid-points=2048:label-cap=30"
+    start = time.monotonic()
+    detail = api.refused(
+        "POST", "/v1/campaigns", OPERATOR, 422, json={"items": ["a"], "budget": 2, "policy": policy}
+    )
+    assert "'grid-points'" in detail
+    assert time.monotonic() - start < 2.0
+
+
+def test_a_slow_set_up_is_cut_off_by_the_servers_time_limit(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, setup_timeout=0.3)
+    body = {"items": [f"i{k}" for k in range(1000)], "budget": 3000, "policy": "lagrangian-index"}
+    # the message exists only where the child was killed at the limit (the set-up itself
+    # takes about 6 s on the 2-core machine)
+    detail = api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=body)
+    assert "longer than this server allows (0.3 s)" in detail
+    api.create(policy="opt-kg")  # the server is still fine
+
+
+# ------------------------------------------------------------- 3. validate, then commit
+def test_adding_items_a_policy_refuses_stores_nothing_and_breaks_nothing(api: Api) -> None:
+    created = api.create(items=["a", "b"], budget=20, policy="dp")
+    cid, boss = created["campaign_id"], created["requester_key"]
+    new = {"items": ["n0", "n1"]}
+    detail = api.refused("POST", f"/v1/campaigns/{cid}/items", boss, 422, json=new)
+    assert "states" in detail  # exact DP's state-space limit, in one line
+    token = api.worker(cid, boss, "w")
+    got = api.call("POST", f"/v1/campaigns/{cid}/assignments", token)
+    assert got.status_code == 200, got.text
+    # a restarted server (same database) still has the campaign
+    again = TestClient(create_app(api.url, settings=api.settings))
+    status = again.get(f"/v1/campaigns/{cid}/status", headers=api.headers(boss))
+    assert status.status_code == 200 and status.json()["n_items"] == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"seed": -1},
+        {"seed": 2**63},
+        {"policy": "kg", "classes": ["a", "b", "c"]},
+        {"policy": "bbta"},
+        {"policy": "opt-kg:features=logistic"},
+        {"policy": "gittins", "classes": ["a", "b", "c"]},
+        {"policy": "opt-kg", "prior": [1.0, -1.0]},
+        {"policy": "no-such-policy"},
+        {"policy": "cvar-kg:alpha=7"},
+    ],
+)
+def test_a_refused_campaign_leaves_no_orphan_event(api: Api, body: dict[str, Any]) -> None:
+    api.create()  # something in the database already
+    full = {"items": ["a", "b", "c"], "budget": 6, **body}
+    api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=full)
+
+
+def test_every_registered_policy_either_runs_or_is_refused_cleanly(api: Api) -> None:
+    """For every policy id: a 201 campaign answers its worker (no 5xx, ever); a refusal is
+    a 422 that stores nothing."""
+    from crowdbudget.registry import registered_policies
+
+    for policy in sorted(registered_policies()):
+        for classes in (["0", "1"], ["a", "b", "c"]):
+            body = {"items": ["a", "b", "c"], "budget": 6, "policy": policy, "classes": classes}
+            before = _db_checksum(api.url)
+            response = api.call("POST", "/v1/campaigns", OPERATOR, json=body)
+            assert response.status_code in (201, 422), (policy, classes, response.text)
+            if response.status_code == 422:
+                assert _db_checksum(api.url) == before, (policy, classes)
+                continue
+            created = response.json()
+            cid, boss = created["campaign_id"], created["requester_key"]
+            token = api.worker(cid, boss, "w")
+            got = api.call("POST", f"/v1/campaigns/{cid}/assignments", token)
+            assert got.status_code in (200, 204), (policy, classes, got.text)
+
+
+# ------------------------------------------------------------------------------ 4. limits
+def test_strict_bodies_no_coercion_no_unknown_fields(api: Api) -> None:
+    base = {"items": ["a", "b"], "budget": 4}
+    assert "polcy" in api.refused(
+        "POST", "/v1/campaigns", OPERATOR, 422, json={**base, "polcy": "uniform"}
+    )
+    api.refused("POST", "/v1/campaigns", OPERATOR, 422, json={**base, "budget": True})
+    api.refused("POST", "/v1/campaigns", OPERATOR, 422, json={**base, "budget": "4"})
+    api.refused("POST", "/v1/campaigns", OPERATOR, 422, json={**base, "seed": 1.5})
+    api.refused("POST", "/v1/campaigns", OPERATOR, 422, json={**base, "items": ["a", 2]})
+
+
+def test_body_size_items_ids_and_labels_are_bounded(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, max_body_bytes=200_000, max_items_per_request=1000)
+    huge_name = {"items": ["a"], "budget": 1, "name": "x" * 300_000}
+    assert "limit" in api.refused("POST", "/v1/campaigns", OPERATOR, 413, json=huge_name)
+    # a body without a declared length (chunked) is counted as it arrives
+    chunks = (b"x" * 50_000 for _ in range(10))
+    api.refused("POST", "/v1/campaigns", OPERATOR, 413, content=chunks)
+    many = {"items": [f"i{k}" for k in range(1001)], "budget": 1}
+    assert "at most 1000" in api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=many)
+    long_id = {"items": ["a" * 201], "budget": 1}
+    api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=long_id)
+    api.refused(
+        "POST",
+        "/v1/campaigns",
+        OPERATOR,
+        422,
+        json={"items": ["a"], "budget": 1, "name": "n" * 201},
+    )
+    created = api.create()
+    cid, boss = created["campaign_id"], created["requester_key"]
+    token = api.worker(cid, boss, "w")
+    work = api.call("POST", f"/v1/campaigns/{cid}/assignments", token).json()
+    label_path = f"/v1/campaigns/{cid}/assignments/{work['assignment_id']}/label"
+    # a 150 kB label: refused, and not echoed back
+    detail = api.refused("POST", label_path, token, 422, json={"label": "x" * 150_000})
+    assert "x" * 50 not in detail
+    detail = api.refused("POST", label_path, token, 422, json={"label": "cow" * 30})
+    assert len(detail) < 300
+    api.refused("POST", f"/v1/campaigns/{cid}/items", boss, 422, json={"items": many["items"]})
+
+
+def test_campaigns_in_memory_are_bounded_and_reloaded(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, max_campaigns_in_memory=3)
+    created = [api.create() for _ in range(8)]
+    assert len(api.app.state.service._campaigns) <= 3
+    for c in created:  # every campaign still answers (evicted ones are reloaded)
+        token = api.worker(c["campaign_id"], c["requester_key"], "w")
+        got = api.call("POST", f"/v1/campaigns/{c['campaign_id']}/assignments", token)
+        assert got.status_code == 200
+    assert len(api.app.state.service._campaigns) <= 3
+
+
+def test_errors_are_json_even_for_a_fault_of_the_server(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = api.create()
+    cid, boss = created["campaign_id"], created["requester_key"]
+
+    def broken(self: Campaign) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(Campaign, "status", broken)
+    response = api.call("GET", f"/v1/campaigns/{cid}/status", boss)
+    assert response.status_code == 500
+    assert response.json() == {"detail": "internal server error"}
+    assert api.call("GET", "/v1/nowhere").json()["detail"]  # 404s are JSON too
+
+
+# ------------------------------------------------------- 5. pending assignments and budget
+def test_one_worker_cannot_reserve_the_whole_budget(api: Api) -> None:
+    created = api.create(budget=20)
+    cid, boss = created["campaign_id"], created["requester_key"]
+    greedy = api.worker(cid, boss, "greedy")
+    seen = {
+        api.call("POST", f"/v1/campaigns/{cid}/assignments", greedy).json()["assignment_id"]
+        for _ in range(20)
+    }
+    assert len(seen) == 1  # the same (oldest) pending assignment, again
+    status = api.call("GET", f"/v1/campaigns/{cid}/status", boss).json()
+    assert status["committed"] == 1 and status["pending"] == 1
+    pending = api.call("GET", f"/v1/campaigns/{cid}/assignments", boss).json()
+    assert [a["assignment_id"] for a in pending] == list(seen)
+    assert pending[0]["expires_at"] is not None  # the server's default time-to-live
+    # the requester cancels it: the budget returns at once
+    aid = pending[0]["assignment_id"]
+    cancel = api.call("POST", f"/v1/campaigns/{cid}/assignments/{aid}/cancel", boss)
+    assert cancel.status_code == 204
+    status = api.call("GET", f"/v1/campaigns/{cid}/status", boss).json()
+    assert status["committed"] == 0 and status["remaining"] == 20
+    # the requester may let workers hold more
+    assert (
+        api.call(
+            "PATCH", f"/v1/campaigns/{cid}", boss, json={"max_pending_per_worker": 3}
+        ).status_code
+        == 204
+    )
+    more = {
+        api.call("POST", f"/v1/campaigns/{cid}/assignments", greedy).json()["assignment_id"]
+        for _ in range(5)
+    }
+    assert len(more) == 3
+    api.refused("PATCH", f"/v1/campaigns/{cid}", boss, 422, json={"max_pending_per_worker": 10**6})
+    api.refused("PATCH", f"/v1/campaigns/{cid}", boss, 422, json={"ttl": 10**9})
+
+
+def test_prices_below_one_buy_their_full_count(api: Api) -> None:
+    for policy in ("opt-kg", "uniform", "kg", "requallo"):
+        created = api.create(
+            items=[f"i{k}" for k in range(30)], budget=1, default_price=0.1, policy=policy
+        )
+        cid, boss = created["campaign_id"], created["requester_key"]
+        labels = 0
+        for k in range(40):
+            token = api.worker(cid, boss, f"w{k}")
+            got = api.call("POST", f"/v1/campaigns/{cid}/assignments", token)
+            if got.status_code == 204:
+                continue
+            aid = got.json()["assignment_id"]
+            path = f"/v1/campaigns/{cid}/assignments/{aid}/label"
+            assert api.call("POST", path, token, json={"label": "1"}).status_code == 200
+            labels += 1
+        status = api.call("GET", f"/v1/campaigns/{cid}/status", boss).json()
+        if policy == "requallo":  # stops by itself when no item gains; never over 10
+            assert labels <= 10
+            continue
+        assert labels == 10, policy
+        assert status["spent"] == 1.0 and status["remaining"] == 0.0
+
+
+def test_spending_never_passes_the_budget_by_a_tolerance() -> None:
+    for budget, price, expected in [(0.3, 0.1, 3), (1.0, 1.0000000005, 0), (0.7, 0.1, 7)]:
+        c = Campaign.create([f"i{k}" for k in range(20)], budget=budget, default_price=price)
+        n = 0
+        while (a := c.next_assignment(f"w{n}")) is not None:
+            c.record_label(a.assignment_id, "1")
+            n += 1
+        assert n == expected
+        assert c.status()["spent"] <= budget
+
+
+# -------------------------------------------------------------- 6. two processes, one store
+def test_a_stale_copy_never_answers_500(tmp_path: Path) -> None:
+    """Two processes on one database: "one" holds a stale copy with an event staged but not
+    yet committed (it will lose its number to "two"'s event) when a retry of a label that
+    "two" accepted arrives. Catching up then would apply "two"'s events on top of the staged
+    one (KeyError, 500, before the fix); now it waits for its staged event, reloads, and
+    answers the idempotent retry."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    settings = ServiceSettings(operator_key=OPERATOR, default_max_pending_per_worker=10)
+    app_one = create_app(url, settings=settings)
+    one = TestClient(app_one, raise_server_exceptions=False)
+    two = TestClient(create_app(url, settings=settings), raise_server_exceptions=False)
+    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    body = {"items": ["a", "b", "c", "d"], "budget": 10}
+    created = one.post("/v1/campaigns", json=body, headers=auth).json()
+    cid, boss = created["campaign_id"], {"Authorization": f"Bearer {created['requester_key']}"}
+    tokens = []
+    for name in ("x", "y"):
+        r = one.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=boss)
+        tokens.append({"Authorization": f"Bearer {r.json()['worker_token']}"})
+    # both processes load the campaign; then "one" goes stale
+    assert two.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
+    assert one.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
+    got = two.post(f"/v1/campaigns/{cid}/assignments", headers=tokens[0]).json()
+    label = {"label": "1"}
+    path = f"/v1/campaigns/{cid}/assignments/{got['assignment_id']}/label"
+    assert two.post(path, json=label, headers=tokens[0]).status_code == 200
+    stale = app_one.state.service.campaign(cid)
+    with stale.deferred_durability():  # a concurrent request of "one", not yet committed
+        assert stale.next_assignment("y") is not None
+    again = one.post(path, json=label, headers=tokens[0])
+    assert again.status_code == 200, again.text
+    status = one.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    assert status["n_labels"] == 1 and status["pending"] == 0
+
+
+def test_refresh_refuses_to_apply_events_on_top_of_staged_ones(tmp_path: Path) -> None:
+    store = EventStore(f"sqlite:///{tmp_path / 'r.db'}")
+    first = Campaign.create(["a", "b"], budget=4, store=store)
+    with first.deferred_durability():
+        first.next_assignment("w")
+    assert not first.can_refresh()
+    with pytest.raises(Exception, match="uncommitted"):
+        first.refresh()
+    first.wait_durable(first.durability_ticket())
+    assert first.can_refresh() and first.refresh() == 0
+
+
+# ------------------------------------------------------------------------ 7. keys, pages
+def test_requester_keys_rotate_and_worker_tokens_revoke(api: Api) -> None:
+    created = api.create(budget=10)
+    cid, old = created["campaign_id"], created["requester_key"]
+    new = api.call("POST", f"/v1/campaigns/{cid}/requester-key", old).json()["requester_key"]
+    api.refused("GET", f"/v1/campaigns/{cid}/status", old, 403)
+    assert api.call("GET", f"/v1/campaigns/{cid}/status", new).status_code == 200
+    # the operator may rotate a lost requester key too
+    newer = api.call("POST", f"/v1/campaigns/{cid}/requester-key", OPERATOR).json()
+    assert api.call("GET", f"/v1/campaigns/{cid}/status", newer["requester_key"]).status_code == 200
+    boss = newer["requester_key"]
+    token = api.worker(cid, boss, "w")
+    assert api.call("POST", f"/v1/campaigns/{cid}/assignments", token).status_code == 200
+    rotated = api.call("POST", f"/v1/campaigns/{cid}/workers/w/rotate", boss)
+    assert rotated.status_code == 201
+    api.refused("POST", f"/v1/campaigns/{cid}/assignments", token, 403)
+    fresh = rotated.json()["worker_token"]
+    revoked = api.call("DELETE", f"/v1/campaigns/{cid}/workers/w", boss).json()
+    assert revoked == {"worker_id": "w", "revoked_tokens": 1, "cancelled_assignments": 1}
+    api.refused("POST", f"/v1/campaigns/{cid}/assignments", fresh, 403)
+    assert api.call("GET", f"/v1/campaigns/{cid}/status", boss).json()["committed"] == 0
+
+
+def test_a_revocation_reaches_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crowdbudget.service import app as app_module
+
+    monkeypatch.setattr(app_module, "_KEY_RECHECK_SECONDS", 0.0)
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    settings = ServiceSettings(operator_key=OPERATOR)
+    one = TestClient(create_app(url, settings=settings))
+    two = TestClient(create_app(url, settings=settings))
+    created = one.post(
+        "/v1/campaigns",
+        json={"items": ["a"], "budget": 1},
+        headers={"Authorization": f"Bearer {OPERATOR}"},
+    ).json()
+    cid, key = created["campaign_id"], {"Authorization": f"Bearer {created['requester_key']}"}
+    assert two.get(f"/v1/campaigns/{cid}/status", headers=key).status_code == 200
+    assert one.post(f"/v1/campaigns/{cid}/requester-key", headers=key).status_code == 200
+    assert two.get(f"/v1/campaigns/{cid}/status", headers=key).status_code == 403
+
+
+def test_dashboard_sends_security_headers_and_hides_the_key(api: Api) -> None:
+    page = api.call("GET", "/dashboard/abc")
+    csp = page.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+    assert "'unsafe-inline'" not in csp and "sha256-" in csp
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert "history.replaceState" in page.text and "sessionStorage" in page.text
+
+
+def test_api_docs_work_offline(api: Api) -> None:
+    for path, asset in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+        page = api.call("GET", path)
+        assert page.status_code == 200
+        assert f"/docs-static/{asset}" in page.text
+        assert "cdn" not in page.text.lower() and "googleapis" not in page.text
+        script = api.call("GET", f"/docs-static/{asset}")
+        assert script.status_code == 200 and len(script.content) > 100_000
+
+
+# ------------------------------------------------------------------------------ 8. serve
+def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crowdbudget", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_serve_without_an_operator_key_binds_only_to_loopback(tmp_path: Path) -> None:
+    env = {"CROWDBUDGET_OPERATOR_KEY": ""}
+    done = _serve("--host", "0.0.0.0", "--db", f"sqlite:///{tmp_path / 'x.db'}", env=env)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "operator key" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = _serve("--port", str(port), "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "already in use" in done.stderr
+
+
+# ------------------------------------------------------- 9. many clients, random requests
+def test_random_valid_and_invalid_requests_keep_every_promise(tmp_path: Path) -> None:
+    """Property test: random sequences of valid and invalid requests from several workers
+    and requesters against one campaign. After each refused request the database is
+    unchanged; at every point spent + committed <= budget; no assignment goes to two
+    workers; never a 5xx."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    api = Api(tmp_path, operator_key=OPERATOR, default_max_pending_per_worker=2)
+    created = api.create(items=[f"i{k}" for k in range(5)], budget=7, ttl=50)
+    cid, boss = created["campaign_id"], created["requester_key"]
+    tokens = {name: api.worker(cid, boss, name) for name in ("w0", "w1", "w2")}
+    owners: dict[str, str] = {}
+    lock = threading.Lock()
+
+    keys = st.sampled_from(["w0", "w1", "w2", "boss", "nobody", "none"])
+    actions = st.tuples(
+        st.sampled_from(["next", "label", "cancel", "items", "status", "pending", "patch"]),
+        keys,
+        st.sampled_from(["0", "1", "2", "", "x" * 300]),
+        st.integers(0, 10),
+    )
+
+    def key_of(who: str) -> str | None:
+        return {"boss": boss, "nobody": "no-such-key", "none": None}.get(who, tokens.get(who))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(steps=st.lists(actions, min_size=1, max_size=12))
+    def run(steps: list[tuple[str, str, str, int]]) -> None:
+        for kind, who, label, k in steps:
+            known = list(owners) or ["nope"]
+            aid = known[k % len(known)] if k < 8 else "bogus"
+            before = _db_checksum(api.url)
+            if kind == "next":
+                r = api.call("POST", f"/v1/campaigns/{cid}/assignments", key_of(who))
+            elif kind == "label":
+                r = api.call(
+                    "POST",
+                    f"/v1/campaigns/{cid}/assignments/{aid}/label",
+                    key_of(who),
+                    json={"label": label},
+                )
+            elif kind == "cancel":
+                r = api.call("POST", f"/v1/campaigns/{cid}/assignments/{aid}/cancel", key_of(who))
+            elif kind == "items":
+                r = api.call(
+                    "POST",
+                    f"/v1/campaigns/{cid}/items",
+                    key_of(who),
+                    json={"items": [label or "i0"]},
+                )
+            elif kind == "status":
+                r = api.call("GET", f"/v1/campaigns/{cid}/status", key_of(who))
+            elif kind == "pending":
+                r = api.call("GET", f"/v1/campaigns/{cid}/assignments", key_of(who))
+            else:
+                r = api.call(
+                    "PATCH", f"/v1/campaigns/{cid}", key_of(who), json={"max_pending_per_worker": k}
+                )
+            assert r.status_code < 500, (kind, who, r.text)
+            if r.status_code >= 400:
+                assert _db_checksum(api.url) == before, (kind, who, r.status_code, r.text)
+            if kind == "next" and r.status_code == 200:
+                got = r.json()
+                with lock:
+                    assert (
+                        owners.setdefault(got["assignment_id"], got["worker_id"])
+                        == (got["worker_id"])
+                    )
+            status = api.call("GET", f"/v1/campaigns/{cid}/status", boss).json()
+            assert status["spent"] + status["committed"] <= status["budget"]
+
+    run()
+    # the events replay to the same state
+    live = api.call("GET", f"/v1/campaigns/{cid}/status", boss).json()
+    again = Campaign.load(EventStore(api.url), cid).status()
+    for field in ("spent", "committed", "n_labels", "pending", "n_items"):
+        assert again[field] == live[field], field
+
+
+def test_schemathesis_finds_no_server_error(api: Api) -> None:
+    """Every operation of the OpenAPI schema (the new ones included), with generated
+    inputs, anonymous and with real keys and campaign ids: never a 5xx."""
+    import schemathesis
+    from hypothesis import HealthCheck, settings
+
+    created = api.create(budget=50)
+    cid, boss = created["campaign_id"], created["requester_key"]
+    token = api.worker(cid, boss, "w")
+    schema = schemathesis.openapi.from_asgi("/openapi.json", api.app)
+    rng = np.random.default_rng(0)
+    failures: list[str] = []
+    for operation in schema.get_all_operations():
+        op = operation.ok()
+
+        @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+        @schemathesis_given(op)
+        def check(case: Any) -> None:
+            if "campaign_id" in (case.path_parameters or {}) and rng.random() < 0.7:
+                case.path_parameters["campaign_id"] = cid
+            key = [None, OPERATOR, boss, token][int(rng.integers(4))]
+            response = case.call(headers=api.headers(key))
+            if response.status_code >= 500:
+                failures.append(f"{case.method} {case.path}: {response.status_code}")
+
+        check()
+    assert not failures, failures[:10]
+
+
+def schemathesis_given(operation: Any) -> Any:
+    """``hypothesis.given`` over the operation's generated cases."""
+    from hypothesis import given
+
+    return given(case=operation.as_strategy())
+
+
+def test_no_json_detail_echoes_a_large_input(api: Api) -> None:
+    body = json.dumps({"items": ["a"], "budget": 1, "policy": "p" * 100_000})
+    headers = {**api.headers(OPERATOR), "content-type": "application/json"}
+    response = api.client.post("/v1/campaigns", content=body, headers=headers)
+    assert response.status_code == 422 and len(response.content) < 1000
+
+
+def test_results_take_another_verdict_after_the_fact(api: Api) -> None:
+    created = api.create(budget=12, verdict="posterior")
+    cid, boss = created["campaign_id"], created["requester_key"]
+    for k in range(6):
+        token = api.worker(cid, boss, f"w{k}")
+        work = api.call("POST", f"/v1/campaigns/{cid}/assignments", token).json()
+        path = f"/v1/campaigns/{cid}/assignments/{work['assignment_id']}/label"
+        api.call("POST", path, token, json={"label": str(k % 2)})
+    default = api.call("GET", f"/v1/campaigns/{cid}/results", boss).json()
+    by_ds = api.call("GET", f"/v1/campaigns/{cid}/results", boss, params={"verdict": "ds"})
+    assert by_ds.status_code == 200 and len(by_ds.json()) == len(default) == 6
+    api.refused("GET", f"/v1/campaigns/{cid}/results", boss, 422, params={"verdict": "nope"})
+    api.refused(
+        "POST",
+        "/v1/campaigns",
+        OPERATOR,
+        422,
+        json={"items": ["a"], "budget": 1, "verdict": "nope"},
+    )

@@ -229,44 +229,15 @@ def calibration_metrics(
     }
 
 
-def verdict_probabilities(policy: Any, state: CampaignState) -> np.ndarray | None:
-    """Class probabilities (n_items, C) behind ``policy.final_labels(state)``, just called.
-
-    - a policy whose verdict is an aggregator (``AggregatingPolicy``: ``final=``, KOS, ...)
-      keeps the fitted aggregator's ``probas_`` as ``final_probas_``;
-    - a policy using the default verdict (:meth:`AllocationPolicy.final_labels`, the Bayes
-      rule on the Beta / Dirichlet posterior of the vote counts) gets that posterior's
-      probability that each class is the item's true one: ``[1 − I, I]`` with
-      ``I = P(θ_i ≥ d_i)`` for two classes (Chen et al. eq. 4), ``P(θ_ic is the largest)``
-      otherwise (§5);
-    - any other policy (its own verdict without probabilities): None.
-    """
-    from crowdbudget.policies.base import AllocationPolicy
-
-    probas = getattr(policy, "final_probas_", None)
-    if probas is not None:
-        return np.asarray(probas, dtype=float)
-    if type(policy).final_labels is not AllocationPolicy.final_labels:
-        return None
-    alpha = state.problem.prior_array + state.label_counts
-    if state.problem.n_classes > 2:
-        from crowdbudget.posteriors.dirichlet import largest_class_probabilities
-
-        return np.asarray(largest_class_probabilities(alpha), dtype=float)
-    from crowdbudget.posteriors.beta_bernoulli import positive_probability
-
-    positive = positive_probability(alpha[:, 1], alpha[:, 0], state.problem.threshold_array)
-    return np.column_stack([1.0 - positive, positive])
-
-
 def verdict_calibration(
     policy: Any, state: CampaignState, final_labels: IntArray, truth: IntArray, mask: BoolArray
 ) -> dict[str, float]:
     """``ece``, ``nll``, ``brier`` of the policy's verdict on the evaluated items (``mask``),
-    for the runner's per-checkpoint rows (summarised as ``ece_mean`` ...); empty when the
-    policy's verdict has no probabilities (:func:`verdict_probabilities`)."""
-    probas = verdict_probabilities(policy, state)
-    if probas is None or probas.shape[0] != np.asarray(truth).shape[0]:
+    for the runner's per-checkpoint rows (summarised as ``ece_mean`` ...), from
+    ``policy.final_probabilities(state)`` — the model of its ``final_labels`` — and the
+    labels it chose (ECE bins the probability of the chosen label)."""
+    probas = np.asarray(policy.final_probabilities(state), dtype=float)
+    if probas.shape[0] != np.asarray(truth).shape[0]:
         return {}
     gold = np.where(np.asarray(mask, dtype=bool), np.asarray(truth), -1)
     return {
@@ -349,5 +320,4 @@ __all__ = [
     "reliability_diagram",
     "requallo_requirement_of",
     "verdict_calibration",
-    "verdict_probabilities",
 ]

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray
+from crowdbudget.aggregation.base import Aggregator
 from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.kos import KOS
 from crowdbudget.datasets.loaders import LabelData
@@ -119,12 +119,13 @@ class AggregatingPolicy(AllocationPolicy):
         )
 
     def final_labels(self, state: CampaignState) -> IntArray:
-        # the probabilities behind the labels, for calibration metrics (experiments.metrics)
-        self.final_probas_: FloatArray | None = None
+        self._final_fit: tuple[int, FloatArray] | None = None
         if self.n_logged_ == 0:
             return super().final_labels(state)
         aggregator = self.make_aggregator(self._aggregator_seed).fit(self.label_data())
-        self.final_probas_ = aggregator.probas_
+        # kept for final_probabilities on the same labels (the runner asks for both at every
+        # checkpoint: one fit instead of two)
+        self._final_fit = (self.n_logged_, np.asarray(aggregator.probas_, dtype=float))
         return np.asarray(aggregator.labels_, dtype=np.int64)
 
     def final_probabilities(self, state: CampaignState) -> FloatArray:
@@ -132,6 +133,9 @@ class AggregatingPolicy(AllocationPolicy):
         :meth:`final_labels`."""
         if self.n_logged_ == 0:
             return super().final_probabilities(state)
+        cached = getattr(self, "_final_fit", None)
+        if cached is not None and cached[0] == self.n_logged_:
+            return cached[1]
         aggregator = self.make_aggregator(self._aggregator_seed)
         return np.asarray(aggregator.fit(self.label_data()).probas_, dtype=float)
 

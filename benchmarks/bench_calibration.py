@@ -13,6 +13,9 @@ items. Run from the repository root::
 
     CROWDBUDGET_DATA_DIR=<data> python benchmarks/bench_calibration.py --out docs/calibration.csv
     python benchmarks/bench_calibration.py --sets rte,temp,wsd --per-item 2,3,5 --reps 10
+
+It ends with the default-verdict rule of issue 19 applied to the full-data rows
+(:func:`choose_verdict`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,33 @@ def evaluate(method: str, data: LabelData) -> dict[str, float] | None:
     return row
 
 
+def choose_verdict(table: pd.DataFrame, margin: float = 0.005) -> tuple[str, pd.DataFrame]:
+    """The default-verdict rule of issue 19 on the full-data rows of ``table``: among the
+    methods whose accuracy is within ``margin`` of the most accurate method on every set,
+    the one with the lowest mean ECE over the sets (then the lowest mean NLL). When no
+    method is within the margin everywhere, the smallest worst shortfall decides first.
+
+    Returns the chosen id and one row per method: ``worst_shortfall``, ``mean_ece``,
+    ``mean_nll``, ``eligible``."""
+    full = table[table["per_item"].astype(str) == "all"]
+    best = full.groupby("set")["accuracy"].transform("max")
+    full = full.assign(shortfall=best - full["accuracy"])
+    n_sets = full["set"].nunique()
+    per_method = full.groupby("method").agg(
+        sets=("set", "nunique"),
+        worst_shortfall=("shortfall", "max"),
+        mean_ece=("ece", "mean"),
+        mean_nll=("nll", "mean"),
+    )
+    per_method = per_method[per_method["sets"] == n_sets]  # e.g. binary-only methods drop out
+    per_method["eligible"] = per_method["worst_shortfall"] <= margin + 1e-12
+    pool = per_method[per_method["eligible"]]
+    if pool.empty:
+        pool = per_method[per_method["worst_shortfall"] == per_method["worst_shortfall"].min()]
+    chosen = pool.sort_values(["mean_ece", "mean_nll"]).index[0]
+    return str(chosen), per_method.sort_values(["eligible", "mean_ece"], ascending=[False, True])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(SETS))
@@ -101,6 +131,11 @@ def main() -> None:
     table = pd.DataFrame(rows)
     if args.out:
         table.to_csv(args.out, index=False, float_format="%.6g")
+    chosen, ranking = choose_verdict(table)
+    print("\nDefault-verdict rule (accuracy within 0.005 of the best on every set, then the")
+    print("lowest mean ECE, then NLL):")
+    print(ranking.to_string(float_format="%.4f"))
+    print(f"chosen: {chosen}")
 
 
 if __name__ == "__main__":

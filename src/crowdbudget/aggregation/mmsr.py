@@ -36,6 +36,9 @@ reports the normalised weighted votes as scores (negative when a skill is); here
 is the posterior of the one-coin model with accuracies p (``P(z_i = c) ∝ exp Σ_{labels
 (i, j, c)} w_j``, uniform class prior), whose argmax is the same weighted vote.
 
+After each iteration ``u`` and ``v`` are rescaled to equal norms (``u vᵀ`` unchanged; without
+it the free scale drifts to overflow when items have two or three labels).
+
 Start: ``u = v = 1`` (crowd-kit draws both uniformly with its ``random_state``; the fixed point
 does not depend on the start when the iteration converges, and a constant start keeps the
 result independent of how workers are named). Cost: O(pairs of co-workers) per iteration.
@@ -177,6 +180,12 @@ class MMSR(Aggregator):
             # X is symmetric: column j of X is row j
             v = _msr_means(X, u, v, trim, n_tasks)
             u = _msr_means(X, v, u, trim, n_tasks)
+            # u vᵀ is what the iteration estimates; (c u, v / c) is the same matrix, and the
+            # alternating means can let c drift (to overflow on sparse designs): balance the
+            # norms, which leaves u vᵀ, the loss and the final |s| unchanged
+            balance = np.sqrt(np.linalg.norm(u) / max(np.linalg.norm(v), 1e-300))
+            if balance > 0 and np.isfinite(balance):
+                u, v = u / balance, v * balance
             # ‖u vᵀ − u' v'ᵀ‖²_F = |u|²|v|² − 2 (u·u')(v·v') + |u'|²|v'|², without the n×n
             squared = (u @ u) * (v @ v) - 2 * (u @ u_old) * (v @ v_old)
             squared += (u_old @ u_old) * (v_old @ v_old)

@@ -128,6 +128,8 @@ def _gold_rows(
             f"probas must have shape (n_items, n_classes) with n_items = len(gold) "
             f"= {truth.shape[0]}, got {p.shape}"
         )
+    if not np.all(np.isfinite(p)):
+        raise ValueError("probas must be finite (an aggregator returned NaN or inf)")
     mask = truth >= 0
     chosen = np.argmax(p, axis=1) if labels is None else np.asarray(labels, dtype=np.int64)
     return p[mask], truth[mask], chosen[mask]

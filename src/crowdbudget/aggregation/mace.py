@@ -125,16 +125,18 @@ class MACE(Aggregator):
         np.add.at(scores, (items, labels), log_ak - log_a)
         scores -= np.log(C)
         log_evidence = logsumexp(scores, axis=1, keepdims=True)
-        T = np.exp(scores - log_evidence)
+        T = np.asarray(np.exp(scores - log_evidence), dtype=float)
         t_label = T[items, labels]
         knowing = t_label * k / (a + k)
         spamming = 1.0 - knowing
         n_w = data.n_workers
-        spam_by_label = np.bincount(
-            workers * C + labels, weights=spamming, minlength=n_w * C
-        ).reshape(n_w, C)
-        spam_count = np.bincount(workers, weights=spamming, minlength=n_w)
-        know_count = np.bincount(workers, weights=knowing, minlength=n_w)
+        spam_by_label = (
+            np.bincount(workers * C + labels, weights=spamming, minlength=n_w * C)
+            .reshape(n_w, C)
+            .astype(float)
+        )
+        spam_count = np.bincount(workers, weights=spamming, minlength=n_w).astype(float)
+        know_count = np.bincount(workers, weights=knowing, minlength=n_w).astype(float)
         # items without labels have evidence exactly 1/C·C = 1 (log 0): they add nothing
         return float(log_evidence.sum()), T, spam_by_label, spam_count, know_count
 

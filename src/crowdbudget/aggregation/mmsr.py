@@ -183,17 +183,17 @@ class MMSR(Aggregator):
             # u vᵀ is what the iteration estimates; (c u, v / c) is the same matrix, and the
             # alternating means can let c drift (to overflow on sparse designs): balance the
             # norms, which leaves u vᵀ, the loss and the final |s| unchanged
-            balance = np.sqrt(np.linalg.norm(u) / max(np.linalg.norm(v), 1e-300))
+            balance = float(np.sqrt(np.linalg.norm(u) / max(float(np.linalg.norm(v)), 1e-300)))
             if balance > 0 and np.isfinite(balance):
                 u, v = u / balance, v * balance
             # ‖u vᵀ − u' v'ᵀ‖²_F = |u|²|v|² − 2 (u·u')(v·v') + |u'|²|v'|², without the n×n
-            squared = (u @ u) * (v @ v) - 2 * (u @ u_old) * (v @ v_old)
-            squared += (u_old @ u_old) * (v_old @ v_old)
+            squared = float((u @ u) * (v @ v) - 2 * (u @ u_old) * (v @ v_old))
+            squared += float((u_old @ u_old) * (v_old @ v_old))
             loss = float(np.sqrt(max(squared, 0.0)))
             history.append(loss)
             if loss < tol:
                 break
-        scale = np.sqrt(np.linalg.norm(u) / max(np.linalg.norm(v), 1e-300))
+        scale = float(np.sqrt(np.linalg.norm(u) / max(float(np.linalg.norm(v)), 1e-300)))
         s = _signs(covariance) * u / scale
         s = np.clip(s, -1.0 / (K - 1) + 1.0 / np.sqrt(n_tasks), 1.0 - 1.0 / np.sqrt(n_tasks))
         accuracy = s * (K - 1) / K + 1.0 / K

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crowdbudget.aggregation import make_aggregator
+from crowdbudget.aggregation import DEFAULT_VERDICT, make_aggregator
 from crowdbudget.cli import main
 from crowdbudget.datasets import load_dataset
 from crowdbudget.datasets.loaders import bundled_files
@@ -77,10 +77,10 @@ def test_gold_reports_calibration_and_draws_the_reliability_diagram(  # type: ig
     code = main(["aggregate", labels, "--gold", gold, "--json", "--reliability", str(png)])
     assert code == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["settings"]["method"] == "bds"  # the default verdict
+    assert document["settings"]["method"] == DEFAULT_VERDICT
     calibration = document["results"]["calibration"]
     data = load_dataset("rte")
-    fitted = make_aggregator("bds").fit(data)
+    fitted = make_aggregator(DEFAULT_VERDICT).fit(data)
     expected = calibration_metrics(fitted.probas_, data.gold, labels=fitted.labels_)
     assert calibration == pytest.approx(expected)
     assert set(calibration) == {"accuracy", "confidence", "ece", "ece_mass", "nll", "brier"}

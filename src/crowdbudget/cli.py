@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from crowdbudget.aggregation.registry import DEFAULT_VERDICT
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
 EXIT_USAGE = 2
@@ -258,7 +259,7 @@ COMPARE_POLICIES = [
     "round-robin",
     "kg-random",
     "opt-kg",
-    "opt-kg:final=ds",
+    f"opt-kg:final={DEFAULT_VERDICT}",  # the default verdict (docs/calibration.md)
     "opt-kg:workers=one-coin",
 ]
 

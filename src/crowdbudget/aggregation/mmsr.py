@@ -37,7 +37,9 @@ is the posterior of the one-coin model with accuracies p (``P(z_i = c) ∝ exp �
 (i, j, c)} w_j``, uniform class prior), whose argmax is the same weighted vote.
 
 After each iteration ``u`` and ``v`` are rescaled to equal norms (``u vᵀ`` unchanged; without
-it the free scale drifts to overflow when items have two or three labels).
+it the free scale drifts to overflow when items have two or three labels). Where the update
+still diverges (F = 0 makes it a plain mean, which need not contract), the last finite
+iterate is kept.
 
 Start: ``u = v = 1`` (crowd-kit draws both uniformly with its ``random_state``; the fixed point
 does not depend on the start when the iteration converges, and a constant start keeps the
@@ -178,8 +180,15 @@ class MMSR(Aggregator):
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
             u_old, v_old = u, v
             # X is symmetric: column j of X is row j
-            v = _msr_means(X, u, v, trim, n_tasks)
-            u = _msr_means(X, v, u, trim, n_tasks)
+            with np.errstate(over="ignore", invalid="ignore"):
+                v = _msr_means(X, u, v, trim, n_tasks)
+                u = _msr_means(X, v, u, trim, n_tasks)
+            largest = max(float(np.abs(u).max(initial=0.0)), float(np.abs(v).max(initial=0.0)))
+            if not np.isfinite(largest) or largest > 1e12:
+                # with F = 0 (two or three labels per item) the update is a plain mean, which
+                # need not contract: keep the last finite iterate
+                u, v = u_old, v_old
+                break
             # u vᵀ is what the iteration estimates; (c u, v / c) is the same matrix, and the
             # alternating means can let c drift (to overflow on sparse designs): balance the
             # norms, which leaves u vᵀ, the loss and the final |s| unchanged

@@ -62,7 +62,7 @@ probabilities over a grid of 40 values in [0.025, 1]. Where the labels really ar
 given the class the best τ is 1 (the plain posterior); correlated errors make held-out labels
 less predictable than the plain posterior claims, and τ < 1. Measured (docs/calibration.md):
 "auto" lowers NLL and ECE on rte and temp (τ ≈ 0.5–0.6) but picks τ far too small on wsd
-(3 classes, near-perfect crowd: ECE 0.006 → 0.19), so it is not the default; ``temperature=1``
+(3 classes, near-perfect crowd: ECE 0.006 → 0.11), so it is not the default; ``temperature=1``
 (default) gives the untempered variational posterior, a number fixes τ.
 
 Start: ``T`` = majority-vote shares. Stop after ``n_iter`` iterations or when no entry of

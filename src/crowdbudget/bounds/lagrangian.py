@@ -515,6 +515,11 @@ def prior_groups(
     prior_arr = np.broadcast_to(np.asarray(prior, dtype=float), (n_items, 2))
     d = np.broadcast_to(np.asarray(thresholds, dtype=float), (n_items,))
     rows = np.column_stack([prior_arr[:, 1], prior_arr[:, 0], d])
+    if n_items > 0 and np.all(rows == rows[0]):
+        # one shared prior and threshold (the usual case): the same answer as np.unique
+        # below without its row sort, which took 5 of the 8.5 s of the index policy's reset
+        # at 10^6 tasks
+        return rows[:1].copy(), np.array([n_items], dtype=np.int64), np.zeros(n_items, np.int64)
     groups, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     return groups, counts.astype(np.int64), inverse.reshape(-1).astype(np.int64)
 

@@ -25,7 +25,8 @@ Stopping, as crowd-kit: each iteration is E-step then M-step; ``Q`` divided by
 ``n_labels · C`` is recorded in ``loss_history_``; stop after ``n_iter`` iterations or when it
 rises by less than ``tol``. ``probas_`` are those of the last E-step (crowd-kit's too).
 ``log σ`` is computed as ``−log(1 + e^{−x})`` with ``np.logaddexp`` (no overflow for large
-|x|).
+|x|), ``log(1 − σ) = log σ − x``, ``σ = exp(log σ)``: one transcendental pair per label per
+evaluation.
 
 Example:
     >>> from crowdbudget.datasets import load_dataset
@@ -39,7 +40,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
-from scipy.special import expit
 
 from crowdbudget.aggregation.base import Aggregator, FloatArray
 from crowdbudget.aggregation.dawid_skene import check_iterations, softmax_rows
@@ -105,13 +105,18 @@ class GLAD(Aggregator):
         mu_a, mu_b = float(self.alpha_prior_mean), float(self.beta_prior_mean)
         log_other = np.log(C - 1.0)
 
-        def log_terms(alphas: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray]:
-            x = alphas[workers] * np.exp(b[items])
-            # log σ(x) = −log(1 + e^{−x}); log(1 − σ(x)) = −log(1 + e^{x}) (overflow-free)
-            return -np.logaddexp(0.0, -x), -np.logaddexp(0.0, x) - log_other
+        def log_terms(
+            alphas: FloatArray, b: FloatArray
+        ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+            """Per label: log σ(x), log((1 − σ(x)) / (C − 1)), σ(x) and β_i, x = α_j β_i."""
+            beta = np.exp(b)[items]  # one exp per item, not per label
+            x = alphas[workers] * beta
+            # log σ(x) = −log(1 + e^{−x}) (overflow-free); log(1 − σ(x)) = log σ(x) − x
+            log_right = -np.logaddexp(0.0, -x)
+            return log_right, log_right - x - log_other, np.exp(log_right), beta
 
         def e_step(alphas: FloatArray, b: FloatArray) -> FloatArray:
-            right, wrong = log_terms(alphas, b)
+            right, wrong, _, _ = log_terms(alphas, b)
             scores = np.zeros((n_items, C))
             np.add.at(scores, (items, labels), right - wrong)
             scores += np.bincount(items, weights=wrong, minlength=n_items)[:, None]
@@ -121,11 +126,10 @@ class GLAD(Aggregator):
             theta: FloatArray, posterior_of_label: FloatArray
         ) -> tuple[float, FloatArray]:
             alphas, b = theta[:n_workers], theta[n_workers:]
-            right, wrong = log_terms(alphas, b)
+            right, wrong, sigma, beta = log_terms(alphas, b)
             q = np.sum(posterior_of_label * right + (1.0 - posterior_of_label) * wrong)
             q -= 0.5 * (np.sum((alphas - mu_a) ** 2) + np.sum((b - mu_b) ** 2))
-            beta = np.exp(b[items])
-            residual = posterior_of_label - expit(alphas[workers] * beta)
+            residual = posterior_of_label - sigma
             grad_a = np.bincount(workers, weights=residual * beta, minlength=n_workers)
             grad_b = np.bincount(
                 items, weights=residual * alphas[workers] * beta, minlength=n_items

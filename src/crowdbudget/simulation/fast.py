@@ -474,6 +474,8 @@ def run_campaign_fast(
     rows: list[dict[str, Any]] = []
     next_checkpoint = 0
 
+    from crowdbudget.experiments.metrics import verdict_calibration
+
     def record(decisions: int, upto: float) -> None:
         nonlocal next_checkpoint
         state.spent = float(decisions)
@@ -481,6 +483,8 @@ def run_campaign_fast(
         state.time = float(decisions)
         labels = policy.final_labels(state)
         accuracy = float(np.mean(labels == truth))
+        # ece, nll, brier of the verdict, as the reference engine's rows
+        extra = verdict_calibration(policy, state, labels, truth, np.ones(n_items, dtype=bool))
         elapsed = time.perf_counter() - start
         while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:
             rows.append(
@@ -489,6 +493,7 @@ def run_campaign_fast(
                     "accuracy": accuracy,
                     "labels_used": state.spent,
                     "seconds": elapsed,
+                    **extra,
                 }
             )
             next_checkpoint += 1

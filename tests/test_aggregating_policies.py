@@ -148,7 +148,7 @@ def test_kos_refuses_multi_class_and_bad_parameters() -> None:
         make_policy("kos").reset(Problem(n_items=3, budget=5, n_classes=3), np.random.default_rng())
     with pytest.raises(InvalidParameterError, match="inference must be"):
         make_policy("kos:inference=max")
-    with pytest.raises(InvalidParameterError, match="n_nodes must be"):
+    with pytest.raises(InvalidParameterError, match="n-nodes must be"):
         make_policy("random-bp:n-nodes=0")
 
 

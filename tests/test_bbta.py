@@ -141,7 +141,7 @@ def test_bbta_beats_random_pairs_on_spammer_hammer() -> None:
 
 
 def test_bad_parameters() -> None:
-    with pytest.raises(InvalidParameterError, match="n_explore"):
+    with pytest.raises(InvalidParameterError, match="n-explore"):
         make_policy("bbta:n-explore=-1")
     with pytest.raises(InvalidParameterError, match="contexts"):
         make_policy("bbta:contexts=some")

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crowdbudget.bounds.lagrangian import lagrangian_bound
+from crowdbudget.experiments.continuous import run_continuous_experiment
 from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy, StateBuckets
 from crowdbudget.policies.ucb import ucb1_tuned_scores
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.continuous_time import (
     ContinuousTimeEnvironment,
-    run_continuous_experiment,
 )
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem
@@ -129,5 +129,5 @@ def test_index_policy_refuses_prices_and_bad_parameters() -> None:
     priced = Problem(n_items=2, budget=4, n_workers=2, worker_prices=np.array([1.0, 2.0]))
     with pytest.raises(InvalidParameterError, match="unit prices"):
         make_policy("lagrangian-index").reset(priced, np.random.default_rng(0))
-    with pytest.raises(InvalidParameterError, match="arrival_rate"):
+    with pytest.raises(InvalidParameterError, match="arrival-rate"):
         make_policy("lagrangian-index:arrival-rate=-1")

@@ -159,7 +159,7 @@ def test_registry_builds_two_coin_policies_and_tie_rules() -> None:
     assert kg.tie_break == "first" and kg.worker_prior == (8.0, 2.0)
     one = make_policy("opt-kg:workers=one-coin:tie-break=first")
     assert isinstance(one, OneCoinKnowledgeGradient) and one.tie_break == "first"
-    with pytest.raises(InvalidParameterError, match="tie_break"):
+    with pytest.raises(InvalidParameterError, match="tie-break"):
         make_policy("opt-kg:workers=two-coin:tie-break=last")
 
 

@@ -186,6 +186,7 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
         results_records,
     )
     from crowdbudget.experiments.runner import run_experiment
+    from crowdbudget.registry import parse_policy
     from crowdbudget.simulation.replay import ReplayEnvironment
 
     data = _load_label_data(args)
@@ -194,7 +195,7 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     # quantity–quality metrics (Li et al. §4.1) when asked, or when a policy that targets them
     # is compared (Requallo stops early and leaves items unlabeled: accuracy alone misleads)
     quality = getattr(args, "quality", False) or any(
-        pid.split(":")[0] in QUALITY_POLICIES for pid in args.policies
+        parse_policy(pid).id in QUALITY_POLICIES for pid in args.policies
     )
     result = run_experiment(
         args.policies,
@@ -270,38 +271,27 @@ COMPARE_POLICIES = [
 COMPARE_WORKER_AWARE_MAX_LABELS = 20_000
 
 
-def _applies(policy_id: str, n_classes: int) -> bool:
-    """Whether a default policy can run on a problem with ``n_classes`` classes (a policy
-    refuses an unsupported problem in ``reset``: KG is binary only, for example)."""
-    import numpy as np
-
-    from crowdbudget.registry import make_policy
-    from crowdbudget.types import Problem
-
-    try:
-        make_policy(policy_id).reset(
-            Problem(n_items=2, budget=1, n_classes=n_classes, n_workers=1),
-            np.random.default_rng(0),
-        )
-    except CrowdBudgetError:
-        return False
-    return True
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    from crowdbudget.registry import parse_policy_id, registered_policies
+    from crowdbudget.registry import parse_policy
+    from crowdbudget.types import Problem
 
     if args.policies is None or (args.budget is None and args.budget_per_item is None):
         data = _load_label_data(args)
     if args.policies is None:
-        # the default policies that apply to this data set (e.g. KG is binary only)
-        available = registered_policies()
+        # the default policies whose declared needs this data set meets (e.g. KG is binary
+        # only), worker-aware ones only up to a size where they stay fast
+        problem = Problem(
+            n_items=data.n_items, budget=1, n_classes=data.n_classes, n_workers=data.n_workers
+        )
+        specs = [parse_policy(pid) for pid in COMPARE_POLICIES]
         args.policies = [
-            pid
-            for pid in COMPARE_POLICIES
-            if parse_policy_id(pid)[0] in available
-            and _applies(pid, data.n_classes)
-            and ("workers=" not in pid or data.n_labels <= COMPARE_WORKER_AWARE_MAX_LABELS)
+            str(spec)
+            for spec in specs
+            if spec.refusal(problem) is None
+            and (
+                not spec.capabilities.chooses_workers
+                or data.n_labels <= COMPARE_WORKER_AWARE_MAX_LABELS
+            )
         ]
     if args.budget is None and args.budget_per_item is None:
         # 1..10 labels per item, or ten steps up to every recorded label when the data set
@@ -434,28 +424,55 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def cmd_policies(args: argparse.Namespace) -> int:
     import json
 
-    from crowdbudget.registry import registered_policies
+    from crowdbudget.registry import POLICIES, describe_entry
 
-    specs = registered_policies()
-    rows = [
-        {
-            "id": pid,
-            "summary": spec.summary,
-            "parameters": sorted(spec.params),
-        }
-        for pid, spec in sorted(specs.items())
-    ]
+    aliases = POLICIES.aliases()
+    if args.name is not None:
+        # one policy's parameter table and capabilities (the id may carry parameters)
+        spec = POLICIES.spec(args.name)
+        row = describe_entry(POLICIES.entry(spec.id))
+        row["capabilities"] = spec.capabilities.names()
+        if args.json:
+            print(json.dumps({"command": "policies", "seed": None, "results": [row]}, indent=2))
+            return 0
+        print(f"{spec}: {row['summary']}")
+        if row["paper"]:
+            print(f"paper: {row['paper']}")
+        print("capabilities: " + (", ".join(row["capabilities"]) or "none"))
+        for p in row["parameters"]:
+            allowed = (
+                f" one of {', '.join(p['choices'])}"
+                if "choices" in p
+                else (" in " + POLICIES.entry(spec.id).params[p["name"]].range_text)
+                if "range" in p
+                else ""
+            )
+            default = f", default {p['default']}" if "default" in p else ""
+            server = "" if p["network_settable"] else " (server setting: not over the API)"
+            print(f"  {p['name']}: {p['type']}{allowed}{default} -- {p['doc']}{server}")
+        print("  final: aggregator id giving the final labels (every policy)")
+        return 0
+    rows = [describe_entry(entry) for _, entry in sorted(POLICIES.entries().items())]
     if args.json:
-        print(json.dumps({"command": "policies", "seed": None, "results": rows}, indent=2))
+        document = {"command": "policies", "seed": None, "results": rows, "aliases": aliases}
+        print(json.dumps(document, indent=2))
     else:
         width = max(len(r["id"]) for r in rows)
         for r in rows:
-            params = f"  [{', '.join(r['parameters'])}]" if r["parameters"] else ""
-            print(f"{r['id']:<{width}}  {r['summary']}{params}")
+            params = ", ".join(p["name"] for p in r["parameters"])
+            caps = ", ".join(r["capabilities"])
+            print(
+                f"{r['id']:<{width}}  {r['summary']}"
+                + (f"  [{params}]" if params else "")
+                + (f"  ({caps})" if caps else "")
+            )
         print(
             "\nEvery id also takes final=<aggregator> (e.g. opt-kg:final=ds): the same "
             "allocation, final labels by that aggregator (mv, wmv, ds, one-coin-em, bp, kos-mean)."
         )
+        if aliases:
+            print("aliases: " + ", ".join(f"{a} = {t}" for a, t in sorted(aliases.items())))
+        print("--json lists every parameter's type, default, range, doc and network_settable.")
     return 0
 
 
@@ -596,7 +613,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_bound_parser(sub)
     add_aggregate_parser(sub)
 
-    pol = sub.add_parser("policies", help="list the registered policy ids")
+    pol = sub.add_parser(
+        "policies", help="list the registered policy ids, or describe one's parameters"
+    )
+    pol.add_argument(
+        "name", nargs="?", default=None, help="a policy id (with parameters) to describe"
+    )
     pol.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     pol.set_defaults(func=cmd_policies)
     return parser

@@ -131,9 +131,9 @@ def add_bound_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_bound(args: argparse.Namespace) -> int:
     """Compute the bound, simulate the policies, print a table or the JSON document."""
     from crowdbudget.bounds.lagrangian import lagrangian_bound
+    from crowdbudget.experiments.continuous import run_continuous_experiment
     from crowdbudget.simulation.continuous_time import (
         ContinuousTimeEnvironment,
-        run_continuous_experiment,
     )
     from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 

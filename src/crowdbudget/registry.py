@@ -1,128 +1,617 @@
-"""Policy ids: kebab-case names with parameters after colons (DESIGN §6).
+"""Component ids: one grammar, one declarative parameter table per component (DESIGN §6, §11).
 
-``cvar-kg:alpha=0.3`` is the CVaR-α KG policy with α = 0.3; ``kg-random`` is randomized KG.
-Parameters are separated by colons so that commas can separate policies on the command line.
-Later modules register their policies with :func:`register_policy`.
+**Grammar.** ``name[:key=value]*`` — a kebab-case name, then parameters after colons (colons,
+so that commas can separate several ids on the command line). :func:`parse` splits a text into
+a :class:`Spec` without consulting any table: the name is every leading part without ``=``
+(``opt-kg:per-context`` is the two-word name of an alias), the rest must be ``key=value``.
 
-A registered id may itself contain a colon when it names a variant the papers report under its
-own name (``opt-kg:per-context``, Zhang, Ma, Sugiyama 2015 §5.1 "OptKG (Multi.)"): the longest
-colon-prefix of the text that is a registered id is the name, the rest are ``key=value``
-parameters (``opt-kg:per-context:contexts=single``). Plain ids keep the old meaning, since a
-``key=value`` part is never a registered id.
+**Tables.** A component (a policy today; aggregators, requirements, environments and
+reproductions are the other kinds of DESIGN §11) registers a :class:`ComponentSpec`: its id,
+its factory, a one-line summary, a parameter table of :class:`Param` (how to read the value,
+allowed range or choices, default, doc, and whether a network client may set it — scikit-learn's
+``_parameter_constraints`` in spirit) and its :class:`Capabilities` (what problem it needs and
+what it does: ``binary_only``, ``needs_workers``, ``needs_features``, ``needs_contexts``,
+``unit_prices_only``, ``chooses_workers``, ``supports_pull``, ``budget_aware``). The table
+drives validation (:meth:`Registry.spec`), ``crowdbudget policies [--json]`` and
+:meth:`Spec.check`, which answers whether a problem suits the component with one line naming
+the id the user typed.
+
+**Layering.** This module imports no component: a :class:`Registry` is told the name of the
+module that registers its built-in entries (``crowdbudget.policies.builtin``) and imports it on
+first use, as a plugin (Gymnasium's ``register(id=..., entry_point=...)``). Policies import
+this module, never the reverse.
 
 Example:
     >>> make_policy("cvar-kg:alpha=0.3")
     CVaRKnowledgeGradient(alpha=0.3, tie_break='first')
+    >>> spec = parse_policy("opt-kg:workers=one-coin")
+    >>> spec.capabilities.chooses_workers
+    True
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import importlib
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
-from crowdbudget.exceptions import InvalidParameterError, UnknownPolicyError
-from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError, UnknownPolicyError
+
+if TYPE_CHECKING:  # types only: the registry imports no component at run time
+    from crowdbudget.policies.base import AllocationPolicy
+    from crowdbudget.types import Problem
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def read_flag(text: str) -> bool:
+    """``"true"``/``"1"``/``"yes"`` → True, ``"false"``/``"0"``/``"no"`` → False."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ValueError(text)
+
+
+def read_pair(text: str) -> tuple[float, float]:
+    """``"4;1"`` or ``"4,1"`` → (4.0, 1.0) (e.g. a Beta prior's two parameters)."""
+    parts = [float(v) for v in text.replace(";", ",").split(",") if v.strip()]
+    if len(parts) != 2:
+        raise ValueError(text)
+    return parts[0], parts[1]
+
+
+_TYPE_NAMES: dict[Any, str] = {
+    int: "int",
+    float: "float",
+    str: "str",
+    read_flag: "bool",
+    read_pair: "pair",
+}
 
 
 @dataclass(frozen=True)
-class PolicySpec:
-    """A registered policy: its id, how to build it, which parameters it takes."""
+class Param:
+    """One row of a component's parameter table.
 
-    policy_id: str
-    factory: Callable[..., AllocationPolicy]
+    Attributes:
+        name: the key as typed (kebab-case, ``tie-break``); the factory receives it in
+            snake_case (``tie_break``).
+        read: reads the text value (``int``, ``float``, ``str``, :func:`read_flag`,
+            :func:`read_pair`, ...); a ``ValueError`` becomes a one-line refusal.
+        doc: what it sets, one line.
+        default: the value used when it is not given, for the docs (None: the component's own
+            default, described in ``doc``; listings then show the factory's default).
+        choices: the allowed text values, if only some are.
+        low, high: the allowed closed range of a number, if bounded.
+        network_settable: whether a network client (the HTTP service) may set it; False for
+            server settings — file-system paths, cache places, grid and state-space sizes.
+    """
+
+    name: str
+    read: Callable[[str], Any] = str
+    doc: str = ""
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    network_settable: bool = True
+
+    def convert(self, value: str, owner: str) -> Any:
+        """The value of ``value`` (text), checked against the table; ``owner`` names the
+        component in the one-line refusal."""
+        if self.choices is not None and value not in self.choices:
+            raise InvalidParameterError(
+                f"{owner}: {self.name} must be one of {', '.join(self.choices)}, got {value!r}"
+            )
+        try:
+            result = self.read(value)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(
+                f"{owner}: cannot read {self.name}={value!r} (a {self.type_name} is needed)"
+            ) from None
+        bounded = self.low is not None or self.high is not None
+        if bounded and isinstance(result, (int, float)) and not isinstance(result, bool):
+            below = self.low is not None and not result >= self.low  # NaN is out of range
+            above = self.high is not None and not result <= self.high
+            if below or above or not math.isfinite(result):
+                raise InvalidParameterError(
+                    f"{owner}: {self.name} must be in {self.range_text}, got {value}"
+                )
+        return result
+
+    @property
+    def type_name(self) -> str:
+        return _TYPE_NAMES.get(self.read, getattr(self.read, "__name__", "value"))
+
+    @property
+    def range_text(self) -> str:
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        return f"[{low}, {high}]"
+
+    def describe(self) -> dict[str, Any]:
+        """The row as JSON (``crowdbudget policies --json``)."""
+        row: dict[str, Any] = {"name": self.name, "type": self.type_name, "doc": self.doc}
+        if self.default is not None:
+            row["default"] = list(self.default) if isinstance(self.default, tuple) else self.default
+        if self.choices is not None:
+            row["choices"] = list(self.choices)
+        if self.low is not None or self.high is not None:
+            row["range"] = [self.low, self.high]
+        row["network_settable"] = self.network_settable
+        return row
+
+
+def _as_param(name: str, value: Param | Callable[[str], Any]) -> Param:
+    if isinstance(value, Param):
+        if value.name != name:
+            raise ValueError(f"parameter table key {name!r} holds Param {value.name!r}")
+        return value
+    return Param(name, value)
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a component needs of a problem and what it does (DESIGN §11).
+
+    Attributes:
+        binary_only: two classes only.
+        needs_workers: the problem must name its workers (``Problem.n_workers``).
+        needs_features: the problem must carry instance features (``Problem.features``).
+        needs_contexts: the problem must give every task a context (``contexts``).
+        unit_prices_only: every label costs one budget unit (no ``worker_prices``).
+        chooses_workers: it picks (item, worker) pairs, not only items.
+        supports_pull: it can answer an arriving worker (pull mode).
+        budget_aware: its decisions depend on the total budget (the runner then runs it once
+            per budget instead of once up to the largest).
+    """
+
+    binary_only: bool = False
+    needs_workers: bool = False
+    needs_features: bool = False
+    needs_contexts: bool = False
+    unit_prices_only: bool = False
+    chooses_workers: bool = False
+    supports_pull: bool = True
+    budget_aware: bool = False
+
+    def names(self) -> list[str]:
+        """The capabilities that are set (the defaults' opposite for ``supports_pull``)."""
+        out = [f.name for f in fields(self) if f.name != "supports_pull" and getattr(self, f.name)]
+        if not self.supports_pull:
+            out.append("push_only")
+        return out
+
+    def refusal(self, problem: Problem, who: str) -> str | None:
+        """Why ``problem`` does not suit a component with these needs (one line naming
+        ``who``), or None."""
+        if self.binary_only and problem.n_classes != 2:
+            return f"{who} handles binary labels only; this problem has {problem.n_classes} classes"
+        if self.needs_workers and problem.n_workers is None:
+            return (
+                f"{who} chooses among named workers; this problem has anonymous workers "
+                "(give it n_workers: a world with a worker pool, or a replay)"
+            )
+        if self.needs_features and problem.features is None:
+            return f"{who} needs instance features; this problem has none (Problem.features)"
+        if self.needs_contexts and getattr(problem, "contexts", None) is None:
+            return f"{who} needs a context per task; this problem has none"
+        if self.unit_prices_only and problem.worker_prices is not None:
+            return (
+                f"{who} spends one budget unit per label; this problem has workers with "
+                "different prices"
+            )
+        return None
+
+
+CapabilityRule = Capabilities | Callable[[Mapping[str, Any]], Capabilities]
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A registered component: its id, how to build it, its parameter table, its needs.
+
+    Attributes:
+        component_id: the id (kebab-case, e.g. ``opt-kg``).
+        factory: called with the converted parameters in snake_case.
+        summary: one line for listings.
+        params: the parameter table, by name (a bare reader such as ``float`` is read as
+            ``Param(name, float)``).
+        defaults: keyword arguments the factory always receives (a variant of a class).
+        paper: the paper it comes from.
+        server_only: names of parameters a network client may not set (the same as
+            ``network_settable=False`` in their rows; both spellings are merged).
+        capabilities: :class:`Capabilities`, or a function of the converted parameters
+            (``opt-kg:workers=one-coin`` chooses workers, ``opt-kg`` does not).
+        aliases: other ids that name it (old spellings).
+    """
+
+    component_id: str
+    factory: Callable[..., Any]
     summary: str
-    params: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
     paper: str = ""
-    #: parameters a network client may not set (file-system paths, cache locations, grid and
-    #: state-space sizes: anything that names a place on the server or scales its work); the
-    #: service refuses them (:func:`check_network_policy`), the CLI and library take them
     server_only: frozenset[str] = frozenset()
+    capabilities: CapabilityRule = field(default_factory=Capabilities)
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = self.server_only - set(self.params)
         if unknown:
-            raise ValueError(f"{self.policy_id}: server_only names no parameter: {sorted(unknown)}")
+            raise ValueError(
+                f"{self.component_id}: server_only names no parameter: {sorted(unknown)}"
+            )
+        table = {name: _as_param(name, value) for name, value in self.params.items()}
+        table = {
+            name: replace(row, network_settable=False) if name in self.server_only else row
+            for name, row in table.items()
+        }
+        object.__setattr__(self, "params", table)
+        object.__setattr__(
+            self,
+            "server_only",
+            frozenset(name for name, row in table.items() if not row.network_settable),
+        )
+
+    @property
+    def policy_id(self) -> str:
+        """The id (the name this class had when only policies were registered)."""
+        return self.component_id
+
+    @property
+    def table(self) -> Mapping[str, Param]:
+        """The parameter table, by name."""
+        return self.params
+
+    def capabilities_for(self, values: Mapping[str, Any]) -> Capabilities:
+        rule = self.capabilities
+        return rule if isinstance(rule, Capabilities) else rule(values)
 
 
-_REGISTRY: dict[str, PolicySpec] = {}
+#: The name the policy registry has always used for its entries.
+PolicySpec = ComponentSpec
 
 
-def register_policy(spec: PolicySpec) -> PolicySpec:
-    """Add ``spec`` to the registry (its id must be new)."""
-    if spec.policy_id in _REGISTRY:
-        raise ValueError(f"policy id {spec.policy_id!r} is already registered")
-    _REGISTRY[spec.policy_id] = spec
-    return spec
+@dataclass(frozen=True)
+class Spec:
+    """A parsed id: the registered ``id`` (aliases resolved) and the parameters as typed.
+
+    Made by :func:`parse` (grammar only: ``kind`` empty, nothing checked) or by
+    :meth:`Registry.spec` (every parameter checked against the table). Picklable and
+    hashable: it is what crosses layers and processes, rather than the text; ``str(spec)``
+    is the text exactly as given (results are labelled with it).
+    """
+
+    id: str
+    params: tuple[tuple[str, str], ...] = ()
+    text: str = ""
+    kind: str = ""
+
+    def __str__(self) -> str:
+        return self.text or ":".join([self.id, *(f"{k}={v}" for k, v in self.params)])
+
+    @property
+    def raw(self) -> dict[str, str]:
+        """The parameters as typed, by name."""
+        return dict(self.params)
+
+    def _registry(self) -> Registry:
+        registry = _REGISTRIES.get(self.kind)
+        if registry is None:
+            raise InvalidParameterError(
+                f"{self}: not checked against a registry (use parse_{{kind}})"
+            )
+        return registry
+
+    @property
+    def entry(self) -> ComponentSpec:
+        """The registered entry."""
+        return self._registry().entry(self.id)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The parameters read through the table, by name (kebab-case)."""
+        return self._registry().values(self)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._registry().capabilities(self)
+
+    def refusal(self, problem: Problem) -> str | None:
+        """Why ``problem`` does not suit this component (one line naming the id as typed),
+        or None when it does."""
+        return self.capabilities.refusal(problem, repr(str(self)))
+
+    def check(self, problem: Problem) -> None:
+        """Raise :class:`InvalidParameterError` with :meth:`refusal`'s line if ``problem``
+        does not suit this component."""
+        reason = self.refusal(problem)
+        if reason is not None:
+            raise InvalidParameterError(reason)
+
+    def build(self) -> Any:
+        """The component."""
+        return self._registry().build(self)
 
 
-def registered_policies() -> dict[str, PolicySpec]:
+def parse(text: str) -> Spec:
+    """Split ``name[:key=value]*`` (the one grammar of every id) into a :class:`Spec`.
+
+    The name is every leading part without ``=`` (so a two-word alias such as
+    ``opt-kg:per-context`` stays a name); every later part must be ``key=value``. Nothing is
+    looked up: :meth:`Registry.spec` resolves and checks.
+    """
+    parts = [part.strip() for part in str(text).strip().split(":")]
+    n_name = 0
+    while n_name < len(parts) and "=" not in parts[n_name]:
+        n_name += 1
+    name = ":".join(parts[:n_name])
+    if not parts[0] or not name:
+        raise InvalidParameterError(f"empty id in {text!r}")
+    params: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for part in parts[n_name:]:
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidParameterError(f"parameter {part!r} in {text!r} must look like key=value")
+        if key in seen:
+            raise InvalidParameterError(f"parameter {key!r} is given twice in {text!r}")
+        seen.add(key)
+        params.append((key, value.strip()))
+    return Spec(id=name, params=tuple(params), text=str(text))
+
+
+# --------------------------------------------------------------------------- registries
+
+
+class Registry:
+    """The entries of one kind of component, the one place that reads their ids.
+
+    Args:
+        kind: ``"policy"``, ``"aggregator"``, ... (used in messages and by :class:`Spec`).
+        builtin: the module that registers the built-in entries, imported on first use.
+        common: parameters every entry takes (e.g. a policy's ``final=``), read by the
+            registry and handed to ``finish``.
+        unknown_error: the exception class for an unknown id.
+        plural: the kind's plural in messages (default: kind + "s").
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        builtin: str | None = None,
+        *,
+        common: Iterable[Param] = (),
+        unknown_error: type[CrowdBudgetError] = InvalidParameterError,
+        plural: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.plural = plural or f"{kind}s"
+        self._builtin = builtin
+        self._loaded = builtin is None
+        self._entries: dict[str, ComponentSpec] = {}
+        self._aliases: dict[str, str] = {}
+        self.common: dict[str, Param] = {p.name: p for p in common}
+        self.unknown_error = unknown_error
+        #: called as ``finish(component, common_values)`` after the factory (set by the module
+        #: that registers the entries, e.g. to apply a policy's ``final=`` aggregator)
+        self.finish: Callable[[Any, Mapping[str, Any]], Any] | None = None
+        #: extra capability rule for the common parameters (e.g. ``final=kos`` is binary)
+        self.common_capabilities: Callable[[Capabilities, Mapping[str, Any]], Capabilities]
+        self.common_capabilities = lambda caps, values: caps
+        _REGISTRIES[kind] = self
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            assert self._builtin is not None
+            importlib.import_module(self._builtin)
+
+    def register(self, entry: ComponentSpec) -> ComponentSpec:
+        """Add ``entry`` (its id and aliases must be new)."""
+        for name in (entry.component_id, *entry.aliases):
+            if name in self._entries or name in self._aliases:
+                raise ValueError(f"{self.kind} id {name!r} is already registered")
+        self._entries[entry.component_id] = entry
+        for alias in entry.aliases:
+            self._aliases[alias] = entry.component_id
+        return entry
+
+    def entries(self) -> dict[str, ComponentSpec]:
+        """Every registered entry, by id."""
+        self._load()
+        return dict(self._entries)
+
+    def aliases(self) -> dict[str, str]:
+        """Every alias and the id it names."""
+        self._load()
+        return dict(self._aliases)
+
+    def entry(self, name: str) -> ComponentSpec:
+        self._load()
+        entry = self._entries.get(self._aliases.get(name, name))
+        if entry is None:
+            allowed = ", ".join(sorted(self._entries))
+            raise self.unknown_error(
+                f"unknown {self.kind} {name!r}; registered {self.plural}: {allowed}"
+            )
+        return entry
+
+    def spec(self, text: str | Spec) -> Spec:
+        """``text`` parsed, its id resolved and every parameter checked against the table."""
+        if isinstance(text, Spec) and text.kind == self.kind:
+            return text
+        parsed = text if isinstance(text, Spec) else parse(text)
+        self._load()
+        if ":" in parsed.id and parsed.id not in self._aliases:
+            first, _, rest = parsed.id.partition(":")
+            if first in self._entries or first in self._aliases:
+                raise InvalidParameterError(
+                    f"parameter {rest!r} in {str(parsed)!r} must look like key=value"
+                )
+        entry = self.entry(parsed.id)
+        spec = Spec(id=entry.component_id, params=parsed.params, text=str(parsed), kind=self.kind)
+        self.values(spec)
+        return spec
+
+    def values(self, spec: Spec) -> dict[str, Any]:
+        """Every parameter of ``spec`` read through its row (common ones included)."""
+        entry = self.entry(spec.id)
+        owner = f"{self.kind} {spec.id!r}"
+        out: dict[str, Any] = {}
+        for key, value in spec.params:
+            row = entry.params.get(key) or self.common.get(key)
+            if row is None:
+                allowed = ", ".join(sorted(entry.params)) or "none"
+                raise InvalidParameterError(
+                    f"{owner} has no parameter {key!r}; its parameters: {allowed}"
+                )
+            out[key] = row.convert(value, owner)
+        return out
+
+    def capabilities(self, spec: Spec) -> Capabilities:
+        values = self.values(spec)
+        own = {k: v for k, v in values.items() if k not in self.common}
+        caps = self.entry(spec.id).capabilities_for(own)
+        return self.common_capabilities(caps, values)
+
+    def build(self, text: str | Spec) -> Any:
+        """The component named by ``text``: the factory called with the entry's defaults and
+        the converted parameters (snake_case), then ``finish`` with the common ones."""
+        spec = self.spec(text)
+        entry = self.entry(spec.id)
+        values = self.values(spec)
+        kwargs = dict(entry.defaults)
+        common = {}
+        for key, value in values.items():
+            if key in self.common and key not in entry.params:
+                common[key] = value
+            else:
+                kwargs[key.replace("-", "_")] = value
+        component = entry.factory(**kwargs)
+        if self.finish is not None:
+            component = self.finish(component, common)
+        return component
+
+    def check_network(self, text: str | Spec) -> None:
+        """Refuse ``text`` from a network client if it sets a parameter whose row says
+        ``network_settable=False`` (one line naming it); otherwise it must be valid."""
+        spec = self.spec(text)
+        entry = self.entry(spec.id)
+        for key, _ in spec.params:
+            row = entry.params.get(key)
+            if row is not None and not row.network_settable:
+                allowed = sorted(n for n, r in entry.params.items() if r.network_settable)
+                raise InvalidParameterError(
+                    f"policy parameter {key!r} of {spec.id!r} is a server setting; an API "
+                    f"client may not set it (allowed here: {', '.join(allowed) or 'none'})"
+                )
+
+
+_REGISTRIES: dict[str, Registry] = {}
+
+
+def _factory_default(entry: ComponentSpec, name: str) -> Any:
+    """The default the factory applies to parameter ``name`` (snake_case), if it shows one."""
+    key = name.replace("-", "_")
+    if key in entry.defaults:
+        return entry.defaults[key]
+    try:
+        parameter = inspect.signature(entry.factory).parameters.get(key)
+    except (TypeError, ValueError):
+        return None
+    if parameter is None or parameter.default is inspect.Parameter.empty:
+        return None
+    return parameter.default
+
+
+def describe_entry(entry: ComponentSpec) -> dict[str, Any]:
+    """An entry as JSON: id, summary, paper, aliases, the parameter table (defaults from the
+    table, else from the factory's signature) and the capabilities it has without parameters
+    (``capabilities_vary``: some parameters change them, e.g. ``workers=`` of ``opt-kg``)."""
+    rows = []
+    for name, row in sorted(entry.params.items()):
+        described = row.describe()
+        if "default" not in described:
+            default = _factory_default(entry, name)
+            if isinstance(default, (bool, int, float, str)):
+                described["default"] = default
+            elif isinstance(default, tuple):
+                described["default"] = list(default)
+        rows.append(described)
+    return {
+        "id": entry.component_id,
+        "summary": entry.summary,
+        "paper": entry.paper,
+        "aliases": list(entry.aliases),
+        "parameters": rows,
+        "capabilities": entry.capabilities_for({}).names(),
+        "capabilities_vary": not isinstance(entry.capabilities, Capabilities),
+    }
+
+
+#: The policies (``crowdbudget.policies.builtin`` registers the built-in ones). ``final=`` and
+#: ``final-workers=`` are taken by every policy (the aggregator giving the final labels).
+POLICIES = Registry(
+    "policy",
+    "crowdbudget.policies.builtin",
+    common=(
+        Param("final", str, "aggregator id giving the final labels (e.g. ds, one-coin-em)"),
+        Param(
+            "final-workers",
+            str,
+            "which worker ids the final aggregator sees",
+            default="as-given",
+        ),
+    ),
+    unknown_error=UnknownPolicyError,
+    plural="policies",
+)
+
+
+# --------------------------------------------------------------------------- policy functions
+
+
+def register_policy(spec: ComponentSpec) -> ComponentSpec:
+    """Add a policy (its id must be new)."""
+    return POLICIES.register(spec)
+
+
+def registered_policies() -> dict[str, ComponentSpec]:
     """Every registered policy, by id."""
-    _load_builtin_policies()
-    return dict(_REGISTRY)
+    return POLICIES.entries()
+
+
+def parse_policy(text: str | Spec) -> Spec:
+    """``text`` as a checked policy :class:`Spec` (unknown ids and bad values raise)."""
+    return POLICIES.spec(text)
 
 
 def parse_policy_id(text: str) -> tuple[str, dict[str, str]]:
-    """Split ``name:key=value:...`` into the name and the raw parameter strings.
-
-    The name is the longest colon-prefix of ``text`` that is a registered id (a variant id such
-    as ``opt-kg:per-context``), else the part before the first colon.
-    """
-    _load_builtin_policies()
-    parts = [part.strip() for part in text.strip().split(":")]
-    if not parts[0]:
-        raise UnknownPolicyError(f"empty policy id in {text!r}")
-    n_name = 1
-    for end in range(len(parts), 1, -1):
-        if ":".join(parts[:end]) in _REGISTRY:
-            n_name = end
-            break
-    name = ":".join(parts[:n_name])
-    params: dict[str, str] = {}
-    for part in parts[n_name:]:
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise InvalidParameterError(
-                f"policy parameter {part!r} in {text!r} must look like key=value"
-            )
-        params[key.strip()] = value.strip()
-    return name, params
+    """The registered name of ``text`` (aliases resolved) and its raw parameter strings."""
+    parsed = parse(text)
+    POLICIES._load()
+    return POLICIES._aliases.get(parsed.id, parsed.id), dict(parsed.params)
 
 
-def make_policy(text: str) -> AllocationPolicy:
-    """Build the policy named by ``text`` (an id with optional ``:key=value`` parameters)."""
-    _load_builtin_policies()
-    name, raw = parse_policy_id(text)
-    spec = _REGISTRY.get(name)
-    if spec is None:
-        allowed = ", ".join(sorted(_REGISTRY))
-        raise UnknownPolicyError(f"unknown policy {name!r}; registered policies: {allowed}")
-    # ``final=<aggregator>`` works on every policy: allocate as usual, label by the aggregator
-    # at the end (crowdbudget.policies.final_aggregation)
-    final = raw.pop("final", None)
-    final_workers = raw.pop("final-workers", None)
-    if final_workers is not None and final is None:
-        raise InvalidParameterError(
-            "final-workers=... needs final=<aggregator> (e.g. final=one-coin-em)"
-        )
-    kwargs = dict(spec.defaults)
-    for key, value in raw.items():
-        convert = spec.params.get(key)
-        if convert is None:
-            allowed = ", ".join(sorted(spec.params)) or "none"
-            raise InvalidParameterError(
-                f"policy {name!r} has no parameter {key!r}; its parameters: {allowed}"
-            )
-        try:
-            kwargs[key.replace("-", "_")] = convert(value)
-        except (TypeError, ValueError):
-            raise InvalidParameterError(f"policy {name!r}: cannot read {key}={value!r}") from None
-    policy = spec.factory(**kwargs)
-    if final is not None:
-        from crowdbudget.policies.final_aggregation import FinalAggregation
-
-        policy = FinalAggregation(policy, final, final_workers or "as-given")
+def make_policy(text: str | Spec) -> AllocationPolicy:
+    """Build the policy named by ``text`` (an id with optional ``:key=value`` parameters, or
+    a :class:`Spec`)."""
+    policy: AllocationPolicy = POLICIES.build(text)
     policy.validate_params()
     return policy
 
@@ -131,32 +620,8 @@ def check_network_policy(text: str) -> None:
     """Refuse a policy id from a network client that sets a server-only parameter.
 
     A network client (the HTTP service) may choose a policy and its statistical parameters,
-    never the server's configuration: parameters declared ``server_only`` (cache
-    directories, grid sizes, state-space limits) keep their defaults. Raises
+    never the server's configuration: parameters whose row says ``network_settable=False``
+    (cache directories, grid sizes, state-space limits) keep their defaults. Raises
     :class:`InvalidParameterError` naming the first such parameter; the id must otherwise be
     valid (unknown ids and bad values raise as in :func:`make_policy`)."""
-    name, raw = parse_policy_id(text)
-    spec = _REGISTRY.get(name)
-    if spec is None:
-        make_policy(text)  # raises the usual unknown-policy error
-        return
-    for key in raw:
-        if key in spec.server_only:
-            raise InvalidParameterError(
-                f"policy parameter {key!r} of {name!r} is a server setting; an API client "
-                f"may not set it (allowed here: "
-                + (", ".join(sorted(set(spec.params) - spec.server_only)) or "none")
-                + ")"
-            )
-
-
-_LOADED = False
-
-
-def _load_builtin_policies() -> None:
-    """Register the built-in policies once (imported lazily to avoid import cycles)."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from crowdbudget.policies import builtin  # noqa: F401  (registers on import)
+    POLICIES.check_network(text)

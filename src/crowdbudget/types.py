@@ -56,6 +56,48 @@ class LabelEvent:
 
 
 @dataclass(frozen=True)
+class WorkerSpec:
+    """The workers a policy may choose among (DESIGN §11).
+
+    Attributes:
+        n_workers: how many (integer ids 0..n_workers−1).
+        prices: price of one label per worker, shape (n_workers,), > 0 (None: every label
+            costs the problem's ``default_price``).
+        capacities: labels each worker may still give, shape (n_workers,), >= 0 (None:
+            unlimited). Rangi & Franceschetti (2018) §2: ``M_k``.
+        ids: the workers' external ids (None: the integers).
+    """
+
+    n_workers: int
+    prices: FloatArray | None = None
+    capacities: IntArray | None = None
+    ids: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        n = check_positive_int(self.n_workers, "n_workers")
+        object.__setattr__(self, "n_workers", n)
+        if self.prices is not None:
+            prices = np.asarray(self.prices, dtype=float)
+            if prices.shape != (n,) or np.any(prices <= 0):
+                raise InvalidParameterError(
+                    f"worker_prices must be {n} numbers > 0, got shape {prices.shape}"
+                )
+            object.__setattr__(self, "prices", prices)
+        if self.capacities is not None:
+            capacities = np.asarray(self.capacities)
+            if capacities.shape != (n,) or np.any(capacities < 0) or np.any(capacities % 1):
+                raise InvalidParameterError(
+                    f"worker capacities must be {n} integers >= 0, got {self.capacities!r}"
+                )
+            object.__setattr__(self, "capacities", capacities.astype(np.int64))
+        if self.ids is not None:
+            ids = tuple(str(i) for i in self.ids)
+            if len(ids) != n or len(set(ids)) != n:
+                raise InvalidParameterError(f"worker ids must be {n} distinct names")
+            object.__setattr__(self, "ids", ids)
+
+
+@dataclass(frozen=True)
 class Problem:
     """What is to be labeled, with what prior knowledge, under what budget.
 
@@ -73,6 +115,13 @@ class Problem:
         features: instance features x_i, shape (n_items, n_features) (None: no features).
             Only feature-based policies read them (Chen, Lin, Zhou 2013, §5:
             ``opt-kg:features=logistic``).
+        contexts: the context (task type) of every item, int64, shape (n_items,), values
+            0..n_contexts−1 (None: no contexts; :func:`task_contexts` then answers one
+            context for all). Zhang, Ma, Sugiyama (2015) §3.
+        n_contexts: S (default ``contexts.max() + 1``; None without contexts).
+        workers: the workers a policy may choose among (:class:`WorkerSpec`: count, prices,
+            capacities). Either ``workers`` or, as before, ``n_workers`` and
+            ``worker_prices`` may be given: each spelling fills in the other.
         default_price: the price of one label when the worker is not known or has no price
             in ``worker_prices`` (default 1: budgets in label units). A live campaign whose
             workers are paid 0.1 a label sets it, so that a policy deciding affordability
@@ -88,8 +137,13 @@ class Problem:
     worker_prices: FloatArray | None = None
     features: FloatArray | None = None
     default_price: float = 1.0
+    contexts: IntArray | None = None
+    n_contexts: int | None = None
+    workers: WorkerSpec | None = None
 
     def __post_init__(self) -> None:
+        if self.workers is not None:
+            self._take_workers(self.workers)
         n_items = check_positive_int(self.n_items, "n_items")
         n_classes = check_positive_int(self.n_classes, "n_classes", minimum=2)
         object.__setattr__(self, "n_items", n_items)
@@ -120,6 +174,46 @@ class Problem:
             if not np.all(np.isfinite(features)):
                 raise InvalidParameterError("features must be finite numbers (no NaN or inf)")
             object.__setattr__(self, "features", features)
+        if self.workers is None and self.n_workers is not None:
+            # the old spelling (n_workers, worker_prices) fills in the spec
+            object.__setattr__(
+                self, "workers", WorkerSpec(self.n_workers, prices=self.worker_prices)
+            )
+        self._set_contexts(n_items)
+
+    def _take_workers(self, spec: WorkerSpec) -> None:
+        """``n_workers`` and ``worker_prices`` from ``spec`` (they must agree if given too)."""
+        if not isinstance(spec, WorkerSpec):
+            raise InvalidParameterError(f"workers must be a WorkerSpec, got {type(spec).__name__}")
+        if self.n_workers is not None and self.n_workers != spec.n_workers:
+            raise InvalidParameterError(
+                f"n_workers={self.n_workers} disagrees with workers ({spec.n_workers} workers)"
+            )
+        if self.worker_prices is not None and (
+            spec.prices is None
+            or not np.array_equal(np.asarray(self.worker_prices, dtype=float), spec.prices)
+        ):
+            raise InvalidParameterError("worker_prices disagrees with workers.prices")
+        object.__setattr__(self, "n_workers", spec.n_workers)
+        object.__setattr__(self, "worker_prices", spec.prices)
+
+    def _set_contexts(self, n_items: int) -> None:
+        if self.contexts is None:
+            if self.n_contexts is not None:
+                raise InvalidParameterError("n_contexts needs contexts")
+            return
+        ctx = np.asarray(self.contexts, dtype=np.int64)
+        if ctx.shape != (n_items,) or (ctx.size and ctx.min() < 0):
+            raise InvalidParameterError(
+                f"contexts must be {n_items} integers >= 0, got shape {ctx.shape}"
+            )
+        n_ctx = int(ctx.max()) + 1 if self.n_contexts is None else int(self.n_contexts)
+        if n_ctx < int(ctx.max()) + 1:
+            raise InvalidParameterError(
+                f"n_contexts={n_ctx} but contexts go up to {int(ctx.max())}"
+            )
+        object.__setattr__(self, "contexts", ctx)
+        object.__setattr__(self, "n_contexts", n_ctx)
 
     @property
     def prior_array(self) -> FloatArray:
@@ -147,10 +241,11 @@ class Problem:
             n_classes=self.n_classes,
             prior=self.prior,
             thresholds=self.thresholds,
-            n_workers=self.n_workers,
-            worker_prices=self.worker_prices,
             features=self.features,
             default_price=self.default_price,
+            contexts=self.contexts,
+            n_contexts=self.n_contexts,
+            workers=self.workers,
         )
 
 
@@ -186,6 +281,9 @@ class CampaignState:
         time: the current time (continuous-time environments), else the number of events.
         pairs: the (item, worker) pairs that can still be asked, or None when every pair can
             (synthetic worlds, live campaigns).
+        remaining_capacity: labels each worker may still give, shape (n_workers,), or None
+            when the problem's workers have no capacities: ``workers.capacities`` minus the
+            labels received from each worker and the assignments pending with it.
     """
 
     problem: Problem
@@ -198,15 +296,18 @@ class CampaignState:
     time: float = 0.0
     pairs: PairAvailability | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    remaining_capacity: IntArray | None = None
 
     @classmethod
     def initial(cls, problem: Problem) -> CampaignState:
         """The state before any label: nothing spent, every item eligible."""
+        capacities = None if problem.workers is None else problem.workers.capacities
         return cls(
             problem=problem,
             label_counts=np.zeros((problem.n_items, problem.n_classes), dtype=np.int64),
             pending=np.zeros(problem.n_items, dtype=np.int64),
             eligible=np.ones(problem.n_items, dtype=bool),
+            remaining_capacity=None if capacities is None else capacities.copy(),
         )
 
     @property
@@ -231,8 +332,14 @@ class CampaignState:
         """Labels received for ``item``."""
         return int(self.label_counts[item].sum())
 
+    def has_capacity(self, worker: int | None) -> bool:
+        """Whether ``worker`` may take one more label (always, without capacities)."""
+        capacity = self.remaining_capacity
+        return capacity is None or worker is None or worker < 0 or bool(capacity[worker] > 0)
+
     def record_assignment(self, assignment: Assignment) -> None:
-        """Reserve budget for ``assignment`` (raises if it would overspend or is ineligible)."""
+        """Reserve budget (and the worker's capacity) for ``assignment`` (raises if it would
+        overspend, is ineligible or goes to a worker with no capacity left)."""
         if not 0 <= assignment.item < self.n_items or not self.eligible[assignment.item]:
             raise IneligibleAssignmentError(f"item {assignment.item} cannot be assigned now")
         if not self.can_afford(assignment.price):
@@ -240,18 +347,28 @@ class CampaignState:
                 f"assignment of price {assignment.price} exceeds the remaining budget "
                 f"{self.remaining:g}"
             )
+        if not self.has_capacity(assignment.worker):
+            raise IneligibleAssignmentError(f"worker {assignment.worker} has no capacity left")
         self.pending[assignment.item] += 1
         self.committed += assignment.price
+        self._use_capacity(assignment.worker, 1)
 
     def release_assignment(self, assignment: Assignment) -> None:
-        """Give back the budget of a cancelled or expired assignment."""
+        """Give back the budget (and capacity) of a cancelled or expired assignment."""
         self.pending[assignment.item] -= 1
         self.committed -= assignment.price
+        self._use_capacity(assignment.worker, -1)
+
+    def _use_capacity(self, worker: int | None, n: int) -> None:
+        if self.remaining_capacity is not None and worker is not None and worker >= 0:
+            self.remaining_capacity[worker] -= n
 
     def record_label(self, event: LabelEvent, assignment: Assignment | None = None) -> None:
-        """Count ``event``; settles ``assignment`` (its reservation becomes spending)."""
+        """Count ``event``; settles ``assignment`` (its reservation becomes spending, and the
+        worker's reserved capacity a used one)."""
         if assignment is not None:
             self.release_assignment(assignment)
+        self._use_capacity(event.worker, 1)
         self.label_counts[event.item, event.label] += 1
         self.spent += event.cost
         self.n_events += 1
@@ -276,3 +393,13 @@ class StepResult:
 def as_int_array(values: ArrayLike) -> IntArray:
     """``values`` as a 1-D int64 array."""
     return np.asarray(values, dtype=np.int64).reshape(-1)
+
+
+def task_contexts(problem: Problem) -> tuple[IntArray, int]:
+    """The contexts of ``problem``'s tasks, shape (n_items,), and their number S; a problem
+    without contexts has one (every task 0)."""
+    ctx = problem.contexts
+    if ctx is None:
+        return np.zeros(problem.n_items, dtype=np.int64), 1
+    n_ctx = problem.n_contexts
+    return np.asarray(ctx, dtype=np.int64), int(n_ctx if n_ctx is not None else ctx.max() + 1)

@@ -58,6 +58,7 @@ from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
 from crowdbudget.aggregation.zero_based_skill import Wawa, ZeroBasedSkill
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.registry import parse
 
 
 @dataclass(frozen=True)
@@ -108,17 +109,15 @@ def registered_aggregators() -> dict[str, AggregatorSpec]:
 
 
 def _parse(text: str) -> tuple[str, dict[str, str]]:
-    parts = str(text).strip().split(":")
-    name = parts[0].strip()
-    params: dict[str, str] = {}
-    for part in parts[1:]:
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise InvalidParameterError(
-                f"aggregator parameter {part!r} in {text!r} must look like key=value"
-            )
-        params[key.strip()] = value.strip()
-    return name, params
+    """The name and raw parameters of ``text``, by the one id grammar of
+    :func:`crowdbudget.registry.parse` (aggregator names have no colon)."""
+    spec = parse(text)
+    name, _, rest = spec.id.partition(":")
+    if rest:
+        raise InvalidParameterError(
+            f"aggregator parameter {rest!r} in {text!r} must look like key=value"
+        )
+    return name, spec.raw
 
 
 def make_aggregator(text: str) -> Aggregator:

@@ -15,8 +15,7 @@ import contextlib
 import contextvars
 import os
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +26,12 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from crowdbudget._validation import check_budget, check_positive_int
+from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.experiments.metrics import verdict_calibration
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.registry import make_policy
+from crowdbudget.registry import Spec, make_policy, parse_policy
 from crowdbudget.simulation.environment import LabelingEnvironment
-from crowdbudget.types import BoolArray, CampaignState, IntArray
+from crowdbudget.types import CampaignState
 
 _SCHEDULER: contextvars.ContextVar[_DaskSession | None] = contextvars.ContextVar(
     "crowdbudget_scheduler", default=None
@@ -121,10 +120,9 @@ def _chunks(tasks: list[tuple[Any, ...]], n_workers: int) -> list[list[tuple[Any
 
 RUN_COLUMNS = ["policy", "budget", "replication", "accuracy", "labels_used", "seconds"]
 
-#: A metric hook: ``metrics(state, final_labels, true_labels, evaluation_mask) -> {name: value}``
-#: called at every checkpoint; its values become extra columns (summarized like accuracy).
-#: It must be a module-level function (it is pickled to worker processes).
-MetricsHook = Callable[[CampaignState, IntArray, IntArray, BoolArray], dict[str, float]]
+#: A metric hook (:data:`crowdbudget.engine.loop.MetricsHook`) is called at every checkpoint;
+#: its values become extra columns (summarized like accuracy). It must be a module-level
+#: function (it is pickled to worker processes).
 ENGINES = ("auto", "reference", "fast")
 
 
@@ -155,8 +153,7 @@ def run_campaign(
         early (``select`` returns None) or the world runs out of labels, every remaining
         checkpoint records the final state.
     """
-    if mode not in ("push", "pull"):
-        raise InvalidParameterError(f"mode must be 'push' or 'pull', got {mode!r}")
+    clock = Clock(mode)
     if (
         mode == "pull"
         and getattr(env, "pairs", None) is not None
@@ -175,62 +172,22 @@ def run_campaign(
     state.pairs = env.pairs
     if env.eligible is not None:
         state.eligible &= env.eligible
-    start = time.perf_counter()
-    policy.reset(problem, policy_rng)
-    truth = env.true_labels
-    mask = (
+    recorder = CheckpointRecorder(
+        policy,
+        checkpoints,
+        env.true_labels,
         np.ones(problem.n_items, dtype=bool)
         if env.evaluation_mask is None
-        else np.asarray(env.evaluation_mask, dtype=bool)
+        else np.asarray(env.evaluation_mask, dtype=bool),
+        metrics,
     )
-    rows: list[dict[str, Any]] = []
-    next_checkpoint = 0
-
-    def record(upto: float) -> None:
-        nonlocal next_checkpoint
-        labels = policy.final_labels(state)
-        accuracy = float(np.mean(labels[mask] == truth[mask]))
-        extra = verdict_calibration(policy, state, labels, truth, mask)  # ece, nll, brier
-        extra.update(metrics(state, labels, truth, mask) if metrics is not None else {})
-        elapsed = time.perf_counter() - start
-        while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:
-            rows.append(
-                {
-                    "budget": checkpoints[next_checkpoint],
-                    "accuracy": accuracy,
-                    "labels_used": state.spent,
-                    "seconds": elapsed,
-                    **extra,
-                }
-            )
-            next_checkpoint += 1
-
-    while True:
-        if state.spent + 1e-9 >= checkpoints[next_checkpoint]:
-            record(state.spent + 1e-9)
-            if next_checkpoint == len(checkpoints):
-                break
-        worker = env.arriving_worker() if mode == "pull" else None
-        assignment = policy.select(state, worker=worker)
-        if assignment is None:
-            break
-        state.record_assignment(assignment)
-        result = env.step(assignment)
-        if result.event is None:
-            state.release_assignment(assignment)
-        else:
-            state.record_label(result.event, assignment)
-            policy.observe(result.event)
-        if env.eligible is not None and not env.eligible[assignment.item]:
-            state.eligible[assignment.item] = False
-        if result.terminated or result.truncated:
-            break
-    record(float("inf"))
-    return rows
+    policy.reset(problem, policy_rng)
+    drive(policy, env, state, clock, recorder)
+    return recorder.rows
 
 
 def _task(
-    policy_id: str,
+    policy_id: str | Spec,
     env: LabelingEnvironment,
     budgets: list[float],
     replication: int,
@@ -241,6 +198,7 @@ def _task(
     metrics: MetricsHook | None = None,
 ) -> list[dict[str, Any]]:
     policy = make_policy(policy_id)
+    label = str(policy_id)
     fast = metrics is None and _use_fast_engine(policy, env, mode, engine)
     runs = [budgets] if not policy.budget_aware else [[b] for b in budgets]
     rows: list[dict[str, Any]] = []
@@ -263,7 +221,7 @@ def _task(
                 metrics=metrics,
             )
         for row in campaign:
-            rows.append({"policy": policy_id, "replication": replication, **row})
+            rows.append({"policy": label, "replication": replication, **row})
     return rows
 
 
@@ -333,9 +291,11 @@ def run_experiment(
     policies = list(policies)
     if not policies:
         raise InvalidParameterError("at least one policy is needed")
-    for policy_id in policies:
+    # parsed and checked once here; the specs (not the strings) go to the worker processes
+    specs = {pid: parse_policy(pid) for pid in policies}
+    for spec in specs.values():
         # fail fast on unknown ids and unsupported engines, before any work
-        _use_fast_engine(make_policy(policy_id), env, mode, engine)
+        _use_fast_engine(make_policy(spec), env, mode, engine)
     budgets = sorted({check_budget(b) for b in budgets})
     env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
     n_reps = check_positive_int(n_reps, "reps")
@@ -344,7 +304,7 @@ def run_experiment(
     world_seeds = world_root.spawn(n_reps)
     policy_seeds = policy_root.spawn(n_reps)
     tasks = [
-        (pid, env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
+        (specs[pid], env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
         for pid in policies
         for r in range(n_reps)
     ]

@@ -1,11 +1,13 @@
-"""Registration of the built-in policies under their ids (DESIGN §6)."""
+"""Registration of the built-in policies under their ids (DESIGN §6): one parameter table and
+the capabilities per id (:mod:`crowdbudget.registry`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, get_args
 
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._index import TieBreak
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
 from crowdbudget.policies.dynamic_programming import ExactDPPolicy
@@ -16,20 +18,20 @@ from crowdbudget.policies.knowledge_gradient import (
     OptimisticKnowledgeGradient,
 )
 from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient, TwoCoinKnowledgeGradient
-from crowdbudget.registry import PolicySpec, register_policy
+from crowdbudget.registry import (
+    POLICIES,
+    Capabilities,
+    Param,
+    PolicySpec,
+    read_flag,
+    read_pair,
+    register_policy,
+)
 
 CHEN2013 = "Chen, Lin, Zhou (2013) Optimistic Knowledge Gradient Policy ..."
 
 #: worker models the KG family can be given with ``workers=`` (§4 of Chen et al.)
 WORKER_MODELS = ("none", "one-coin", "two-coin")
-
-
-def _pair(text: str) -> tuple[float, float]:
-    """``"4;1"`` or ``"4,1"`` → (4.0, 1.0) (a Beta prior's two parameters)."""
-    parts = [float(v) for v in text.replace(";", ",").split(",") if v.strip()]
-    if len(parts) != 2:
-        raise ValueError(text)
-    return parts[0], parts[1]
 
 
 #: item models the KG family can be given with ``features=`` (§5 of Chen et al.)
@@ -100,27 +102,56 @@ def _knowledge_gradient(
     return _with_workers(False, workers, worker_prior, **kwargs)
 
 
-def _flag(text: str) -> bool:
-    """``"true"``/``"1"``/``"yes"`` → True, ``"false"``/``"0"``/``"no"`` → False."""
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise ValueError(text)
+#: ``tie-break``: the smallest index or a uniformly random one among equal scores
+TIE_BREAK = Param(
+    "tie-break",
+    str,
+    "on equal scores: the smallest index or a random one",
+    choices=get_args(TieBreak),
+)
 
+_BINARY = Capabilities(binary_only=True)
+#: a policy that picks (item, worker) pairs among named workers at one budget unit per label
+_WORKER_BANDIT = Capabilities(
+    binary_only=True, needs_workers=True, chooses_workers=True, unit_prices_only=True
+)
 
-_KG_PARAMS: dict[str, Callable[[str], Any]] = {
-    "tie-break": str,
-    "workers": str,
-    "worker-prior": _pair,
-    "features": str,
-    "prior-var": float,
-    "reward": str,
-    "standardize": _flag,
-    "intercept": _flag,
-    "refit": int,
+_KG_PARAMS = {
+    "tie-break": TIE_BREAK,
+    "workers": Param(
+        "workers", str, "worker model: none, or reliability per worker (§4)", choices=WORKER_MODELS
+    ),
+    "worker-prior": Param(
+        "worker-prior",
+        read_pair,
+        "Beta prior a,b of a worker's reliability (workers=...)",
+        (4.0, 1.0),
+    ),
+    "features": Param(
+        "features", str, "item model: none, or theta = sigmoid(w.x) (§5)", choices=FEATURE_MODELS
+    ),
+    "prior-var": Param("prior-var", float, "prior variance of w (features=logistic)", low=0.0),
+    "reward": Param(
+        "reward",
+        str,
+        "features=logistic: the paper's global reward or a local one",
+        choices=("global", "local"),
+    ),
+    "standardize": Param("standardize", read_flag, "standardize the features (features=logistic)"),
+    "intercept": Param("intercept", read_flag, "add an intercept feature (features=logistic)"),
+    "refit": Param("refit", int, "refit the beliefs every this many labels (0: never)", low=0),
 }
+
+
+def _kg_capabilities(binary_only: bool) -> Any:
+    def rule(values: Mapping[str, Any]) -> Capabilities:
+        if values.get("workers", "none") != "none":
+            return Capabilities(binary_only=True, needs_workers=True, chooses_workers=True)
+        if values.get("features", "none") != "none":
+            return Capabilities(binary_only=True, needs_features=True)
+        return Capabilities(binary_only=binary_only)
+
+    return rule
 
 
 register_policy(
@@ -141,6 +172,7 @@ register_policy(
         params=_KG_PARAMS,
         defaults={"tie_break": "first"},
         paper=CHEN2013,
+        capabilities=_kg_capabilities(binary_only=True),
     )
 )
 register_policy(
@@ -150,6 +182,7 @@ register_policy(
         "randomized knowledge gradient (uniform on ties)",
         defaults={"tie_break": "random"},
         paper=CHEN2013,
+        capabilities=_BINARY,
     )
 )
 register_policy(
@@ -161,6 +194,7 @@ register_policy(
         "features=logistic: theta = sigmoid(w.x), Laplace updates (§5)",
         params=_KG_PARAMS,
         paper=CHEN2013,
+        capabilities=_kg_capabilities(binary_only=False),
     )
 )
 register_policy(
@@ -168,9 +202,13 @@ register_policy(
         "cvar-kg",
         CVaRKnowledgeGradient,
         "CVaR-alpha knowledge gradient (alpha=1: KG, alpha=0: Opt-KG)",
-        params={"alpha": float, "tie-break": str},
+        params={
+            "alpha": Param("alpha", float, "CVaR level (1: KG, 0: Opt-KG)", 0.5, low=0.0, high=1.0),
+            "tie-break": TIE_BREAK,
+        },
         defaults={"alpha": 0.5},
         paper=CHEN2013,
+        capabilities=_BINARY,
     )
 )
 
@@ -180,6 +218,7 @@ register_policy(
         ExactDPPolicy,
         "Bayes-optimal policy by exact dynamic programming (tiny problems only)",
         paper=CHEN2013,
+        capabilities=Capabilities(binary_only=True, unit_prices_only=True, budget_aware=True),
     )
 )
 
@@ -196,16 +235,19 @@ register_policy(
         LagrangianIndexPolicy,
         "Hu-Frazier index policy (Algorithm 1): largest Lagrangian index of the task's state",
         params={
-            "arrival-rate": float,
-            "completion-rate": float,
-            "label-cap": int,
-            "max-lookahead": int,
-            "grid-points": int,
-            "cache-dir": str,
+            "arrival-rate": Param("arrival-rate", float, "worker arrival rate (§6)", low=0.0),
+            "completion-rate": Param(
+                "completion-rate", float, "rate at which a worker finishes a task (§6)", low=0.0
+            ),
+            "label-cap": Param("label-cap", int, "most labels per task in the index tables", low=1),
+            "max-lookahead": Param("max-lookahead", int, "longest look-ahead of the index", low=1),
+            "grid-points": Param("grid-points", int, "points of the multiplier grid", low=2),
+            "cache-dir": Param("cache-dir", str, "directory of the index-table cache"),
         },
         # the cache's place on disk and the sizes of the index tables: server settings
         server_only=frozenset({"cache-dir", "grid-points", "label-cap", "max-lookahead"}),
         paper=HU_FRAZIER,
+        capabilities=Capabilities(binary_only=True, unit_prices_only=True, budget_aware=True),
     )
 )
 register_policy(
@@ -214,6 +256,7 @@ register_policy(
         ThompsonSamplingPolicy,
         "Thompson sampling: the task whose posterior draw is closest to its threshold",
         paper=HU_FRAZIER,
+        capabilities=_BINARY,
     )
 )
 register_policy(
@@ -222,19 +265,28 @@ register_policy(
         UCB1TunedPolicy,
         "UCB1-tuned: the task whose confidence interval reaches deepest across its threshold",
         paper=HU_FRAZIER,
+        capabilities=_BINARY,
     )
 )
 
 # ---- Gittins baselines of Chen et al. (2013) §3.1, §7 (policies/gittins.py) ----------------
-from crowdbudget.policies.gittins import FiniteHorizonGittins, GittinsInf  # noqa: E402
+from crowdbudget.policies.gittins import (  # noqa: E402
+    SOLVERS,
+    FiniteHorizonGittins,
+    GittinsInf,
+)
+
+_SOLVER = Param("solver", str, "root finder of the index (calibration)", choices=SOLVERS)
+_GITTINS = Capabilities(binary_only=True, budget_aware=True)
 
 register_policy(
     PolicySpec(
         "gittins",
         FiniteHorizonGittins,
         "finite-horizon Gittins index rule, horizon = labels left (calibration, Nino-Mora 2011)",
-        params={"solver": str, "tie-break": str},
+        params={"solver": _SOLVER, "tie-break": TIE_BREAK},
         paper=CHEN2013,
+        capabilities=_GITTINS,
     )
 )
 register_policy(
@@ -243,15 +295,20 @@ register_policy(
         GittinsInf,
         "infinite-horizon discounted Gittins index, alpha = 1 - 1/T (Xie & Frazier 2013)",
         params={
-            "truncation": float,
-            "truncation-rule": str,
-            "max-levels": int,
-            "solver": str,
-            "tie-break": str,
+            "truncation": Param(
+                "truncation", float, "truncation depth of the index, per budget unit", low=0.0
+            ),
+            "truncation-rule": Param(
+                "truncation-rule", str, "truncation depth rule", choices=("adaptive", "fixed")
+            ),
+            "max-levels": Param("max-levels", int, "largest truncation depth", low=1),
+            "solver": _SOLVER,
+            "tie-break": TIE_BREAK,
         },
         # the truncation depth sets the size of the index computation
         server_only=frozenset({"truncation", "max-levels"}),
         paper=CHEN2013,
+        capabilities=_GITTINS,
     )
 )
 
@@ -263,16 +320,24 @@ from crowdbudget.policies.bandits import (  # noqa: E402
     PerContextOptKG,
     RandomPairPolicy,
 )
+from crowdbudget.policies.bandits.bbta import CONTEXT_MODES  # noqa: E402
 
 ZHANG2015 = "Zhang, Ma, Sugiyama (2015) Bandit-Based Task Assignment for Heterogeneous ..."
+_CONTEXTS = Param(
+    "contexts", str, "the problem's task contexts, or one context for all", choices=CONTEXT_MODES
+)
 
 register_policy(
     PolicySpec(
         "bbta",
         BanditTaskAssignment,
         "BBTA (Algorithm 1): pure exploration, per-context Exp3 worker choice, weighted vote",
-        params={"n-explore": int, "contexts": str},
+        params={
+            "n-explore": Param("n-explore", int, "exploration labels per worker (N')", low=0),
+            "contexts": _CONTEXTS,
+        },
         paper=ZHANG2015,
+        capabilities=_WORKER_BANDIT,
     )
 )
 register_policy(
@@ -281,6 +346,7 @@ register_policy(
         RandomPairPolicy,
         "naive baseline: a random task, then a random worker who has not labeled it; majority vote",
         paper=ZHANG2015,
+        capabilities=_WORKER_BANDIT,
     )
 )
 register_policy(
@@ -289,8 +355,12 @@ register_policy(
         IEThresh,
         "IEThresh: each task to the workers whose Student-t upper interval >= eps * max (spend "
         "set by eps)",
-        params={"eps": float, "alpha": float},
+        params={
+            "eps": Param("eps", float, "fraction of the best upper interval a worker must reach"),
+            "alpha": Param("alpha", float, "level of the Student-t interval"),
+        },
         paper=ZHANG2015,
+        capabilities=_WORKER_BANDIT,
     )
 )
 register_policy(
@@ -298,29 +368,25 @@ register_policy(
         "crowdsense",
         CrowdSense,
         "CrowdSense: 2 best + 1 random worker, more while the score test holds (spend set by eps)",
-        params={"eps": float, "smoothing": float},
+        params={
+            "eps": Param("eps", float, "score-test threshold (sets the spend)"),
+            "smoothing": Param("smoothing", float, "smoothing of the worker-quality estimates"),
+        },
         paper=ZHANG2015,
+        capabilities=_WORKER_BANDIT,
     )
 )
+# "OptKG (Multi.)" of §5.1; ``opt-kg:per-context`` is the spelling the BBTA reports use
 register_policy(
     PolicySpec(
         "opt-kg-per-context",
         PerContextOptKG,
-        "OptKG with one-coin workers, one instance per task context, sub-budgets by context size",
-        params={"contexts": str},
-        paper=ZHANG2015,
-    )
-)
-# the name the BBTA reproductions report ("OptKG (Multi.)" of §5.1): the same policy under the
-# variant id of the issue, so that `--policies opt-kg:per-context` runs what the report shows
-register_policy(
-    PolicySpec(
-        "opt-kg:per-context",
-        PerContextOptKG,
         "OptKG (Multi.) of Zhang et al. 2015: one-coin OptKG per task context, sub-budgets by "
-        "context size (= opt-kg-per-context)",
-        params={"contexts": str},
+        "context size",
+        params={"contexts": _CONTEXTS},
         paper=ZHANG2015,
+        capabilities=_WORKER_BANDIT,
+        aliases=("opt-kg:per-context",),
     )
 )
 
@@ -332,9 +398,19 @@ register_policy(
         "kos",
         KOSAllocation,
         "random (l, r)-regular item-worker graph for the budget + KOS inference (Karger et al.)",
-        params={"labels-per-worker": int, "n-iter": int, "inference": str},
+        params={
+            "labels-per-worker": Param("labels-per-worker", int, "r: labels per worker", low=1),
+            "n-iter": Param("n-iter", int, "message-passing iterations", low=1),
+            "inference": Param(
+                "inference",
+                str,
+                "KOS worker messages: sum (the paper) or mean",
+                choices=("sum", "mean"),
+            ),
+        },
         server_only=frozenset({"n-iter"}),
         paper=CHEN2013,
+        capabilities=Capabilities(binary_only=True, chooses_workers=True, budget_aware=True),
     )
 )
 register_policy(
@@ -342,7 +418,11 @@ register_policy(
         "random-bp",
         RandomBP,
         "uniformly random items + belief propagation (Liu, Peng, Ihler 2012)",
-        params={"alpha": float, "beta": float, "n-nodes": int},
+        params={
+            "alpha": Param("alpha", float, "Beta prior a of a worker's reliability", low=0.0),
+            "beta": Param("beta", float, "Beta prior b of a worker's reliability", low=0.0),
+            "n-nodes": Param("n-nodes", int, "grid nodes of the reliability messages", low=2),
+        },
         server_only=frozenset({"n-nodes"}),
         paper=CHEN2013,
     )
@@ -350,7 +430,7 @@ register_policy(
 
 # ---- Li, Ma, Gao, Su, Quinn (2016): Requallo and label uncertainty --------------------------
 from crowdbudget.policies.label_uncertainty import LabelUncertainty  # noqa: E402
-from crowdbudget.policies.requallo import RequalloPolicy  # noqa: E402
+from crowdbudget.policies.requallo import WORKER_MODES, RequalloPolicy  # noqa: E402
 
 LI2016 = "Li, Ma, Gao, Su, Quinn (2016) Crowdsourcing High Quality Labels with a Tight Budget"
 
@@ -361,16 +441,23 @@ register_policy(
         "Requallo: largest optimistic completeness reward under a quality requirement, stops "
         "when no item gains (default fisher=0.2:max-labels=14)",
         params={
-            "ratio": float,
-            "fisher": float,
-            "min-labels": int,
-            "max-labels": int,
-            "max-total": int,
-            "pseudo-labels": float,
-            "workers": str,
-            "spammer-alpha": float,
-            "spammer-min-labels": int,
-            "tie-break": str,
+            "ratio": Param("ratio", float, "requirement: majority-to-minority vote ratio"),
+            "fisher": Param("fisher", float, "requirement: Fisher exact test p-value"),
+            "min-labels": Param("min-labels", int, "requirement: fewest labels per item", low=0),
+            "max-labels": Param("max-labels", int, "most labels per item", low=1),
+            "max-total": Param("max-total", int, "most labels in all", low=1),
+            "pseudo-labels": Param("pseudo-labels", float, "pseudo-votes per class", low=0.0),
+            "workers": Param(
+                "workers",
+                str,
+                "worker handling: none, spammer filter, weighted votes",
+                choices=WORKER_MODES,
+            ),
+            "spammer-alpha": Param("spammer-alpha", float, "spammer test level", low=0.0, high=1.0),
+            "spammer-min-labels": Param(
+                "spammer-min-labels", int, "labels before a worker is tested", low=0
+            ),
+            "tie-break": TIE_BREAK,
         },
         paper=LI2016,
     )
@@ -381,7 +468,28 @@ register_policy(
         LabelUncertainty,
         "label uncertainty LU (Sheng, Provost, Ipeirotis 2008 eq. 4): largest Beta tail "
         "probability of the minority class",
-        params={"tie-break": str},
+        params={"tie-break": TIE_BREAK},
         paper=LI2016,
+        capabilities=_BINARY,
     )
 )
+
+
+# ---- every policy: final=<aggregator> (policies/final_aggregation.py) ------------------------
+def _finish(policy: AllocationPolicy, common: Mapping[str, Any]) -> AllocationPolicy:
+    """``final=<aggregator>`` works on every policy: allocate as usual, label by the aggregator
+    at the end (:class:`~crowdbudget.policies.final_aggregation.FinalAggregation`)."""
+    final = common.get("final")
+    final_workers = common.get("final-workers")
+    if final_workers is not None and final is None:
+        raise InvalidParameterError(
+            "final-workers=... needs final=<aggregator> (e.g. final=one-coin-em)"
+        )
+    if final is None:
+        return policy
+    from crowdbudget.policies.final_aggregation import FinalAggregation
+
+    return FinalAggregation(policy, final, final_workers or "as-given")
+
+
+POLICIES.finish = _finish

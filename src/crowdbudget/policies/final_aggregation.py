@@ -37,8 +37,14 @@ from crowdbudget.aggregation.registry import make_aggregator
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.aggregating import AggregatingPolicy
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.simulation.contextual import task_contexts
-from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
+from crowdbudget.types import (
+    Assignment,
+    CampaignState,
+    IntArray,
+    LabelEvent,
+    Problem,
+    task_contexts,
+)
 
 FINAL_WORKERS = ("as-given", "per-context")
 

@@ -597,6 +597,59 @@ def create_app(
     RequesterDep = Annotated[None, Depends(requester)]
     WorkerDep = Annotated[str, Depends(worker)]
 
+    # the label round trip's two routes are registered first: routes are matched in order,
+    # and these two carry almost all the traffic
+    @app.post(
+        "/v1/campaigns/{campaign_id}/assignments",
+        response_model=AssignmentOut,
+        responses={204: {"description": "no work for this worker now"}},
+    )
+    async def next_assignment(campaign_id: str, worker_id: WorkerDep) -> Response:
+        """The next item for the calling worker, or 204 when there is none. A worker who
+        holds as many unanswered assignments as the campaign allows gets the oldest of them
+        again (a response lost on the way is not lost work)."""
+        assignment = await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
+        if assignment is None:
+            return Response(status_code=204)
+        return _assignment_json(assignment)
+
+    @app.post(
+        "/v1/campaigns/{campaign_id}/assignments/{assignment_id}/label",
+        response_model=AssignmentOut,
+    )
+    async def submit_label(
+        campaign_id: str, assignment_id: str, body: LabelSubmit, worker_id: WorkerDep
+    ) -> Response:
+        """Answer one's own assignment (idempotent for the same label)."""
+        if len(body.label) > limits.max_id_length:
+            raise InvalidParameterError(
+                f"a label of {len(body.label)} characters; this server takes at most "
+                f"{limits.max_id_length}"
+            )
+        assignment = await service.run_async(
+            campaign_id, lambda c: c.record_label(assignment_id, body.label, worker_id=worker_id)
+        )
+        return _assignment_json(assignment)
+
+    # the two requests of every label round trip bind their arguments by hand (see
+    # _bind_directly) and then call the functions above, which still do the work and whose
+    # signatures still make the OpenAPI schema
+    async def next_assignment_direct(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        worker_id = await worker(campaign_id, request.headers.get("authorization"))
+        return await next_assignment(campaign_id, worker_id)
+
+    async def submit_label_direct(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        worker_id = await worker(campaign_id, request.headers.get("authorization"))
+        body = await _json_body(request, LabelSubmit)
+        return await submit_label(
+            campaign_id, request.path_params["assignment_id"], body, worker_id
+        )
+
+    _bind_directly(app, next_assignment, next_assignment_direct)
+    _bind_directly(app, submit_label, submit_label_direct)
+
     def _campaign_config(body: CampaignCreate) -> dict[str, Any]:
         """The arguments of :meth:`Campaign.create`, checked against the server's limits
         (the server's defaults filled in where the request leaves a setting out)."""
@@ -768,57 +821,6 @@ def create_app(
         most ``limit``); cancel any with ``POST …/assignments/{id}/cancel``."""
         pending = service.run(campaign_id, lambda c: c.pending_assignments(worker_id), read=True)
         return [assignment_out(a) for a in pending[:limit]]
-
-    @app.post(
-        "/v1/campaigns/{campaign_id}/assignments",
-        response_model=AssignmentOut,
-        responses={204: {"description": "no work for this worker now"}},
-    )
-    async def next_assignment(campaign_id: str, worker_id: WorkerDep) -> Response:
-        """The next item for the calling worker, or 204 when there is none. A worker who
-        holds as many unanswered assignments as the campaign allows gets the oldest of them
-        again (a response lost on the way is not lost work)."""
-        assignment = await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
-        if assignment is None:
-            return Response(status_code=204)
-        return _assignment_json(assignment)
-
-    @app.post(
-        "/v1/campaigns/{campaign_id}/assignments/{assignment_id}/label",
-        response_model=AssignmentOut,
-    )
-    async def submit_label(
-        campaign_id: str, assignment_id: str, body: LabelSubmit, worker_id: WorkerDep
-    ) -> Response:
-        """Answer one's own assignment (idempotent for the same label)."""
-        if len(body.label) > limits.max_id_length:
-            raise InvalidParameterError(
-                f"a label of {len(body.label)} characters; this server takes at most "
-                f"{limits.max_id_length}"
-            )
-        assignment = await service.run_async(
-            campaign_id, lambda c: c.record_label(assignment_id, body.label, worker_id=worker_id)
-        )
-        return _assignment_json(assignment)
-
-    # the two requests of every label round trip bind their arguments by hand (see
-    # _bind_directly) and then call the functions above, which still do the work and whose
-    # signatures still make the OpenAPI schema
-    async def next_assignment_direct(request: Request) -> Response:
-        campaign_id = request.path_params["campaign_id"]
-        worker_id = await worker(campaign_id, request.headers.get("authorization"))
-        return await next_assignment(campaign_id, worker_id)
-
-    async def submit_label_direct(request: Request) -> Response:
-        campaign_id = request.path_params["campaign_id"]
-        worker_id = await worker(campaign_id, request.headers.get("authorization"))
-        body = await _json_body(request, LabelSubmit)
-        return await submit_label(
-            campaign_id, request.path_params["assignment_id"], body, worker_id
-        )
-
-    _bind_directly(app, next_assignment, next_assignment_direct)
-    _bind_directly(app, submit_label, submit_label_direct)
 
     @app.post("/v1/campaigns/{campaign_id}/assignments/{assignment_id}/cancel", status_code=204)
     async def cancel(

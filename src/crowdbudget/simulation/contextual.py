@@ -2,9 +2,10 @@
 depends on the context (Zhang, Ma, Sugiyama, "Bandit-Based Task Assignment for Heterogeneous
 Crowdsourcing", Neural Computation 2015, §2.1 and §5).
 
-- :class:`ContextualProblem` is a :class:`~crowdbudget.types.Problem` that also carries the
+- ``Problem.contexts`` (:func:`ContextualProblem` is the old spelling) carries the
   context of every task (``contexts``, int64, shape (n_items,), values 0..S−1). Policies read it
-  with :func:`task_contexts`, which answers "one context" for a plain ``Problem``.
+  with :func:`~crowdbudget.types.task_contexts`, which answers "one context" for a
+  ``Problem`` without contexts.
 - :class:`ContextualWorkers` holds ``accuracy[j, s]`` = P(worker j gives the true label on a
   task of context s), shape (n_workers, n_contexts), binary labels. The three §5.1 models:
 
@@ -59,6 +60,7 @@ from crowdbudget.types import (
     PairAvailability,
     Problem,
     StepResult,
+    task_contexts,  # noqa: F401  (its old home)
 )
 
 WORKER_MODELS = ("spammer-hammer", "one-coin", "malicious")
@@ -71,58 +73,13 @@ UCI_SETTINGS: dict[str, tuple[int, int]] = {
 }
 
 
-@dataclass(frozen=True)
-class ContextualProblem(Problem):
-    """A :class:`Problem` whose tasks have contexts.
-
-    Attributes:
-        contexts: context of every task, int64, shape (n_items,), values 0..n_contexts−1.
-        n_contexts: S (default: ``contexts.max() + 1``).
-    """
-
-    contexts: IntArray | None = None
-    n_contexts: int | None = None
-
-    def __post_init__(self) -> None:
-        Problem.__post_init__(self)
-        if self.contexts is None:
-            ctx = np.zeros(self.n_items, dtype=np.int64)
-        else:
-            ctx = np.asarray(self.contexts, dtype=np.int64)
-        if ctx.shape != (self.n_items,) or (ctx.size and ctx.min() < 0):
-            raise InvalidParameterError(
-                f"contexts must be {self.n_items} integers >= 0, got shape {ctx.shape}"
-            )
-        n_ctx = int(ctx.max()) + 1 if self.n_contexts is None else int(self.n_contexts)
-        if n_ctx < int(ctx.max()) + 1:
-            raise InvalidParameterError(
-                f"n_contexts={n_ctx} but contexts go up to {int(ctx.max())}"
-            )
-        object.__setattr__(self, "contexts", ctx)
-        object.__setattr__(self, "n_contexts", n_ctx)
-
-    def with_budget(self, budget: float) -> ContextualProblem:
-        return ContextualProblem(
-            n_items=self.n_items,
-            budget=budget,
-            n_classes=self.n_classes,
-            prior=self.prior,
-            thresholds=self.thresholds,
-            n_workers=self.n_workers,
-            worker_prices=self.worker_prices,
-            contexts=self.contexts,
-            n_contexts=self.n_contexts,
-        )
-
-
-def task_contexts(problem: Problem) -> tuple[IntArray, int]:
-    """The contexts of ``problem``'s tasks, shape (n_items,), and their number S; a plain
-    :class:`Problem` has one context (every task 0)."""
-    ctx = getattr(problem, "contexts", None)
-    if ctx is None:
-        return np.zeros(problem.n_items, dtype=np.int64), 1
-    n_ctx = getattr(problem, "n_contexts", None)
-    return np.asarray(ctx, dtype=np.int64), int(n_ctx if n_ctx is not None else ctx.max() + 1)
+def ContextualProblem(*, contexts: ArrayLike | None = None, **kwargs: Any) -> Problem:
+    """A :class:`Problem` whose tasks have contexts (every task context 0 when ``contexts``
+    is None). Kept for the old spelling: ``Problem(contexts=...)`` is the one problem type."""
+    n_items = kwargs.get("n_items")
+    if contexts is None and isinstance(n_items, int):
+        contexts = np.zeros(n_items, dtype=np.int64)
+    return Problem(contexts=None if contexts is None else np.asarray(contexts), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -320,8 +277,8 @@ class ContextualWorkerEnvironment(LabelingEnvironment):
     def arriving_worker(self) -> int:
         return int(self._arrivals.integers(self.n_workers))
 
-    def problem(self, budget: float) -> ContextualProblem:
-        return ContextualProblem(
+    def problem(self, budget: float) -> Problem:
+        return Problem(
             n_items=self.n_items,
             budget=budget,
             n_workers=self.n_workers,
@@ -389,7 +346,7 @@ def uci_contexts(
 
 class ContextualReplayEnvironment(ReplayEnvironment):
     """Replay of a real data set with task contexts (see :class:`ReplayEnvironment` for the
-    replay rules); :meth:`problem` returns a :class:`ContextualProblem`.
+    replay rules); :meth:`problem` returns a :class:`Problem` with contexts.
 
     Args:
         contexts: context index per item, shape (n_items,); other arguments as for
@@ -439,9 +396,9 @@ class ContextualReplayEnvironment(ReplayEnvironment):
             context_names=names,
         )
 
-    def problem(self, budget: float) -> ContextualProblem:
+    def problem(self, budget: float) -> Problem:
         base = super().problem(budget)
-        return ContextualProblem(
+        return Problem(
             n_items=base.n_items,
             budget=base.budget,
             n_classes=base.n_classes,

@@ -29,11 +29,11 @@ import pandas as pd
 from crowdbudget._random import as_seed_sequence, child_seed
 from crowdbudget.bounds.lagrangian import lagrangian_bound
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.continuous import run_continuous_experiment
 from crowdbudget.experiments.papers.base import ReproductionResult
 from crowdbudget.priors import BetaPriorFit, fit_beta_prior
 from crowdbudget.simulation.continuous_time import (
     ContinuousTimeEnvironment,
-    run_continuous_experiment,
 )
 from crowdbudget.simulation.environment import LabelingEnvironment, SyntheticBernoulliEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment

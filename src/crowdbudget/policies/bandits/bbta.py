@@ -3,8 +3,8 @@
 Zhang, Ma, Sugiyama, "Bandit-Based Task Assignment for Heterogeneous Crowdsourcing", Neural
 Computation 27(11), 2015, §2, Algorithm 1.
 
-Model. N tasks, each with a context s ∈ {0..S−1} (``ContextualProblem.contexts``; a plain
-``Problem`` is one context), K workers, binary labels y ∈ {−1, +1} (our classes 0/1). Worker j
+Model. N tasks, each with a context s ∈ {0..S−1} (``Problem.contexts``; none
+means one context), K workers, binary labels y ∈ {−1, +1} (our classes 0/1). Worker j
 has a weight w_j^s per context; the aggregate of task i is the weighted vote (eq. 1)
 
     ȳ_i = Σ_j w_j^s y_ij / Σ_j' w_j'^s   (sum over all K workers; y_ij = 0 if missing),
@@ -56,9 +56,9 @@ context), vectorised; other contexts cost nothing.
 
 Example:
     >>> import numpy as np
-    >>> from crowdbudget.simulation.contextual import ContextualProblem
+    >>> from crowdbudget.types import Problem
     >>> from crowdbudget.types import CampaignState, LabelEvent
-    >>> problem = ContextualProblem(n_items=4, budget=10, n_workers=3, contexts=[0, 1, 0, 1])
+    >>> problem = Problem(n_items=4, budget=10, n_workers=3, contexts=[0, 1, 0, 1])
     >>> policy = BanditTaskAssignment(n_explore=0)
     >>> policy.reset(problem, np.random.default_rng(0))
     >>> a = policy.select(CampaignState.initial(problem))
@@ -74,7 +74,6 @@ import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.simulation.contextual import task_contexts
 from crowdbudget.types import (
     Assignment,
     BoolArray,
@@ -83,6 +82,7 @@ from crowdbudget.types import (
     IntArray,
     LabelEvent,
     Problem,
+    task_contexts,
 )
 
 CONTEXT_MODES = ("given", "single")

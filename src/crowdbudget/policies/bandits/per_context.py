@@ -39,8 +39,15 @@ from crowdbudget.policies.bandits.bbta import CONTEXT_MODES, check_unit_prices
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards, one_coin_update
-from crowdbudget.simulation.contextual import task_contexts
-from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
+from crowdbudget.types import (
+    Assignment,
+    CampaignState,
+    FloatArray,
+    IntArray,
+    LabelEvent,
+    Problem,
+    task_contexts,
+)
 
 
 def _half_error(a: FloatArray, b: FloatArray) -> FloatArray:

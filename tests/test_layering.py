@@ -1,0 +1,132 @@
+"""The import direction of DESIGN §11 (issue #16): nothing points up, no cycle.
+
+Layers, lowest first: core (``types``, ``registry``, ``exceptions``, ``_*``, ``priors``,
+``requirements``, ``datasets``) ← ``posteriors``, ``aggregation``, ``bounds`` ← ``policies``
+← ``simulation`` ← ``engine`` ← ``experiments``, ``campaign``, ``testing`` ← ``cli``,
+``service``, ``client`` and the package's curated exports. A module may import its own layer
+or lower ones; every import counts (inside functions too), except under ``TYPE_CHECKING``.
+
+``KNOWN_UPWARD`` lists the upward imports the first build left, each to be removed by the
+rest of issue #16; the test fails on any other one, and on a listed one that is gone (so the
+list only shrinks).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import crowdbudget
+
+PACKAGE = Path(crowdbudget.__file__).parent
+
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(
+        ["_cache", "_random", "_validation", "exceptions", "types", "registry", "priors"], 0
+    ),
+    **dict.fromkeys(["requirements", "datasets"], 0),
+    **dict.fromkeys(["posteriors", "aggregation", "bounds"], 1),
+    "policies": 2,
+    "simulation": 3,
+    "engine": 4,
+    **dict.fromkeys(["experiments", "campaign", "testing"], 5),
+    **dict.fromkeys(
+        ["cli", "cli_aggregate", "cli_bound", "cli_serve", "service", "client", "__main__", ""], 6
+    ),
+}
+
+#: (importing module, imported module) pairs that point up today; issue #16 removes them
+KNOWN_UPWARD: set[tuple[str, str]] = {
+    # the priced-worker policies drive their own loop over simulation's _LoopState (issue #16
+    # step 5 makes them AllocationPolicys and removes these)
+    ("crowdbudget.policies.bandits.epsilon_first", "crowdbudget.simulation.priced_workers"),
+    ("crowdbudget.policies.bandits.kube", "crowdbudget.simulation.priced_workers"),
+    ("crowdbudget.policies.bandits.trailsourcing", "crowdbudget.simulation.priced_workers"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            skipped.update(id(sub) for sub in ast.walk(node))
+    return skipped
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the package modules it imports (run time, anywhere in the file)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skipped = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if not node.module.startswith("crowdbudget"):
+                    continue
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    graph[name].add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                graph[name].update(a.name for a in node.names if a.name in modules)
+    return graph
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    assert top in LAYERS, f"{module}: add its layer to LAYERS in tests/test_layering.py"
+    return LAYERS[top]
+
+
+def _upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, bs in graph.items() for b in bs if _layer(b) > _layer(a)}
+
+
+def test_no_import_points_up() -> None:
+    upward = _upward(import_graph())
+    new = sorted(upward - KNOWN_UPWARD)
+    assert not new, "upward imports (a lower layer importing a higher one): " + ", ".join(
+        f"{a} -> {b}" for a, b in new
+    )
+    gone = sorted(KNOWN_UPWARD - upward)
+    assert not gone, "remove from KNOWN_UPWARD, no longer imported: " + ", ".join(
+        f"{a} -> {b}" for a, b in gone
+    )
+
+
+def test_no_cycle_between_layers_once_the_known_arrows_are_gone() -> None:
+    """Between top-level parts of the package (policies, simulation, ...), no cycle."""
+    graph = import_graph()
+    parts: dict[str, set[str]] = defaultdict(set)
+    for a, bs in graph.items():
+        for b in bs:
+            if (a, b) in KNOWN_UPWARD:
+                continue
+            pa, pb = (m.split(".")[1] if "." in m else "" for m in (a, b))
+            if pa != pb:
+                parts[pa].add(pb)
+    # depth-first search for a back edge
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(parts.get(node, ())):
+            assert state.get(nxt) != 1, "import cycle: " + " -> ".join([*path, node, nxt])
+            if nxt not in state:
+                visit(nxt, [*path, node])
+        state[node] = 2
+
+    for node in sorted(parts):
+        if node not in state:
+            visit(node, [])

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from crowdbudget.aggregation.calibration import verdict_calibration
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.simulation.environment import LabelingEnvironment
@@ -80,9 +81,6 @@ class CheckpointRecorder:
         mask, truth = self.evaluation_mask, self.true_labels
         accuracy = float(np.mean(labels[mask] == truth[mask]))
         # the verdict's calibration (ece, nll, brier; issue 19), then the hook's metrics;
-        # imported here: crowdbudget.experiments imports this module (runner)
-        from crowdbudget.experiments.metrics import verdict_calibration
-
         extra = verdict_calibration(self.policy, state, labels, truth, mask)
         extra.update(self.metrics(state, labels, truth, mask) if self.metrics is not None else {})
         elapsed = time.perf_counter() - self.start

@@ -68,6 +68,7 @@ from typing import Any, Literal, overload
 import numpy as np
 from numba import njit
 
+from crowdbudget.aggregation.calibration import verdict_calibration
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import ScoreBuckets, canonical_scores
 from crowdbudget.policies.base import AllocationPolicy
@@ -473,8 +474,6 @@ def run_campaign_fast(
     budget = problem.budget
     rows: list[dict[str, Any]] = []
     next_checkpoint = 0
-
-    from crowdbudget.experiments.metrics import verdict_calibration
 
     def record(decisions: int, upto: float) -> None:
         nonlocal next_checkpoint

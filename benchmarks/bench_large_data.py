@@ -1,7 +1,7 @@
 """Large data: replay and aggregation on the big real sets, and synthetic campaigns of
 10^6–10^7 items — wall time and memory.
 
-Real sets (from ``../shared/data`` or ``$CROWDBUDGET_DATA_DIR``): millionaire (~214k labels),
+Real sets (bundled in the package): millionaire (~214k labels),
 fact_eval (~215k), trec (~88k), adult. For each: load time; one replay per policy at half the
 recorded labels (seed 0, one replication, reference engine — replays are not on the compiled
 path); every aggregator on all labels. Synthetic: ``opt-kg`` (compiled engine) and ``uniform`` on

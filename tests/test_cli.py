@@ -243,7 +243,8 @@ def test_datasets_lists_and_describes(capsys: pytest.CaptureFixture[str]) -> Non
             ["replay", "--labels", "/nonexistent.csv", "--policies", "opt-kg", "--budget", "9"],
             "does not exist",
         ),
-        (["replay", "--policies", "opt-kg", "--budget-per-item", "0"], "budgets must be > 0"),
+        (["replay", "--policies", "opt-kg", "--budget-per-item", "0"], "buys no label"),
+        (["replay", "--policies", "opt-kg", "--budget", "1.5"], "whole numbers of labels"),
         (["compare", "--policies", "nope"], "unknown policy"),
     ],
 )

@@ -218,7 +218,7 @@ def test_features_beat_item_only_opt_kg_at_small_budgets() -> None:
 
 
 def test_feature_set_loading_and_a_tiny_features_reproduction() -> None:
-    """The UCI loader (shared/data) and the reproduction's table: one row per policy, budget
+    """The UCI loader (bundled data) and the reproduction's table: one row per policy, budget
     and case, named by the bare policy id, the data set and the world."""
     from crowdbudget.datasets import load_feature_set
     from crowdbudget.exceptions import DataFormatError

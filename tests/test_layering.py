@@ -32,7 +32,18 @@ LAYERS: dict[str, int] = {
     "engine": 4,
     **dict.fromkeys(["experiments", "campaign", "testing"], 5),
     **dict.fromkeys(
-        ["cli", "cli_aggregate", "cli_bound", "cli_serve", "service", "client", "__main__", ""], 6
+        [
+            "cli",
+            "cli_aggregate",
+            "cli_bound",
+            "cli_io",
+            "cli_serve",
+            "service",
+            "client",
+            "__main__",
+            "",
+        ],
+        6,
     ),
 }
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import math
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,6 @@ from crowdbudget.experiments.papers.li2016 import (
 from crowdbudget.policies.requallo import RequalloPolicy
 from crowdbudget.requirements import FisherTest
 from crowdbudget.types import CampaignState, LabelEvent, Problem
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _binary_data(n_items: int, seed: int) -> LabelData:
@@ -186,11 +183,10 @@ def test_a_campaign_still_running_reports_nothing_saved() -> None:
     assert plain["policy_status"] == {} and not plain["stopped"]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared/data is not beside this checkout")
 def test_game_preprocessing_counts_and_m3() -> None:
     from crowdbudget.experiments.papers.li2016 import game_label_data
 
-    data = game_label_data(SHARED)
+    data = game_label_data()
     assert (data.n_items, data.n_labels, data.n_classes) == (1682, 157878, 2)
     assert data.gold is not None
     counts = np.zeros((data.n_items, 2), dtype=np.int64)

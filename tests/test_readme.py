@@ -21,7 +21,23 @@ def test_readme_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
     out = capsys.readouterr().out
-    assert "[" in out  # printed final labels
+    assert "confidence" in out and "q6" in out  # printed the final labels per question
+
+
+def test_readme_example_survives_the_swaps_its_comment_suggests(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The example says which policy ids to try; each must run as pasted (issue 18: the old
+    example crashed when "opt-kg" was swapped for "uniform")."""
+    (block,) = [b for b in _blocks("python") if 'policy="opt-kg"' in b]
+    suggested = re.findall(r'"([a-z][a-z0-9:=.-]*)"', block.split("try", 1)[1].splitlines()[0])
+    assert len(suggested) >= 3, suggested
+    for policy_id in suggested:
+        exec(
+            compile(block.replace('policy="opt-kg"', f'policy="{policy_id}"'), "README", "exec"), {}
+        )
+        out = capsys.readouterr().out
+        assert out.count("cat") + out.count("dog") >= 6, (policy_id, out)
 
 
 def test_ci_runs_readme_test_command() -> None:

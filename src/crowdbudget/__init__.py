@@ -15,6 +15,8 @@ Example:
     True
 """
 
+from typing import TYPE_CHECKING, Any
+
 from crowdbudget.exceptions import (
     BudgetError,
     CrowdBudgetError,
@@ -36,7 +38,21 @@ from crowdbudget.registry import make_policy, register_policy, registered_polici
 from crowdbudget.simulation import LabelingEnvironment, SyntheticBernoulliEnvironment
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
 
+if TYPE_CHECKING:
+    from crowdbudget.campaign import Campaign
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``Campaign`` is imported on first use: it pulls in SQLAlchemy, which the command line
+    and the simulations do not need at start-up."""
+    if name == "Campaign":
+        from crowdbudget.campaign import Campaign
+
+        return Campaign
+    raise AttributeError(f"module 'crowdbudget' has no attribute {name!r}")
+
 
 __all__ = [
     "AllocationPolicy",
@@ -44,6 +60,7 @@ __all__ = [
     "BetaBernoulliPosterior",
     "BudgetError",
     "CVaRKnowledgeGradient",
+    "Campaign",
     "CampaignState",
     "CrowdBudgetError",
     "DataFormatError",

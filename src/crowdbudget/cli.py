@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from crowdbudget.aggregation.registry import DEFAULT_VERDICT
+from crowdbudget.cli_io import (
+    add_validation_arguments,
+    check_policies_apply,
+    prepare_output_file,
+    prepare_output_folder,
+    whole_budgets,
+)
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
 EXIT_USAGE = 2
@@ -71,18 +78,23 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _budgets(args: argparse.Namespace, n_items: int) -> list[float]:
+    """Label budgets: ``--budget`` whole numbers, or ``--budget-per-item`` r times the number
+    of items, rounded down to whole labels (a label is bought whole)."""
+    import math
+
     if args.budget is not None and args.budget_per_item is not None:
         raise InvalidParameterError("give either --budget or --budget-per-item, not both")
     if args.budget is not None:
-        budgets = list(args.budget)
-    elif args.budget_per_item is not None:
-        budgets = [r * n_items for r in args.budget_per_item]
-    else:
+        return whole_budgets(args.budget, "--budget")
+    if args.budget_per_item is None:
         raise InvalidParameterError("a budget is needed: --budget T1,T2 or --budget-per-item r1,r2")
-    for b in budgets:
-        if not b > 0:
-            raise InvalidParameterError(f"budgets must be > 0, got {b:g}")
-    return budgets
+    for r in args.budget_per_item:
+        if not r > 0 or math.floor(r * n_items) < 1:
+            raise InvalidParameterError(
+                f"--budget-per-item {r:g} buys no label for {n_items} items; "
+                f"allowed: at least {1 / n_items:.3g}"
+            )
+    return [float(math.floor(r * n_items)) for r in args.budget_per_item]
 
 
 def _emit(args: argparse.Namespace, text: str, document: str) -> None:
@@ -99,10 +111,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from crowdbudget.experiments.runner import run_experiment
     from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 
-    if args.classes != 2:
-        raise InvalidParameterError(
-            f"--classes {args.classes} is not supported by simulate yet; allowed: 2"
-        )
+    if args.plot:
+        prepare_output_file(args.plot, "--plot")
     if args.prior is None:
         a, b = 1.0, 1.0
     else:
@@ -161,10 +171,27 @@ def _load_label_data(args: argparse.Namespace) -> Any:
     if args.labels is not None:
         if args.dataset is not None:
             raise InvalidParameterError("give either --dataset or --labels, not both")
-        return read_labels_csv(args.labels, args.gold)
+        return read_labels_csv(
+            args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
+        )
     if args.gold is not None:
         raise InvalidParameterError("--gold needs --labels (bundled data sets carry their gold)")
-    return load_dataset(args.dataset or "rte", data_dir=args.data_dir)
+    return load_dataset(
+        args.dataset or "rte",
+        data_dir=args.data_dir,
+        duplicates=args.duplicates,
+        classes=args.classes,
+    )
+
+
+def _gold_note(data: Any) -> str:
+    """How many gold tasks the accuracy counts, and those it cannot (no labels)."""
+    missing = int(data.extra.get("gold_without_labels", 0))
+    text = f"{int(data.gold_mask.sum())} gold tasks"
+    if missing:
+        examples = ", ".join(data.extra.get("gold_without_labels_examples", []))
+        text += f"; {missing} more gold tasks have no labels and are not counted (e.g. {examples})"
+    return text
 
 
 #: policies whose comparison needs the quantity–quality metrics (Li et al. 2016 §4.1)
@@ -177,7 +204,12 @@ QUALITY_TABLES = [
 ]
 
 
-def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -> int:
+def _run_replay(
+    args: argparse.Namespace,
+    command: str,
+    plot_path: str | None,
+    left_out: dict[str, str] | None = None,
+) -> int:
     from crowdbudget.experiments.metrics import quality_metrics
     from crowdbudget.experiments.report import (
         accuracy_table,
@@ -188,10 +220,18 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     from crowdbudget.experiments.runner import run_experiment
     from crowdbudget.registry import parse_policy
     from crowdbudget.simulation.replay import ReplayEnvironment
+    from crowdbudget.types import Problem
 
     data = _load_label_data(args)
     env = ReplayEnvironment.from_label_data(data)
     budgets = _budgets(args, data.n_items)
+    check_policies_apply(
+        args.policies,
+        # a two-item stand-in of the run's problem: what a policy refuses in reset is the
+        # class count or the worker model, not the size (and a small reset stays cheap)
+        Problem(n_items=2, budget=1, n_classes=data.n_classes, n_workers=data.n_workers),
+        f"data set {data.name!r} ({data.n_classes} classes: {', '.join(data.classes)})",
+    )
     # quantity–quality metrics (Li et al. §4.1) when asked, or when a policy that targets them
     # is compared (Requallo stops early and leaves items unlabeled: accuracy alone misleads)
     quality = getattr(args, "quality", False) or any(
@@ -215,6 +255,7 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
         "n_labels": data.n_labels,
         "n_classes": data.n_classes,
         "gold_items": int(data.gold_mask.sum()),
+        "gold_items_without_labels": int(data.extra.get("gold_without_labels", 0)),
         "mode": args.mode,
         "policies": args.policies,
         "budgets": sorted(set(budgets)),
@@ -228,8 +269,14 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     records = [
         {"dataset": data.name, **rec} for rec in results_records(result.summary, data.n_items)
     ]
+    notes = _compare_notes(result.summary, data, left_out or {}) if command == "compare" else []
     document = json_document(
-        command, args.seed, settings, records, **({"plot": plot_path} if plot_path else {})
+        command,
+        args.seed,
+        settings,
+        records,
+        **({"plot": plot_path} if plot_path else {}),
+        **({"notes": notes} if notes else {}),
     )
     table = accuracy_table(result.summary, data.n_items)
     extra = []
@@ -239,10 +286,10 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
     text = "\n".join(
         [
             title,
-            f"accuracy on the {settings['gold_items']} gold items "
-            f"(mean ± std over {args.reps} replications)",
+            f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)",
             table,
             *extra,
+            *_note_lines(notes),
             *([f"plot written to {plot_path}"] if plot_path else []),
         ]
     )
@@ -251,6 +298,8 @@ def _run_replay(args: argparse.Namespace, command: str, plot_path: str | None) -
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.plot:
+        prepare_output_file(args.plot, "--plot")
     return _run_replay(args, "replay", args.plot)
 
 
@@ -271,28 +320,109 @@ COMPARE_POLICIES = [
 COMPARE_WORKER_AWARE_MAX_LABELS = 20_000
 
 
+def _note_lines(notes: list[str], width: int = 118) -> list[str]:
+    """``note:`` lines wrapped to ``width`` columns (continuations indented)."""
+    import textwrap
+
+    lines: list[str] = []
+    for note in notes:
+        lines += textwrap.wrap(
+            f"note: {note}", width=width, subsequent_indent="      ", break_on_hyphens=False
+        )
+    return lines
+
+
+def _compare_notes(summary: Any, data: Any, left_out: dict[str, str]) -> list[str]:
+    """The ``note:`` lines under the compare table: the winner at each budget and its lead
+    (with the replications' std), why columns coincide, the default policies left out."""
+    notes = []
+    winners = []
+    for budget, rows in summary.groupby("budget", sort=True):
+        ranked = rows.sort_values("accuracy_mean", ascending=False)
+        best = ranked.iloc[0]
+        if len(ranked) == 1:
+            winners.append(f"{budget:g}: {best['policy']}")
+            continue
+        second = ranked.iloc[1]
+        lead = best["accuracy_mean"] - second["accuracy_mean"]
+        noise = max(best["accuracy_std"], second["accuracy_std"])
+        tied = "" if lead > noise else ", within the std"
+        winners.append(
+            f"{budget:g}: {best['policy']} +{lead:.4f} over {second['policy']} "
+            f"(std {best['accuracy_std']:.4f}/{second['accuracy_std']:.4f}{tied})"
+        )
+    if winners:
+        notes.append(
+            "best mean accuracy per budget (lead over the runner-up): " + "; ".join(winners)
+        )
+    coincide = []
+    for budget, rows in summary.groupby("budget", sort=True):
+        key = (
+            rows["accuracy_mean"].round(10).astype(str)
+            + "/"
+            + rows["accuracy_std"].round(10).astype(str)
+        )
+        for _, group in rows.groupby(key):
+            if len(group) > 1:
+                coincide.append((budget, list(group["policy"]), group.iloc[0]))
+    if coincide:
+        at_all = [c for c in coincide if c[0] >= data.n_labels]
+        other = [c for c in coincide if c[0] < data.n_labels]
+        if at_all:
+            budget, policies, row = at_all[0]
+            notes.append(
+                f"at budget {budget:g} = every recorded label, {', '.join(policies)} coincide "
+                f"({row['accuracy_mean']:.4f} ± {row['accuracy_std']:.4f}): each buys all "
+                "labels, so the same final rule gives the same answers in every replay"
+            )
+        if other:
+            budget, policies, row = other[0]
+            more = f" (and at {len(other) - 1} more budget(s))" if len(other) > 1 else ""
+            notes.append(
+                f"at budget {budget:g}{more} {', '.join(policies)} coincide "
+                f"({row['accuracy_mean']:.4f} ± {row['accuracy_std']:.4f}): they bought the "
+                "same labels and share the final rule"
+            )
+    if left_out:
+        notes.append(
+            "default policies left out: "
+            + "; ".join(f"{pid} ({why})" for pid, why in left_out.items())
+        )
+    return notes
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from crowdbudget.registry import parse_policy
     from crowdbudget.types import Problem
 
+    out_dir = prepare_output_folder(args.out, "--out")
     if args.policies is None or (args.budget is None and args.budget_per_item is None):
         data = _load_label_data(args)
+    left_out: dict[str, str] = {}
     if args.policies is None:
         # the default policies whose declared needs this data set meets (e.g. KG is binary
-        # only), worker-aware ones only up to a size where they stay fast
+        # only), worker-aware ones only up to a size where they stay fast; the others are
+        # named in the notes with the reason
         problem = Problem(
             n_items=data.n_items, budget=1, n_classes=data.n_classes, n_workers=data.n_workers
         )
-        specs = [parse_policy(pid) for pid in COMPARE_POLICIES]
-        args.policies = [
-            str(spec)
-            for spec in specs
-            if spec.refusal(problem) is None
-            and (
-                not spec.capabilities.chooses_workers
-                or data.n_labels <= COMPARE_WORKER_AWARE_MAX_LABELS
-            )
-        ]
+        args.policies = []
+        for pid in COMPARE_POLICIES:
+            spec = parse_policy(pid)
+            refusal = spec.refusal(problem)
+            if refusal is not None:
+                left_out[pid] = refusal
+            elif (
+                spec.capabilities.chooses_workers
+                and data.n_labels > COMPARE_WORKER_AWARE_MAX_LABELS
+            ):
+                left_out[pid] = (
+                    f"worker-aware policies are defaults up to "
+                    f"{COMPARE_WORKER_AWARE_MAX_LABELS:,} recorded labels; this set has "
+                    f"{data.n_labels:,} (name it in --policies to run it)"
+                )
+            else:
+                args.policies.append(str(spec))
     if args.budget is None and args.budget_per_item is None:
         # 1..10 labels per item, or ten steps up to every recorded label when the data set
         # has fewer than 10 per item (a replay cannot spend more than was recorded)
@@ -301,44 +431,99 @@ def cmd_compare(args: argparse.Namespace) -> int:
         else:
             args.budget = [float(round(data.n_labels * k / 10)) for k in range(1, 11)]
     name = args.dataset or (Path(args.labels).stem if args.labels else "rte")
-    plot_path = str(Path(args.out) / f"compare-{name}.png")
-    return _run_replay(args, "compare", plot_path)
+    plot_path = str(out_dir / f"compare-{name}.png")
+    return _run_replay(args, "compare", plot_path, left_out=left_out)
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
     import json
 
-    from crowdbudget.datasets import list_datasets, load_dataset
+    import numpy as np
 
-    rows = list_datasets()
+    from crowdbudget.datasets import list_datasets, load_dataset, load_feature_set
+
+    rows = list_datasets(args.data_dir)
     if args.name is not None:
-        data = load_dataset(args.name, data_dir=args.data_dir)
-        per_item = data.label_counts().sum(axis=1)
-        info = {
-            "name": data.name,
-            "n_items": data.n_items,
-            "n_workers": data.n_workers,
-            "n_labels": data.n_labels,
-            "classes": list(data.classes),
-            "gold_items": int(data.gold_mask.sum()),
-            "labels_per_item": [int(per_item.min()), float(per_item.mean()), int(per_item.max())],
-            "has_contexts": data.contexts is not None,
-        }
+        kinds = {r["name"]: r["kind"] for r in rows}
+        info: dict[str, Any]
+        if kinds.get(args.name) == "features":
+            features = load_feature_set(args.name, data_dir=args.data_dir)
+            info = {
+                "name": features.name,
+                "kind": "features",
+                "n_items": features.n_items,
+                "n_features": len(features.feature_names),
+                "classes": list(features.classes),
+                "class_counts": [int(c) for c in np.bincount(features.gold, minlength=2)],
+                "has_split": features.split is not None,
+            }
+        else:
+            data = load_dataset(args.name, data_dir=args.data_dir, duplicates=args.duplicates)
+            per_item = data.label_counts().sum(axis=1)
+            info = {
+                "name": data.name,
+                "kind": "labels",
+                "n_items": data.n_items,
+                "n_workers": data.n_workers,
+                "n_labels": data.n_labels,
+                "classes": list(data.classes),
+                "gold_items": int(data.gold_mask.sum()),
+                "gold_items_without_labels": int(data.extra.get("gold_without_labels", 0)),
+                "labels_per_item": [
+                    int(per_item.min()),
+                    round(float(per_item.mean()), 2),
+                    int(per_item.max()),
+                ],
+                "has_contexts": data.contexts is not None,
+            }
         if args.json:
             print(json.dumps({"command": "datasets", "dataset": info}, indent=2))
         else:
             for key, value in info.items():
-                print(f"{key:>16}: {value}")
+                print(f"{key:>25}: {value}")
         return 0
     if args.json:
         print(json.dumps({"command": "datasets", "datasets": rows}, indent=2))
         return 0
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        where = (
-            "bundled" if r["bundled"] else (r["location"] or "not found (set CROWDBUDGET_DATA_DIR)")
-        )
-        print(f"{r['name']:<{width}}  {r['description']}  [{where}]")
+        print(f"{r['name']:<{width}}  {r['kind']:<8}  {r['description']}  [{r['location']}]")
+    return 0
+
+
+def _list_reproductions(args: argparse.Namespace) -> int:
+    """``reproduce --list``: every id, the paper and what it shows, the typical time."""
+    import json
+    import textwrap
+
+    from crowdbudget.experiments.papers import REPRODUCTIONS, TYPICAL_TIMES
+
+    rows = [
+        {
+            "id": rid,
+            "title": spec.title,
+            "quick_time": TYPICAL_TIMES.get(rid, ("?", "?"))[0],
+            "full_time": TYPICAL_TIMES.get(rid, ("?", "?"))[1],
+        }
+        for rid, spec in REPRODUCTIONS.items()
+    ]
+    if args.json:
+        print(json.dumps({"command": "reproduce", "reproductions": rows}, indent=2))
+        return 0
+    width = max(len(r["id"]) for r in rows)
+    times = [f"{r['quick_time']} / {r['full_time']}" for r in rows]
+    time_width = max(len("--quick / full"), *(len(t) for t in times))
+    text_width = 118 - width - time_width - 4
+    print(f"{'id':<{width}}  {'--quick / full':<{time_width}}  paper and what it shows")
+    for row, when in zip(rows, times, strict=True):
+        lines = textwrap.wrap(row["title"], text_width) or [""]
+        print(f"{row['id']:<{width}}  {when:<{time_width}}  {lines[0]}")
+        for line in lines[1:]:
+            print(f"{'':<{width}}  {'':<{time_width}}  {line}")
+    print(
+        "\nrun one: crowdbudget reproduce ID [--quick]. Times on a 2-core machine: --quick in "
+        "CPU seconds (its wall\ntime alone is at most that), full runs in wall time."
+    )
     return 0
 
 
@@ -351,15 +536,26 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         results_records,
     )
 
+    if args.list or args.id is None:
+        return _list_reproductions(args)
     spec = REPRODUCTIONS.get(args.id)
     if spec is None:
         raise InvalidParameterError(
             f"unknown reproduction {args.id!r}; available: {', '.join(sorted(REPRODUCTIONS))}"
         )
+    out_dir = prepare_output_folder(args.out, "--out")
+    if args.data_dir is not None:
+        # the reproductions load their sets by name; the user's folder takes precedence
+        # (worker processes inherit the environment)
+        import os
+
+        from crowdbudget.datasets import list_datasets
+
+        list_datasets(args.data_dir)  # a missing folder is an error before any work
+        os.environ["CROWDBUDGET_DATA_DIR"] = str(args.data_dir)
     result = spec.run(
         seed=args.seed, quick=args.quick, n_jobs=args.jobs, progress=not args.no_progress
     )
-    out_dir = Path(args.out)
     plot_path = out_dir / f"{spec.reproduction_id}{'-quick' if args.quick else ''}.png"
     plot_metrics(
         result.summary,
@@ -413,7 +609,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             )
         )
     blocks += result.tables
-    blocks += [f"note: {n}" for n in result.notes]
+    blocks += _note_lines(result.notes)
     blocks.append(f"plot written to {plot_path}")
     blocks += [f"plot written to {path}" for path in extra_plots]
     text = "\n".join(blocks)
@@ -496,7 +692,9 @@ def build_parser() -> argparse.ArgumentParser:
         "worlds (common random numbers).",
     )
     sim.add_argument("--items", type=_positive_int, required=True, help="number of items K")
-    sim.add_argument("--classes", type=_positive_int, default=2, help="number of classes (2)")
+    sim.add_argument(
+        "--classes", type=int, choices=[2], default=2, help="number of classes (only 2 for now)"
+    )
     sim.add_argument(
         "--prior", type=_float_list, default=None, help="Beta prior a,b of θ (default 1,1)"
     )
@@ -522,10 +720,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reproduce a figure or table of the papers; prints the table next to the "
         "paper's numbers and writes a PNG plot.",
     )
-    rep.add_argument("id", help="reproduction id, e.g. chen2013-fig2a")
+    rep.add_argument(
+        "id", nargs="?", default=None, help="reproduction id, e.g. chen2013-fig2a (see --list)"
+    )
+    rep.add_argument(
+        "--list", action="store_true", help="list every reproduction: paper, what, typical time"
+    )
     rep.add_argument("--quick", action="store_true", help="a small, fast version")
     rep.add_argument(
-        "--out", default="crowdbudget-results", help="directory for plots (crowdbudget-results)"
+        "--out", default="crowdbudget-results", help="folder for the plots (crowdbudget-results)"
+    )
+    rep.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of your own data sets, used in place of bundled sets of the same name "
+        "(or set CROWDBUDGET_DATA_DIR)",
     )
     _common(rep)
     rep.set_defaults(func=cmd_reproduce)
@@ -539,8 +748,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--data-dir",
             default=None,
-            help="directory of the large data sets (CROWDBUDGET_DATA_DIR)",
+            help="folder of your own data sets: DIR/NAME/labels.csv and gold.csv for "
+            "--dataset NAME (or set CROWDBUDGET_DATA_DIR)",
         )
+        add_validation_arguments(p)
         p.add_argument("--budget", type=_float_list, default=None, help="absolute budgets T1,T2,…")
         p.add_argument(
             "--budget-per-item", type=_float_list, default=None, help="budgets as multiples of K"
@@ -587,7 +798,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated policy ids (default: " + ",".join(COMPARE_POLICIES) + ")",
     )
     cmp_.add_argument(
-        "--out", default="crowdbudget-results", help="directory for the plot (crowdbudget-results)"
+        "--out", default="crowdbudget-results", help="folder for the plot (crowdbudget-results)"
     )
     _common(cmp_)
     cmp_.set_defaults(func=cmd_compare)
@@ -595,11 +806,22 @@ def build_parser() -> argparse.ArgumentParser:
     dsets = sub.add_parser(
         "datasets",
         help="list the data sets, or describe one",
-        description="List the bundled and external data sets, or describe one (counts, classes, "
-        "gold).",
+        description="List the data sets (all bundled in the package, plus your own in --data-dir), "
+        "or describe one (counts, classes, gold).",
     )
     dsets.add_argument("name", nargs="?", default=None, help="a data set to describe")
-    dsets.add_argument("--data-dir", default=None, help="directory of the large data sets")
+    dsets.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of your own data sets: DIR/NAME/labels.csv and gold.csv (or "
+        "features.csv and gold.csv); or set CROWDBUDGET_DATA_DIR",
+    )
+    dsets.add_argument(
+        "--duplicates",
+        choices=["error", "keep", "first", "last"],
+        default=None,
+        help="repeated (task, worker) rows when describing a set (see compare --help)",
+    )
     dsets.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     dsets.set_defaults(func=cmd_datasets)
 
@@ -621,7 +843,63 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pol.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     pol.set_defaults(func=cmd_policies)
+    _add_examples(sub.choices)
     return parser
+
+
+#: The examples that end each command's ``--help`` (commands added later get theirs here too).
+HELP_EXAMPLES = {
+    "simulate": [
+        "crowdbudget simulate --items 50 --policies uniform,opt-kg --budget-per-item 2,6,10",
+        "crowdbudget simulate --items 50 --policies kg-random --budget 500 --reps 100 --json",
+    ],
+    "reproduce": [
+        "crowdbudget reproduce --list",
+        "crowdbudget reproduce chen2013-fig2a --quick --out results/",
+    ],
+    "replay": [
+        "crowdbudget replay --dataset temp --policies uniform,opt-kg --budget-per-item 1,3,5",
+        "crowdbudget replay --labels my_labels.csv --gold my_gold.csv --policies opt-kg "
+        "--budget 2000 --duplicates first",
+    ],
+    "compare": [
+        "crowdbudget compare",
+        "crowdbudget compare --dataset trec --policies uniform,opt-kg --budget-per-item 1,2,4",
+    ],
+    "datasets": ["crowdbudget datasets", "crowdbudget datasets adult --json"],
+    "serve": [
+        "crowdbudget serve --db sqlite:///campaign.db --port 8000   "
+        "(needs: pip install -e '.[service]')"
+    ],
+    "policies": ["crowdbudget policies", "crowdbudget policies --json"],
+    "aggregate": [
+        "crowdbudget aggregate my_labels.csv --method dawid-skene --out results/labels.csv",
+        "crowdbudget aggregate my_labels.csv --method mv --gold my_gold.csv --json",
+    ],
+    "bound": [
+        "crowdbudget bound --items 100 --budget 120 --arrival-rate 0.1 --completion-rate 0.4",
+    ],
+}
+
+
+def _add_examples(commands: Mapping[str, argparse.ArgumentParser]) -> None:
+    """End every command's ``--help`` with its examples (kept as written: raw epilog)."""
+    for name, command in commands.items():
+        examples = HELP_EXAMPLES.get(name)
+        if not examples:
+            continue
+        lines = "\n".join(f"  {line}" for line in examples)
+        command.epilog = f"examples:\n{lines}"
+        command.formatter_class = _ExamplesFormatter
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps the description as usual; keeps the examples epilog line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

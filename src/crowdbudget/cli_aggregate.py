@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from crowdbudget.aggregation.registry import DEFAULT_VERDICT
+from crowdbudget.cli_io import add_validation_arguments, prepare_output_file
 from crowdbudget.exceptions import DataFormatError
 
 
@@ -46,9 +47,13 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         raise DataFormatError("--reliability needs --gold (a CSV task,label) to compare with")
     if args.bins < 1:
         raise DataFormatError(f"--bins must be an integer >= 1, got {args.bins}")
+    if args.out is not None:
+        prepare_output_file(args.out, "--out")
     method = args.method if ":seed=" in args.method else f"{args.method}:seed={args.seed}"
     aggregator = make_aggregator(method)  # unknown ids fail here, listing the known ones
-    data = read_labels_csv(args.labels, args.gold)
+    data = read_labels_csv(
+        args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
+    )
     aggregator.fit(data)
     tasks = pd.Series(data.item_ids, name="task")
     if args.proba:
@@ -99,6 +104,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             "accuracy": accuracy,
             "calibration": calibration,
             "reliability": args.reliability if calibration is not None else None,
+            "gold_tasks_without_labels": int(data.extra.get("gold_without_labels", 0)),
             "out": args.out,
         },
     }
@@ -114,7 +120,11 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         print(f"{args.method}: {summary} → {args.out}")
     if accuracy is not None:
         gold_items = int((data.gold >= 0).sum()) if data.gold is not None else 0
-        print(f"accuracy on the {gold_items} gold tasks: {accuracy:.4f}", file=sys.stderr)
+        missing = int(data.extra.get("gold_without_labels", 0))
+        unlabeled = f" ({missing} more gold tasks have no labels)" if missing else ""
+        print(
+            f"accuracy on the {gold_items} gold tasks: {accuracy:.4f}{unlabeled}", file=sys.stderr
+        )
         if calibration is not None:
             print(
                 f"calibration: ECE {calibration['ece']:.4f} ({args.bins} equal-width bins), "
@@ -144,7 +154,11 @@ def add_aggregate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help=f"aggregator id, parameters after colons (default {DEFAULT_VERDICT}, the "
         f"best-calibrated verdict of docs/calibration.md): {_methods_help()}",
     )
-    p.add_argument("--out", default=None, help="write the rows to this CSV (default: stdout)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="write the rows to this CSV file, creating missing folders (default: stdout)",
+    )
     p.add_argument(
         "--gold",
         default=None,
@@ -159,6 +173,7 @@ def add_aggregate_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="write every class probability instead of label and confidence",
     )
+    add_validation_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=cmd_aggregate)

@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+try:
+    import httpx
+except ImportError:
+    raise ImportError(
+        "crowdbudget.client needs httpx, one of the service extras: pip install -e "
+        "'.[service]' in a clone (pip install 'crowdbudget[service]' from a registry)"
+    ) from None
 
 
 class ServiceError(Exception):

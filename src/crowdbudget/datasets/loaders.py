@@ -1,22 +1,38 @@
-"""Crowd label tables: reading, integer coding, the bundled and external data sets.
+"""Crowd label tables: reading, integer coding, validation, the bundled data sets.
 
 Arrays inside, ids at the edge (DESIGN §7): a :class:`LabelData` holds one row per collected
 label as three integer arrays (``items``, ``workers``, ``labels``) plus the string ids they
 code, so aggregators and the replay environment never loop over Python objects per row.
 
-File formats (crowd-kit's columns):
+File formats (crowd-kit's columns; plain or gzip-compressed, ``.csv`` or ``.csv.gz``):
 
 - labels CSV: ``task,worker,label`` — one row per collected label, ids and labels as strings;
-- gold CSV: ``task,label`` — the true label of some tasks (same label coding).
+- gold CSV: ``task,label`` — the true label of some tasks (same label coding);
+- contexts CSV (optional): ``task,context`` — task types, one or more rows per task.
 
-Classes are the sorted union of the labels seen in both files; labels that all read as
-integers sort numerically (``"2" < "10"``), others as text. For two classes, class 1 is the
-"positive" class of the Beta–Bernoulli model (for RTE, label ``1``).
+Validation at load, one policy for every command (:func:`from_frame`):
 
-Bundled data sets (offline, in the package; checksums in :data:`BUNDLED_SHA256`): ``rte``,
-``temp``, ``wsd`` (Snow et al. 2008). The large sets (``millionaire``, ``fact_eval``, ``trec``,
-``adult``) are read from a directory: ``data_dir=`` or the ``CROWDBUDGET_DATA_DIR``
-environment variable, else ``../shared/data`` next to the working directory or this checkout.
+- **classes** are the gold's classes when there is gold (a label outside them is an error
+  naming its row, unless ``classes=`` lists every class), else the labels' classes; labels
+  that all read as integers sort numerically (``"2" < "10"``), others as text. For two
+  classes, class 1 is the "positive" class of the Beta–Bernoulli model (RTE: label ``1``);
+- **repeated (task, worker) rows** are an error naming the first one, unless
+  ``duplicates=`` says what to do: ``keep`` (every row is a label), ``first`` or ``last``
+  (keep one row per pair). The bundled ``adult`` and ``fact_eval`` sets hold such repeats in
+  their sources (2,922 and 45 pairs); their declared policy is ``keep``
+  (:data:`BUNDLED_DUPLICATES`), which is what the published counts and our reproductions use;
+- **gold tasks without labels** are counted (``extra["gold_without_labels"]``) and the
+  commands report them: accuracy is measured on the gold tasks that have labels.
+
+Data sets in the package (offline; :data:`BUNDLED_SHA256` holds the SHA-256 of each file's
+uncompressed bytes, and ``datasets/data/README.md`` the provenance and licence of each):
+crowd label sets ``rte``, ``temp``, ``wsd`` (Snow et al. 2008), ``millionaire`` (Aydin et
+al.), ``fact_eval`` (CrowdScale 2013), ``trec`` (Zhang et al. 2014), ``adult`` (Ipeirotis
+et al. 2010); feature sets ``ionosphere``, ``breast_cancer``, ``pima`` (UCI) and ``splice``
+(LIBSVM). A data set of your own is a folder ``DIR/<name>/`` holding ``labels.csv`` and
+``gold.csv`` (feature sets: ``features.csv``, ``gold.csv``); pass ``data_dir=DIR`` (the CLI's
+``--data-dir``) or set ``CROWDBUDGET_DATA_DIR``. A set found there is used in place of a
+bundled set of the same name.
 
 Example:
     >>> data = load_dataset("rte")
@@ -26,12 +42,13 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -41,10 +58,21 @@ from crowdbudget.exceptions import DataFormatError
 
 IntArray = npt.NDArray[np.int64]
 
-BUNDLED = ("rte", "temp", "wsd")
-EXTERNAL = ("millionaire", "fact_eval", "trec", "adult")
+#: the crowd label sets in the package
+BUNDLED = ("rte", "temp", "wsd", "millionaire", "fact_eval", "trec", "adult")
+#: the UCI / LIBSVM feature sets in the package (no crowd labels; workers are simulated)
+FEATURE_SETS = ("ionosphere", "breast_cancer", "pima", "splice")
+#: no crowd label set lives outside the package any more (kept for callers of the old name)
+EXTERNAL: tuple[str, ...] = ()
 
-#: SHA-256 of the bundled files; identical to the copies in ``shared/data`` (tested).
+#: how repeated (task, worker) rows are handled, per validation policy (:func:`from_frame`)
+DUPLICATE_POLICIES = ("error", "keep", "first", "last")
+#: the declared policy of bundled sets whose source holds repeated (task, worker) rows: the
+#: data README's counts (and every reproduction) use all recorded rows
+BUNDLED_DUPLICATES = {"fact_eval": "keep", "adult": "keep"}
+
+#: SHA-256 of the uncompressed bytes of every packaged file (``<name>/<file>.csv``; stored as
+#: ``.csv.gz``). They equal the digests of the source copies the data README describes.
 BUNDLED_SHA256: dict[str, str] = {
     "rte/contexts.csv": "440de342e17d77db9ea599b7844142ede360e705a86c48b2d373295cfab5f056",
     "rte/gold.csv": "126ba27478041321acf2c0c3d8d2032defff1f534c2496a743dedf4a7e8d265b",
@@ -53,16 +81,43 @@ BUNDLED_SHA256: dict[str, str] = {
     "temp/labels.csv": "95f73d389ab19796a2f40314b31b980cd92bfec3d7199ed6811145a9d6c049c4",
     "wsd/gold.csv": "5472096b02cdc016ff344b320eb01a5491fdd17253817964c6ef94d4f86245c1",
     "wsd/labels.csv": "a3619c30aec3bc5e4d293c63e47d2eb24bb34a3ef36abcb0b5bfc5f15f86dbcd",
+    "millionaire/contexts.csv": "13e13d3d2599481218e695b15be8f24420db5124bb9fa180acf521c8679cb335",
+    "millionaire/gold.csv": "a13d31327a112f30fcdaaa61398f4f541727f1d27b39e890ac9ba3fb3ae0ec2c",
+    "millionaire/labels.csv": "7faa9c41d92f69da44b9084b3b4a60aa867fe80ce0457d032ec2894cbf2880b8",
+    "millionaire/tasks.csv": "7833290eaf8f6df125fac87f0575cc63a9a9a1c2095cb6a7f53d50e65f1164f4",
+    "fact_eval/gold.csv": "32351d038ab7de6304c2bb7a4517f1345e9dfd1eb78d0006b3202d9b4c953a7a",
+    "fact_eval/labels.csv": "b7a5d67dbb3f707a7e47869db436df50465d2a0c3707347cd2ee14db33e6c037",
+    "trec/gold.csv": "769ecf6116442ec6a97affbd7071bc3da0bcb82051ef6fe841fa744d6648e71b",
+    "trec/labels.csv": "2aa04748ec1951a65cdb59a5564d18bddbaa7ed87f9d53059c5f497baaaf3f06",
+    "adult/gold.csv": "d322e48f4ed40aeaa03f42d8e10a0fc30c9c524526fc29c62330d45797ee1ca2",
+    "adult/labels.csv": "f486f2747e0fba89466ae9e05a6452eb1003018a458def8676df25c267f6f125",
+    "ionosphere/features.csv": "c7981d581cc5048a664f424b391f8da0906ec6430b99e9183218d8be70f36c2a",
+    "ionosphere/gold.csv": "df536315f5643fb5e1e75191856d96897539ee605080e7a9490f0f2450aa3ea6",
+    "breast_cancer/features.csv": (
+        "c716643cc92380b0c7b0e68e4c5230d79e06ccf26be8d08d9c682c67816f01d1"
+    ),
+    "breast_cancer/gold.csv": "029fdb899ac02da9ac732fd3dfc671a84e420658e94560f115c091183f3fd9cb",
+    "pima/features.csv": "0d196bf5fdc16234c0bb51b346a88289d61a8c85ab4483b5d8af45a230837b76",
+    "pima/gold.csv": "327736f991e3ad68d896cc692bc97c12b5497498b4a79ce3a34e5fb94324ab89",
+    "splice/features.csv": "19166fb62c281f03c6d0b3acb03e10fe79c1803914e0ddfa0697515e71298c0e",
+    "splice/gold.csv": "6ac182fcd33b7e83f7d465c721d00a3660ab4d4b08bb11a827fac8483c363ba9",
+    "splice/split.csv": "7fb5942b1af1f7a57bb7ca81df946d9c633855212e427bbf10a0bc1adf60aa43",
 }
 
 _DESCRIPTIONS = {
     "rte": "recognizing textual entailment, Snow et al. 2008 (binary, 10 labels per task)",
     "temp": "temporal ordering of events, Snow et al. 2008 (binary, 10 labels per task)",
     "wsd": "word sense disambiguation, Snow et al. 2008 (3 classes, 10 labels per task)",
-    "millionaire": "'Who wants to be a millionaire' answers, Aydin et al. (Requallo 'Game')",
+    "millionaire": "'Who wants to be a millionaire' answers, Aydin et al. (Requallo 'Game'; "
+    "4 classes)",
     "fact_eval": "CrowdScale 2013 Google fact evaluation (3 classes, gold for 576 tasks)",
-    "trec": "TREC relevance judgments used by Zhang et al. 2014 (binary)",
-    "adult": "adult-content rating, Ipeirotis et al. 2010 (4 classes)",
+    "trec": "TREC relevance judgments used by Zhang et al. 2014 (binary, gold for 2,275 tasks)",
+    "adult": "adult-content rating, Ipeirotis et al. 2010 (4 classes, gold for 333 labeled tasks)",
+    "ionosphere": "UCI Ionosphere radar returns (features only, 351 rows, 34 features, binary)",
+    "breast_cancer": "UCI Wisconsin diagnostic breast cancer (features only, 569 rows, 30 "
+    "features)",
+    "pima": "UCI Pima Indians diabetes (features only, 768 rows, 8 features, binary)",
+    "splice": "LIBSVM splice junctions (features only, 1,000 train + 2,175 test rows, 60 features)",
 }
 
 
@@ -158,12 +213,34 @@ def _class_order(values: list[str]) -> tuple[str, ...]:
         return tuple(unique)
 
 
+def _source_name(source: Any) -> str:
+    return str(getattr(source, "name", source))
+
+
 def _read_csv(source: Any, required: tuple[str, ...], what: str) -> pd.DataFrame:
+    """Read a CSV of strings (a path, or a binary file object; ``.gz`` names are gunzipped)."""
+    compression: Literal["gzip", "infer"] = (
+        "gzip" if _source_name(source).endswith(".gz") else "infer"
+    )
     try:
-        frame = pd.read_csv(source, dtype=str, keep_default_na=False, skipinitialspace=True)
+        frame = pd.read_csv(
+            source,
+            dtype=str,
+            keep_default_na=False,
+            skipinitialspace=True,
+            compression=compression,
+        )
     except FileNotFoundError:
         raise DataFormatError(f"{what} file {source} does not exist") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise DataFormatError(f"{what} file {source} is a folder, not a CSV file") from None
+    except (
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+        UnicodeDecodeError,
+        OSError,
+        EOFError,
+    ) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataFormatError(f"{what} file {source} is not a readable CSV: {first}") from None
     frame.columns = [str(c).strip().lower() for c in frame.columns]
@@ -174,12 +251,52 @@ def _read_csv(source: Any, required: tuple[str, ...], what: str) -> pd.DataFrame
             f"expected columns {','.join(required)} (found {','.join(frame.columns)})"
         )
     for column in required:
-        blank = frame[column].str.strip() == ""
+        stripped = frame[column].str.strip()
+        blank = (stripped == "").to_numpy()
         if blank.any():
-            row = int(np.flatnonzero(blank.to_numpy())[0]) + 2  # 1-based, after the header
+            row = int(np.flatnonzero(blank)[0]) + 2  # 1-based, after the header
             raise DataFormatError(f"{what} file {source}: empty {column!r} on line {row}")
-        frame[column] = frame[column].str.strip()
+        frame[column] = stripped
+    frame.attrs["source"] = str(source)
     return frame
+
+
+def _row_name(frame: pd.DataFrame, position: int, what: str) -> str:
+    """``labels file F line N`` for a table read from a file, else ``labels row N``."""
+    source = frame.attrs.get("source")
+    if source:
+        return f"{what} file {source} line {position + 2}"  # 1-based, after the header
+    return f"{what} row {position}"
+
+
+def _resolve_duplicates(
+    labels: pd.DataFrame, task: np.ndarray, worker: np.ndarray, duplicates: str, name: str
+) -> npt.NDArray[np.bool_] | None:
+    """Rows to keep under policy ``duplicates`` (None: keep all), or raise naming the first
+    repeated (task, worker) row."""
+    if duplicates not in DUPLICATE_POLICIES:
+        raise DataFormatError(
+            f"unknown duplicates policy {duplicates!r}; allowed: {', '.join(DUPLICATE_POLICIES)}"
+        )
+    if duplicates == "keep":
+        return None
+    # one int64 code per (task, worker) pair: exact (codes < n_tasks * n_workers, far below
+    # 2**63 for any table that fits in memory) and much faster than hashing string pairs
+    task_codes, _ = pd.factorize(task)
+    worker_codes, worker_ids = pd.factorize(worker)
+    pairs = pd.Series(task_codes.astype(np.int64) * len(worker_ids) + worker_codes)
+    if duplicates == "error":
+        repeated = pairs.duplicated(keep="first").to_numpy()
+        if not repeated.any():
+            return None
+        position = int(np.flatnonzero(repeated)[0])
+        raise DataFormatError(
+            f"{_row_name(labels, position, 'labels')}: worker {worker[position]!r} labeled task "
+            f"{task[position]!r} more than once (data set {name!r}); choose what to do with "
+            "repeated (task, worker) rows: --duplicates keep|first|last"
+        )
+    kept = ~pairs.duplicated(keep="first" if duplicates == "first" else "last").to_numpy()
+    return None if kept.all() else kept
 
 
 def from_frame(
@@ -189,13 +306,20 @@ def from_frame(
     classes: tuple[str, ...] | None = None,
     contexts: pd.DataFrame | None = None,
     name: str = "labels",
+    duplicates: str = "error",
 ) -> LabelData:
-    """Integer-code a crowd-kit table (``task, worker, label``) and optional gold.
+    """Integer-code a crowd-kit table (``task, worker, label``) and optional gold, validated
+    as the module docstring says.
 
-    ``gold`` is a DataFrame with ``task, label`` (or a ``task``-indexed Series). Items are
-    the tasks with labels, then gold-only tasks are ignored (nothing to aggregate), in order
-    of first appearance. ``classes`` fixes the class set and order (labels outside it are an
-    error); by default it is the sorted union of observed labels and gold labels.
+    ``gold`` is a DataFrame with ``task, label`` (or a ``task``-indexed Series). Items are the
+    tasks with labels, in order of first appearance; gold-only tasks have nothing to aggregate
+    and are counted in ``extra["gold_without_labels"]`` (their ids, up to 5, in
+    ``extra["gold_without_labels_examples"]``). ``classes`` fixes the class set and order
+    (labels or gold outside it are an error); by default it is the gold's classes when there
+    is gold, else the observed labels'. ``duplicates`` is one of :data:`DUPLICATE_POLICIES`.
+
+    Raises:
+        DataFormatError: one line naming the row at fault and what is allowed.
     """
     for column in ("task", "worker", "label"):
         if column not in labels.columns:
@@ -207,36 +331,58 @@ def from_frame(
     label = labels["label"].astype(str).to_numpy()
     if task.shape[0] == 0:
         raise DataFormatError(f"labels table {name!r} has no rows")
+    keep = _resolve_duplicates(labels, task, worker, duplicates, name)
     if isinstance(gold, pd.Series):
         gold = pd.DataFrame({"task": gold.index.astype(str), "label": gold.astype(str).values})
     gold_task = gold["task"].astype(str).to_numpy() if gold is not None else np.zeros(0, str)
     gold_label = gold["label"].astype(str).to_numpy() if gold is not None else np.zeros(0, str)
-    if classes is None:
-        classes = _class_order(list(pd.unique(label)) + list(pd.unique(gold_label)))
-    else:
+    from_gold = classes is None and gold is not None and gold_label.shape[0] > 0
+    if classes is not None:
         classes = tuple(str(c) for c in classes)
+    elif from_gold:
+        classes = _class_order(list(pd.unique(gold_label)))
+    else:
+        classes = _class_order(list(pd.unique(label)))
     class_index = pd.Index(classes)
-    items, item_ids = pd.factorize(task)
-    workers, worker_ids = pd.factorize(worker)
     codes = class_index.get_indexer(pd.Index(label))
     if (codes < 0).any():
-        bad = label[int(np.flatnonzero(codes < 0)[0])]
-        raise DataFormatError(f"label {bad!r} is not a class; classes: {', '.join(classes)}")
+        position = int(np.flatnonzero(codes < 0)[0])
+        where = _row_name(labels, position, "labels")
+        if from_gold:
+            observed = _class_order(list(pd.unique(label)) + list(classes))
+            raise DataFormatError(
+                f"{where}: label {label[position]!r} is not one of the gold's classes "
+                f"({', '.join(classes)}); if it is a real class, list every class: "
+                f"--classes {','.join(observed)}"
+            )
+        raise DataFormatError(
+            f"{where}: label {label[position]!r} is not a class; classes: {', '.join(classes)}"
+        )
+    if keep is not None:
+        task, worker, codes = task[keep], worker[keep], codes[keep]
+    items, item_ids = pd.factorize(task)
+    workers, worker_ids = pd.factorize(worker)
     gold_codes: IntArray | None = None
+    extra: dict[str, Any] = {}
     if gold is not None:
         if pd.Index(gold_task).has_duplicates:
             dup = pd.Index(gold_task)[pd.Index(gold_task).duplicated()][0]
             raise DataFormatError(f"gold labels list task {dup!r} more than once")
         g = class_index.get_indexer(pd.Index(gold_label))
         if (g < 0).any():
-            bad = gold_label[int(np.flatnonzero(g < 0)[0])]
+            position = int(np.flatnonzero(g < 0)[0])
             raise DataFormatError(
-                f"gold label {bad!r} is not a class; classes: {', '.join(classes)}"
+                f"{_row_name(gold, position, 'gold')}: gold label {gold_label[position]!r} is "
+                f"not a class; classes: {', '.join(classes)}"
             )
         gold_codes = np.full(len(item_ids), -1, dtype=np.int64)
-        position = pd.Index(item_ids).get_indexer(pd.Index(gold_task))
-        known = position >= 0
-        gold_codes[position[known]] = g[known]
+        position_of = pd.Index(item_ids).get_indexer(pd.Index(gold_task))
+        known = position_of >= 0
+        gold_codes[position_of[known]] = g[known]
+        extra["gold_without_labels"] = int((~known).sum())
+        extra["gold_without_labels_examples"] = [str(t) for t in gold_task[~known][:5]]
+    if keep is not None:
+        extra["duplicates_dropped"] = int((~keep).sum())
     context_tuples = None
     if contexts is not None:
         grouped = contexts.astype(str).groupby("task")["context"].apply(tuple)
@@ -251,6 +397,7 @@ def from_frame(
         gold=gold_codes,
         contexts=context_tuples,
         name=name,
+        extra=extra,
     )
 
 
@@ -261,8 +408,10 @@ def read_labels_csv(
     classes: tuple[str, ...] | None = None,
     contexts: str | os.PathLike[str] | None = None,
     name: str | None = None,
+    duplicates: str = "error",
 ) -> LabelData:
-    """Read a labels CSV (``task,worker,label``) and optional gold CSV (``task,label``).
+    """Read a labels CSV (``task,worker,label``) and optional gold CSV (``task,label``),
+    validated by :func:`from_frame`.
 
     Raises :class:`DataFormatError` with one line naming the file, line or column at fault.
     """
@@ -275,6 +424,7 @@ def read_labels_csv(
         classes=classes,
         contexts=ctx,
         name=name or Path(labels).parent.name or "labels",
+        duplicates=duplicates,
     )
 
 
@@ -283,107 +433,184 @@ def _bundled_dir(name: str) -> Any:
 
 
 def bundled_files(name: str) -> dict[str, Any]:
-    """The package files of bundled data set ``name`` (``labels``, ``gold``, ``contexts``)."""
+    """The package files of bundled set ``name`` by part (``labels``, ``gold``, ``contexts``,
+    ``tasks``, ``features``, ``split``): importlib resources of gzip-compressed CSVs."""
     folder = _bundled_dir(name)
     out = {}
-    for part in ("labels", "gold", "contexts"):
-        entry = folder.joinpath(f"{part}.csv")
+    for part in ("labels", "gold", "contexts", "tasks", "features", "split"):
+        entry = folder.joinpath(f"{part}.csv.gz")
         if entry.is_file():
             out[part] = entry
     return out
 
 
 def file_sha256(path: Any) -> str:
-    """SHA-256 hex digest of a file (a path or an importlib resource)."""
+    """SHA-256 hex digest of a file's content (a path or an importlib resource); a ``.gz``
+    file is digested after decompression, so the digest is that of the CSV itself."""
     digest = hashlib.sha256()
     opener = path.open if hasattr(path, "open") else Path(path).open
-    with opener("rb") as fh:
+    with opener("rb") as raw:
+        fh = gzip.GzipFile(fileobj=raw) if _source_name(path).endswith(".gz") else raw
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
 
 
 def default_data_dir() -> Path | None:
-    """Where the large data sets live: ``$CROWDBUDGET_DATA_DIR`` or a ``shared/data`` beside."""
+    """The folder of the user's own data sets: ``$CROWDBUDGET_DATA_DIR``, or None."""
     env = os.environ.get("CROWDBUDGET_DATA_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    candidates = [Path.cwd() / ".." / "shared" / "data", Path.cwd() / "shared" / "data"]
-    candidates += [parent / ".." / "shared" / "data" for parent in here.parents]
-    for candidate in candidates:
-        if (candidate / "README.md").is_file():
-            return candidate.resolve()
+    return Path(env) if env else None
+
+
+def _data_root(data_dir: str | os.PathLike[str] | None) -> Path | None:
+    """The user's data folder (``data_dir``, else ``$CROWDBUDGET_DATA_DIR``), checked."""
+    root: Path | None
+    if data_dir is not None:
+        root, what = Path(data_dir), "--data-dir"
+    else:
+        root, what = default_data_dir(), "CROWDBUDGET_DATA_DIR"
+    if root is not None and not root.is_dir():
+        raise DataFormatError(
+            f"{what} {root} is not a folder; it names a folder of data sets "
+            "(DIR/NAME/labels.csv and gold.csv)"
+        )
+    return root
+
+
+def _user_folder(name: str, data_dir: str | os.PathLike[str] | None, part: str) -> Path | None:
+    """``DIR/name`` when it holds ``part.csv`` (or ``part.csv.gz``), DIR being ``data_dir``
+    or ``$CROWDBUDGET_DATA_DIR``; else None."""
+    root = _data_root(data_dir)
+    if root is None:
+        return None
+    folder = root / name
+    if _part_file(folder, part) is not None:
+        return folder
     return None
 
 
-def list_datasets() -> list[dict[str, Any]]:
-    """Every known data set: name, description, whether bundled, where it is found."""
+def _part_file(folder: Path, part: str) -> Path | None:
+    for suffix in (".csv", ".csv.gz"):
+        candidate = folder / f"{part}{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _user_sets(data_dir: str | os.PathLike[str] | None) -> dict[str, tuple[str, Path]]:
+    """The sets in the user's data folder: name -> (kind, folder)."""
+    root = _data_root(data_dir)
+    if root is None:
+        return {}
+    found = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if _part_file(folder, "labels") is not None:
+            found[folder.name] = ("labels", folder)
+        elif _part_file(folder, "features") is not None:
+            found[folder.name] = ("features", folder)
+    return found
+
+
+def list_datasets(data_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """Every data set: the bundled ones, then those in ``data_dir`` (default
+    ``$CROWDBUDGET_DATA_DIR``); a user set of a bundled name replaces it. Rows have ``name``,
+    ``kind`` (``labels`` or ``features``), ``description``, ``bundled``, ``available``,
+    ``location`` (``"bundled"`` or the folder)."""
+    user = _user_sets(data_dir)
     rows = []
-    data_dir = default_data_dir()
-    for name in BUNDLED + EXTERNAL:
-        location: str | None
-        if name in BUNDLED:
-            location = "bundled"
-        elif data_dir is not None and (data_dir / name / "labels.csv").is_file():
-            location = str(data_dir / name)
-        else:
-            location = None
+    for name in BUNDLED + FEATURE_SETS:
+        kind = "labels" if name in BUNDLED else "features"
+        location = str(user[name][1]) if name in user else "bundled"
         rows.append(
             {
                 "name": name,
+                "kind": kind,
                 "description": _DESCRIPTIONS[name],
-                "bundled": name in BUNDLED,
-                "available": location is not None,
+                "bundled": name not in user,
+                "available": True,
                 "location": location,
+            }
+        )
+    for name, (kind, folder) in user.items():
+        if name in BUNDLED + FEATURE_SETS:
+            continue
+        rows.append(
+            {
+                "name": name,
+                "kind": kind,
+                "description": "your data set",
+                "bundled": False,
+                "available": True,
+                "location": str(folder),
             }
         )
     return rows
 
 
-def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> LabelData:
-    """Load a named data set (bundled ones offline; the large ones from ``data_dir``).
-
-    Raises:
-        DataFormatError: unknown name, or a large set whose directory cannot be found.
-    """
-    if name in BUNDLED and data_dir is None:
-        files = bundled_files(name)
-        with (
-            files["labels"].open("rb") as lab,
-            files["gold"].open("rb") as gol,
-        ):
-            labels = _read_csv(lab, ("task", "worker", "label"), "labels")
-            gold = _read_csv(gol, ("task", "label"), "gold")
-        ctx = None
-        if "contexts" in files:
-            with files["contexts"].open("rb") as fh:
-                ctx = _read_csv(fh, ("task", "context"), "contexts")
-        return from_frame(labels, gold, contexts=ctx, name=name)
-    if name not in BUNDLED + EXTERNAL:
-        raise DataFormatError(
-            f"unknown data set {name!r}; known: {', '.join(BUNDLED + EXTERNAL)} "
-            "(or pass --labels/--gold CSV files)"
-        )
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
-    if root is None or not (root / name / "labels.csv").is_file():
-        raise DataFormatError(
-            f"data set {name!r} is not bundled and was not found; pass data_dir= "
-            "or set CROWDBUDGET_DATA_DIR to the directory holding "
-            f"{name}/labels.csv"
-        )
-    folder = root / name
-    contexts = folder / "contexts.csv"
-    return read_labels_csv(
-        folder / "labels.csv",
-        folder / "gold.csv",
-        contexts=contexts if contexts.is_file() else None,
-        name=name,
+def _unknown(name: str, kind: str, data_dir: str | os.PathLike[str] | None) -> DataFormatError:
+    root = _data_root(data_dir)
+    part = "labels.csv and gold.csv" if kind == "labels" else "features.csv and gold.csv"
+    known = BUNDLED if kind == "labels" else FEATURE_SETS
+    where = f"; {root}/{name}/ has no such files" if root is not None else ""
+    return DataFormatError(
+        f"unknown {'data' if kind == 'labels' else 'feature'} set {name!r}; bundled: "
+        f"{', '.join(known)}; a set of your own is a folder DIR/{name}/ with {part} "
+        f"(--data-dir DIR or CROWDBUDGET_DATA_DIR){where}"
     )
 
 
-#: the UCI / LIBSVM feature sets (no crowd labels; workers are simulated on them)
-FEATURE_SETS = ("ionosphere", "breast_cancer", "pima", "splice")
+def load_dataset(
+    name: str,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    duplicates: str | None = None,
+    classes: tuple[str, ...] | None = None,
+) -> LabelData:
+    """Load a crowd label set: ``DIR/name/`` when the user's data folder (``data_dir``, else
+    ``$CROWDBUDGET_DATA_DIR``) holds it, else the bundled set ``name``.
+
+    ``duplicates`` (:data:`DUPLICATE_POLICIES`) defaults to the bundled set's declared policy
+    (:data:`BUNDLED_DUPLICATES`), else ``"error"``; ``classes`` as for :func:`from_frame`.
+
+    Raises:
+        DataFormatError: an unknown name (the message says how to add a set), or bad data.
+    """
+    folder = _user_folder(name, data_dir, "labels")
+    if folder is not None:
+        labels_file = _part_file(folder, "labels")
+        gold_file = _part_file(folder, "gold")
+        contexts_file = _part_file(folder, "contexts")
+        assert labels_file is not None
+        return read_labels_csv(
+            labels_file,
+            gold_file,
+            contexts=contexts_file,
+            classes=classes,
+            name=name,
+            duplicates=duplicates or "error",
+        )
+    if name not in BUNDLED:
+        raise _unknown(name, "labels", data_dir)
+    files = bundled_files(name)
+    tables = {}
+    for part, required in (
+        ("labels", ("task", "worker", "label")),
+        ("gold", ("task", "label")),
+        ("contexts", ("task", "context")),
+    ):
+        if part in files:
+            with files[part].open("rb") as fh:
+                tables[part] = _read_csv(fh, required, part)
+            # name the package file (not the open handle) in row-level errors
+            tables[part].attrs["source"] = f"{name}/{part}.csv"
+    return from_frame(
+        tables["labels"],
+        tables.get("gold"),
+        contexts=tables.get("contexts"),
+        classes=classes,
+        name=name,
+        duplicates=duplicates or BUNDLED_DUPLICATES.get(name, "error"),
+    )
 
 
 @dataclass(frozen=True)
@@ -397,6 +624,8 @@ class FeatureData:
         feature_names: column names, length n_features.
         gold: class index 0/1 per task, shape (n_items,).
         classes: the class names in index order (sorted).
+        split: per task its split name (``split.csv``: splice's ``train`` / ``test``), shape
+            (n_items,), or None.
     """
 
     name: str
@@ -405,27 +634,47 @@ class FeatureData:
     feature_names: tuple[str, ...]
     gold: npt.NDArray[np.int64]
     classes: tuple[str, ...]
+    split: npt.NDArray[np.str_] | None = None
 
     @property
     def n_items(self) -> int:
         return int(self.features.shape[0])
 
 
+def _feature_tables(name: str, data_dir: str | os.PathLike[str] | None) -> dict[str, pd.DataFrame]:
+    """The raw tables (``features``, ``gold``, optional ``split``) of feature set ``name``,
+    from the user's data folder or the package; ``task`` and ``label`` read as strings."""
+    dtypes = {"task": str, "label": str, "split": str}
+    folder = _user_folder(name, data_dir, "features")
+    sources: dict[str, Any] = {}
+    if folder is not None:
+        for part in ("features", "gold", "split"):
+            path = _part_file(folder, part)
+            if path is not None:
+                sources[part] = path
+        if "gold" not in sources:
+            raise DataFormatError(f"feature set {name!r} in {folder} has no gold.csv")
+    elif name in FEATURE_SETS:
+        sources = {k: v for k, v in bundled_files(name).items() if k != "labels"}
+    else:
+        raise _unknown(name, "features", data_dir)
+    tables = {}
+    for part, source in sources.items():
+        with source.open("rb") as fh:
+            tables[part] = pd.read_csv(
+                fh,
+                dtype=dtypes,
+                compression="gzip" if _source_name(source).endswith(".gz") else None,
+            )
+    return tables
+
+
 def load_feature_set(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> FeatureData:
-    """Load UCI feature set ``name`` (``features.csv`` and ``gold.csv`` under ``data_dir``,
-    default :func:`default_data_dir`); binary sets only."""
-    if name not in FEATURE_SETS:
-        raise DataFormatError(
-            f"unknown feature set {name!r}; feature sets: {', '.join(FEATURE_SETS)}"
-        )
-    base = Path(data_dir) if data_dir is not None else default_data_dir()
-    folder = None if base is None else base / name
-    if folder is None or not (folder / "features.csv").is_file():
-        raise DataFormatError(
-            f"feature set {name!r} not found; set CROWDBUDGET_DATA_DIR to the shared/data folder"
-        )
-    features = pd.read_csv(folder / "features.csv", dtype={"task": str})
-    gold = pd.read_csv(folder / "gold.csv", dtype={"task": str, "label": str}).set_index("task")
+    """Load feature set ``name`` (bundled, or ``DIR/name/features.csv`` and ``gold.csv`` in
+    the user's data folder); binary sets only."""
+    tables = _feature_tables(name, data_dir)
+    features = tables["features"]
+    gold = tables["gold"].set_index("task")
     numeric_ids = pd.to_numeric(features["task"], errors="coerce").fillna(np.inf)
     order = np.argsort(numeric_ids.to_numpy(), kind="stable")
     features = features.iloc[order]
@@ -437,6 +686,10 @@ def load_feature_set(name: str, *, data_dir: str | os.PathLike[str] | None = Non
         raise DataFormatError(f"{name!r} is not binary: classes {list(classes)}")
     index = {c: k for k, c in enumerate(classes)}
     labels = gold.loc[features["task"], "label"].map(index).to_numpy(dtype=np.int64)
+    split = None
+    if "split" in tables:
+        by_task = tables["split"].set_index("task")["split"]
+        split = by_task.reindex(features["task"]).fillna("").to_numpy(dtype=str)
     x = features.drop(columns="task")
     return FeatureData(
         name=name,
@@ -445,4 +698,5 @@ def load_feature_set(name: str, *, data_dir: str | os.PathLike[str] | None = Non
         feature_names=tuple(str(c) for c in x.columns),
         gold=labels,
         classes=classes,
+        split=split,
     )

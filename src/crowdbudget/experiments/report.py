@@ -67,29 +67,64 @@ def accuracy_table(
     n_items: int | None = None,
     metric: str = "accuracy",
     paper: Mapping[tuple[str, float], float] | None = None,
+    width: int = 120,
 ) -> str:
-    """Budgets down, policies across: ``mean ± std`` of ``metric`` (and the paper's value)."""
+    """Budgets down, policies across: ``mean ± std`` of ``metric`` (and the paper's value).
+
+    Rates (every mean within [-1.5, 1.5]) show 4 decimals; counts and amounts (labels spent,
+    tasks completed, ...) show 1 decimal, and an exact whole number with std 0 shows as an
+    integer. Tables wider than ``width`` columns are split into blocks of policies, each
+    repeating the budget columns."""
     policies = list(dict.fromkeys(summary["policy"]))
     budgets = sorted(summary["budget"].unique())
-    header = ["budget"] + (["per item"] if n_items else []) + policies
-    lines = []
     cells = summary.set_index(["policy", "budget"])
-    for budget in budgets:
-        row = [f"{budget:g}"] + ([f"{budget / n_items:g}"] if n_items else [])
-        for pid in policies:
+    means = summary[metric + "_mean"].to_numpy(dtype=float)
+    finite = means[np.isfinite(means)]
+    is_rate = finite.size == 0 or float(np.abs(finite).max()) <= 1.5
+
+    def cell(mean: float, std: float) -> str:
+        if is_rate:
+            return f"{mean:.4f} ± {std:.4f}"
+        if std == 0 and float(mean).is_integer():
+            return f"{int(mean)}"
+        return f"{mean:.1f} ± {std:.1f}"
+
+    head = ["budget"] + (["per item"] if n_items else [])
+    lead_rows = [[f"{b:g}"] + ([f"{b / n_items:g}"] if n_items else []) for b in budgets]
+    columns: list[list[str]] = []
+    for pid in policies:
+        column = [str(pid)]
+        for budget in budgets:
             if (pid, budget) in cells.index:
                 c = cells.loc[(pid, budget)]
-                text = f"{c[metric + '_mean']:.4f} ± {c[metric + '_std']:.4f}"
+                text = cell(float(c[metric + "_mean"]), float(c[metric + "_std"]))
                 if paper and (pid, budget) in paper:
                     text += f" (paper {paper[(pid, budget)]:.2f})"
-                row.append(text)
+                column.append(text)
             else:
-                row.append("—")
-        lines.append(row)
-    widths = [max(len(str(r[i])) for r in [header, *lines]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
-    out = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
-    out += [fmt.format(*r) for r in lines]
+                column.append("—")
+        columns.append(column)
+    lead_widths = [max(len(r[i]) for r in [head, *lead_rows]) for i in range(len(head))]
+    lead_width = sum(lead_widths) + 2 * (len(lead_widths) - 1)
+    blocks: list[list[list[str]]] = [[]]
+    used = lead_width
+    for column in columns:
+        column_width = 2 + max(len(v) for v in column)
+        if blocks[-1] and used + column_width > width:
+            blocks.append([])
+            used = lead_width
+        blocks[-1].append(column)
+        used += column_width
+    out: list[str] = []
+    for block in blocks:
+        header = head + [c[0] for c in block]
+        rows = [lead + [c[k + 1] for c in block] for k, lead in enumerate(lead_rows)]
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+        if out:
+            out.append("")
+        out += [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+        out += [fmt.format(*r) for r in rows]
     return "\n".join(out)
 
 

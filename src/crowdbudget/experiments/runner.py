@@ -54,7 +54,8 @@ class _DaskSession:
                 from dask.distributed import Client, LocalCluster
             except ImportError:
                 raise InvalidParameterError(
-                    "--scheduler needs Dask: pip install 'crowdbudget[dask]'"
+                    "--scheduler needs Dask: pip install -e '.[dask]' in a clone "
+                    "(pip install 'crowdbudget[dask]' from a registry)"
                 ) from None
             if self.address == "local":
                 self._cluster = LocalCluster(
@@ -94,6 +95,13 @@ def dask_scheduler(address: str | None, n_workers: int | None = None) -> Iterato
     if address is None:
         yield
         return
+    try:
+        import dask.distributed  # noqa: F401  (checked before any work starts)
+    except ImportError:
+        raise InvalidParameterError(
+            "--scheduler needs Dask: pip install -e '.[dask]' in a clone "
+            "(pip install 'crowdbudget[dask]' from a registry)"
+        ) from None
     session = _DaskSession(address, n_workers)
     token = _SCHEDULER.set(session)
     try:
@@ -101,6 +109,16 @@ def dask_scheduler(address: str | None, n_workers: int | None = None) -> Iterato
     finally:
         _SCHEDULER.reset(token)
         session.close()
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued tasks and end the worker processes without waiting for them."""
+    # CPython's executor keeps its processes here (and forgets them at shutdown: read first)
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _chunk(tasks: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
@@ -303,10 +321,14 @@ def run_experiment(
     world_root, policy_root = root.spawn(2)
     world_seeds = world_root.spawn(n_reps)
     policy_seeds = policy_root.spawn(n_reps)
+    # replications outside, policies inside: every chunk of tasks (below) then holds a mix of
+    # cheap and expensive policies, so chunks take about the same time and the progress bar's
+    # estimate is honest (policy by policy, the slow policies' chunks all came last: the bar
+    # said seconds left at 80% and took minutes). Rows are sorted afterwards: same results.
     tasks = [
         (specs[pid], env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
-        for pid in policies
         for r in range(n_reps)
+        for pid in policies
     ]
     n_jobs = os.cpu_count() or 1 if n_jobs is None else max(1, n_jobs)
     bar = tqdm(
@@ -337,11 +359,18 @@ def run_experiment(
                 bar.update()
         else:
             workers = min(n_jobs, len(tasks))
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            pool = ProcessPoolExecutor(max_workers=workers)
+            try:
                 pending = {pool.submit(_chunk, c): len(c) for c in _chunks(tasks, workers)}
                 for future in as_completed(pending):
                     rows.extend(future.result())
                     bar.update(pending[future])
+            except BaseException:
+                # Ctrl-C (or a failed campaign): stop now, not after the queued chunks — a
+                # plain shutdown waits for every running chunk (measured ~45 s on compare)
+                _stop_pool(pool)
+                raise
+            pool.shutdown()
     finally:
         bar.close()
     extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))

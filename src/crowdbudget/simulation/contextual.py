@@ -24,7 +24,7 @@ Crowdsourcing", Neural Computation 2015, §2.1 and §5).
   worker labels a task at most once (the paper: "tasks leave once every worker has labeled
   them"); ``pairs`` tells policies which (task, worker) pairs are still free.
 - :func:`uci_contexts` clusters a UCI feature set (ionosphere, breast_cancer, pima from
-  ``shared/data``) into S contexts with k-means (§5.1: S = 3, 4, 5 with K = 30, 40, 50
+  the package data) into S contexts with k-means (§5.1: S = 3, 4, 5 with K = 30, 40, 50
   workers). The paper does not say whether features are scaled; we standardise every feature
   (z-score) first, because raw pima features range from 0–2.4 (pedigree) to 0–846 (insulin)
   and k-means would otherwise cluster on one feature. k-means uses ``n_init=10`` and a fixed
@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
 from crowdbudget._random import as_seed_sequence, child_seed
@@ -307,19 +306,6 @@ class ContextualWorkerEnvironment(LabelingEnvironment):
         return cls(labels, contexts, workers, n_workers=n_workers or k_default, name=name)
 
 
-def _data_folder(name: str, data_dir: str | None) -> Any:
-    from pathlib import Path
-
-    from crowdbudget.datasets.loaders import default_data_dir
-
-    base = Path(data_dir) if data_dir is not None else default_data_dir()
-    if base is None or not (base / name / "features.csv").is_file():
-        raise DataFormatError(
-            f"feature set {name!r} not found; set CROWDBUDGET_DATA_DIR to the shared/data folder"
-        )
-    return base / name
-
-
 def uci_contexts(
     name: str, n_contexts: int, *, data_dir: str | None = None, random_state: int = 0
 ) -> tuple[IntArray, IntArray]:
@@ -327,16 +313,11 @@ def uci_contexts(
     feature set ``name``, both shape (n_items,). Features are standardised (module docstring)."""
     from sklearn.cluster import KMeans
 
-    folder = _data_folder(name, data_dir)
-    features = pd.read_csv(folder / "features.csv").sort_values("task")
-    gold = pd.read_csv(folder / "gold.csv", dtype={"label": str}).set_index("task")
-    classes = sorted(gold["label"].unique())
-    if len(classes) != 2:
-        raise DataFormatError(f"{name!r} is not binary: classes {classes}")
-    labels = (
-        gold.loc[features["task"], "label"].map({c: k for k, c in enumerate(classes)}).to_numpy()
-    )
-    x = features.drop(columns="task").to_numpy(dtype=float)
+    from crowdbudget.datasets import load_feature_set
+
+    data = load_feature_set(name, data_dir=data_dir)  # rows in task order, classes sorted
+    labels = data.gold
+    x = data.features
     scale = x.std(axis=0)
     x = (x - x.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
     kmeans = KMeans(n_clusters=n_contexts, n_init=10, random_state=random_state)

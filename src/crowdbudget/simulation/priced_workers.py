@@ -152,8 +152,8 @@ def confident(votes: np.ndarray, n_labels: int, stop_constant: float) -> bool:
     §6 says B-KUBE "evaluates one task at a time and moves to a different task whenever the
     algorithm is confident that the estimated label of the current task is correct", using
     "the criteria proposed in [1]" (Abraham, Alonso, Kandylas, Slivkins, *Adaptive
-    crowdsourcing algorithms for the bandit survey problem*, COLT 2013; not in
-    ``shared/papers``). Their single-crowd rule stops once the empirical gap between the two
+    crowdsourcing algorithms for the bandit survey problem*, COLT 2013; not one of
+    the five papers). Their single-crowd rule stops once the empirical gap between the two
     most frequent answers, ``eps_t = (s_(1) - s_(2)) / t``, exceeds a confidence radius of
     order ``1/sqrt(t)`` whose constant (their quality parameter) trades labels per task for
     accuracy; the log factor comes from their union bound over rounds. Rangi & Franceschetti

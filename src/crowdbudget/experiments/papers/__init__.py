@@ -100,4 +100,29 @@ REPRODUCTIONS: dict[str, Reproduction] = {
     ]
 }
 
-__all__ = ["REPRODUCTIONS", "Reproduction", "ReproductionResult"]
+#: Typical time of each reproduction (``--quick``, full run) on the project's 2-core machine,
+#: seed 0, default jobs. Quick: CPU seconds (user + sys, workers included) of
+#: ``/usr/bin/time crowdbudget reproduce ID --quick`` — the wall time of a run that has the
+#: machine to itself is at most about that; with the cores shared by other jobs (load 10 on 2
+#: cores when measured) the wall time was 2-4 times longer. Full: the wall times recorded in
+#: docs/reproductions.md ("-": not recorded).
+TYPICAL_TIMES: dict[str, tuple[str, str]] = {
+    "chen2013-fig2a": ("3 s", "3 min"),
+    "chen2013-fig2b": ("4 s", "43 s"),
+    "chen2013-fig3a": ("5 s", "-"),
+    "chen2013-fig3b": ("14 s", "3 min"),
+    "chen2013-features": ("4 s", "> 15 min"),
+    "hu-frazier-fig1": ("5 s", "6 min"),
+    "hu-frazier-fig2": ("5 s", "4 min"),
+    "requallo-fig1": ("4 s", "10 s"),
+    "requallo-fig2": ("6 s", "16 s"),
+    "requallo-table3": ("8 s", "22 s"),
+    "requallo-fig3": ("6 s", "8 s"),
+    "bkube-fig1": ("11 s", "12 min"),
+    "bkube-fig2": ("6 s", "3 min"),
+    "bbta-fig2": ("13 s", "45 min"),
+    "bbta-fig3": ("6 s", "7 min"),
+    "bbta-rte": ("5 s", "10 min"),
+}
+
+__all__ = ["REPRODUCTIONS", "TYPICAL_TIMES", "Reproduction", "ReproductionResult"]

@@ -1,6 +1,6 @@
 """Reproductions of Li, Ma, Gao, Su, Quinn, *Crowdsourcing High Quality Labels with a Tight
 Budget* (WSDM 2016), §4: ``requallo-fig1`` (RTE), ``requallo-fig2`` and ``requallo-table3``
-(the "Game" data: ../shared/data/millionaire), ``requallo-fig3`` (Splice, simulated workers).
+(the "Game" data: the bundled ``millionaire`` set), ``requallo-fig3`` (Splice, simulated workers).
 
 Policies (§4.1): ``uniform`` ("Random"), ``round-robin`` ("Looping"), ``opt-kg`` (Beta(1, 1)),
 ``label-uncertainty`` ("LU"), ``requallo:ratio=4:max-labels=14`` ("Requallo-c4") and
@@ -394,25 +394,18 @@ def _splice() -> dict[str, Any]:
         from sklearn.preprocessing import StandardScaler
         from sklearn.svm import SVC
 
-        from crowdbudget.datasets.loaders import default_data_dir
-        from crowdbudget.exceptions import DataFormatError
+        from crowdbudget.datasets import load_feature_set
 
-        root = default_data_dir()
-        if root is None or not (root / "splice" / "features.csv").is_file():
-            raise DataFormatError(
-                "requallo-fig3 needs the splice features (../shared/data/splice or "
-                "$CROWDBUDGET_DATA_DIR/splice)"
-            )
-        features = pd.read_csv(root / "splice" / "features.csv").set_index("task")
-        gold = pd.read_csv(root / "splice" / "gold.csv").set_index("task")["label"]
-        split = pd.read_csv(root / "splice" / "split.csv").set_index("task")["split"]
-        train = split.index[split == "train"]
-        test = split.index[split == "test"]
-        scaler = StandardScaler().fit(features.loc[train].to_numpy(float))
-        x_train = scaler.transform(features.loc[train].to_numpy(float))
-        x_test = scaler.transform(features.loc[test].to_numpy(float))
-        y_train = (gold.loc[train].to_numpy() > 0).astype(int)
-        y_test = (gold.loc[test].to_numpy() > 0).astype(int)
+        data = load_feature_set("splice")  # LIBSVM coding: label +1 / -1, split train / test
+        assert data.split is not None
+        train = data.split == "train"
+        test = data.split == "test"
+        positive = np.array([float(c) > 0 for c in data.classes])[data.gold]
+        scaler = StandardScaler().fit(data.features[train])
+        x_train = scaler.transform(data.features[train])
+        x_test = scaler.transform(data.features[test])
+        y_train = positive[train].astype(int)
+        y_test = positive[test].astype(int)
         svm = SVC(kernel="linear", probability=True, random_state=0).fit(x_train, y_train)
         _SPLICE.update(
             x_train=x_train,

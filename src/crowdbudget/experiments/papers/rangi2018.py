@@ -303,7 +303,7 @@ def _figure(
     with_regret: bool,
     progress: bool = True,
 ) -> ReproductionResult:
-    reps = 5 if quick else 100
+    reps = 2 if quick else 100
     raw = run_case(n_tasks, BUDGETS, reps, seed, progress=progress)
     summary = summarize_cases(raw)
     tables = [claims(summary)]
@@ -322,7 +322,7 @@ def _figure(
     extra_plots: list[ExtraPlot] = []
     if with_regret:
         curves = []
-        regret_reps = 2 if quick else 30
+        regret_reps = 1 if quick else 30
         budgets = REGRET_BUDGETS[:3] if quick else REGRET_BUDGETS
         settings["regret"] = {"budgets": list(budgets), "reps": regret_reps}
         for feedback in ("truth", "estimate"):
@@ -383,7 +383,14 @@ def _figure(
         "rows: 'policy' is the id, 'case' the label of the plot and text tables (id @set/T=n)",
     ]
     if quick:
-        notes.append(f"quick: {reps} replications (full: 100)")
+        notes.append(
+            f"quick: {reps} replications (full: 100)"
+            + (
+                "; regret: 1 replication at B = 50, 100, 200 (full: 30, up to 3200)"
+                if with_regret
+                else ""
+            )
+        )
     return ReproductionResult(
         reproduction_id=reproduction_id,
         summary=summary,

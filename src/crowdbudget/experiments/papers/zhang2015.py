@@ -15,8 +15,8 @@ Crowdsourcing", Neural Computation 27(11), 2015, §5.
 
 The figures are missing from our copy of the paper and its text gives no accuracy numbers, so
 ``paper`` is empty; the text's claims are checked one by one in a table (``tables``).
-Gender Hobby (§5.2.2) is not available (see ``shared/data/README.md``), so Fig. 5(b) is not
-reproduced.
+Gender Hobby (§5.2.2) is not publicly available (see ``crowdbudget/datasets/data/README.md``),
+so Fig. 5(b) is not reproduced.
 """
 
 from __future__ import annotations
@@ -408,7 +408,7 @@ def rte(
         f"settings {', '.join(env.context_names)} as contexts (settings.policy_specs)",
         "the paper reports no numbers: 'all methods work very well', BBTA (N'=1) converges "
         "slightly faster; at 10 labels per task every method sees all labels",
-        "Gender Hobby (Fig. 5(b)) is not available in shared/data and is not reproduced",
+        "Gender Hobby (Fig. 5(b)) is not publicly available and is not reproduced",
     ]
     if quick:
         notes.append("quick: 2 replications, budgets N, 2N, 4N, OptKG variants left out")

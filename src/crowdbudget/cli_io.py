@@ -1,0 +1,137 @@
+"""What every ``crowdbudget`` command does alike with data and output paths.
+
+- **Data validation** (one policy for all commands that read crowd labels; the rules are
+  :func:`crowdbudget.datasets.from_frame`'s): ``--duplicates error|keep|first|last`` for
+  repeated (task, worker) rows and ``--classes c1,c2,...`` for labels outside the gold's
+  classes (:func:`add_validation_arguments`).
+- **Output paths** (:func:`prepare_output_file`, :func:`prepare_output_folder`): ``--out`` is a
+  folder for commands that write a results folder (``compare``, ``reproduce``), a file for
+  those that write one file (``aggregate``; ``--plot`` of ``simulate`` and ``replay``).
+  Missing parent folders are created; a path under a file, a file path onto a folder or a
+  folder path onto a file is a one-line error (exit status 2) before any work starts.
+- **Label budgets** are whole numbers (:func:`whole_budgets`).
+- **Policies that cannot run on the data** are refused naming the id typed
+  (:func:`check_policies_apply`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
+
+DUPLICATES_HELP = (
+    "what to do with repeated (task, worker) rows: error (default for your own files: the "
+    "first one is named), keep (every row is a label), first or last (one row per pair); "
+    "bundled sets use their declared policy (adult, fact_eval: keep)"
+)
+
+
+def _class_list(text: str) -> tuple[str, ...]:
+    classes = tuple(part.strip() for part in text.split(",") if part.strip())
+    if len(classes) < 2:
+        raise argparse.ArgumentTypeError(
+            f"expected at least two comma-separated classes, got {text!r}"
+        )
+    if len(set(classes)) != len(classes):
+        raise argparse.ArgumentTypeError(f"a class is listed twice in {text!r}")
+    return classes
+
+
+def add_validation_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--duplicates`` and ``--classes`` (the load-time validation policy)."""
+    parser.add_argument(
+        "--duplicates",
+        choices=["error", "keep", "first", "last"],
+        default=None,
+        help=DUPLICATES_HELP,
+    )
+    parser.add_argument(
+        "--classes",
+        type=_class_list,
+        default=None,
+        metavar="C1,C2,...",
+        help="every class, in order (default: the gold's classes; a label outside them is an "
+        "error naming its row)",
+    )
+
+
+def _first_file_ancestor(path: Path) -> Path | None:
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def prepare_output_file(path: str | Path, flag: str) -> Path:
+    """Check that ``path`` can be written as a file and create its missing parent folders."""
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidParameterError(f"{flag} {path} is a folder; give a file path")
+    blocker = _first_file_ancestor(target)
+    if blocker is not None:
+        raise InvalidParameterError(
+            f"{flag} {path}: {blocker} is a file, so nothing can be written under it"
+        )
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InvalidParameterError(
+            f"{flag} {path}: cannot create folder {target.parent} ({error.strerror})"
+        ) from None
+    return target
+
+
+def prepare_output_folder(path: str | Path, flag: str) -> Path:
+    """Check that ``path`` can be a folder of results and create it (with its parents)."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise InvalidParameterError(
+            f"{flag} {path} is a file; {flag} names a folder for the results"
+        )
+    blocker = _first_file_ancestor(target)
+    if blocker is not None:
+        raise InvalidParameterError(
+            f"{flag} {path}: {blocker} is a file, so nothing can be written under it"
+        )
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InvalidParameterError(
+            f"{flag} {path}: cannot create the folder ({error.strerror})"
+        ) from None
+    return target
+
+
+def whole_budgets(values: Sequence[float], flag: str) -> list[float]:
+    """Label budgets: whole numbers > 0 (a label is bought whole)."""
+    for value in values:
+        if not math.isfinite(value) or value <= 0 or value != int(value):
+            raise InvalidParameterError(f"{flag} takes whole numbers of labels > 0, got {value:g}")
+    return [float(v) for v in values]
+
+
+def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> None:
+    """Refuse, naming the id typed, a policy that cannot run on ``problem`` (its declared
+    needs, :meth:`crowdbudget.registry.PolicySpec.refusal`; then what ``reset`` refuses)."""
+    import numpy as np
+
+    from crowdbudget.registry import make_policy, parse_policy
+
+    for policy_id in policy_ids:
+        reason = parse_policy(policy_id).refusal(problem)  # unknown ids fail here, listed
+        if reason is not None:
+            raise InvalidParameterError(f"{reason} ({what})")
+        policy = make_policy(policy_id)
+        try:
+            policy.reset(problem, np.random.default_rng(0))
+        except CrowdBudgetError as error:
+            reason = str(error)
+            name = type(policy).__name__
+            if reason.startswith(name):
+                reason = repr(policy_id) + reason[len(name) :]
+            raise InvalidParameterError(f"{reason} ({what})") from None

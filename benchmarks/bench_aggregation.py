@@ -1,4 +1,5 @@
-"""Dawid–Skene and majority vote: time and peak memory on synthetic label sets.
+"""Aggregators (majority vote, Dawid–Skene, and with ``--methods`` any registered id): time and
+peak memory on synthetic label sets.
 
 Synthetic world: ``n_labels / 10`` items with 10 labels each, 1000 one-coin workers
 (accuracy uniform in [0.55, 0.95]; the i-th label of an item comes from a uniformly random
@@ -13,11 +14,19 @@ same data go, as crowd-kit's ``task, worker, label`` DataFrame, to crowd-kit's `
 and ``MajorityVote`` with the same settings (``n_iter=100``, ``tol=1e-5``); building the
 DataFrame is not timed, and crowd-kit is skipped for sizes above ``--crowdkit-max``.
 
+``--methods glad,mace,mmsr,wawa,zbs`` times those registered aggregators too (defaults), and
+with ``--crowdkit`` crowd-kit's ``GLAD``, ``MACE``, ``MMSR``, ``Wawa``, ``ZeroBasedSkill``
+(defaults) on the same frame; each crowd-kit fit runs in a child process killed after
+``--crowdkit-timeout`` seconds (reported as a lower bound ``>T``), since several of them take
+hours at 10^6 labels.
+
 Run from the repository root::
 
     python benchmarks/bench_aggregation.py            # 1e5, 1e6, 1e7 labels
     python benchmarks/bench_aggregation.py --sizes 100000,1000000 --classes 5 --json out.json
     python benchmarks/bench_aggregation.py --sizes 1000000 --classes 5 --crowdkit
+    python benchmarks/bench_aggregation.py --sizes 1000000 --methods glad,mace,mmsr,wawa,zbs \
+        --crowdkit --crowdkit-timeout 900 --repeat 1
 """
 
 from __future__ import annotations
@@ -112,6 +121,58 @@ def measure_crowdkit(name: str, data: LabelData, repeat: int) -> dict[str, float
     return row
 
 
+#: our registered id → crowd-kit class name
+CROWDKIT_NAMES = {
+    "glad": "GLAD",
+    "mace": "MACE",
+    "mmsr": "MMSR",
+    "wawa": "Wawa",
+    "zbs": "ZeroBasedSkill",
+}
+
+
+def _crowdkit_child(name: str, frame: object, queue: object) -> None:
+    import warnings
+
+    import crowdkit.aggregation as ck
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        method = getattr(ck, name)()
+        start = time.perf_counter()
+        method.fit(frame)
+        seconds = time.perf_counter() - start
+    queue.put(seconds)  # type: ignore[attr-defined]
+
+
+def time_crowdkit(name: str, data: LabelData, timeout: float) -> float | None:
+    """Seconds of crowd-kit's ``name().fit`` in a child process; None past ``timeout``."""
+    import multiprocessing as mp
+
+    context = mp.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_crowdkit_child, args=(name, crowdkit_frame(data), queue))
+    child.start()
+    child.join(timeout)
+    if child.is_alive():
+        child.terminate()
+        child.join()
+        return None
+    return float(queue.get())
+
+
+def measure_registered(method: str, data: LabelData, repeat: int) -> dict[str, float]:
+    from crowdbudget.aggregation import make_aggregator
+
+    best = float("inf")
+    for _ in range(repeat):
+        agg = make_aggregator(method)
+        start = time.perf_counter()
+        agg.fit(data)
+        best = min(best, time.perf_counter() - start)
+    return {"seconds": best, "peak_mb": float("nan"), "accuracy": data.accuracy(agg.labels_)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000,10000000")
@@ -122,6 +183,8 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--crowdkit", action="store_true", help="also time crowd-kit")
     parser.add_argument("--crowdkit-max", type=int, default=10_000_000)
+    parser.add_argument("--methods", default="", help="registered ids to time as well")
+    parser.add_argument("--crowdkit-timeout", type=float, default=900.0)
     args = parser.parse_args()
     rows = []
     print(
@@ -137,6 +200,36 @@ def main() -> None:
         ]
         if args.crowdkit and size <= args.crowdkit_max:
             cases += [("crowdkit-mv", "mv", None), ("crowdkit-ds", "dawid-skene", None)]
+        extra = [m for m in args.methods.split(",") if m]
+        for method in extra:
+            row = measure_registered(method, data, repeat)
+            row.update(method=method, labels=size, classes=args.classes, workers=args.workers)
+            rows.append(row)
+            print(
+                f"{method:<12} {size:>12,} {args.classes:>7} {'':>5} {row['seconds']:>9.3f} "
+                f"{size / row['seconds']:>12,.0f} {'':>9} {row['accuracy']:>8.4f}",
+                flush=True,
+            )
+            if args.crowdkit and method in CROWDKIT_NAMES and size <= args.crowdkit_max:
+                seconds = time_crowdkit(CROWDKIT_NAMES[method], data, args.crowdkit_timeout)
+                shown = f">{args.crowdkit_timeout:.0f}" if seconds is None else f"{seconds:.3f}"
+                rows.append(
+                    {
+                        "method": f"crowdkit-{method}",
+                        "labels": size,
+                        "seconds": seconds,
+                        "timeout": args.crowdkit_timeout,
+                        "classes": args.classes,
+                    }
+                )
+                ratio = "" if seconds is None else f" ({seconds / row['seconds']:.1f}x ours)"
+                print(
+                    f"{'crowdkit-' + method:<12} {size:>12,} {args.classes:>7} {'':>5} "
+                    f"{shown:>9}{ratio}",
+                    flush=True,
+                )
+        if extra:
+            cases = cases[2:] if args.crowdkit else []
         for name, method, make in cases:
             if make is None:
                 row = measure_crowdkit(method, data, repeat)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from crowdbudget.aggregation import make_aggregator
+from crowdbudget.aggregation import DEFAULT_VERDICT, make_aggregator
 from crowdbudget.cli import main
 from crowdbudget.datasets import load_dataset
 from crowdbudget.datasets.loaders import bundled_files
@@ -24,9 +25,13 @@ def test_dawid_skene_rows_match_the_aggregator(tmp_path: Path, capsys) -> None: 
     out = tmp_path / "labels_ds.csv"
     assert main(["aggregate", labels, "--method", "dawid-skene", "--out", str(out)]) == 0
     rows = pd.read_csv(out, dtype=str)
-    assert list(rows.columns) == ["task", "label"]
+    assert list(rows.columns) == ["task", "label", "confidence"]
     data = load_dataset("rte")
     expected = make_aggregator("ds").fit(data)
+    confidence = rows["confidence"].astype(float).to_numpy()
+    top = expected.probas_.max(axis=1)
+    order = [list(data.item_ids).index(t) for t in rows["task"]]
+    np.testing.assert_allclose(confidence, top[order], rtol=1e-12)
     by_task = dict(zip(rows["task"], rows["label"], strict=True))
     assert len(by_task) == data.n_items
     predicted = [data.classes.index(by_task[str(t)]) for t in data.item_ids]
@@ -51,6 +56,7 @@ def test_proba_json_and_gold(tmp_path: Path, capsys) -> None:  # type: ignore[no
     [
         (["aggregate", "missing.csv"], "labels file 'missing.csv' not found"),
         (["aggregate", "LABELS", "--method", "nope"], "unknown aggregator 'nope'"),
+        (["aggregate", "LABELS", "--reliability", "x.png"], "--reliability needs --gold"),
     ],
 )
 def test_user_errors_are_one_line_exit_2(argv: list[str], message: str, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -59,3 +65,25 @@ def test_user_errors_are_one_line_exit_2(argv: list[str], message: str, capsys) 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_gold_reports_calibration_and_draws_the_reliability_diagram(  # type: ignore[no-untyped-def]
+    tmp_path: Path, capsys
+) -> None:
+    from crowdbudget.experiments.metrics import calibration_metrics
+
+    labels, gold = _rte_paths()
+    png = tmp_path / "reliability.png"
+    code = main(["aggregate", labels, "--gold", gold, "--json", "--reliability", str(png)])
+    assert code == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["settings"]["method"] == DEFAULT_VERDICT
+    calibration = document["results"]["calibration"]
+    data = load_dataset("rte")
+    fitted = make_aggregator(DEFAULT_VERDICT).fit(data)
+    expected = calibration_metrics(fitted.probas_, data.gold, labels=fitted.labels_)
+    assert calibration == pytest.approx(expected)
+    assert set(calibration) == {"accuracy", "confidence", "ece", "ece_mass", "nll", "brier"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    first = document["results"]["rows"][0]
+    assert set(first) == {"task", "label", "confidence"}

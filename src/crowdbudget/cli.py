@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from crowdbudget.aggregation.registry import DEFAULT_VERDICT
 from crowdbudget.cli_io import (
     add_validation_arguments,
     check_policies_apply,
@@ -308,7 +309,7 @@ COMPARE_POLICIES = [
     "round-robin",
     "kg-random",
     "opt-kg",
-    "opt-kg:final=ds",
+    f"opt-kg:final={DEFAULT_VERDICT}",  # the default verdict (docs/calibration.md)
     "opt-kg:workers=one-coin",
 ]
 

@@ -1,10 +1,15 @@
 """``crowdbudget aggregate``: final labels for a labels CSV, by any registered aggregator.
 
 Reads crowd-kit's ``task,worker,label`` CSV, fits the aggregator (``--method``, an id of
-:func:`crowdbudget.aggregation.registry.make_aggregator`, parameters after colons), and writes
-``task,label`` rows (with ``--proba``: ``task`` and one probability column per class) to
-``--out`` or to stdout. With ``--gold`` it also reports the accuracy on the gold tasks; with
-``--json`` it prints one JSON document (the method, sizes, accuracy and where the rows went).
+:func:`crowdbudget.aggregation.registry.make_aggregator`, parameters after colons; default
+:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`), and writes ``task,label,confidence``
+rows — the confidence is the aggregator's probability of the label it chose — (with
+``--proba``: ``task`` and one probability column per class) to ``--out`` or to stdout. With
+``--gold`` it also reports accuracy and calibration on the gold tasks (ECE over
+``--bins`` equal-width and equal-mass bins, NLL, Brier:
+:func:`crowdbudget.experiments.metrics.calibration_metrics`), and ``--reliability PNG``
+draws the reliability diagram; with ``--json`` it prints one JSON document (the method,
+sizes, metrics and where the rows went).
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from crowdbudget.aggregation.registry import DEFAULT_VERDICT
 from crowdbudget.cli_io import add_validation_arguments, prepare_output_file
 from crowdbudget.exceptions import DataFormatError
 
@@ -30,11 +37,16 @@ def _methods_help() -> str:
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from crowdbudget.aggregation.registry import make_aggregator
     from crowdbudget.datasets.loaders import read_labels_csv
+    from crowdbudget.experiments.metrics import calibration_metrics, reliability_diagram
 
     if not Path(args.labels).is_file():
         raise DataFormatError(f"labels file {args.labels!r} not found (a CSV task,worker,label)")
     if args.gold is not None and not Path(args.gold).is_file():
         raise DataFormatError(f"gold file {args.gold!r} not found (a CSV task,label)")
+    if args.reliability is not None and args.gold is None:
+        raise DataFormatError("--reliability needs --gold (a CSV task,label) to compare with")
+    if args.bins < 1:
+        raise DataFormatError(f"--bins must be an integer >= 1, got {args.bins}")
     if args.out is not None:
         prepare_output_file(args.out, "--out")
     method = args.method if ":seed=" in args.method else f"{args.method}:seed={args.seed}"
@@ -49,22 +61,49 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         rows.insert(0, "task", tasks)
     else:
         classes = pd.Series(list(data.classes), dtype=object)
-        rows = pd.DataFrame({"task": tasks, "label": classes[aggregator.labels_].to_numpy()})
+        confidence = aggregator.probas_[np.arange(data.n_items), aggregator.labels_]
+        rows = pd.DataFrame(
+            {
+                "task": tasks,
+                "label": classes[aggregator.labels_].to_numpy(),
+                "confidence": confidence,
+            }
+        )
     accuracy = None
+    calibration: dict[str, float] | None = None
     if data.gold is not None and (data.gold >= 0).any():
         accuracy = data.accuracy(aggregator.labels_)
+        calibration = calibration_metrics(
+            aggregator.probas_, data.gold, labels=aggregator.labels_, n_bins=args.bins
+        )
+        if args.reliability is not None:
+            reliability_diagram(
+                aggregator.probas_,
+                data.gold,
+                args.reliability,
+                labels=aggregator.labels_,
+                n_bins=args.bins,
+                title=args.method,
+            )
     if args.out is not None:
         rows.to_csv(args.out, index=False)
     document: dict[str, Any] = {
         "command": "aggregate",
         "seed": args.seed,
-        "settings": {"labels": str(args.labels), "gold": args.gold, "method": args.method},
+        "settings": {
+            "labels": str(args.labels),
+            "gold": args.gold,
+            "method": args.method,
+            "bins": args.bins,
+        },
         "results": {
             "n_tasks": data.n_items,
             "n_workers": data.n_workers,
             "n_labels": data.n_labels,
             "classes": list(data.classes),
             "accuracy": accuracy,
+            "calibration": calibration,
+            "reliability": args.reliability if calibration is not None else None,
             "gold_tasks_without_labels": int(data.extra.get("gold_without_labels", 0)),
             "out": args.out,
         },
@@ -86,6 +125,16 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         print(
             f"accuracy on the {gold_items} gold tasks: {accuracy:.4f}{unlabeled}", file=sys.stderr
         )
+        if calibration is not None:
+            print(
+                f"calibration: ECE {calibration['ece']:.4f} ({args.bins} equal-width bins), "
+                f"ECE {calibration['ece_mass']:.4f} (equal-mass), NLL {calibration['nll']:.4f}, "
+                f"Brier {calibration['brier']:.4f}, mean confidence "
+                f"{calibration['confidence']:.4f}",
+                file=sys.stderr,
+            )
+        if args.reliability is not None:
+            print(f"reliability diagram → {args.reliability}", file=sys.stderr)
     return 0
 
 
@@ -95,22 +144,34 @@ def add_aggregate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "aggregate",
         help="final labels for a labels CSV (majority vote, Dawid-Skene, KOS, BP, ...)",
         description="Aggregate crowd labels (a CSV with columns task,worker,label) into one "
-        "label per task and write task,label rows (or class probabilities with --proba).",
+        "label per task and write task,label,confidence rows (or class probabilities with "
+        "--proba).",
     )
     p.add_argument("labels", help="labels CSV with columns task,worker,label")
     p.add_argument(
         "--method",
-        default="dawid-skene",
-        help=f"aggregator id, parameters after colons (default dawid-skene): {_methods_help()}",
+        default=DEFAULT_VERDICT,
+        help=f"aggregator id, parameters after colons (default {DEFAULT_VERDICT}, the "
+        f"best-calibrated verdict of docs/calibration.md): {_methods_help()}",
     )
     p.add_argument(
         "--out",
         default=None,
         help="write the rows to this CSV file, creating missing folders (default: stdout)",
     )
-    p.add_argument("--gold", default=None, help="gold CSV (task,label): report the accuracy")
     p.add_argument(
-        "--proba", action="store_true", help="write class probabilities instead of labels"
+        "--gold",
+        default=None,
+        help="gold CSV (task,label): report accuracy, ECE, NLL and Brier score",
+    )
+    p.add_argument(
+        "--reliability", default=None, help="with --gold: write a reliability diagram PNG here"
+    )
+    p.add_argument("--bins", type=int, default=10, help="ECE / diagram bins (default 10)")
+    p.add_argument(
+        "--proba",
+        action="store_true",
+        help="write every class probability instead of label and confidence",
     )
     add_validation_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed for tie-breaking (default 0)")

@@ -19,8 +19,11 @@ SHA-256 digest of its canonical JSON:
   and ``compare`` with their default policies and budgets (fewer replications).
 
 Timings (``seconds`` columns) are dropped: they are the only part of a run that is not a
-function of the seed. Floats are hashed through ``repr`` (shortest round-trip form), so a
-digest is equal only when every number is bit-identical.
+function of the seed. So are the calibration columns of the verdict (``ece``, ``nll``,
+``brier`` and their summaries, issue 19): they were added after these digests were recorded,
+and the digests check that the numbers that were there are unchanged. Floats are hashed
+through ``repr`` (shortest round-trip form), so a digest is equal only when every number is
+bit-identical.
 
 Regenerate after a deliberate change (and name the change in the closing note)::
 
@@ -67,15 +70,25 @@ HASHES_PATH = Path(__file__).with_name("hashes.json")
 # --------------------------------------------------------------------------- canonical form
 
 
+#: the verdict's calibration metrics (issue 19), added after the digests were recorded
+_CALIBRATION = ("ece", "nll", "brier")
+
+
+def _kept(name: Any) -> bool:
+    """Whether a column / key is hashed: not a timing, not a calibration metric."""
+    text = str(name)
+    return "seconds" not in text and not text.startswith(_CALIBRATION)
+
+
 def _plain(value: Any) -> Any:
     """``value`` as plain JSON types (arrays as lists, NaN as the string "nan")."""
     if isinstance(value, pd.DataFrame):
-        frame = value[[c for c in value.columns if "seconds" not in str(c)]]
+        frame = value[[c for c in value.columns if _kept(c)]]
         return {"columns": [str(c) for c in frame.columns], "rows": _plain(frame.to_numpy())}
     if isinstance(value, np.ndarray):
         return [_plain(v) for v in value.tolist()]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items() if "seconds" not in str(k)}
+        return {str(k): _plain(v) for k, v in value.items() if _kept(k)}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, np.generic):

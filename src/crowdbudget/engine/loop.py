@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from crowdbudget.aggregation.calibration import verdict_calibration
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.simulation.environment import LabelingEnvironment
@@ -61,8 +62,9 @@ class Recorder(Protocol):
 class CheckpointRecorder:
     """One row per budget checkpoint (ascending): when the spend reaches a checkpoint, the
     policy's final labels are scored on the evaluated items; the campaign ends once the last
-    checkpoint is recorded. Rows: ``budget``, ``accuracy``, ``labels_used``, ``seconds`` and
-    the hook's metrics; a campaign that stops early records its final state at every
+    checkpoint is recorded. Rows: ``budget``, ``accuracy``, ``labels_used``, ``seconds``,
+    ``ece``, ``nll``, ``brier`` (:func:`crowdbudget.experiments.metrics.verdict_calibration`)
+    and the hook's metrics; a campaign that stops early records its final state at every
     checkpoint left."""
 
     policy: AllocationPolicy
@@ -78,7 +80,9 @@ class CheckpointRecorder:
         labels = self.policy.final_labels(state)
         mask, truth = self.evaluation_mask, self.true_labels
         accuracy = float(np.mean(labels[mask] == truth[mask]))
-        extra = self.metrics(state, labels, truth, mask) if self.metrics is not None else {}
+        # the verdict's calibration (ece, nll, brier; issue 19), then the hook's metrics;
+        extra = verdict_calibration(self.policy, state, labels, truth, mask)
+        extra.update(self.metrics(state, labels, truth, mask) if self.metrics is not None else {})
         elapsed = time.perf_counter() - self.start
         while self._next < len(self.checkpoints) and self.checkpoints[self._next] <= upto:
             self.rows.append(

@@ -29,6 +29,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from crowdbudget.aggregation.calibration import (  # re-exported: the experiments' metrics
+    BINNINGS,
+    DEFAULT_BINS,
+    NLL_CLIP,
+    brier_score,
+    calibration_metrics,
+    expected_calibration_error,
+    negative_log_likelihood,
+    reliability_diagram,
+    verdict_calibration,
+)
 from crowdbudget.requirements import Requirement, as_requirement
 from crowdbudget.types import BoolArray, CampaignState, IntArray
 
@@ -99,4 +110,17 @@ def requallo_requirement_of(policy_id: str) -> Requirement | None:
     return None
 
 
-__all__ = ["MIN_LABELS_LABELED", "quality_metrics", "requallo_requirement_of"]
+__all__ = [
+    "BINNINGS",
+    "DEFAULT_BINS",
+    "MIN_LABELS_LABELED",
+    "NLL_CLIP",
+    "brier_score",
+    "calibration_metrics",
+    "expected_calibration_error",
+    "negative_log_likelihood",
+    "quality_metrics",
+    "reliability_diagram",
+    "requallo_requirement_of",
+    "verdict_calibration",
+]

@@ -119,16 +119,23 @@ class AggregatingPolicy(AllocationPolicy):
         )
 
     def final_labels(self, state: CampaignState) -> IntArray:
+        self._final_fit: tuple[int, FloatArray] | None = None
         if self.n_logged_ == 0:
             return super().final_labels(state)
-        aggregator = self.make_aggregator(self._aggregator_seed)
-        return np.asarray(aggregator.fit(self.label_data()).labels_, dtype=np.int64)
+        aggregator = self.make_aggregator(self._aggregator_seed).fit(self.label_data())
+        # kept for final_probabilities on the same labels (the runner asks for both at every
+        # checkpoint: one fit instead of two)
+        self._final_fit = (self.n_logged_, np.asarray(aggregator.probas_, dtype=float))
+        return np.asarray(aggregator.labels_, dtype=np.int64)
 
     def final_probabilities(self, state: CampaignState) -> FloatArray:
         """The aggregator's class probabilities (``probas_``), the model of
         :meth:`final_labels`."""
         if self.n_logged_ == 0:
             return super().final_probabilities(state)
+        cached = getattr(self, "_final_fit", None)
+        if cached is not None and cached[0] == self.n_logged_:
+            return cached[1]
         aggregator = self.make_aggregator(self._aggregator_seed)
         return np.asarray(aggregator.fit(self.label_data()).probas_, dtype=float)
 

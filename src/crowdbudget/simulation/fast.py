@@ -68,6 +68,7 @@ from typing import Any, Literal, overload
 import numpy as np
 from numba import njit
 
+from crowdbudget.aggregation.calibration import verdict_calibration
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import ScoreBuckets, canonical_scores
 from crowdbudget.policies.base import AllocationPolicy
@@ -481,6 +482,8 @@ def run_campaign_fast(
         state.time = float(decisions)
         labels = policy.final_labels(state)
         accuracy = float(np.mean(labels == truth))
+        # ece, nll, brier of the verdict, as the reference engine's rows
+        extra = verdict_calibration(policy, state, labels, truth, np.ones(n_items, dtype=bool))
         elapsed = time.perf_counter() - start
         while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:
             rows.append(
@@ -489,6 +492,7 @@ def run_campaign_fast(
                     "accuracy": accuracy,
                     "labels_used": state.spent,
                     "seconds": elapsed,
+                    **extra,
                 }
             )
             next_checkpoint += 1

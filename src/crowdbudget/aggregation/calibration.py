@@ -1,0 +1,237 @@
+"""Calibration of a verdict's class probabilities (issue 19): ECE (equal-width and
+equal-mass bins), NLL, Brier score, a reliability diagram, and the per-checkpoint columns of
+the campaign loop (:func:`verdict_calibration`).
+
+The one place these are computed: ``crowdbudget aggregate --gold``, the engine's checkpoint
+rows (``ece``, ``nll``, ``brier`` → ``ece_mean`` ... in summaries), the compiled engine and
+``benchmarks/bench_calibration.py`` call them; :mod:`crowdbudget.experiments.metrics`
+re-exports them.
+
+Example:
+    >>> import numpy as np
+    >>> probas = np.array([[0.9, 0.1], [0.2, 0.8]])
+    >>> round(negative_log_likelihood(probas, np.array([0, 0])), 4)
+    0.8574
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+#: NLL clips p(gold) below at this value: a verdict that gives the gold class probability 0
+#: (EM posteriors underflow to exactly 0 on confident items) then costs −log(1e-12) ≈ 27.6
+#: nats per item instead of infinity, so one such item cannot make the mean infinite while
+#: still dominating it — which is the behaviour NLL should have for an over-confident error.
+NLL_CLIP = 1e-12
+#: ECE bins by default (Guo et al. 2017, "On Calibration of Modern Neural Networks", §2).
+DEFAULT_BINS = 10
+BINNINGS = ("equal-width", "equal-mass")
+
+
+def _gold_rows(
+    probas: npt.ArrayLike, gold: npt.ArrayLike, labels: npt.ArrayLike | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``probas`` (n_items, C) with a gold class (``gold >= 0``), their gold classes
+    and the verdict's labels (argmax when ``labels`` is None)."""
+    p = np.asarray(probas, dtype=float)
+    truth = np.asarray(gold, dtype=np.int64).reshape(-1)
+    if p.ndim != 2 or p.shape[0] != truth.shape[0]:
+        raise ValueError(
+            f"probas must have shape (n_items, n_classes) with n_items = len(gold) "
+            f"= {truth.shape[0]}, got {p.shape}"
+        )
+    if not np.all(np.isfinite(p)):
+        raise ValueError("probas must be finite (an aggregator returned NaN or inf)")
+    mask = truth >= 0
+    chosen = np.argmax(p, axis=1) if labels is None else np.asarray(labels, dtype=np.int64)
+    return p[mask], truth[mask], chosen[mask]
+
+
+def expected_calibration_error(
+    probas: npt.ArrayLike,
+    gold: npt.ArrayLike,
+    *,
+    labels: npt.ArrayLike | None = None,
+    n_bins: int = DEFAULT_BINS,
+    binning: str = "equal-width",
+) -> float:
+    """Expected calibration error of the top-class probability (Guo et al. 2017, eq. 3).
+
+    ``ECE = Σ_b (n_b / n) · |accuracy_b − confidence_b|`` where confidence is the verdict's
+    probability of the label it chose and accuracy whether that label is the gold one.
+    ``binning="equal-width"``: bins [0, 1/B), …, [(B−1)/B, 1] of the confidence (the usual
+    reliability-diagram bins; the last bin is closed so confidence 1 falls in it);
+    ``"equal-mass"``: B bins holding (as nearly as possible) equally many items, in order of
+    confidence (Nixon et al. 2019's adaptive ECE) — less sensitive to the pile of items at
+    confidence ≈ 1 that EM verdicts produce.
+
+    Args:
+        probas: class probabilities, shape (n_items, n_classes).
+        gold: gold class per item, shape (n_items,), ``-1`` where unknown (not counted).
+        labels: the verdict's labels (n_items,) (its ties broken); default the argmax.
+
+    Returns:
+        ECE in [0, 1]; NaN when no item has gold.
+    """
+    if binning not in BINNINGS:
+        raise ValueError(f"binning must be one of {', '.join(BINNINGS)}, got {binning!r}")
+    if int(n_bins) < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins!r}")
+    p, truth, chosen = _gold_rows(probas, gold, labels)
+    n = truth.shape[0]
+    if n == 0:
+        return float("nan")
+    confidence = p[np.arange(n), chosen]
+    correct = (chosen == truth).astype(float)
+    if binning == "equal-width":
+        bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
+    else:
+        order = np.argsort(confidence, kind="stable")
+        bins = np.empty(n, dtype=np.int64)
+        bins[order] = (np.arange(n) * n_bins) // n
+    size = np.bincount(bins, minlength=n_bins)
+    gap = np.bincount(bins, weights=correct - confidence, minlength=n_bins)
+    # Σ_b |Σ_{i in b} (correct_i − conf_i)| / n  ==  Σ_b (n_b/n) |acc_b − conf_b|
+    return float(np.sum(np.abs(gap[size > 0])) / n)
+
+
+def negative_log_likelihood(
+    probas: npt.ArrayLike, gold: npt.ArrayLike, *, clip: float = NLL_CLIP
+) -> float:
+    """Mean ``−log p(gold)`` over the gold items, p clipped below at ``clip`` (1e-12: see
+    :data:`NLL_CLIP`). Shapes as :func:`expected_calibration_error`; NaN without gold."""
+    p, truth, _ = _gold_rows(probas, gold, None)
+    if truth.shape[0] == 0:
+        return float("nan")
+    return float(-np.mean(np.log(np.maximum(p[np.arange(truth.shape[0]), truth], clip))))
+
+
+def brier_score(probas: npt.ArrayLike, gold: npt.ArrayLike) -> float:
+    """Mean over gold items of ``Σ_c (p_c − [c = gold])²`` (Brier 1950, all classes; for two
+    classes this is twice the one-probability form ``(p_1 − y)²``). In [0, 2]."""
+    p, truth, _ = _gold_rows(probas, gold, None)
+    if truth.shape[0] == 0:
+        return float("nan")
+    onehot = np.zeros_like(p)
+    onehot[np.arange(truth.shape[0]), truth] = 1.0
+    return float(np.mean(np.sum((p - onehot) ** 2, axis=1)))
+
+
+def calibration_metrics(
+    probas: npt.ArrayLike,
+    gold: npt.ArrayLike,
+    *,
+    labels: npt.ArrayLike | None = None,
+    n_bins: int = DEFAULT_BINS,
+) -> dict[str, float]:
+    """Accuracy and calibration of a verdict on its gold items: ``accuracy``, ``confidence``
+    (mean top-class probability), ``ece`` (equal-width), ``ece_mass`` (equal-mass), ``nll``,
+    ``brier``. The one place the runner, ``aggregate --gold`` and the calibration benchmark
+    compute them. Shapes as :func:`expected_calibration_error`."""
+    p, truth, chosen = _gold_rows(probas, gold, labels)
+    n = truth.shape[0]
+    nan = float("nan")
+    return {
+        "accuracy": float(np.mean(chosen == truth)) if n else nan,
+        "confidence": float(np.mean(p[np.arange(n), chosen])) if n else nan,
+        "ece": expected_calibration_error(probas, gold, labels=labels, n_bins=n_bins),
+        "ece_mass": expected_calibration_error(
+            probas, gold, labels=labels, n_bins=n_bins, binning="equal-mass"
+        ),
+        "nll": negative_log_likelihood(probas, gold),
+        "brier": brier_score(probas, gold),
+    }
+
+
+def verdict_calibration(
+    policy: Any, state: Any, final_labels: npt.ArrayLike, truth: npt.ArrayLike, mask: npt.ArrayLike
+) -> dict[str, float]:
+    """``ece``, ``nll``, ``brier`` of the policy's verdict on the evaluated items (``mask``),
+    for the runner's per-checkpoint rows (summarised as ``ece_mean`` ...), from
+    ``policy.final_probabilities(state)`` — the model of its ``final_labels`` — and the
+    labels it chose (ECE bins the probability of the chosen label)."""
+    probas = np.asarray(policy.final_probabilities(state), dtype=float)
+    if probas.shape[0] != np.asarray(truth).shape[0]:
+        return {}
+    gold = np.where(np.asarray(mask, dtype=bool), np.asarray(truth), -1)
+    return {
+        "ece": expected_calibration_error(probas, gold, labels=final_labels),
+        "nll": negative_log_likelihood(probas, gold),
+        "brier": brier_score(probas, gold),
+    }
+
+
+def reliability_diagram(
+    probas: npt.ArrayLike,
+    gold: npt.ArrayLike,
+    path: Any,
+    *,
+    labels: npt.ArrayLike | None = None,
+    n_bins: int = DEFAULT_BINS,
+    title: str = "",
+) -> None:
+    """Write a reliability diagram (PNG) to ``path``: accuracy per equal-width confidence bin
+    against the bin's mean confidence, bar widths the bins, the diagonal for reference, and
+    a histogram of the confidences below (DeGroot & Fienberg 1983; Guo et al. 2017 Fig. 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p, truth, chosen = _gold_rows(probas, gold, labels)
+    n = truth.shape[0]
+    confidence = p[np.arange(n), chosen]
+    correct = (chosen == truth).astype(float)
+    bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
+    size = np.bincount(bins, minlength=n_bins)
+    hits = np.bincount(bins, weights=correct, minlength=n_bins)
+    conf = np.bincount(bins, weights=confidence, minlength=n_bins)
+    filled = size > 0
+    left = np.arange(n_bins) / n_bins
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(4.5, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
+    top.bar(
+        left[filled],
+        hits[filled] / size[filled],
+        width=1 / n_bins,
+        align="edge",
+        edgecolor="black",
+        alpha=0.7,
+        label="accuracy",
+    )
+    top.plot(
+        conf[filled] / size[filled],
+        hits[filled] / size[filled],
+        "o",
+        color="C3",
+        label="(mean confidence, accuracy)",
+    )
+    top.plot([0, 1], [0, 1], "--", color="grey", label="perfect calibration")
+    ece = expected_calibration_error(probas, gold, labels=labels, n_bins=n_bins)
+    top.set_ylabel("accuracy")
+    top.set_title(f"{title} ECE={ece:.3f}, n={n}".strip())
+    top.legend(loc="upper left", fontsize=7)
+    bottom.bar(left, size / max(n, 1), width=1 / n_bins, align="edge", edgecolor="black")
+    bottom.set_xlabel("confidence (top-class probability)")
+    bottom.set_ylabel("share")
+    bottom.set_xlim(0, 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+__all__ = [
+    "BINNINGS",
+    "DEFAULT_BINS",
+    "NLL_CLIP",
+    "brier_score",
+    "calibration_metrics",
+    "expected_calibration_error",
+    "negative_log_likelihood",
+    "reliability_diagram",
+    "verdict_calibration",
+]

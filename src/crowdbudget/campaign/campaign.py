@@ -21,6 +21,8 @@ and gets the same state (tested). Event kinds and payloads:
 - ``created``: the configuration (items, classes, budget, policy id, prior, prices, ttl, seed);
 - ``items_added``: ``{"items": [...]}`` — new items (the policy is rebuilt: reset on the larger
   problem, then every label observed again in order);
+- ``workers_added``: ``{"workers": [...]}`` — workers who joined (registered by the requester,
+  or arriving in pull mode for a policy that models workers); see "Workers" below;
 - ``assigned``: ``{"id", "item", "worker", "price", "expires_at"}``;
 - ``labeled``: ``{"id", "label"}`` (label as a class index);
 - ``released``: ``{"id", "reason"}`` with reason ``cancelled`` or ``expired``;
@@ -33,6 +35,17 @@ Validate, then commit: an event is stored only once the code that applies it is 
 succeed — ``created`` and ``items_added`` build the problem and reset the policy before the
 event is written (:meth:`Campaign.create`, :meth:`Campaign.add_items`), the other events are
 checked by the operation that writes them — so a refused operation leaves the store as it was.
+
+Workers: a policy that models workers (``opt-kg:workers=one-coin``, ``bbta``, …: capability
+``needs_workers``) runs on a :class:`~crowdbudget.types.Problem` with a
+:class:`~crowdbudget.types.WorkerSpec`, as in simulations. Workers join a live campaign over
+time, so the problem holds *worker slots*: the campaign's workers (indices in order of joining,
+the ``workers`` given at creation first) and, above them, slots nobody holds yet. When a worker
+joins beyond the last slot the slots double and the policy is rebuilt (reset on the larger
+problem, every label observed again), so joining costs O(labels · log n_workers) over the whole
+campaign rather than a rebuild per worker. An unheld slot never labels anything, so it changes
+no posterior; and the campaign only asks the policy on behalf of a real worker (pull mode, or
+push for a named team), so no assignment ever goes to an unheld slot.
 
 Policy randomness: the policy's generator is ``default_rng([seed, n])`` where n is the number of
 events when the campaign was created or loaded, so a reloaded campaign is deterministic; its
@@ -82,7 +95,7 @@ from crowdbudget.exceptions import (
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import positive_probability
 from crowdbudget.posteriors.dirichlet import largest_class_probabilities
-from crowdbudget.registry import make_policy
+from crowdbudget.registry import make_policy, parse_policy
 from crowdbudget.types import (
     Assignment,
     CampaignState,
@@ -90,6 +103,7 @@ from crowdbudget.types import (
     IntArray,
     LabelEvent,
     Problem,
+    WorkerSpec,
 )
 
 _EPOCHS = itertools.count(1)
@@ -188,6 +202,7 @@ class CampaignConfig:
     max_labels_per_item: int | None = None
     max_pending_per_worker: int | None = None
     verdict: str = "posterior"
+    workers: list[str] = field(default_factory=list)
 
     def to_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -281,6 +296,7 @@ class Campaign:
         max_labels_per_item: int | None = None,
         max_pending_per_worker: int | None = None,
         verdict: str = "posterior",
+        workers: Sequence[str] = (),
         store: EventStore | None = None,
         campaign_id: str | None = None,
         name: str = "",
@@ -306,6 +322,8 @@ class Campaign:
             verdict: where final labels and their confidence come from (:meth:`results`):
                 ``"posterior"`` (the policy's own model) or an aggregator id fitted on the
                 labels (``"ds"``, ``"one-coin-em"``, ``"mv"``, …).
+            workers: worker ids known from the start (more join with :meth:`add_workers` or
+                by asking for work). A policy that models workers numbers them in this order.
             store: where events go (default: an in-memory SQLite database).
 
         Nothing is stored unless the whole configuration works: the ``created`` event is
@@ -367,6 +385,7 @@ class Campaign:
                 None if max_pending_per_worker is None else int(max_pending_per_worker)
             ),
             verdict=verdict,
+            workers=_check_ids(workers, "worker"),
         )
         campaign = cls(store if store is not None else EventStore("sqlite://"), clock)
         payload = config.to_payload()
@@ -477,6 +496,11 @@ class Campaign:
         self._log_labels: list[int] = []
         self._log_costs: list[float] = []
         self._timeline: list[tuple[float, float, int]] = []  # (time, spent, labels) per event
+        # a policy that models workers gets worker slots in its problem (module docstring)
+        self._models_workers = parse_policy(self.config.policy).capabilities.needs_workers
+        self._worker_slots = 0
+        for worker_id in self.config.workers:
+            self._worker(worker_id)
         self._extend_items(self.config.items)
 
     def _on_items_added(self, p: dict[str, Any]) -> None:
@@ -487,6 +511,10 @@ class Campaign:
             self._install(new, prepared[1])
         else:
             self._extend_items(list(new))
+
+    def _on_workers_added(self, p: dict[str, Any]) -> None:
+        for worker_id in p["workers"]:
+            self._worker(worker_id)
 
     def _on_assigned(self, p: dict[str, Any]) -> None:
         worker = self._worker(p["worker"])
@@ -568,7 +596,21 @@ class Campaign:
         if index is None:
             index = self._worker_index[worker_id] = len(self.worker_ids)
             self.worker_ids.append(worker_id)
+            if self._models_workers and index >= self._worker_slots and hasattr(self, "policy"):
+                # past the last slot: double the slots and rebuild the policy on them (a
+                # policy that took n slots takes 2n of the same kind, so this cannot refuse)
+                self._install((), self._rebuild(()))
         return index
+
+    def _slots_wanted(self) -> int:
+        """Worker slots for the problem: 0 for a policy that does not model workers, else a
+        power of two (at least 4) holding every worker who joined."""
+        if not self._models_workers:
+            return 0
+        slots = max(4, self._worker_slots)
+        while slots < len(self.worker_ids):
+            slots *= 2
+        return slots
 
     def _extend_items(self, new_items: list[str]) -> None:
         """Add items and (re)build the policy on the larger problem, replaying the labels."""
@@ -589,12 +631,14 @@ class Campaign:
         # policy never refuses a label the campaign can pay for (budget 1 at 0.1 a label:
         # 10 labels)
         cheapest = min([self.config.default_price, *self.config.worker_prices.values()])
+        slots = self._slots_wanted()
         problem = Problem(
             n_items=n_items,
             budget=self.config.budget,
             n_classes=n_classes,
             prior=prior,
             default_price=cheapest,
+            workers=WorkerSpec(slots) if slots else None,
         )
         old = getattr(self, "state", None)
         state = CampaignState.initial(problem)
@@ -617,6 +661,7 @@ class Campaign:
             self._item_index[item_id] = len(self.item_ids)
             self.item_ids.append(item_id)
         self.problem, self.state, self.policy = rebuild.problem, rebuild.state, rebuild.policy
+        self._worker_slots = rebuild.problem.n_workers or 0
 
     def _start_policy_stream(self) -> None:
         assert self.config is not None
@@ -646,6 +691,13 @@ class Campaign:
                 self._commit("items_added", {"items": new})
             finally:
                 self._prepared = None
+
+    def add_workers(self, workers: Sequence[str]) -> None:
+        """Register workers (ids new to the campaign are added in order; known ones are
+        ignored). A policy that models workers numbers them in joining order."""
+        new = [w for w in _check_ids(workers, "worker") if w not in self._worker_index]
+        if new:
+            self._commit("workers_added", {"workers": new})
 
     def update_settings(
         self, *, ttl: float | None = None, max_pending_per_worker: int | None = None
@@ -694,6 +746,11 @@ class Campaign:
         if not self._ledger.can_afford(price):
             return None
         worker = self._worker_index.get(worker_id)
+        if worker is None and self._models_workers:
+            # the policy answers for this worker: they join first (an event), so that the
+            # policy has a slot for them
+            self._commit("workers_added", {"workers": [worker_id]})
+            worker = self._worker_index[worker_id]
         held = self._held(worker)
         if held is not None:
             return self.assignment(held)  # at the limit: the oldest pending one, again

@@ -663,6 +663,7 @@ def create_app(
                 f"a class name is longer than this server's limit of {limits.max_id_length}"
             )
         service.check_ids(list(body.worker_prices), "worker")
+        service.check_ids(body.workers, "worker")
         if len(body.policy) > limits.max_policy_length:
             raise InvalidParameterError(
                 f"the policy id is longer than this server's limit of {limits.max_policy_length}"
@@ -693,6 +694,7 @@ def create_app(
             "max_labels_per_item": body.max_labels_per_item,
             "max_pending_per_worker": pending,
             "verdict": body.verdict,
+            "workers": body.workers,
         }
 
     @app.post("/v1/campaigns", response_model=CampaignCreated, status_code=201)
@@ -771,9 +773,10 @@ def create_app(
 
     @app.post("/v1/campaigns/{campaign_id}/workers", response_model=WorkerToken, status_code=201)
     def add_worker(campaign_id: str, body: WorkerCreate, _: RequesterDep) -> WorkerToken:
-        """Issue a token for a worker (a worker may hold several tokens)."""
+        """Issue a token for a worker (a worker may hold several tokens); the worker joins
+        the campaign (a ``workers_added`` event) if new to it."""
         service.check_ids([body.worker_id], "worker")
-        service.campaign(campaign_id)
+        service.run(campaign_id, lambda c: c.add_workers([body.worker_id]))
         token = service.add_key(campaign_id, "worker", body.worker_id)
         return WorkerToken(worker_id=body.worker_id, worker_token=token)
 

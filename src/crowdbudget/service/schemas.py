@@ -36,6 +36,11 @@ class CampaignCreate(StrictRequest):
     policy: str = Field(default="opt-kg", min_length=1, description="a policy id")
     prior: list[float] | None = None
     worker_prices: dict[str, float] = Field(default_factory=dict)
+    workers: list[str] = Field(
+        default_factory=list,
+        description="worker ids known from the start (more join by asking for work or by "
+        "getting a token); a policy that models workers numbers them in this order",
+    )
     default_price: float = Field(default=1.0, gt=0)
     ttl: float | None = Field(
         default=None,

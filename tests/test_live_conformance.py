@@ -180,3 +180,77 @@ def test_slots_double_as_workers_join() -> None:
     assert int(campaign.state.label_counts.sum()) == 5  # the rebuild kept every label
     campaign.add_workers([f"x{k}" for k in range(5)])
     assert campaign.problem.n_workers == 16
+
+
+def _push_policies() -> list[str]:
+    from crowdbudget.registry import parse_policy
+
+    return [
+        p
+        for p in _policies()
+        if parse_policy(p).capabilities.chooses_workers
+        and parse_policy(p).capabilities.needs_workers
+    ]
+
+
+def _drive_push(policy: str, store: EventStore, seed: int = 0) -> tuple[Campaign, list[tuple]]:
+    """Push mode: the policy picks (item, worker) pairs in batches of 2; assignments are
+    answered, cancelled or left to expire; a worker joins the team mid-campaign."""
+    clock = FakeClock()
+    rng = np.random.default_rng(seed)
+    items = [f"q{k}" for k in range(N_ITEMS)]
+    truth = {item: int(rng.integers(2)) for item in items}
+    accuracy = {"w0": 0.95, "w1": 0.9, "w2": 0.8, "w3": 0.7, "late": 0.85}
+    campaign = Campaign.create(
+        items,
+        budget=BUDGET,
+        policy=policy,
+        seed=seed,
+        ttl=10.0,
+        mode="push",
+        workers=["w0", "w1", "w2", "w3"],
+        store=store,
+        clock=clock,
+    )
+    given: list[tuple] = []
+    for step in range(200):
+        clock.now += 1.0
+        if step == 5:
+            campaign.add_workers(["late"])
+        batch = campaign.push_assignments(2)
+        _check_invariants(campaign)
+        if not batch and campaign.status()["pending"] == 0:
+            break
+        for assignment in batch:
+            given.append((assignment.item_id, assignment.worker_id))
+            fate = rng.random()
+            if fate < 0.08:
+                campaign.cancel_assignment(assignment.assignment_id)
+            elif fate < 0.14:
+                pass  # expires
+            else:
+                worker = assignment.worker_id
+                right = rng.random() < accuracy[worker]
+                label = truth[assignment.item_id] if right else 1 - truth[assignment.item_id]
+                campaign.record_label(assignment.assignment_id, str(label))
+        _check_invariants(campaign)
+    return campaign, given
+
+
+@pytest.mark.parametrize("policy", _push_policies())
+def test_worker_choosing_policies_run_live_in_push_mode(policy: str, tmp_path: Path) -> None:
+    store = EventStore(f"sqlite:///{tmp_path / 'push.db'}")
+    campaign, given = _drive_push(policy, store)
+    # a team that answers uses (nearly) the whole budget; CrowdSense ends by its own rule
+    # once every task is settled (29 of 30 here)
+    assert campaign.status()["spent"] >= 0.9 * BUDGET
+    # the late worker joined the team (whether the policy picks them is its own business)
+    assert campaign.worker_ids[-1] == "late"
+    assert campaign.problem.n_workers == 5  # push mode: exactly the team
+    _same_state(campaign, Campaign.load(store, campaign.campaign_id))
+    _again, given_again = _drive_push(policy, EventStore("sqlite://"))
+    assert given_again == given
+    np.testing.assert_array_equal(
+        campaign.state.pairs.remaining,
+        Campaign.load(store, campaign.campaign_id).state.pairs.remaining,
+    )

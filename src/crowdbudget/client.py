@@ -102,6 +102,19 @@ class Client:
         result: dict[str, Any] | None = self._call("POST", f"/campaigns/{campaign_id}/assignments")
         return result
 
+    def push(
+        self, campaign_id: str, *, count: int | None = None, worker_ids: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Push mode (requester key): ``count`` assignments whose workers the policy picks
+        (a ``mode="push"`` campaign), or one per worker in ``worker_ids``."""
+        body: dict[str, Any] = {} if count is None else {"count": count}
+        if worker_ids is not None:
+            body["worker_ids"] = worker_ids
+        result: list[dict[str, Any]] = self._call(
+            "POST", f"/campaigns/{campaign_id}/push", json=body
+        )
+        return result
+
     def submit_label(self, campaign_id: str, assignment_id: str, label: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
             "POST",

@@ -47,6 +47,15 @@ campaign rather than a rebuild per worker. An unheld slot never labels anything,
 no posterior; and the campaign only asks the policy on behalf of a real worker (pull mode, or
 push for a named team), so no assignment ever goes to an unheld slot.
 
+Push mode (``mode="push"``): the policy chooses the worker as well as the item
+(:meth:`Campaign.push_assignments`; B-KUBE-like and BBTA-like policies, worker-aware Opt-KG), and
+the requester dispatches each (item, worker) assignment. The problem then has exactly the
+campaign's workers (no unheld slots: a joining worker rebuilds the policy, which suits a
+managed team), and the state lists the (item, worker) pairs that may still be asked
+(:class:`~crowdbudget.types.PairAvailability`, the structure a replay uses): every item with
+every worker, or the ``pairs`` given at creation (a qualification table, or the recorded pairs
+of a data set being replayed live), each usable once — a worker labels an item at most once.
+
 Policy randomness: the policy's generator is ``default_rng([seed, n])`` where n is the number of
 events when the campaign was created or loaded, so a reloaded campaign is deterministic; its
 decisions after a reload are valid draws of the policy, not the ones the never-restarted
@@ -102,6 +111,7 @@ from crowdbudget.types import (
     FloatArray,
     IntArray,
     LabelEvent,
+    PairAvailability,
     Problem,
     WorkerSpec,
 )
@@ -203,6 +213,8 @@ class CampaignConfig:
     max_pending_per_worker: int | None = None
     verdict: str = "posterior"
     workers: list[str] = field(default_factory=list)
+    mode: str = "pull"
+    pairs: list[list[str]] | None = None
 
     def to_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -264,6 +276,51 @@ def _check_ids(values: Iterable[Any], what: str) -> list[str]:
     return out
 
 
+def _check_mode(
+    mode: Any,
+    pairs: Sequence[Sequence[str]] | None,
+    policy: str,
+    items: list[str],
+    workers: list[str],
+) -> list[list[str]] | None:
+    """Check ``mode`` and ``pairs`` (see :meth:`Campaign.create`); returns the pairs as
+    ``[item, worker]`` lists (workers they name are appended to ``workers``)."""
+    if mode not in ("pull", "push"):
+        raise InvalidParameterError(f"mode must be 'pull' or 'push', got {_short(mode)}")
+    capabilities = parse_policy(policy).capabilities
+    if mode == "push" and not capabilities.chooses_workers:
+        raise InvalidParameterError(
+            f"policy {_short(policy)} picks items only, so it cannot push (item, worker) "
+            "pairs; use mode 'pull' (or push to a named team with next_assignments)"
+        )
+    if pairs is None:
+        if mode == "push" and not workers:
+            raise InvalidParameterError("push mode needs the team: give workers or pairs")
+        return None
+    if mode != "push":
+        raise InvalidParameterError("pairs restrict a push campaign; give mode='push' too")
+    known_items = set(items)
+    known_workers = set(workers)
+    out: list[list[str]] = []
+    seen: set[tuple[str, str]] = set()
+    for pair in pairs:
+        if isinstance(pair, str | bytes) or len(pair) != 2:
+            raise DataFormatError(f"a pair is [item id, worker id], got {_short(pair)}")
+        item, worker = _check_ids([pair[0]], "item")[0], _check_ids([pair[1]], "worker")[0]
+        if item not in known_items:
+            raise DataFormatError(f"pair {_short([item, worker])} names an unknown item")
+        if (item, worker) in seen:
+            raise DataFormatError(f"pair {_short([item, worker])} appears more than once")
+        seen.add((item, worker))
+        if worker not in known_workers:
+            known_workers.add(worker)
+            workers.append(worker)
+        out.append([item, worker])
+    if not out:
+        raise InvalidParameterError("pairs is empty: no worker may label any item")
+    return out
+
+
 class Campaign:
     """A live campaign (use :meth:`create` or :meth:`load`, not the constructor)."""
 
@@ -297,6 +354,8 @@ class Campaign:
         max_pending_per_worker: int | None = None,
         verdict: str = "posterior",
         workers: Sequence[str] = (),
+        mode: str = "pull",
+        pairs: Sequence[Sequence[str]] | None = None,
         store: EventStore | None = None,
         campaign_id: str | None = None,
         name: str = "",
@@ -324,6 +383,10 @@ class Campaign:
                 labels (``"ds"``, ``"one-coin-em"``, ``"mv"``, …).
             workers: worker ids known from the start (more join with :meth:`add_workers` or
                 by asking for work). A policy that models workers numbers them in this order.
+            mode: ``"pull"`` (workers ask for work; they may come and go) or ``"push"`` (the
+                policy picks (item, worker) pairs among a team: :meth:`push_assignments`).
+            pairs: push mode: the (item id, worker id) pairs that may be asked (default:
+                every item with every worker); workers named here join the team.
             store: where events go (default: an in-memory SQLite database).
 
         Nothing is stored unless the whole configuration works: the ``created`` event is
@@ -368,9 +431,12 @@ class Campaign:
             raise InvalidParameterError(f"seed must be an integer in [0, 2**63), got {seed}")
         make_policy(policy)  # an unknown id or bad parameter fails here, before any work
         verdict = check_verdict(verdict, len(classes_))
+        items_ = _check_ids(items, "item")
+        workers_ = _check_ids(workers, "worker")
+        pairs_ = _check_mode(mode, pairs, policy, items_, workers_)
         config = CampaignConfig(
             campaign_id=campaign_id or uuid.uuid4().hex,
-            items=_check_ids(items, "item"),
+            items=items_,
             classes=classes_,
             budget=budget_,
             policy=policy,
@@ -385,7 +451,9 @@ class Campaign:
                 None if max_pending_per_worker is None else int(max_pending_per_worker)
             ),
             verdict=verdict,
-            workers=_check_ids(workers, "worker"),
+            workers=workers_,
+            mode=mode,
+            pairs=pairs_,
         )
         campaign = cls(store if store is not None else EventStore("sqlite://"), clock)
         payload = config.to_payload()
@@ -498,7 +566,10 @@ class Campaign:
         self._timeline: list[tuple[float, float, int]] = []  # (time, spent, labels) per event
         # a policy that models workers gets worker slots in its problem (module docstring)
         self._models_workers = parse_policy(self.config.policy).capabilities.needs_workers
+        self._push = self.config.mode == "push"
         self._worker_slots = 0
+        # push mode with listed pairs: (item, worker) -> pair index (built in _rebuild)
+        self._pair_lookup: dict[tuple[int, int], int] = {}
         for worker_id in self.config.workers:
             self._worker(worker_id)
         self._extend_items(self.config.items)
@@ -524,6 +595,7 @@ class Campaign:
         self._ledger.committed += _decimal(record.price)
         self._worker_items.setdefault(worker, set()).add(record.item)
         self._worker_pending.setdefault(worker, {})[p["id"]] = None
+        self._use_pair(record.item, worker, 1)
         self._check_cap(record.item)
         self._check_busy(record.item)
         if record.expires_at is not None:
@@ -545,6 +617,7 @@ class Campaign:
         self.state.release_assignment(Assignment(record.item, None, record.price))
         self._ledger.committed -= _decimal(record.price)
         self._worker_items[record.worker].discard(record.item)
+        self._use_pair(record.item, record.worker, -1)
         self._check_cap(record.item)
         self._check_busy(record.item)
 
@@ -560,6 +633,8 @@ class Campaign:
 
     def _observe(self, item: int, worker: int, label: int, cost: float, *, pending: bool) -> None:
         event = LabelEvent(item=item, worker=worker, label=label, cost=cost)
+        if not pending:  # an imported label uses its pair (an assigned one did already)
+            self._use_pair(item, worker, 1)
         self.state.record_label(event, Assignment(item, None, cost) if pending else None)
         self.policy.observe(event)
         self._log_items.append(item)
@@ -597,16 +672,19 @@ class Campaign:
             index = self._worker_index[worker_id] = len(self.worker_ids)
             self.worker_ids.append(worker_id)
             if self._models_workers and index >= self._worker_slots and hasattr(self, "policy"):
-                # past the last slot: double the slots and rebuild the policy on them (a
-                # policy that took n slots takes 2n of the same kind, so this cannot refuse)
+                # past the last slot: more slots (doubled; push mode: one more) and the policy
+                # rebuilt on them (a policy that took n slots takes more of the same kind)
                 self._install((), self._rebuild(()))
         return index
 
     def _slots_wanted(self) -> int:
-        """Worker slots for the problem: 0 for a policy that does not model workers, else a
-        power of two (at least 4) holding every worker who joined."""
+        """Worker slots for the problem: 0 for a policy that does not model workers; in push
+        mode exactly the team; else a power of two (at least 4) holding every worker who
+        joined."""
         if not self._models_workers:
             return 0
+        if self._push:
+            return len(self.worker_ids)
         slots = max(4, self._worker_slots)
         while slots < len(self.worker_ids):
             slots *= 2
@@ -648,6 +726,8 @@ class Campaign:
             state.pending[:k] = old.pending
             state.eligible[:k] = old.eligible
             state.spent, state.committed, state.n_events = old.spent, old.committed, old.n_events
+        if self._push and self._models_workers:
+            state.pairs = self._available_pairs(n_items, slots)
         policy: AllocationPolicy = make_policy(self.config.policy)
         policy.reset(problem, np.random.default_rng([self.config.seed, self._seq]))
         for item, worker, label, cost in zip(
@@ -655,6 +735,56 @@ class Campaign:
         ):
             policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
         return _Rebuild(problem, state, policy)
+
+    def _available_pairs(self, n_items: int, n_workers: int) -> PairAvailability:
+        """Push mode: the (item, worker) pairs, each usable once, minus those labeled."""
+        assert self.config is not None
+        # taken pairs: every label so far and every pending assignment
+        pending = [r for r in getattr(self, "_records", {}).values() if r.status == "pending"]
+        log_items = np.asarray(self._log_items + [r.item for r in pending], dtype=np.int64)
+        log_workers = np.asarray(self._log_workers + [r.worker for r in pending], dtype=np.int64)
+        if self.config.pairs is None:
+            # every item with every worker, item-major: pair index = item · n_workers + worker
+            items = np.repeat(np.arange(n_items, dtype=np.int64), n_workers)
+            workers = np.tile(np.arange(n_workers, dtype=np.int64), n_items)
+            used = np.bincount(log_items * n_workers + log_workers, minlength=items.shape[0])
+            self._pair_lookup = {}
+        else:
+            # a campaign with listed pairs has exactly its creation items (add_items refuses)
+            index = {item_id: k for k, item_id in enumerate(self.config.items)}
+            items = np.array([index[i] for i, _ in self.config.pairs], dtype=np.int64)
+            workers = np.array(
+                [self._worker_index[w] for _, w in self.config.pairs], dtype=np.int64
+            )
+            self._pair_lookup = {
+                (int(i), int(w)): k for k, (i, w) in enumerate(zip(items, workers, strict=True))
+            }
+            used = np.zeros(items.shape[0], dtype=np.int64)
+            for i, w in zip(log_items.tolist(), log_workers.tolist(), strict=True):
+                k = self._pair_lookup.get((i, w))
+                if k is not None:
+                    used[k] += 1
+        remaining = np.maximum(1 - used[: items.shape[0]], 0).astype(np.int64)
+        return PairAvailability(items=items, workers=workers, remaining=remaining)
+
+    def _use_pair(self, item: int, worker: int, n: int) -> None:
+        """Push mode: take (n = 1) or give back (n = −1) the pair (item, worker). A pair is
+        taken when assigned, so no batch gives it twice, and given back when the assignment
+        is released. (Worker-aware KG does not rescore a pair while it is taken; one given
+        back keeps its score until the next label of its item or worker rescores it.)"""
+        pairs = self.state.pairs
+        if pairs is None:
+            return
+        k = self._pair(item, worker)
+        if k is not None:
+            pairs.remaining[k] = max(0, int(pairs.remaining[k]) - n)
+
+    def _pair(self, item: int, worker: int) -> int | None:
+        """The index of pair (item, worker) in ``state.pairs`` (None: not a listed pair)."""
+        if self.config is not None and self.config.pairs is None:
+            n_workers = self.problem.n_workers or 0
+            return item * n_workers + worker if worker < n_workers else None
+        return self._pair_lookup.get((item, worker))
 
     def _install(self, new_items: Sequence[str], rebuild: _Rebuild) -> None:
         for item_id in new_items:
@@ -680,6 +810,12 @@ class Campaign:
     def add_items(self, items: Sequence[str]) -> None:
         """Add new items (ids must be new)."""
         new = _check_ids(items, "item")
+        assert self.config is not None
+        if self.config.pairs is not None and new:
+            raise InvalidParameterError(
+                "this campaign lists its (item, worker) pairs; new items would have none "
+                "(create a campaign with the new items and their pairs)"
+            )
         clash = [i for i in new if i in self._item_index]
         if clash:
             raise DataFormatError(f"item id {clash[0]!r} already exists in this campaign")
@@ -766,7 +902,10 @@ class Campaign:
             choice = self.policy.select_excluding(self.state, excluded, worker=worker)
         if choice is None:
             return None
-        choice = replace(choice, price=price)
+        return self._assign(choice.item, worker_id, price)
+
+    def _assign(self, item: int, worker_id: str, price: float) -> PendingAssignment:
+        """Commit an ``assigned`` event (checked by the caller) and return it."""
         assignment_id = uuid.uuid4().hex
         assert self.config is not None
         expires = None if self.config.ttl is None else self.clock() + self.config.ttl
@@ -774,7 +913,7 @@ class Campaign:
             "assigned",
             {
                 "id": assignment_id,
-                "item": choice.item,
+                "item": item,
                 "worker": worker_id,
                 "price": price,
                 "expires_at": expires,
@@ -805,6 +944,44 @@ class Campaign:
             assignment = self.next_assignment(worker_id)
             if assignment is not None:
                 out.append(assignment)
+        return out
+
+    def push_assignments(self, count: int = 1) -> list[PendingAssignment]:
+        """Push mode: up to ``count`` assignments whose workers the policy chose (the
+        requester dispatches each to its worker); fewer when the budget, the pairs or the
+        policy run out, or a chosen worker already holds ``max_pending_per_worker``.
+
+        Items with work pending are offered last, as in pull mode; a pair already pending is
+        never given again."""
+        assert self.config is not None
+        if not self._push:
+            raise InvalidParameterError(
+                "this campaign is in pull mode: workers ask for work (create it with "
+                "mode='push' for the policy to choose workers)"
+            )
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+            raise InvalidParameterError(f"count must be an integer >= 1, got {_short(count)}")
+        self.expire_overdue()
+        out: list[PendingAssignment] = []
+        for _ in range(int(count)):
+            choice = self.policy.select_excluding(self.state, self._busy)
+            if choice is None and self._busy:
+                choice = self.policy.select(self.state)
+            if choice is None or choice.worker is None:
+                break
+            worker_id = self.worker_ids[choice.worker]
+            price = self.price_of(worker_id)
+            if (
+                not self._ledger.can_afford(price)
+                or choice.item in self._worker_items.get(choice.worker, ())
+                or self._held(choice.worker) is not None
+                or (
+                    self.config.max_labels_per_item is not None
+                    and choice.item in self._saturated
+                )
+            ):
+                break  # the policy's choice cannot be given now: stop this batch
+            out.append(self._assign(choice.item, worker_id, price))
         return out
 
     def _record(self, assignment_id: str) -> _Record:

@@ -664,6 +664,9 @@ def create_app(
             )
         service.check_ids(list(body.worker_prices), "worker")
         service.check_ids(body.workers, "worker")
+        if body.pairs is not None:
+            service.check_ids([i for i, _ in body.pairs], "pair")
+            service.check_ids(list({w for _, w in body.pairs}), "worker")
         if len(body.policy) > limits.max_policy_length:
             raise InvalidParameterError(
                 f"the policy id is longer than this server's limit of {limits.max_policy_length}"
@@ -695,6 +698,8 @@ def create_app(
             "max_pending_per_worker": pending,
             "verdict": body.verdict,
             "workers": body.workers,
+            "mode": body.mode,
+            "pairs": None if body.pairs is None else [list(pair) for pair in body.pairs],
         }
 
     @app.post("/v1/campaigns", response_model=CampaignCreated, status_code=201)
@@ -856,11 +861,22 @@ def create_app(
 
     @app.post("/v1/campaigns/{campaign_id}/push", response_model=list[AssignmentOut])
     def push(campaign_id: str, body: TeamPush, _: RequesterDep) -> list[AssignmentOut]:
-        """Push mode for a managed team: one assignment per listed worker, in turn, while
-        work is available (workers with nothing left, or holding as many unanswered
-        assignments as the campaign allows, are skipped)."""
-        service.check_ids(body.worker_ids, "worker")
-        assignments = service.run(campaign_id, lambda c: c.next_assignments(body.worker_ids))
+        """Push mode. With ``count`` (a campaign created with ``mode: push``): up to that many
+        assignments whose workers the policy chose; the requester dispatches each to its
+        worker. With ``worker_ids`` (a managed team, any campaign): one assignment per listed
+        worker, in turn, while work is available (workers with nothing left, or holding as
+        many unanswered assignments as the campaign allows, are skipped)."""
+        if (body.worker_ids is None) == (body.count is None):
+            raise InvalidParameterError(
+                "give either 'count' (the policy picks the workers) or 'worker_ids'"
+            )
+        if body.count is not None:
+            count = body.count
+            assignments = service.run(campaign_id, lambda c: c.push_assignments(count))
+        else:
+            team = body.worker_ids or []
+            service.check_ids(team, "worker")
+            assignments = service.run(campaign_id, lambda c: c.next_assignments(team))
         return [assignment_out(a) for a in assignments]
 
     @app.post("/v1/campaigns/{campaign_id}/labels/import")

@@ -10,7 +10,7 @@ refused. Lengths that do not depend on the operator's settings are declared here
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +40,16 @@ class CampaignCreate(StrictRequest):
         default_factory=list,
         description="worker ids known from the start (more join by asking for work or by "
         "getting a token); a policy that models workers numbers them in this order",
+    )
+    mode: Literal["pull", "push"] = Field(
+        default="pull",
+        description="'pull': workers ask for work; 'push': the policy picks (item, worker) "
+        "pairs among the team (POST .../push with 'count')",
+    )
+    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] | None = Field(
+        default=None,
+        description="push mode: the (item id, worker id) pairs that may be asked, each once "
+        "(default: every item with every worker)",
     )
     default_price: float = Field(default=1.0, gt=0)
     ttl: float | None = Field(
@@ -90,7 +100,11 @@ class WorkerCreate(StrictRequest):
 
 
 class TeamPush(StrictRequest):
-    worker_ids: list[str] = Field(min_length=1, max_length=10_000)
+    """Either ``worker_ids`` (one assignment per listed worker, the policy picking items) or
+    ``count`` (push mode: up to that many assignments, the policy picking the workers)."""
+
+    worker_ids: list[str] | None = Field(default=None, min_length=1, max_length=10_000)
+    count: int | None = Field(default=None, ge=1, le=10_000)
 
 
 class WorkerToken(BaseModel):

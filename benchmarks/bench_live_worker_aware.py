@@ -1,0 +1,98 @@
+"""Live worker-aware Opt-KG: the cost of one decision and one label in a live campaign.
+
+Issue 17 asks that a worker-aware Opt-KG decision on a live campaign of 10^4 items and 200
+workers take at most 2 ms at p99. This builds that campaign in memory
+(:class:`~crowdbudget.campaign.Campaign` on an in-memory SQLite store, the object the service
+runs; HTTP is measured by ``bench_service.py``), registers the 200 workers (the problem gets
+256 worker slots), warms it up with ``--warmup`` labels, then times ``--decisions`` rounds of
+"a random worker asks (``next_assignment``), answers (``record_label``)" with a simulated
+crowd (accuracy uniform in [0.55, 0.95], truth uniform). Reported per operation: p50, p99 and
+max in milliseconds, and the time to register the workers (the slot rebuild, which scores all
+n_items × slots pairs once). Run from the repository root:
+
+    python benchmarks/bench_live_worker_aware.py [--items 10000] [--workers 200]
+        [--policy opt-kg:workers=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+from crowdbudget.campaign import Campaign, EventStore
+
+
+def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int, seed: int):
+    rng = np.random.default_rng(seed)
+    items = [f"i{k}" for k in range(n_items)]
+    truth = rng.integers(0, 2, n_items)
+    accuracy = rng.uniform(0.55, 0.95, n_workers)
+    workers = [f"w{j}" for j in range(n_workers)]
+    start = time.perf_counter()
+    campaign = Campaign.create(
+        items, budget=10 * n_items, policy=policy, seed=seed, store=EventStore("sqlite://")
+    )
+    created = time.perf_counter() - start
+    start = time.perf_counter()
+    campaign.add_workers(workers)
+    first = campaign.next_assignment(workers[0])  # the pairs are scored at the first select
+    registered = time.perf_counter() - start
+    assert first is not None
+    campaign.record_label(first.assignment_id, "1")
+    ask, answer = [], []
+    for step in range(warmup + n_decisions):
+        j = int(rng.integers(n_workers))
+        t0 = time.perf_counter()
+        assignment = campaign.next_assignment(workers[j])
+        t1 = time.perf_counter()
+        if assignment is None:
+            continue
+        item = int(assignment.item_id[1:])
+        label = truth[item] if rng.random() < accuracy[j] else 1 - truth[item]
+        campaign.record_label(assignment.assignment_id, str(label))
+        t2 = time.perf_counter()
+        if step >= warmup:
+            ask.append(t1 - t0)
+            answer.append(t2 - t1)
+
+    def summary(times: list[float]) -> dict[str, float]:
+        ms = np.asarray(times) * 1e3
+        return {
+            "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99)),
+            "max_ms": float(ms.max()),
+        }
+
+    return {
+        "policy": policy,
+        "n_items": n_items,
+        "n_workers": n_workers,
+        "worker_slots": campaign.problem.n_workers,
+        "create_s": created,
+        "register_workers_and_first_select_s": registered,
+        "decisions": len(ask),
+        "next_assignment": summary(ask),
+        "record_label": summary(answer),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=200)
+    parser.add_argument("--policy", default="opt-kg:workers=one-coin")
+    parser.add_argument("--decisions", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    result = run(args.policy, args.items, args.workers, args.decisions, args.warmup, args.seed)
+    result["machine"] = f"{platform.machine()} {platform.python_version()}"
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

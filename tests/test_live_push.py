@@ -1,0 +1,197 @@
+"""Push mode (issue 17): the policy picks (item, worker) pairs in a live campaign.
+
+The strongest check: a live push campaign replaying RTE's recorded pairs (each (item, worker)
+pair usable once, answered with its recorded label) makes exactly the decisions of the offline
+engine (:func:`crowdbudget.engine.loop.drive` on a :class:`ReplayEnvironment`) for every
+worker-choosing policy, when the offline policy gets the campaign's generators — the live run
+and the replay agree exactly when answers arrive in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from crowdbudget.campaign import Campaign, EventStore
+from crowdbudget.datasets import load_dataset
+from crowdbudget.engine.loop import Clock, drive
+from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
+from crowdbudget.registry import make_policy, registered_policies
+from crowdbudget.service import create_app
+from crowdbudget.simulation.replay import ReplayEnvironment
+from crowdbudget.types import CampaignState, Problem
+
+
+def _worker_choosing() -> list[str]:
+    from crowdbudget.registry import parse_policy
+
+    ids = [p for p in registered_policies() if parse_policy(p).capabilities.chooses_workers]
+    ids = [p for p in ids if parse_policy(p).capabilities.needs_workers]
+    return [*sorted(ids), "opt-kg:workers=one-coin", "kg:workers=two-coin"]
+
+
+@pytest.fixture(scope="module")
+def rte() -> dict[str, Any]:
+    data = load_dataset("rte")
+    env = ReplayEnvironment.from_label_data(data)
+    env.reset(seed=0)
+    assert env.pairs is not None
+    items = [str(i) for i in data.item_ids]
+    workers = [str(w) for w in data.worker_ids]
+    # the replay's pair order (item-major), so ties are drawn among the same candidates
+    pairs = [
+        [items[i], workers[w]] for i, w in zip(env.pairs.items, env.pairs.workers, strict=True)
+    ]
+    answers = {
+        (items[i], workers[w]): str(data.classes[label])
+        for i, w, label in zip(data.items, data.workers, data.labels, strict=True)
+    }
+    return {"data": data, "items": items, "workers": workers, "pairs": pairs, "answers": answers}
+
+
+class _Until:
+    def __init__(self, budget: float) -> None:
+        self.budget = budget
+
+    def before_decision(self, state: CampaignState) -> bool:
+        return state.spent >= self.budget
+
+    def finish(self, state: CampaignState) -> None:
+        pass
+
+
+@pytest.mark.parametrize("policy", _worker_choosing())
+def test_live_push_equals_the_offline_replay(policy: str, rte: dict[str, Any]) -> None:
+    data, budget, seed = rte["data"], 400, 3
+    campaign = Campaign.create(
+        rte["items"],
+        budget=budget,
+        classes=list(data.classes),
+        policy=policy,
+        seed=seed,
+        mode="push",
+        pairs=rte["pairs"],
+        workers=rte["workers"],
+    )
+    live = []
+    while batch := campaign.push_assignments(1):
+        (a,) = batch
+        live.append((campaign._item_index[a.item_id], campaign._worker_index[a.worker_id]))
+        campaign.record_label(a.assignment_id, rte["answers"][(a.item_id, a.worker_id)])
+    assert len(live) == budget
+
+    env = ReplayEnvironment.from_label_data(data)
+    env.reset(seed=0)
+    offline_policy = make_policy(policy)
+    problem = Problem(n_items=data.n_items, budget=budget, n_workers=data.n_workers)
+    # the campaign's generators: reset with [seed, 0] (its created event), then the stream
+    # it starts once created, [seed, 1]
+    offline_policy.reset(problem, np.random.default_rng([seed, 0]))
+    offline_policy.rng_ = np.random.default_rng([seed, 1])
+    state = CampaignState.initial(problem)
+    state.pairs = env.pairs
+    offline: list[tuple[int, int]] = []
+    select = offline_policy.select
+
+    def recording_select(state: CampaignState, *, worker: int | None = None) -> Any:
+        assignment = select(state, worker=worker)
+        if assignment is not None:
+            offline.append((assignment.item, assignment.worker))
+        return assignment
+
+    offline_policy.select = recording_select  # type: ignore[method-assign]
+    drive(offline_policy, env, state, Clock("push"), _Until(budget))
+    assert live == offline
+    np.testing.assert_array_equal(
+        campaign.policy.final_labels(campaign.state), offline_policy.final_labels(state)
+    )
+
+
+def test_push_mode_is_checked_at_creation_in_one_line() -> None:
+    items = ["a", "b"]
+    refusals = [
+        ({"policy": "opt-kg", "mode": "push", "workers": ["w"]}, "picks items only"),
+        ({"policy": "bbta", "mode": "push"}, "needs the team"),
+        ({"policy": "bbta", "mode": "sideways", "workers": ["w"]}, "mode must be"),
+        ({"policy": "bbta", "pairs": [["a", "w"]]}, "give mode='push'"),
+        ({"policy": "bbta", "mode": "push", "pairs": [["zz", "w"]]}, "unknown item"),
+        ({"policy": "bbta", "mode": "push", "pairs": [["a", "w"], ["a", "w"]]}, "more than once"),
+        ({"policy": "bbta", "mode": "push", "pairs": []}, "empty"),
+    ]
+    for config, message in refusals:
+        store = EventStore("sqlite://")
+        with pytest.raises(CrowdBudgetError, match=message) as error:
+            Campaign.create(items, budget=4, store=store, **config)  # type: ignore[arg-type]
+        assert "\n" not in str(error.value)
+        assert store.campaign_ids() == []
+    pull = Campaign.create(items, budget=4, policy="bbta", workers=["w"])
+    with pytest.raises(InvalidParameterError, match="pull mode"):
+        pull.push_assignments(1)
+    listed = Campaign.create(items, budget=4, policy="bbta", mode="push", pairs=[["a", "w"]])
+    with pytest.raises(InvalidParameterError, match="lists its"):
+        listed.add_items(["c"])
+
+
+def test_push_never_gives_a_pair_twice_and_a_joining_worker_gets_pairs() -> None:
+    campaign = Campaign.create(
+        [f"q{k}" for k in range(3)],
+        budget=20,
+        policy="opt-kg:workers=one-coin",
+        mode="push",
+        workers=["w0", "w1"],
+    )
+    batch = campaign.push_assignments(4)
+    pairs = [(a.item_id, a.worker_id) for a in batch]
+    assert len(set(pairs)) == len(pairs) == 4
+    for a in batch:
+        campaign.record_label(a.assignment_id, "1")
+    campaign.add_workers(["w2"])
+    assert campaign.problem.n_workers == 3  # push mode: exactly the team
+    given = pairs
+    while batch := campaign.push_assignments(1):
+        given += [(a.item_id, a.worker_id) for a in batch]
+        campaign.record_label(batch[0].assignment_id, "0")
+    assert len(set(given)) == len(given) == 9  # every pair once, then nothing left
+    assert campaign.status()["spent"] == 9
+
+
+def test_push_over_http(tmp_path: Any) -> None:
+    api = TestClient(create_app(f"sqlite:///{tmp_path / 'push.db'}"))
+    body = {
+        "items": ["a", "b", "c"],
+        "budget": 4,
+        "policy": "opt-kg:workers=one-coin",
+        "mode": "push",
+        "pairs": [["a", "ann"], ["b", "ann"], ["b", "bob"], ["c", "bob"], ["c", "cy"]],
+    }
+    created = api.post("/v1/campaigns", json=body)
+    assert created.status_code == 201, created.text
+    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
+    boss = {"Authorization": f"Bearer {key}"}
+    tokens = {}
+    for name in ("ann", "bob", "cy"):
+        got = api.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=boss)
+        tokens[name] = got.json()["worker_token"]
+    neither = api.post(f"/v1/campaigns/{cid}/push", json={}, headers=boss)
+    assert neither.status_code == 422 and "either" in neither.json()["detail"]
+    spent = 0
+    while True:
+        pushed = api.post(f"/v1/campaigns/{cid}/push", json={"count": 2}, headers=boss)
+        assert pushed.status_code == 200, pushed.text
+        if not pushed.json():
+            break
+        for a in pushed.json():
+            assert [a["item_id"], a["worker_id"]] in body["pairs"]
+            answer = api.post(
+                f"/v1/campaigns/{cid}/assignments/{a['assignment_id']}/label",
+                json={"label": "1"},
+                headers={"Authorization": f"Bearer {tokens[a['worker_id']]}"},
+            )
+            assert answer.status_code == 200, answer.text
+            spent += 1
+    assert spent == 4  # the budget, never more
+    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    assert status["spent"] == 4

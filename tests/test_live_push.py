@@ -195,3 +195,70 @@ def test_push_over_http(tmp_path: Any) -> None:
     assert spent == 4  # the budget, never more
     status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
     assert status["spent"] == 4
+
+
+def test_contexts_and_features_reach_the_live_problem() -> None:
+    rng = np.random.default_rng(0)
+    items = [f"q{k}" for k in range(6)]
+    contexts = [0, 1, 2, 0, 1, 2]
+    bbta = Campaign.create(
+        items, budget=12, policy="bbta", mode="push", workers=["a", "b"], contexts=contexts
+    )
+    np.testing.assert_array_equal(bbta.problem.contexts, contexts)
+    assert bbta.problem.n_contexts == 3
+    bbta.add_items(["q6"], contexts=[3])
+    assert bbta.problem.n_contexts == 4 and bbta.problem.n_items == 7
+    with pytest.raises(InvalidParameterError, match="give theirs"):
+        bbta.add_items(["q7"])
+    while batch := bbta.push_assignments(1):
+        bbta.record_label(batch[0].assignment_id, "1")
+    assert bbta.status()["spent"] == 12
+
+    features = rng.normal(size=(6, 3)).tolist()
+    store = EventStore("sqlite://")
+    logistic = Campaign.create(
+        items, budget=10, policy="opt-kg:features=logistic", features=features, store=store
+    )
+    np.testing.assert_allclose(logistic.problem.features, features)
+    with pytest.raises(InvalidParameterError, match="features"):
+        logistic.add_items(["x"], features=[[1.0, 2.0]])  # 2 features, the campaign has 3
+    logistic.add_items(["x"], features=[[1.0, 2.0, 3.0]])
+    for k in range(10):
+        a = logistic.next_assignment(f"w{k % 3}")
+        assert a is not None
+        logistic.record_label(a.assignment_id, str(k % 2))
+    reloaded = Campaign.load(store, logistic.campaign_id)
+    np.testing.assert_allclose(reloaded.problem.features, logistic.problem.features)
+    np.testing.assert_array_equal(reloaded.state.label_counts, logistic.state.label_counts)
+    # refused at creation, nothing stored
+    for bad in ({"contexts": [0, 1]}, {"contexts": [0, -1, 0, 0, 0, 0]}, {"features": [[1.0]]}):
+        empty = EventStore("sqlite://")
+        with pytest.raises(CrowdBudgetError):
+            Campaign.create(items, budget=4, store=empty, **bad)  # type: ignore[arg-type]
+        assert empty.campaign_ids() == []
+    with pytest.raises(CrowdBudgetError, match="features"):
+        Campaign.create(items, budget=4, policy="opt-kg:features=logistic")
+
+
+def test_contexts_over_http(tmp_path: Any) -> None:
+    api = TestClient(create_app(f"sqlite:///{tmp_path / 'ctx.db'}"))
+    body = {
+        "items": ["a", "b", "c"],
+        "budget": 6,
+        "policy": "bbta",
+        "mode": "push",
+        "workers": ["ann", "bob"],
+        "contexts": [0, 1, 0],
+    }
+    created = api.post("/v1/campaigns", json=body)
+    assert created.status_code == 201, created.text
+    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
+    boss = {"Authorization": f"Bearer {key}"}
+    missing = api.post(f"/v1/campaigns/{cid}/items", json={"items": ["d"]}, headers=boss)
+    assert missing.status_code == 422 and "contexts" in missing.json()["detail"]
+    added = api.post(
+        f"/v1/campaigns/{cid}/items", json={"items": ["d"], "contexts": [2]}, headers=boss
+    )
+    assert added.status_code == 204, added.text
+    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    assert status["n_items"] == 4

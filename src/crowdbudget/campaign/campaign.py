@@ -215,6 +215,8 @@ class CampaignConfig:
     workers: list[str] = field(default_factory=list)
     mode: str = "pull"
     pairs: list[list[str]] | None = None
+    contexts: list[int] | None = None
+    features: list[list[float]] | None = None
 
     def to_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -273,6 +275,45 @@ def _check_ids(values: Iterable[Any], what: str) -> list[str]:
         if value in seen:
             raise DataFormatError(f"{what} id {_short(value)} appears more than once")
         seen.add(value)
+    return out
+
+
+def _check_item_attributes(
+    n_items: int,
+    contexts: Sequence[int] | None,
+    features: Sequence[Sequence[float]] | None,
+    *,
+    n_features: int | None = None,
+) -> dict[str, Any]:
+    """``contexts`` and ``features`` of ``n_items`` new items as JSON-ready lists (only those
+    given); ``n_features`` (a campaign's) when more items are added."""
+    out: dict[str, Any] = {}
+    if contexts is not None:
+        values = list(contexts)
+        if len(values) != n_items or any(
+            isinstance(c, bool) or not isinstance(c, int | np.integer) or c < 0 for c in values
+        ):
+            raise InvalidParameterError(
+                f"contexts must be {n_items} integers >= 0 (one per item), got {_short(values)}"
+            )
+        out["contexts"] = [int(c) for c in values]
+    if features is not None:
+        try:
+            matrix = np.asarray(features, dtype=float)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(
+                "features must be a number per item and feature (a matrix)"
+            ) from None
+        width = (
+            n_features if n_features is not None else (matrix.shape[1] if matrix.ndim == 2 else 0)
+        )
+        if matrix.shape != (n_items, width) or width < 1 or not np.all(np.isfinite(matrix)):
+            raise InvalidParameterError(
+                f"features must be finite numbers of shape (items={n_items}, features"
+                f"{'' if n_features is None else '=' + str(n_features)}), got shape "
+                f"{matrix.shape}"
+            )
+        out["features"] = matrix.tolist()
     return out
 
 
@@ -356,6 +397,8 @@ class Campaign:
         workers: Sequence[str] = (),
         mode: str = "pull",
         pairs: Sequence[Sequence[str]] | None = None,
+        contexts: Sequence[int] | None = None,
+        features: Sequence[Sequence[float]] | None = None,
         store: EventStore | None = None,
         campaign_id: str | None = None,
         name: str = "",
@@ -387,6 +430,11 @@ class Campaign:
                 policy picks (item, worker) pairs among a team: :meth:`push_assignments`).
             pairs: push mode: the (item id, worker id) pairs that may be asked (default:
                 every item with every worker); workers named here join the team.
+            contexts: the context (task type) of each item, integers >= 0, aligned with
+                ``items`` (BBTA and the per-context policies; Zhang, Ma, Sugiyama 2015 §3).
+            features: a feature vector per item, aligned with ``items`` (feature-based
+                policies such as ``opt-kg:features=logistic``; Chen, Lin, Zhou 2013 §5).
+                A campaign with contexts or features needs them for every item it adds.
             store: where events go (default: an in-memory SQLite database).
 
         Nothing is stored unless the whole configuration works: the ``created`` event is
@@ -434,6 +482,7 @@ class Campaign:
         items_ = _check_ids(items, "item")
         workers_ = _check_ids(workers, "worker")
         pairs_ = _check_mode(mode, pairs, policy, items_, workers_)
+        attributes = _check_item_attributes(len(items_), contexts, features)
         config = CampaignConfig(
             campaign_id=campaign_id or uuid.uuid4().hex,
             items=items_,
@@ -454,6 +503,7 @@ class Campaign:
             workers=workers_,
             mode=mode,
             pairs=pairs_,
+            **attributes,
         )
         campaign = cls(store if store is not None else EventStore("sqlite://"), clock)
         payload = config.to_payload()
@@ -564,6 +614,9 @@ class Campaign:
         self._log_labels: list[int] = []
         self._log_costs: list[float] = []
         self._timeline: list[tuple[float, float, int]] = []  # (time, spent, labels) per event
+        # per-item attributes of the items installed so far (None: the campaign has none)
+        self._item_contexts: list[int] | None = None if self.config.contexts is None else []
+        self._item_features: list[list[float]] | None = None if self.config.features is None else []
         # a policy that models workers gets worker slots in its problem (module docstring)
         self._models_workers = parse_policy(self.config.policy).capabilities.needs_workers
         self._push = self.config.mode == "push"
@@ -572,16 +625,22 @@ class Campaign:
         self._pair_lookup: dict[tuple[int, int], int] = {}
         for worker_id in self.config.workers:
             self._worker(worker_id)
-        self._extend_items(self.config.items)
+        self._extend_items(self.config.items, self._attributes_of(p))
+
+    @staticmethod
+    def _attributes_of(p: dict[str, Any]) -> dict[str, Any]:
+        """The per-item attributes (contexts, features) an event's payload carries."""
+        return {k: p[k] for k in ("contexts", "features") if p.get(k) is not None}
 
     def _on_items_added(self, p: dict[str, Any]) -> None:
         new = tuple(p["items"])
+        attributes = self._attributes_of(p)
         prepared = self._prepared
         self._prepared = None
         if prepared is not None and prepared[0] == new:
-            self._install(new, prepared[1])
+            self._install(new, prepared[1], attributes)
         else:
-            self._extend_items(list(new))
+            self._extend_items(list(new), attributes)
 
     def _on_workers_added(self, p: dict[str, Any]) -> None:
         for worker_id in p["workers"]:
@@ -690,11 +749,13 @@ class Campaign:
             slots *= 2
         return slots
 
-    def _extend_items(self, new_items: list[str]) -> None:
+    def _extend_items(self, new_items: list[str], attributes: dict[str, Any]) -> None:
         """Add items and (re)build the policy on the larger problem, replaying the labels."""
-        self._install(tuple(new_items), self._rebuild(new_items))
+        self._install(tuple(new_items), self._rebuild(new_items, attributes), attributes)
 
-    def _rebuild(self, new_items: Sequence[str]) -> _Rebuild:
+    def _rebuild(
+        self, new_items: Sequence[str], attributes: dict[str, Any] | None = None
+    ) -> _Rebuild:
         """The problem, state and policy with ``new_items`` appended, every label observed
         again in order — computed without changing this object, so that a policy refusing
         the larger problem raises before anything is stored (:meth:`add_items`)."""
@@ -710,6 +771,14 @@ class Campaign:
         # 10 labels)
         cheapest = min([self.config.default_price, *self.config.worker_prices.values()])
         slots = self._slots_wanted()
+        attributes = attributes or {}
+        contexts = features = None
+        if self._item_contexts is not None:
+            contexts = np.asarray(
+                self._item_contexts + attributes.get("contexts", []), dtype=np.int64
+            )
+        if self._item_features is not None:
+            features = np.asarray(self._item_features + attributes.get("features", []), dtype=float)
         problem = Problem(
             n_items=n_items,
             budget=self.config.budget,
@@ -717,6 +786,8 @@ class Campaign:
             prior=prior,
             default_price=cheapest,
             workers=WorkerSpec(slots) if slots else None,
+            contexts=contexts,
+            features=features,
         )
         old = getattr(self, "state", None)
         state = CampaignState.initial(problem)
@@ -786,7 +857,14 @@ class Campaign:
             return item * n_workers + worker if worker < n_workers else None
         return self._pair_lookup.get((item, worker))
 
-    def _install(self, new_items: Sequence[str], rebuild: _Rebuild) -> None:
+    def _install(
+        self, new_items: Sequence[str], rebuild: _Rebuild, attributes: dict[str, Any] | None = None
+    ) -> None:
+        attributes = attributes or {}
+        if self._item_contexts is not None:
+            self._item_contexts.extend(attributes.get("contexts", []))
+        if self._item_features is not None:
+            self._item_features.extend(attributes.get("features", []))
         for item_id in new_items:
             self._item_index[item_id] = len(self.item_ids)
             self.item_ids.append(item_id)
@@ -807,10 +885,29 @@ class Campaign:
         assert self.config is not None
         return self.config.worker_prices.get(worker_id, self.config.default_price)
 
-    def add_items(self, items: Sequence[str]) -> None:
-        """Add new items (ids must be new)."""
+    def add_items(
+        self,
+        items: Sequence[str],
+        *,
+        contexts: Sequence[int] | None = None,
+        features: Sequence[Sequence[float]] | None = None,
+    ) -> None:
+        """Add new items (ids must be new), with their contexts and features when the
+        campaign has them."""
         new = _check_ids(items, "item")
         assert self.config is not None
+        for name, given, has in (
+            ("contexts", contexts, self._item_contexts is not None),
+            ("features", features, self._item_features is not None),
+        ):
+            if has and given is None:
+                raise InvalidParameterError(f"this campaign's items have {name}: give theirs")
+            if not has and given is not None:
+                raise InvalidParameterError(f"this campaign's items have no {name}")
+        n_features = None
+        if self._item_features:
+            n_features = len(self._item_features[0])
+        attributes = _check_item_attributes(len(new), contexts, features, n_features=n_features)
         if self.config.pairs is not None and new:
             raise InvalidParameterError(
                 "this campaign lists its (item, worker) pairs; new items would have none "
@@ -822,9 +919,9 @@ class Campaign:
         if new:
             # validate, then commit: the rebuild that the event's handler would do runs
             # first, so a policy refusing the larger problem stores nothing
-            self._prepared = (tuple(new), self._rebuild(new))
+            self._prepared = (tuple(new), self._rebuild(new, attributes))
             try:
-                self._commit("items_added", {"items": new})
+                self._commit("items_added", {"items": new, **attributes})
             finally:
                 self._prepared = None
 
@@ -975,10 +1072,7 @@ class Campaign:
                 not self._ledger.can_afford(price)
                 or choice.item in self._worker_items.get(choice.worker, ())
                 or self._held(choice.worker) is not None
-                or (
-                    self.config.max_labels_per_item is not None
-                    and choice.item in self._saturated
-                )
+                or (self.config.max_labels_per_item is not None and choice.item in self._saturated)
             ):
                 break  # the policy's choice cannot be given now: stop this batch
             out.append(self._assign(choice.item, worker_id, price))

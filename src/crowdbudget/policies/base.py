@@ -46,12 +46,16 @@ class AllocationPolicy(ABC):
         replay_pull: in pull mode on a replay (``state.pairs`` set) the policy only offers
             the arriving worker items they have an unused recorded label for (item–worker
             policies do by construction; item-only ones via :meth:`_items_for_worker`).
+        reads_eligibility_afresh: every ``select`` reads ``state.eligible`` anew and keeps
+            nothing derived from it, so :meth:`select_excluding` may hide the excluded items
+            for one call by marking them ineligible (and restoring them after).
     """
 
     budget_aware: ClassVar[bool] = False
     chooses_workers: ClassVar[bool] = False
     binary_only: ClassVar[bool] = True
     replay_pull: ClassVar[bool] = False
+    reads_eligibility_afresh: ClassVar[bool] = False
 
     # ---- scikit-learn style parameter access -------------------------------------------------
     @classmethod
@@ -110,9 +114,19 @@ class AllocationPolicy(ABC):
         item twice). ``excluded`` is small (one worker's items), so policies search past it
         rather than marking items ineligible (which is permanent).
 
-        Default: :meth:`select`, and None ("no work for this worker now") when its item is
+        Default: for a policy that ``reads_eligibility_afresh``, :meth:`select` with the
+        excluded items marked ineligible for the call (O(|excluded|) to mark and restore);
+        otherwise :meth:`select`, and None ("no work for this worker now") when its item is
         excluded. Index policies and the baselines override this with a real search.
         """
+        if self.reads_eligibility_afresh and excluded:
+            hidden = np.fromiter(excluded, dtype=np.int64, count=len(excluded))
+            was = state.eligible[hidden].copy()
+            state.eligible[hidden] = False
+            try:
+                return self.select(state, worker=worker)
+            finally:
+                state.eligible[hidden] = was
         assignment = self.select(state, worker=worker)
         if assignment is None or assignment.item not in excluded:
             return assignment

@@ -23,6 +23,8 @@ class ExactDPPolicy(AllocationPolicy):
         solution_: the :class:`~crowdbudget.bounds.exact_dp.ExactDPSolution`.
     """
 
+    reads_eligibility_afresh = True  # select scans state.eligible anew each call
+
     budget_aware = True
 
     def __init__(self) -> None:

@@ -69,6 +69,8 @@ class FeatureKnowledgeGradient(AllocationPolicy):
         posterior_: the :class:`~crowdbudget.posteriors.logistic.LogisticGaussianPosterior`.
     """
 
+    reads_eligibility_afresh = True  # select scans state.eligible anew each call
+
     replay_pull = True
 
     def __init__(

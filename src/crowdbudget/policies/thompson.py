@@ -34,6 +34,8 @@ class ThompsonSamplingPolicy(AllocationPolicy):
         True
     """
 
+    reads_eligibility_afresh = True  # select scans state.eligible anew each call
+
     binary_only = True
 
     def __init__(self) -> None:

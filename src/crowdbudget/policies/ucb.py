@@ -52,6 +52,8 @@ class UCB1TunedPolicy(AllocationPolicy):
         0
     """
 
+    reads_eligibility_afresh = True  # select scans state.eligible anew each call
+
     binary_only = True
 
     def __init__(self) -> None:

@@ -650,6 +650,13 @@ def create_app(
     _bind_directly(app, next_assignment, next_assignment_direct)
     _bind_directly(app, submit_label, submit_label_direct)
 
+    def _checked_features(features: list[list[float]] | None) -> list[list[float]] | None:
+        if features and max(len(row) for row in features) > limits.max_features:
+            raise InvalidParameterError(
+                f"more than {limits.max_features} features per item; this server's limit"
+            )
+        return features
+
     def _campaign_config(body: CampaignCreate) -> dict[str, Any]:
         """The arguments of :meth:`Campaign.create`, checked against the server's limits
         (the server's defaults filled in where the request leaves a setting out)."""
@@ -699,6 +706,8 @@ def create_app(
             "verdict": body.verdict,
             "workers": body.workers,
             "mode": body.mode,
+            "contexts": body.contexts,
+            "features": _checked_features(body.features),
             "pairs": None if body.pairs is None else [list(pair) for pair in body.pairs],
         }
 
@@ -765,15 +774,31 @@ def create_app(
     def add_items(campaign_id: str, body: ItemsAdd, _: RequesterDep) -> Response:
         service.check_ids(body.items, "item")
 
+        features = _checked_features(body.features)
+
         def grown(c: Campaign) -> dict[str, Any]:
             assert c.config is not None
             config = c.config.to_payload()
-            return {**config, "items": [*c.item_ids, *body.items]}
+            config.pop("campaign_id")
+            grown = {**config, "items": [*c.item_ids, *body.items]}
+            for name, have, given in (
+                ("contexts", c._item_contexts, body.contexts),
+                ("features", c._item_features, features),
+            ):
+                if (have is None) != (given is None):
+                    missing = "have" if have is not None else "have no"
+                    raise InvalidParameterError(f"this campaign's items {missing} {name}")
+                if have is not None and given is not None:
+                    grown[name] = [*have, *given]
+            return grown
 
         # the set-up on the larger problem is tried first, outside the campaign's lock
         config = service.run(campaign_id, grown, read=True)
         check_setup(config, limits.setup_timeout)
-        service.run(campaign_id, lambda c: c.add_items(body.items))
+        service.run(
+            campaign_id,
+            lambda c: c.add_items(body.items, contexts=body.contexts, features=features),
+        )
         return Response(status_code=204)
 
     @app.post("/v1/campaigns/{campaign_id}/workers", response_model=WorkerToken, status_code=201)

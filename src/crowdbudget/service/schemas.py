@@ -51,6 +51,13 @@ class CampaignCreate(StrictRequest):
         description="push mode: the (item id, worker id) pairs that may be asked, each once "
         "(default: every item with every worker)",
     )
+    contexts: list[int] | None = Field(
+        default=None,
+        description="the context (task type) of each item, integers >= 0, aligned with items",
+    )
+    features: list[list[float]] | None = Field(
+        default=None, description="a feature vector per item, aligned with items"
+    )
     default_price: float = Field(default=1.0, gt=0)
     ttl: float | None = Field(
         default=None,
@@ -93,6 +100,8 @@ class RequesterKey(BaseModel):
 
 class ItemsAdd(StrictRequest):
     items: list[str] = Field(min_length=1)
+    contexts: list[int] | None = None
+    features: list[list[float]] | None = None
 
 
 class WorkerCreate(StrictRequest):

@@ -17,6 +17,7 @@ setting                          default       what it bounds
 ``max_items_per_request``        100,000       items in one create / add-items request
 ``max_id_length``                200           an item, worker or class id, a label
 ``max_classes``                  1,000         classes of one campaign
+``max_features``                 1,000         features per item
 ``max_policy_length``            500           a policy id with its parameters
 ``max_campaigns_in_memory``      64            campaigns held in memory (least recently used
                                                evicted; reloaded from the store on next use)
@@ -58,6 +59,7 @@ class ServiceSettings:
     max_items_per_request: int = 100_000
     max_id_length: int = 200
     max_classes: int = 1_000
+    max_features: int = 1_000
     max_policy_length: int = 500
     max_campaigns_in_memory: int = 64
     default_max_pending_per_worker: int = 1

@@ -118,6 +118,9 @@ from crowdbudget.types import (
 
 _EPOCHS = itertools.count(1)
 
+#: a worker's capacity when the requester sets none: more labels than any campaign buys
+_UNLIMITED = 2**40
+
 
 class AssignmentError(CrowdBudgetError):
     """A label or cancellation names an assignment that cannot take it (unknown, expired,
@@ -217,6 +220,7 @@ class CampaignConfig:
     pairs: list[list[str]] | None = None
     contexts: list[int] | None = None
     features: list[list[float]] | None = None
+    worker_capacities: dict[str, int] = field(default_factory=dict)
 
     def to_payload(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -334,6 +338,11 @@ def _check_mode(
             f"policy {_short(policy)} picks items only, so it cannot push (item, worker) "
             "pairs; use mode 'pull' (or push to a named team with next_assignments)"
         )
+    if mode == "pull" and not capabilities.supports_pull:
+        raise InvalidParameterError(
+            f"policy {_short(policy)} picks the worker itself, so workers cannot ask it for "
+            "work; create the campaign with mode='push'"
+        )
     if pairs is None:
         if mode == "push" and not workers:
             raise InvalidParameterError("push mode needs the team: give workers or pairs")
@@ -388,6 +397,7 @@ class Campaign:
         policy: str = "opt-kg",
         prior: Sequence[float] | None = None,
         worker_prices: dict[str, float] | None = None,
+        worker_capacities: dict[str, int] | None = None,
         default_price: float = 1.0,
         ttl: float | None = None,
         seed: int = 0,
@@ -413,6 +423,9 @@ class Campaign:
             policy: a policy id with parameters (``opt-kg``, ``cvar-kg:alpha=0.3``, …).
             prior: pseudo-counts per class, shared by all items (default 1 each).
             worker_prices: price of one label per worker id; others pay ``default_price``.
+            worker_capacities: the most labels a worker id may give (others: no limit);
+                pending assignments count, so it is never exceeded. A policy that models
+                workers in push mode sees them (``Problem.workers.capacities``; B-KUBE).
             ttl: seconds an assignment may stay unanswered before it expires (None: never).
             max_labels_per_item: an item receives at most this many labels (pending ones
                 count, so it is never exceeded); then it leaves the campaign.
@@ -459,6 +472,18 @@ class Campaign:
                     f"prior must be {len(classes_)} pseudo-counts > 0 (one per class), got {prior}"
                 )
         prices = {str(k): float(v) for k, v in (worker_prices or {}).items()}
+        capacities: dict[str, int] = {}
+        for worker_id, capacity in (worker_capacities or {}).items():
+            if (
+                isinstance(capacity, bool)
+                or not isinstance(capacity, int | np.integer)
+                or capacity < 0
+            ):
+                raise InvalidParameterError(
+                    f"worker capacities must be integers >= 0, got {_short(capacity)} for "
+                    f"{_short(worker_id)}"
+                )
+            capacities[str(worker_id)] = int(capacity)
         if any(not np.isfinite(p) or p <= 0 for p in [*prices.values(), default_price]):
             raise InvalidParameterError("worker prices must be numbers > 0")
         if ttl is not None and not (np.isfinite(ttl) and ttl > 0):
@@ -491,6 +516,7 @@ class Campaign:
             policy=policy,
             prior=prior_,
             worker_prices=prices,
+            worker_capacities=capacities,
             default_price=float(default_price),
             ttl=None if ttl is None else float(ttl),
             seed=int(seed),
@@ -613,6 +639,7 @@ class Campaign:
         self._log_workers: list[int] = []
         self._log_labels: list[int] = []
         self._log_costs: list[float] = []
+        self._labels_by_worker: dict[int, int] = {}
         self._timeline: list[tuple[float, float, int]] = []  # (time, spent, labels) per event
         # per-item attributes of the items installed so far (None: the campaign has none)
         self._item_contexts: list[int] | None = None if self.config.contexts is None else []
@@ -650,7 +677,7 @@ class Campaign:
         worker = self._worker(p["worker"])
         record = _Record(p["item"], worker, p["price"], p["expires_at"])
         self._records[p["id"]] = record
-        self.state.record_assignment(Assignment(record.item, None, record.price))
+        self.state.record_assignment(Assignment(record.item, worker, record.price))
         self._ledger.committed += _decimal(record.price)
         self._worker_items.setdefault(worker, set()).add(record.item)
         self._worker_pending.setdefault(worker, {})[p["id"]] = None
@@ -673,7 +700,7 @@ class Campaign:
         record = self._records[p["id"]]
         record.status = p["reason"]
         self._worker_pending[record.worker].pop(p["id"], None)
-        self.state.release_assignment(Assignment(record.item, None, record.price))
+        self.state.release_assignment(Assignment(record.item, record.worker, record.price))
         self._ledger.committed -= _decimal(record.price)
         self._worker_items[record.worker].discard(record.item)
         self._use_pair(record.item, record.worker, -1)
@@ -694,12 +721,13 @@ class Campaign:
         event = LabelEvent(item=item, worker=worker, label=label, cost=cost)
         if not pending:  # an imported label uses its pair (an assigned one did already)
             self._use_pair(item, worker, 1)
-        self.state.record_label(event, Assignment(item, None, cost) if pending else None)
+        self.state.record_label(event, Assignment(item, worker, cost) if pending else None)
         self.policy.observe(event)
         self._log_items.append(item)
         self._log_workers.append(worker)
         self._log_labels.append(label)
         self._log_costs.append(cost)
+        self._labels_by_worker[worker] = self._labels_by_worker.get(worker, 0) + 1
         self._check_cap(item)
         self._check_busy(item)
 
@@ -785,7 +813,7 @@ class Campaign:
             n_classes=n_classes,
             prior=prior,
             default_price=cheapest,
-            workers=WorkerSpec(slots) if slots else None,
+            workers=self._worker_spec(slots) if slots else None,
             contexts=contexts,
             features=features,
         )
@@ -799,6 +827,12 @@ class Campaign:
             state.spent, state.committed, state.n_events = old.spent, old.committed, old.n_events
         if self._push and self._models_workers:
             state.pairs = self._available_pairs(n_items, slots)
+        if state.remaining_capacity is not None:
+            # capacity left: labels given and pending assignments count
+            for worker, given in self._labels_by_worker.items():
+                state.remaining_capacity[worker] -= given
+            for worker, pending in self._worker_pending.items():
+                state.remaining_capacity[worker] -= len(pending)
         policy: AllocationPolicy = make_policy(self.config.policy)
         policy.reset(problem, np.random.default_rng([self.config.seed, self._seq]))
         for item, worker, label, cost in zip(
@@ -806,6 +840,38 @@ class Campaign:
         ):
             policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
         return _Rebuild(problem, state, policy)
+
+    def _worker_spec(self, slots: int) -> WorkerSpec:
+        """The problem's workers. Push mode (exactly the team): their prices when they differ
+        and their capacities when any is set; pull mode (slots above the workers): the count
+        only (the campaign itself checks prices and capacities before asking the policy)."""
+        assert self.config is not None
+        if not self._push:
+            return WorkerSpec(slots)
+        prices = None
+        if self.config.worker_prices:
+            listed = np.array([self.price_of(w) for w in self.worker_ids], dtype=float)
+            if np.any(listed != listed[0]):
+                prices = listed
+        capacities = None
+        if self.config.worker_capacities:
+            capacities = np.array(
+                [self.config.worker_capacities.get(w, _UNLIMITED) for w in self.worker_ids],
+                dtype=np.int64,
+            )
+        return WorkerSpec(slots, prices=prices, capacities=capacities)
+
+    def _capacity_left(self, worker: int | None, worker_id: str) -> bool:
+        """Whether ``worker_id`` may take one more assignment (labels given and pending count
+        against their capacity)."""
+        assert self.config is not None
+        capacity = self.config.worker_capacities.get(worker_id)
+        if capacity is None:
+            return True
+        if worker is None:
+            return capacity > 0
+        given = self._labels_by_worker.get(worker, 0)
+        return given + len(self._worker_pending.get(worker, ())) < capacity
 
     def _available_pairs(self, n_items: int, n_workers: int) -> PairAvailability:
         """Push mode: the (item, worker) pairs, each usable once, minus those labeled."""
@@ -987,6 +1053,8 @@ class Campaign:
         held = self._held(worker)
         if held is not None:
             return self.assignment(held)  # at the limit: the oldest pending one, again
+        if not self._capacity_left(worker, worker_id):
+            return None  # the worker has given (or holds) as many labels as allowed
         excluded = self._worker_items.get(worker, set()) if worker is not None else set()
         if self._saturated:
             excluded = excluded | self._saturated
@@ -1072,6 +1140,7 @@ class Campaign:
                 not self._ledger.can_afford(price)
                 or choice.item in self._worker_items.get(choice.worker, ())
                 or self._held(choice.worker) is not None
+                or not self._capacity_left(choice.worker, worker_id)
                 or (self.config.max_labels_per_item is not None and choice.item in self._saturated)
             ):
                 break  # the policy's choice cannot be given now: stop this batch

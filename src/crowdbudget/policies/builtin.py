@@ -475,6 +475,36 @@ register_policy(
 )
 
 
+# ---- Rangi & Franceschetti (2018): workers with prices and capacities ----------------------
+from crowdbudget.policies.bandits.kube import BKubePolicy  # noqa: E402
+
+RANGI2018 = (
+    "Rangi, Franceschetti (2018) Multi-Armed Bandit Algorithms for Crowdsourcing Systems with "
+    "Online Estimation of Workers' Ability"
+)
+register_policy(
+    PolicySpec(
+        "b-kube",
+        BKubePolicy,
+        "B-KUBE (Algorithm 1): one task at a time, worker by a UCB bounded knapsack on price "
+        "and capacity, majority vote, next task once confident (§6)",
+        params={
+            "stop-constant": Param(
+                "stop-constant", float, "C of the move-to-next-task rule", low=0.0
+            ),
+            "max-labels": Param(
+                "max-labels", int, "most labels per task (default: the stop rule alone)", low=1
+            ),
+        },
+        defaults={},
+        paper=RANGI2018,
+        capabilities=Capabilities(
+            needs_workers=True, chooses_workers=True, supports_pull=False, budget_aware=True
+        ),
+    )
+)
+
+
 # ---- every policy: final=<aggregator> (policies/final_aggregation.py) ------------------------
 def _finish(policy: AllocationPolicy, common: Mapping[str, Any]) -> AllocationPolicy:
     """``final=<aggregator>`` works on every policy: allocate as usual, label by the aggregator

@@ -670,6 +670,7 @@ def create_app(
                 f"a class name is longer than this server's limit of {limits.max_id_length}"
             )
         service.check_ids(list(body.worker_prices), "worker")
+        service.check_ids(list(body.worker_capacities), "worker")
         service.check_ids(body.workers, "worker")
         if body.pairs is not None:
             service.check_ids([i for i, _ in body.pairs], "pair")
@@ -697,6 +698,7 @@ def create_app(
             "policy": body.policy,
             "prior": body.prior,
             "worker_prices": body.worker_prices,
+            "worker_capacities": body.worker_capacities,
             "default_price": body.default_price,
             "ttl": ttl,
             "seed": body.seed,

@@ -36,6 +36,9 @@ class CampaignCreate(StrictRequest):
     policy: str = Field(default="opt-kg", min_length=1, description="a policy id")
     prior: list[float] | None = None
     worker_prices: dict[str, float] = Field(default_factory=dict)
+    worker_capacities: dict[str, int] = Field(
+        default_factory=dict, description="the most labels a worker may give (others: no limit)"
+    )
     workers: list[str] = Field(
         default_factory=list,
         description="worker ids known from the start (more join by asking for work or by "

@@ -18,11 +18,13 @@ expensive workers, the hard case the text describes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from crowdbudget.exceptions import IneligibleAssignmentError, InvalidParameterError
+from crowdbudget.simulation.environment import LabelingEnvironment
+from crowdbudget.types import Assignment, LabelEvent, Problem, StepResult, WorkerSpec
 
 if TYPE_CHECKING:  # runtime import is local: policies.bandits imports this module
     from crowdbudget.policies.bandits.value import OnlineValueEstimator
@@ -144,38 +146,6 @@ class WorkerSelector(Protocol):
         value_estimate: np.ndarray,
         rng: np.random.Generator,
     ) -> int: ...
-
-
-def confident(votes: np.ndarray, n_labels: int, stop_constant: float) -> bool:
-    """The move-to-next-task rule of §6 (after Abraham et al. 2013, our reading).
-
-    §6 says B-KUBE "evaluates one task at a time and moves to a different task whenever the
-    algorithm is confident that the estimated label of the current task is correct", using
-    "the criteria proposed in [1]" (Abraham, Alonso, Kandylas, Slivkins, *Adaptive
-    crowdsourcing algorithms for the bandit survey problem*, COLT 2013; not one of
-    the five papers). Their single-crowd rule stops once the empirical gap between the two
-    most frequent answers, ``eps_t = (s_(1) - s_(2)) / t``, exceeds a confidence radius of
-    order ``1/sqrt(t)`` whose constant (their quality parameter) trades labels per task for
-    accuracy; the log factor comes from their union bound over rounds. Rangi & Franceschetti
-    give neither the constant nor the form, so the exact rule here is
-
-        stop after t >= 2 labels when  (s_(1) - s_(2)) / t  >  C * sqrt(log(t + 1) / t),
-
-    with ``s_(1) >= s_(2)`` the two largest accumulated contributions (eq. 9) and ``C =
-    stop_constant`` (default 1). Derivation of the cut-offs for binary MV, C = 1: with margin
-    m after t labels the rule is ``m > sqrt(t log(t + 1))``; t = 2 needs m = 2 (2 > 1.48),
-    t = 3: 3-0 (3 > 2.04), t = 4: 4-0 (2.54), t = 5: 4-1 (3 > 2.99), t = 6: 5-1, t = 7: 6-1
-    (a margin of 2 never suffices once t >= 3; tests/test_bkube.py). ``t >= 2`` keeps one
-    label from ever sufficing. With C = 0.5 (``b-kube:stop-constant=0.5`` in the
-    reproduction) 2-0, 3-1 (2 > 1.27), 4-2 (2 > 1.71) stop. The stop rule fixes how many labels
-    B-KUBE spends per task and hence how many tasks it performs for a budget (§6's second
-    measure); see docs/reproductions.md for both constants side by side.
-    """
-    if n_labels < 2:
-        return False
-    top_two = np.sort(votes)[-2:]
-    margin = float(top_two[1] - top_two[0]) / n_labels
-    return margin > stop_constant * np.sqrt(np.log(n_labels + 1.0) / n_labels)
 
 
 @dataclass
@@ -436,3 +406,52 @@ def run_per_task(
         gap = ordered[:, -1] - ordered[:, -2]
         pick = np.lexsort((open_tasks, state.labels_per_task[open_tasks], gap))[0]
         evaluate(int(open_tasks[pick]), available, feasible)
+
+
+class PricedWorkerWorld(LabelingEnvironment):
+    """The world of §6 as an environment for the engine (:func:`crowdbudget.engine.loop.drive`):
+    ``n_tasks`` tasks with true labels drawn uniformly, answered by ``pool``'s workers (each
+    answer independent, §2), every label costing its worker's price.
+
+    ``rng`` is the world's generator, used from construction: the true labels are drawn at
+    once (as :class:`_LoopState` does) and every answer draws from it. Giving the policy the
+    same generator reproduces the per-task simulation's single stream exactly
+    (:func:`run_bkube` and ``b-kube`` through the engine make the same decisions: tested).
+
+    Push mode only: the policy picks the worker.
+    """
+
+    def __init__(self, pool: PricedWorkerPool, n_tasks: int, rng: np.random.Generator) -> None:
+        if n_tasks < 1:
+            raise InvalidParameterError(f"n_tasks must be >= 1, got {n_tasks}")
+        self.pool = pool
+        self.n_items = int(n_tasks)
+        self.n_classes = pool.n_classes
+        self._rng = rng
+        self.true_labels = rng.integers(pool.n_classes, size=n_tasks)
+
+    def reset(self, *, seed: int | np.random.SeedSequence | None = None) -> dict[str, Any]:
+        return {}  # the world is drawn at construction, from the shared generator
+
+    def step(self, assignment: Assignment) -> StepResult:
+        worker = assignment.worker
+        if worker is None:
+            raise InvalidParameterError("priced workers answer only assignments naming a worker")
+        label = self.pool.answer(worker, int(self.true_labels[assignment.item]), self._rng)
+        cost = float(self.pool.price[worker])
+        return StepResult(LabelEvent(item=assignment.item, worker=worker, label=label, cost=cost))
+
+    def arriving_worker(self) -> int:
+        raise InvalidParameterError("priced workers are chosen by the policy (push mode)")
+
+    def problem(self, budget: float) -> Problem:
+        workers = WorkerSpec(
+            self.pool.n_workers, prices=self.pool.price, capacities=self.pool.capacity
+        )
+        return Problem(
+            n_items=self.n_items, budget=budget, n_classes=self.n_classes, workers=workers
+        )
+
+
+# at the end: the policies.bandits package imports this module while it initialises
+from crowdbudget.policies.bandits.value import confident as confident  # noqa: E402

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from crowdbudget.engine.loop import Clock, drive
 from crowdbudget.experiments.papers.base import ExtraPlot, ReproductionResult
 from crowdbudget.experiments.runner import summarize
 from crowdbudget.policies.bandits.epsilon_first import (
@@ -37,10 +38,62 @@ from crowdbudget.policies.bandits.epsilon_first import (
 from crowdbudget.policies.bandits.knapsack import exact_bounded_knapsack
 from crowdbudget.policies.bandits.kube import run_bkube
 from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
-from crowdbudget.simulation.priced_workers import LabelingOutcome, rangi_worker_sets
+from crowdbudget.registry import make_policy
+from crowdbudget.simulation.priced_workers import (
+    LabelingOutcome,
+    PricedWorkerPool,
+    PricedWorkerWorld,
+    rangi_worker_sets,
+)
+from crowdbudget.types import CampaignState
+
+
+class _UntilThePolicyStops:
+    def before_decision(self, state: CampaignState) -> bool:
+        return False
+
+    def finish(self, state: CampaignState) -> None:
+        pass
+
+
+def run_registered(
+    policy_id: str,
+    pool: PricedWorkerPool,
+    budget: float,
+    n_tasks: int,
+    rng: np.random.Generator,
+) -> LabelingOutcome:
+    """A registered policy (``b-kube``, ``b-kube:stop-constant=0.5``) on §6's world through
+    the engine's loop (:func:`~crowdbudget.engine.loop.drive`). The world and the policy share
+    ``rng``, as the per-task simulation's single stream does, so the outcome is the one
+    :func:`~crowdbudget.policies.bandits.kube.run_bkube` gives (tests/test_bkube_policy.py)."""
+    world = PricedWorkerWorld(pool, n_tasks, rng)
+    problem = world.problem(budget)
+    policy = make_policy(policy_id)
+    policy.reset(problem, rng)
+    state = CampaignState.initial(problem)
+    drive(policy, world, state, Clock("push"), _UntilThePolicyStops())
+    labels_per_task = np.asarray(policy.labels_per_task_)  # type: ignore[attr-defined]
+    selections = np.asarray(policy.selections_, dtype=np.int64)  # type: ignore[attr-defined]
+    assert state.remaining_capacity is not None  # the world's workers have capacities
+    # the paper's accounting, B_{n+1} = B_n − c_{i(n)} (Algorithm 1), in the same float order
+    # as the per-task simulation (the state's float sum of prices differs in the last bits)
+    remaining = float(budget)
+    for worker in selections.tolist():
+        remaining -= float(pool.price[worker])
+    return LabelingOutcome(
+        true_labels=world.true_labels,
+        predicted=np.asarray(policy.predicted_),  # type: ignore[attr-defined]
+        labels_per_task=labels_per_task,
+        selections=selections,
+        spent=float(budget) - max(remaining, 0.0),
+        remaining_capacity=state.remaining_capacity.copy(),
+    )
+
 
 POLICIES: dict[str, Callable[..., LabelingOutcome]] = {
-    "b-kube": run_bkube,
+    # the registered policy through the engine (the same numbers as run_bkube's loop)
+    "b-kube": partial(run_registered, "b-kube"),
     "bounded-eps-first": run_bounded_epsilon_first,
     "eps-first": run_epsilon_first,
     "trailsourcing": run_trailsourcing,
@@ -52,7 +105,7 @@ LOO = "leave-one-out"
 # workers on the first tasks of the queue) and with leave-one-out feedback (so the paced
 # variant is also compared with benchmarks given the same estimator)
 VARIANTS: dict[str, Callable[..., LabelingOutcome]] = {
-    "b-kube:stop-constant=0.5": partial(run_bkube, stop_constant=0.5),
+    "b-kube:stop-constant=0.5": partial(run_registered, "b-kube:stop-constant=0.5"),
     "b-kube:pace=budget": partial(run_bkube, pace=True),
     f"b-kube:pace=budget:feedback={LOO}": partial(run_bkube, pace=True, feedback=LOO),
     "bounded-eps-first:layout=queue": partial(run_bounded_epsilon_first, layout="queue"),

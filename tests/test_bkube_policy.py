@@ -1,0 +1,115 @@
+"""B-KUBE as a registered policy (issues 16 and 17): the same decisions as the per-task
+simulation, the registry's id, and a live push campaign with prices and capacities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from crowdbudget.campaign import Campaign
+from crowdbudget.engine.loop import Clock, drive
+from crowdbudget.exceptions import CrowdBudgetError
+from crowdbudget.policies.bandits.kube import BKubePolicy, run_bkube
+from crowdbudget.registry import make_policy, parse_policy
+from crowdbudget.simulation.priced_workers import PricedWorkerWorld, rangi_worker_sets
+from crowdbudget.types import Assignment, CampaignState
+
+
+class _Never:
+    def before_decision(self, state: CampaignState) -> bool:
+        return False
+
+    def finish(self, state: CampaignState) -> None:
+        pass
+
+
+def _through_the_engine(policy: BKubePolicy, pool: Any, budget: float, n_tasks: int, seed: int):
+    """The registered policy driven by the engine; world and policy share one generator,
+    as the per-task simulation does."""
+    rng = np.random.default_rng(seed)
+    world = PricedWorkerWorld(pool, n_tasks, rng)
+    problem = world.problem(budget)
+    policy.reset(problem, rng)
+    state = CampaignState.initial(problem)
+    chosen: list[int] = []
+    select = policy.select
+
+    def recording(state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        assignment = select(state, worker=worker)
+        if assignment is not None:
+            assert assignment.worker is not None
+            chosen.append(assignment.worker)
+        return assignment
+
+    policy.select = recording  # type: ignore[method-assign]
+    drive(policy, world, state, Clock("push"), _Never())
+    return chosen, state
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("n_tasks", "budget"), [(50, 50), (100, 100), (50, 20), (100, 300)])
+@pytest.mark.parametrize("stop_constant", [1.0, 0.5])
+def test_registered_b_kube_makes_the_simulations_decisions(
+    seed: int, n_tasks: int, budget: float, stop_constant: float
+) -> None:
+    for pool in rangi_worker_sets(n_tasks, np.random.default_rng(1000 + seed)):
+        expected = run_bkube(
+            pool, budget, n_tasks, np.random.default_rng(seed), stop_constant=stop_constant
+        )
+        policy = BKubePolicy(stop_constant=stop_constant)
+        chosen, state = _through_the_engine(policy, pool, budget, n_tasks, seed)
+        np.testing.assert_array_equal(chosen, expected.selections)
+        np.testing.assert_array_equal(policy.predicted_, expected.predicted)
+        np.testing.assert_array_equal(policy.labels_per_task_, expected.labels_per_task)
+        assert state.spent == pytest.approx(expected.spent)
+        np.testing.assert_array_equal(state.remaining_capacity, expected.remaining_capacity)
+
+
+def test_b_kube_in_the_registry() -> None:
+    policy = make_policy("b-kube:stop-constant=0.5:max-labels=5")
+    assert isinstance(policy, BKubePolicy)
+    assert (policy.stop_constant, policy.max_labels) == (0.5, 5)
+    capabilities = parse_policy("b-kube").capabilities
+    assert capabilities.chooses_workers and not capabilities.supports_pull
+    with pytest.raises(CrowdBudgetError, match="stop-constant"):
+        make_policy("b-kube:stop-constant=-1")
+
+
+def test_b_kube_live_in_push_mode_with_prices_and_capacities() -> None:
+    rng = np.random.default_rng(0)
+    items = [f"t{k}" for k in range(20)]
+    truth = {item: int(rng.integers(2)) for item in items}
+    accuracy = {"cheap": 0.6, "good": 0.95, "pricey": 0.9, "spam": 0.5}
+    prices = {"cheap": 0.5, "good": 1.0, "pricey": 2.0, "spam": 0.5}
+    capacities = {"good": 8}
+    campaign = Campaign.create(
+        items,
+        budget=30,
+        policy="b-kube",
+        mode="push",
+        workers=list(accuracy),
+        worker_prices=prices,
+        worker_capacities=capacities,
+        max_pending_per_worker=1,
+    )
+    assert campaign.problem.workers is not None
+    np.testing.assert_array_equal(campaign.problem.workers.prices, [0.5, 1.0, 2.0, 0.5])
+    given: dict[str, int] = {}
+    while batch := campaign.push_assignments(3):
+        for assignment in batch:
+            worker = assignment.worker_id
+            given[worker] = given.get(worker, 0) + 1
+            item = assignment.item_id
+            label = truth[item] if rng.random() < accuracy[worker] else 1 - truth[item]
+            campaign.record_label(assignment.assignment_id, str(label))
+    status = campaign.status()
+    assert status["spent"] <= 30
+    assert status["spent"] > 30 - 2.0  # stops only when no worker is affordable
+    assert given.get("good", 0) <= 8  # the capacity holds
+    assert campaign.state.remaining_capacity is not None
+    assert campaign.state.remaining_capacity[1] == 8 - given.get("good", 0)
+    # B-KUBE picks the worker: a pull campaign (workers ask) is refused at creation
+    with pytest.raises(CrowdBudgetError, match="mode='push'"):
+        Campaign.create(items, budget=5, policy="b-kube", workers=["a"])

@@ -11,6 +11,10 @@ crowd; the script prints both accuracies (and whether the two made the same deci
   campaign stops once no item gains (Li et al. 2016).
 - ``bbta``: ``bbta`` with **contexts** in **push mode** — the policy picks (item, worker) pairs,
   the requester dispatches them (Zhang, Ma, Sugiyama 2015).
+- ``b-kube``: ``b-kube`` with **worker prices and capacities** in push mode — one task at a
+  time, the worker by a UCB knapsack on price and capacity (Rangi, Franceschetti 2018); prices
+  as in their §6 (``c ~ U[v, 1 + v]`` with ``v = 2p − 1``), each worker at most n_items / 5
+  labels.
 - ``rte``: ``opt-kg:workers=one-coin`` in push mode replaying RTE's recorded labels: the 164
   RTE workers are the team, each (item, worker) pair with a recorded label may be asked once
   and is answered with that label; compared with ``crowdbudget replay`` (10 replications).
@@ -20,8 +24,6 @@ uniformly; 40% of the workers are spammers (accuracy 0.5) and the rest have an a
 context, 0.9 on their strong contexts and 0.65 elsewhere; every (item, worker) answer is drawn
 once up front (an answer table, each pair asked at most once), and workers arrive in a fixed
 random order, so the live run and the offline run face the same crowd.
-
-B-KUBE (Rangi & Franceschetti 2018) is not a registered policy yet, so it has no live example.
 
 Run:  python examples/live_families.py [--family all|worker-aware|requallo|bbta|rte]
           [--items 400] [--budget 1200] [--seed 0] [--quick]
@@ -50,17 +52,20 @@ from crowdbudget.simulation.replay import ReplayEnvironment
 from crowdbudget.types import (
     Assignment,
     CampaignState,
+    FloatArray,
     IntArray,
     LabelEvent,
     PairAvailability,
     Problem,
     StepResult,
+    WorkerSpec,
 )
 
 FAMILIES = {
     "worker-aware": ("opt-kg:workers=one-coin", "pull"),
     "requallo": ("requallo:ratio=4:max-labels=9", "pull"),
     "bbta": ("bbta", "push"),
+    "b-kube": ("b-kube", "push"),
 }
 
 
@@ -74,6 +79,8 @@ class Crowd:
     answers: IntArray
     contexts: IntArray
     arrivals: IntArray
+    prices: FloatArray
+    capacities: IntArray
 
     @classmethod
     def simulate(cls, n_items: int, n_workers: int, n_contexts: int, seed: int) -> Crowd:
@@ -87,7 +94,17 @@ class Crowd:
         right = rng.random((n_items, n_workers)) < accuracy[:, contexts].T
         answers = np.where(right, truth[:, None], 1 - truth[:, None]).astype(np.int64)
         arrivals = rng.integers(0, n_workers, 100 * n_items)
-        return cls(truth, answers, contexts.astype(np.int64), arrivals.astype(np.int64))
+        value = 2.0 * accuracy.mean(axis=1) - 1.0  # Rangi & Franceschetti §6: c ~ U[v, 1 + v]
+        prices = np.round(np.maximum(rng.uniform(value, 1.0 + value), 0.05), 2)
+        capacities = np.full(n_workers, max(5, n_items // 5), dtype=np.int64)
+        return cls(
+            truth,
+            answers,
+            contexts.astype(np.int64),
+            arrivals.astype(np.int64),
+            prices,
+            capacities,
+        )
 
     @property
     def n_items(self) -> int:
@@ -102,9 +119,10 @@ class CrowdWorld(LabelingEnvironment):
     """The crowd as an offline world: each (item, worker) pair answers once, from the
     answer table; workers arrive in the crowd's order."""
 
-    def __init__(self, crowd: Crowd, *, use_contexts: bool) -> None:
+    def __init__(self, crowd: Crowd, *, use_contexts: bool, priced: bool = False) -> None:
         self.crowd = crowd
         self.use_contexts = use_contexts
+        self.priced = priced
         self.n_items = crowd.n_items
         self.true_labels = crowd.truth
 
@@ -132,9 +150,11 @@ class CrowdWorld(LabelingEnvironment):
 
     def problem(self, budget: float) -> Problem:
         contexts = self.crowd.contexts if self.use_contexts else None
-        return Problem(
-            n_items=self.n_items, budget=budget, n_workers=self.crowd.n_workers, contexts=contexts
-        )
+        prices = capacities = None
+        if self.priced:
+            prices, capacities = self.crowd.prices, self.crowd.capacities
+        workers = WorkerSpec(self.crowd.n_workers, prices=prices, capacities=capacities)
+        return Problem(n_items=self.n_items, budget=budget, workers=workers, contexts=contexts)
 
 
 class _Until:
@@ -222,6 +242,9 @@ def run_live_crowd(
     }
     if policy.startswith("bbta"):
         body["contexts"] = crowd.contexts.tolist()
+    if policy.startswith("b-kube"):
+        body["worker_prices"] = {w: float(p) for w, p in zip(team, crowd.prices, strict=True)}
+        body["worker_capacities"] = {w: int(c) for w, c in zip(team, crowd.capacities, strict=True)}
     cid, boss, members = _live_campaign(base_url, body, team)
     decisions: list[tuple[int, int]] = []
 
@@ -254,7 +277,9 @@ def run_family(family: str, base_url: str, n_items: int, budget: int, seed: int)
         budget = 12 * n_items
     crowd = Crowd.simulate(n_items, n_workers=30, n_contexts=3, seed=seed)
     live, live_decisions, status = run_live_crowd(base_url, crowd, policy, mode, budget, seed)
-    world = CrowdWorld(crowd, use_contexts=policy.startswith("bbta"))
+    world = CrowdWorld(
+        crowd, use_contexts=policy.startswith("bbta"), priced=policy.startswith("b-kube")
+    )
     offline, offline_decisions = run_offline(policy, world, budget, mode, seed)
     return {
         "family": family,
@@ -263,6 +288,7 @@ def run_family(family: str, base_url: str, n_items: int, budget: int, seed: int)
         "items": n_items,
         "budget": budget,
         "spent_live": status["spent"],
+        "items_labeled": status["items_labeled"],
         "live_accuracy": live,
         "offline_accuracy": offline,
         "same_decisions": live_decisions == offline_decisions,

@@ -258,3 +258,14 @@ def test_worker_choosing_policies_run_live_in_push_mode(policy: str, tmp_path: P
         campaign.state.pairs.remaining,
         Campaign.load(store, campaign.campaign_id).state.pairs.remaining,
     )
+
+
+@pytest.mark.parametrize("policy", ["opt-kg:workers=one-coin", "opt-kg", "bbta"])
+def test_a_worker_with_nothing_left_gets_none_while_others_get_work(policy: str) -> None:
+    campaign = Campaign.create(["a", "b", "c"], budget=20, policy=policy)
+    for _ in range(3):
+        work = campaign.next_assignment("ann")
+        assert work is not None
+        campaign.record_label(work.assignment_id, "1")
+    assert campaign.next_assignment("ann") is None  # ann labeled every item
+    assert campaign.next_assignment("bob") is not None  # bob still gets work

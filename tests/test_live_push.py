@@ -262,3 +262,32 @@ def test_contexts_over_http(tmp_path: Any) -> None:
     assert added.status_code == 204, added.text
     status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
     assert status["n_items"] == 4
+
+
+def test_features_over_http_with_a_csv_upload(tmp_path: Any) -> None:
+    api = TestClient(create_app(f"sqlite:///{tmp_path / 'features.db'}"))
+    body = {
+        "items": ["a", "b", "c"],
+        "budget": 6,
+        "policy": "opt-kg:features=logistic",
+        "features": [[0.1, 1.0], [0.5, -1.0], [2.0, 0.0]],
+    }
+    created = api.post("/v1/campaigns", json=body)
+    assert created.status_code == 201, created.text
+    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
+    boss = {"Authorization": f"Bearer {key}", "Content-Type": "text/csv"}
+    added = api.post(
+        f"/v1/campaigns/{cid}/items/csv", content="item,x1,x2\nd,0.3,0.2\ne,-1,4\n", headers=boss
+    )
+    assert added.status_code == 204, added.text
+    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    assert status["n_items"] == 5
+    for csv, message in (
+        ("item,x1\nf,0.3\n", "features"),  # one feature, the campaign has two
+        ("name,x1,x2\nf,1,2\n", "column 'item'"),
+        ("item,x1,x2\nf,one,2\n", "numbers"),
+    ):
+        refused = api.post(f"/v1/campaigns/{cid}/items/csv", content=csv, headers=boss)
+        assert refused.status_code == 422 and message in refused.json()["detail"], refused.text
+    after = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    assert after["n_items"] == 5 and after["events"] == status["events"]  # nothing stored

@@ -1062,8 +1062,13 @@ class Campaign:
         # comes back, so without this every arriving worker would get the same top item
         # pull mode: the policy is told who asks (a worker it knows from earlier events; a
         # newcomer has no index yet), so e.g. Requallo refuses a worker it blocked as a spammer
-        choice = self.policy.select_excluding(self.state, excluded | self._busy, worker=worker)
-        if choice is None and self._busy:  # only items with pending work are left
+        if self.policy.searches_past_excluded:
+            choice = self.policy.select_excluding(self.state, excluded | self._busy, worker=worker)
+            if choice is None and self._busy:  # only items with pending work are left
+                choice = self.policy.select_excluding(self.state, excluded, worker=worker)
+        else:
+            # one question only: this policy's select moves its own state (a plan, counters,
+            # a generator), so asking twice would skip a decision
             choice = self.policy.select_excluding(self.state, excluded, worker=worker)
         if choice is None:
             return None
@@ -1129,8 +1134,11 @@ class Campaign:
         self.expire_overdue()
         out: list[PendingAssignment] = []
         for _ in range(int(count)):
-            choice = self.policy.select_excluding(self.state, self._busy)
-            if choice is None and self._busy:
+            if self.policy.searches_past_excluded:
+                choice = self.policy.select_excluding(self.state, self._busy)
+                if choice is None and self._busy:
+                    choice = self.policy.select(self.state)
+            else:  # asked once (see next_assignment); B-KUBE puts several workers on a task
                 choice = self.policy.select(self.state)
             if choice is None or choice.worker is None:
                 break

@@ -132,6 +132,17 @@ class AllocationPolicy(ABC):
             return assignment
         return None
 
+    @property
+    def searches_past_excluded(self) -> bool:
+        """Whether :meth:`select_excluding` searches past the excluded items (an override, or
+        ``reads_eligibility_afresh``) rather than the default, which calls :meth:`select`
+        once and answers None if its item is excluded. A live campaign asks a policy that
+        does not search once only: a second ``select`` would advance its state twice."""
+        return (
+            self.reads_eligibility_afresh
+            or type(self).select_excluding is not AllocationPolicy.select_excluding
+        )
+
     def observe(self, event: LabelEvent) -> None:  # noqa: B027 - optional hook
         """Learn from a label that came back (default: nothing to learn)."""
 

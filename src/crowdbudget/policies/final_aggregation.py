@@ -118,6 +118,10 @@ class FinalAggregation(AggregatingPolicy):
     ) -> Assignment | None:
         return self.policy.select_excluding(state, excluded, worker=worker)
 
+    @property
+    def searches_past_excluded(self) -> bool:
+        return self.policy.searches_past_excluded
+
     def observe(self, event: LabelEvent) -> None:
         logged = event
         if self._worker_offset is not None and event.worker >= 0:

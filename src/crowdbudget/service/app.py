@@ -774,17 +774,61 @@ def create_app(
 
     @app.post("/v1/campaigns/{campaign_id}/items", status_code=204)
     def add_items(campaign_id: str, body: ItemsAdd, _: RequesterDep) -> Response:
-        service.check_ids(body.items, "item")
+        """Add items (with their contexts and features when the campaign has them)."""
+        _add_items(campaign_id, body.items, body.contexts, body.features)
+        return Response(status_code=204)
 
-        features = _checked_features(body.features)
+    @app.post("/v1/campaigns/{campaign_id}/items/csv", status_code=204)
+    async def add_items_csv(campaign_id: str, request: Request, _: RequesterDep) -> Response:
+        """Add items from a CSV body, for large feature matrices: a column ``item``, an
+        optional integer column ``context``, and every other column a feature (in order)."""
+        import io
+
+        import pandas as pd
+
+        body = (await request.body()).decode("utf-8", errors="replace")
+        try:
+            frame = pd.read_csv(io.StringIO(body), dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError):
+            raise HTTPException(422, "body is not a CSV with a column 'item'") from None
+        frame.columns = [str(c).strip() for c in frame.columns]
+        if "item" not in frame.columns:
+            raise InvalidParameterError("the CSV needs a column 'item' (then 'context', features)")
+        items = frame["item"].tolist()
+        contexts = None
+        if "context" in frame.columns:
+            try:
+                contexts = [int(c) for c in frame["context"]]
+            except ValueError:
+                raise InvalidParameterError("column 'context' must hold integers >= 0") from None
+        columns = [c for c in frame.columns if c not in ("item", "context")]
+        features = None
+        if columns:
+            try:
+                features = frame[columns].astype(float).to_numpy().tolist()
+            except ValueError:
+                raise InvalidParameterError(
+                    f"feature columns must hold numbers: {', '.join(columns[:5])}"
+                ) from None
+        await run_in_threadpool(_add_items, campaign_id, items, contexts, features)
+        return Response(status_code=204)
+
+    def _add_items(
+        campaign_id: str,
+        items: list[str],
+        contexts: list[int] | None,
+        features: list[list[float]] | None,
+    ) -> None:
+        service.check_ids(items, "item")
+        features = _checked_features(features)
 
         def grown(c: Campaign) -> dict[str, Any]:
             assert c.config is not None
             config = c.config.to_payload()
             config.pop("campaign_id")
-            grown = {**config, "items": [*c.item_ids, *body.items]}
+            grown = {**config, "items": [*c.item_ids, *items]}
             for name, have, given in (
-                ("contexts", c._item_contexts, body.contexts),
+                ("contexts", c._item_contexts, contexts),
                 ("features", c._item_features, features),
             ):
                 if (have is None) != (given is None):
@@ -797,11 +841,7 @@ def create_app(
         # the set-up on the larger problem is tried first, outside the campaign's lock
         config = service.run(campaign_id, grown, read=True)
         check_setup(config, limits.setup_timeout)
-        service.run(
-            campaign_id,
-            lambda c: c.add_items(body.items, contexts=body.contexts, features=features),
-        )
-        return Response(status_code=204)
+        service.run(campaign_id, lambda c: c.add_items(items, contexts=contexts, features=features))
 
     @app.post("/v1/campaigns/{campaign_id}/workers", response_model=WorkerToken, status_code=201)
     def add_worker(campaign_id: str, body: WorkerCreate, _: RequesterDep) -> WorkerToken:

@@ -1,5 +1,6 @@
-"""B-KUBE as a registered policy (issues 16 and 17): the same decisions as the per-task
-simulation, the registry's id, and a live push campaign with prices and capacities."""
+"""B-KUBE and the ε-first family as registered policies (issues 16 and 17): the same decisions
+as the per-task simulation, the registry's ids, and a live push campaign with prices and
+capacities."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from crowdbudget.campaign import Campaign
 from crowdbudget.engine.loop import Clock, drive
 from crowdbudget.exceptions import CrowdBudgetError
+from crowdbudget.policies.bandits.epsilon_first import run_bounded_epsilon_first, run_epsilon_first
 from crowdbudget.policies.bandits.kube import BKubePolicy, run_bkube
+from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
 from crowdbudget.registry import make_policy, parse_policy
 from crowdbudget.simulation.priced_workers import PricedWorkerWorld, rangi_worker_sets
 from crowdbudget.types import Assignment, CampaignState
@@ -25,7 +28,7 @@ class _Never:
         pass
 
 
-def _through_the_engine(policy: BKubePolicy, pool: Any, budget: float, n_tasks: int, seed: int):
+def _through_the_engine(policy: Any, pool: Any, budget: float, n_tasks: int, seed: int):
     """The registered policy driven by the engine; world and policy share one generator,
     as the per-task simulation does."""
     rng = np.random.default_rng(seed)
@@ -113,3 +116,28 @@ def test_b_kube_live_in_push_mode_with_prices_and_capacities() -> None:
     # B-KUBE picks the worker: a pull campaign (workers ask) is refused at creation
     with pytest.raises(CrowdBudgetError, match="mode='push'"):
         Campaign.create(items, budget=5, policy="b-kube", workers=["a"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("n_tasks", "budget"), [(50, 50), (100, 300), (12, 60)])
+@pytest.mark.parametrize("layout", ["spread", "queue"])
+@pytest.mark.parametrize(
+    ("policy_id", "simulate"),
+    [
+        ("bounded-eps-first", run_bounded_epsilon_first),
+        ("eps-first", run_epsilon_first),
+        ("trailsourcing", run_trailsourcing),
+    ],
+)
+def test_registered_epsilon_first_family_makes_the_simulations_decisions(
+    policy_id: str, simulate: Any, layout: str, seed: int, n_tasks: int, budget: float
+) -> None:
+    for pool in rangi_worker_sets(n_tasks, np.random.default_rng(1000 + seed)):
+        expected = simulate(pool, budget, n_tasks, np.random.default_rng(seed), layout=layout)
+        policy = make_policy(f"{policy_id}:layout={layout}")
+        chosen, state = _through_the_engine(policy, pool, budget, n_tasks, seed)
+        policy.final_labels(state)
+        np.testing.assert_array_equal(chosen, expected.selections)
+        np.testing.assert_array_equal(policy.predicted_, expected.predicted)
+        np.testing.assert_array_equal(policy.labels_per_task_, expected.labels_per_task)
+        np.testing.assert_array_equal(state.remaining_capacity, expected.remaining_capacity)

@@ -246,8 +246,11 @@ def test_worker_choosing_policies_run_live_in_push_mode(policy: str, tmp_path: P
     store = EventStore(f"sqlite:///{tmp_path / 'push.db'}")
     campaign, given = _drive_push(policy, store)
     # a team that answers uses (nearly) the whole budget; CrowdSense ends by its own rule
-    # once every task is settled (29 of 30 here)
-    assert campaign.status()["spent"] >= 0.9 * BUDGET
+    # once every task is settled (29 of 30 here); the ε-first family plans its exploitation
+    # in one step on the tasks not explored, one label per (task, worker), so it may stop
+    # short (15–18 of 30 here)
+    single_step = policy in ("bounded-eps-first", "eps-first", "trailsourcing")
+    assert campaign.status()["spent"] >= (0.3 if single_step else 0.9) * BUDGET
     # the late worker joined the team (whether the policy picks them is its own business)
     assert campaign.worker_ids[-1] == "late"
     assert campaign.problem.n_workers == 5  # push mode: exactly the team

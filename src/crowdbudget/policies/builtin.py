@@ -505,6 +505,53 @@ register_policy(
 )
 
 
+from crowdbudget.policies.bandits.epsilon_first import (  # noqa: E402
+    LAYOUTS,
+    EpsilonFirstPolicy,
+)
+
+_PRICED = Capabilities(
+    needs_workers=True, chooses_workers=True, supports_pull=False, budget_aware=True
+)
+_STOP = Param("stop-constant", float, "C of the move-to-next-task rule (exploration)", low=0.0)
+_LAYOUT = Param("layout", str, "exploitation layout: spread (faithful) or queue", choices=LAYOUTS)
+_EPSILON = Param("epsilon", float, "share of the budget for exploration", low=0.0, high=1.0)
+for _id, _summary, _defaults, _params in (
+    (
+        "bounded-eps-first",
+        "bounded ε-first (Tran-Thanh et al.): ε·B round-robin exploration, then the greedy "
+        "bounded knapsack on v_hat in one step (§6 benchmark)",
+        {"exploitation": "knapsack", "exploration": "budget"},
+        {"epsilon": _EPSILON, "stop-constant": _STOP, "layout": _LAYOUT},
+    ),
+    (
+        "eps-first",
+        "budget-limited ε-first: ε·B round-robin exploration, then everything to the best "
+        "v_hat / price in one step (§6 benchmark)",
+        {"exploitation": "best", "exploration": "budget"},
+        {"epsilon": _EPSILON, "stop-constant": _STOP, "layout": _LAYOUT},
+    ),
+    (
+        "trailsourcing",
+        "trailsourcing: one evaluation per worker, then the greedy bounded knapsack in one "
+        "step (§6 benchmark)",
+        {"exploitation": "knapsack", "exploration": "one-round"},
+        {"stop-constant": _STOP, "layout": _LAYOUT},
+    ),
+):
+    register_policy(
+        PolicySpec(
+            _id,
+            EpsilonFirstPolicy,
+            _summary,
+            params=_params,
+            defaults=_defaults,
+            paper=RANGI2018,
+            capabilities=_PRICED,
+        )
+    )
+
+
 # ---- every policy: final=<aggregator> (policies/final_aggregation.py) ------------------------
 def _finish(policy: AllocationPolicy, common: Mapping[str, Any]) -> AllocationPolicy:
     """``final=<aggregator>`` works on every policy: allocate as usual, label by the aggregator

@@ -63,7 +63,7 @@ def run_registered(
     n_tasks: int,
     rng: np.random.Generator,
 ) -> LabelingOutcome:
-    """A registered policy (``b-kube``, ``b-kube:stop-constant=0.5``) on §6's world through
+    """A registered policy (``b-kube``, ``bounded-eps-first``, …) on §6's world through
     the engine's loop (:func:`~crowdbudget.engine.loop.drive`). The world and the policy share
     ``rng``, as the per-task simulation's single stream does, so the outcome is the one
     :func:`~crowdbudget.policies.bandits.kube.run_bkube` gives (tests/test_bkube_policy.py)."""
@@ -73,6 +73,7 @@ def run_registered(
     policy.reset(problem, rng)
     state = CampaignState.initial(problem)
     drive(policy, world, state, Clock("push"), _UntilThePolicyStops())
+    policy.final_labels(state)  # the ε-first family forms its exploited tasks' estimates here
     labels_per_task = np.asarray(policy.labels_per_task_)  # type: ignore[attr-defined]
     selections = np.asarray(policy.selections_, dtype=np.int64)  # type: ignore[attr-defined]
     assert state.remaining_capacity is not None  # the world's workers have capacities
@@ -94,9 +95,9 @@ def run_registered(
 POLICIES: dict[str, Callable[..., LabelingOutcome]] = {
     # the registered policy through the engine (the same numbers as run_bkube's loop)
     "b-kube": partial(run_registered, "b-kube"),
-    "bounded-eps-first": run_bounded_epsilon_first,
-    "eps-first": run_epsilon_first,
-    "trailsourcing": run_trailsourcing,
+    "bounded-eps-first": partial(run_registered, "bounded-eps-first"),
+    "eps-first": partial(run_registered, "eps-first"),
+    "trailsourcing": partial(run_registered, "trailsourcing"),
 }
 LOO = "leave-one-out"
 # measured side by side with the faithful versions above (docs/reproductions.md): B-KUBE with a
@@ -108,9 +109,9 @@ VARIANTS: dict[str, Callable[..., LabelingOutcome]] = {
     "b-kube:stop-constant=0.5": partial(run_registered, "b-kube:stop-constant=0.5"),
     "b-kube:pace=budget": partial(run_bkube, pace=True),
     f"b-kube:pace=budget:feedback={LOO}": partial(run_bkube, pace=True, feedback=LOO),
-    "bounded-eps-first:layout=queue": partial(run_bounded_epsilon_first, layout="queue"),
-    "eps-first:layout=queue": partial(run_epsilon_first, layout="queue"),
-    "trailsourcing:layout=queue": partial(run_trailsourcing, layout="queue"),
+    "bounded-eps-first:layout=queue": partial(run_registered, "bounded-eps-first:layout=queue"),
+    "eps-first:layout=queue": partial(run_registered, "eps-first:layout=queue"),
+    "trailsourcing:layout=queue": partial(run_registered, "trailsourcing:layout=queue"),
     f"bounded-eps-first:feedback={LOO}": partial(run_bounded_epsilon_first, feedback=LOO),
     f"eps-first:feedback={LOO}": partial(run_epsilon_first, feedback=LOO),
     f"trailsourcing:feedback={LOO}": partial(run_trailsourcing, feedback=LOO),

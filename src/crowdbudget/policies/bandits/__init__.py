@@ -2,11 +2,12 @@
 its baselines (Zhang, Ma, Sugiyama 2015)."""
 
 # BBTA family (Zhang, Ma, Sugiyama 2015): bbta, crowdsense, iethresh, per_context.
-# B-KUBE family (Rangi, Franceschetti 2018), simulation-only (see kube.py): epsilon_first,
-# knapsack, kube, trailsourcing, value.
+# B-KUBE family (Rangi, Franceschetti 2018): epsilon_first, knapsack, kube, per_task,
+# trailsourcing, value; registered as b-kube, bounded-eps-first, eps-first, trailsourcing.
 from crowdbudget.policies.bandits.bbta import BanditTaskAssignment as BanditTaskAssignment
 from crowdbudget.policies.bandits.bbta import RandomPairPolicy as RandomPairPolicy
 from crowdbudget.policies.bandits.crowdsense import CrowdSense as CrowdSense
+from crowdbudget.policies.bandits.epsilon_first import EpsilonFirstPolicy as EpsilonFirstPolicy
 from crowdbudget.policies.bandits.epsilon_first import (
     run_bounded_epsilon_first as run_bounded_epsilon_first,
 )
@@ -18,6 +19,7 @@ from crowdbudget.policies.bandits.knapsack import (
 from crowdbudget.policies.bandits.knapsack import (
     greedy_bounded_knapsack as greedy_bounded_knapsack,
 )
+from crowdbudget.policies.bandits.kube import BKubePolicy as BKubePolicy
 from crowdbudget.policies.bandits.kube import BKubeSelector as BKubeSelector
 from crowdbudget.policies.bandits.kube import run_bkube as run_bkube
 from crowdbudget.policies.bandits.per_context import PerContextOptKG as PerContextOptKG

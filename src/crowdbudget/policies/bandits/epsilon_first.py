@@ -39,8 +39,8 @@ side-by-side measurement in docs/reproductions.md.) A task's label is eq. (10) o
 Under this layout the benchmarks perform all T tasks from small budgets on, so the paper's
 claim that B-KUBE performs *more* tasks cannot hold in our runs (docs/reproductions.md).
 
-Not registered in ``policies/builtin.py`` for the reason given in
-:mod:`crowdbudget.policies.bandits.kube`.
+Registered through :class:`EpsilonFirstPolicy` (``bounded-eps-first``, ``eps-first``,
+``trailsourcing``), which makes the same decisions as the ``run_*`` functions here.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.bandits.knapsack import greedy_bounded_knapsack
+from crowdbudget.policies.bandits.per_task import PerTaskWorkerPolicy
 from crowdbudget.policies.bandits.value import OnlineValueEstimator, weighted_vote
 from crowdbudget.simulation.priced_workers import (
     LabelingOutcome,
@@ -56,6 +57,7 @@ from crowdbudget.simulation.priced_workers import (
     _LoopState,
     run_per_task,
 )
+from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
 
 
 class RoundRobinSelector:
@@ -242,3 +244,213 @@ def run_epsilon_first(
         )
     assign_single_step(state, counts, estimator, rng, layout=layout)
     return state.outcome()
+
+
+EXPLOITATIONS = ("knapsack", "best")
+EXPLORATIONS = ("budget", "one-round")
+
+
+class EpsilonFirstPolicy(PerTaskWorkerPolicy):
+    """The §6 benchmarks through the policy contract: bounded ε-first (``eps-first``'s
+    knapsack exploitation), budget-limited ε-first (all to the best ``v_hat / c``) and
+    trailsourcing (one exploration round, then the knapsack). Registered as
+    ``bounded-eps-first``, ``eps-first`` and ``trailsourcing``.
+
+    The same decisions as :func:`run_bounded_epsilon_first`, :func:`run_epsilon_first` and
+    :func:`~crowdbudget.policies.bandits.trailsourcing.run_trailsourcing` when the world and
+    the policy share one generator (tests/test_bkube_policy.py): exploration takes workers in
+    cyclic order (:class:`RoundRobinSelector`) through the per-task loop — while the money it
+    spent stays within ``epsilon · B`` (``exploration="budget"``) or for one evaluation per
+    worker (``"one-round"``) — and closes its last task; the exploitation is then planned in
+    one step (:func:`assign_single_step`'s layout: the counts of the knapsack, or of the best
+    worker, spread over the tasks not explored) and handed out one assignment per decision.
+    Exploitation labels do not move ``p_hat`` (as in the simulation); their tasks' estimates
+    are formed when the plan is done (eq. 10, ties at random, in task order).
+
+    On a replay or a live push campaign (``state.pairs``) a worker's planned labels go to the
+    least-labeled tasks *they can label*; a planned assignment the state no longer allows (a
+    used-up pair, no capacity, no money) is skipped. ε-first puts every exploitation label on
+    one worker, who labels a task at most once, so it may leave budget unspent.
+
+    Args:
+        epsilon: share of the budget for exploration (``exploration="budget"``).
+        exploitation: ``"knapsack"`` (bounded ε-first, trailsourcing) or ``"best"``
+            (ε-first: every evaluation to the worker of largest ``v_hat / c``).
+        exploration: ``"budget"`` (ε·B) or ``"one-round"`` (trailsourcing).
+        stop_constant: C of the move-to-next-task rule during exploration.
+        layout: ``"spread"`` (faithful) or ``"queue"`` (see :func:`assign_single_step`).
+    """
+
+    policy_name = "the ε-first family"
+
+    def __init__(
+        self,
+        epsilon: float = 0.1,
+        exploitation: str = "knapsack",
+        exploration: str = "budget",
+        stop_constant: float = 1.0,
+        layout: str = "spread",
+    ) -> None:
+        self.epsilon = epsilon
+        self.exploitation = exploitation
+        self.exploration = exploration
+        self.stop_constant = stop_constant
+        self.layout = layout
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        _check_epsilon(self.epsilon)
+        for name, value, allowed in (
+            ("exploitation", self.exploitation, EXPLOITATIONS),
+            ("exploration", self.exploration, EXPLORATIONS),
+            ("layout", self.layout, LAYOUTS),
+        ):
+            if value not in allowed:
+                raise InvalidParameterError(
+                    f"{name} must be one of {', '.join(allowed)}, got {value!r}"
+                )
+
+    def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        super()._reset(problem, rng)
+        self._selector = RoundRobinSelector(self._prices)
+        self._explore_limit = (
+            None if self.exploration == "one-round" else self.epsilon * problem.budget
+        )
+        self._explore_spent = 0.0
+        self._explored = 0
+        self._plan: list[tuple[int, int]] | None = None  # (task, worker), in order
+        self._next = 0
+        self._first_exploited = problem.n_items
+        self._exploit_load: IntArray | None = None
+        self._finalized = False
+
+    # ---- exploration ----------------------------------------------------------------------
+    def _explore(self, state: CampaignState) -> Assignment | None:
+        if self.exploration == "one-round" and self._explored >= self._prices.shape[0]:
+            return None
+        available = state.remaining
+        if self._explore_limit is not None:
+            # the selector sees only the money exploration may still spend
+            available = min(available, self._explore_limit - self._explore_spent)
+        fits = self._fits(state, state.remaining)
+        if self._explore_limit is not None:
+            fits &= self._prices <= available + 1e-9
+        current = self._current_task(state, fits)
+        if current is None:
+            return None
+        task, capacity = current
+        self._iteration += 1
+        chosen = self._selector.select(
+            available, capacity, self._iteration, self.estimator_.value_, self._rng
+        )
+        self._explored += 1
+        self._explore_spent += float(self._prices[chosen])
+        return self._choose(task, chosen)
+
+    # ---- exploitation ---------------------------------------------------------------------
+    def _make_plan(self, state: CampaignState) -> None:
+        """Close the explored task; plan the single-step exploitation (the simulation's
+        :func:`assign_single_step` order)."""
+        n_tasks = state.n_items
+        if self._task < n_tasks and self.labels_per_task_[self._task] > 0:
+            self._task += 1  # close the partial task
+        first = self._task
+        self._first_exploited = first
+        self._plan = []
+        left = n_tasks - first
+        if left <= 0:
+            return
+        capacity = self._capacity_left(state)
+        remaining = state.remaining
+        value = self.estimator_.value_
+        if self.exploitation == "knapsack":
+            counts = greedy_bounded_knapsack(
+                value, self._prices, capacity, max(remaining, 0.0) + 1e-9
+            )
+        else:
+            counts = np.zeros(self._prices.shape[0], dtype=np.int64)
+            usable = (capacity > 0) & (self._prices <= remaining + 1e-9)
+            if np.any(usable):
+                efficiency = value / self._prices
+                best = int(np.flatnonzero(usable)[np.argmax(efficiency[usable])])
+                counts[best] = min(
+                    int(capacity[best]), int(np.floor(remaining / self._prices[best] + 1e-12))
+                )
+        counts = np.minimum(np.asarray(counts, dtype=np.int64), left)
+        load = np.zeros(left, dtype=np.int64)
+        allowed = self._askable_tasks(state, first)
+        for worker in np.argsort(-counts, kind="stable"):
+            take = int(counts[worker])
+            if take == 0:
+                continue
+            spread = self.layout == "spread"
+            if allowed is None:
+                offsets = np.argsort(load, kind="stable")[:take] if spread else np.arange(take)
+            else:
+                # a replay (or listed pairs): only the tasks this worker can label
+                mine = allowed.get(int(worker), np.zeros(0, dtype=np.int64))
+                order = np.argsort(load[mine], kind="stable") if spread else np.arange(mine.size)
+                offsets = mine[order[:take]]
+            for offset in offsets:
+                self._plan.append((first + int(offset), int(worker)))
+                load[offset] += 1
+        self._exploit_load = load
+
+    def _askable_tasks(self, state: CampaignState, first: int) -> dict[int, IntArray] | None:
+        """With ``state.pairs``: per worker, the offsets (task − first) of the tasks from
+        ``first`` on that they have an unused pair for, ascending; None: every task."""
+        pairs = state.pairs
+        if pairs is None:
+            return None
+        usable = (pairs.remaining > 0) & (pairs.items >= first)
+        items, workers = pairs.items[usable], pairs.workers[usable]
+        order = np.lexsort((items, workers))
+        items, workers = items[order] - first, workers[order]
+        bounds = np.flatnonzero(np.diff(workers)) + 1
+        return {
+            int(group[0]): offsets
+            for group, offsets in zip(
+                np.split(workers, bounds), np.split(items, bounds), strict=True
+            )
+            if group.size
+        }
+
+    def _exploit(self, state: CampaignState) -> Assignment | None:
+        assert self._plan is not None
+        while self._next < len(self._plan):
+            task, worker = self._plan[self._next]
+            self._next += 1
+            allowed = state.eligible[task] and self._capacity_left(state)[worker] > 0
+            available = self._available_workers(state, task)
+            if available is not None:
+                allowed = allowed and bool(available[worker])
+            if allowed and state.can_afford(float(self._prices[worker])):
+                return self._choose(task, worker)
+        return None
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        if worker is not None:
+            return None  # the policy picks the worker (push mode only)
+        if self._plan is None:
+            assignment = self._explore(state)
+            if assignment is not None:
+                return assignment
+            self._make_plan(state)
+        return self._exploit(state)
+
+    def observe(self, event: LabelEvent) -> None:
+        if event.item >= self._first_exploited:
+            self._vote(event)  # exploitation: the vote only (p_hat is not updated)
+            return
+        super().observe(event)
+
+    def final_labels(self, state: CampaignState) -> IntArray:
+        """As :class:`PerTaskWorkerPolicy`; once the plan is done, the exploited tasks'
+        estimates are formed (eq. 10, ties at random, in task order), once."""
+        if self._plan is not None and self._next >= len(self._plan) and not self._finalized:
+            self._finalized = True
+            first = self._first_exploited
+            for task in range(first, state.n_items):
+                if self.labels_per_task_[task] > 0:
+                    self.predicted_[task] = weighted_vote(self._votes[task], self._rng)
+        return super().final_labels(state)

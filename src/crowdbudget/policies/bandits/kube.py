@@ -23,15 +23,15 @@ import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.bandits.knapsack import greedy_bounded_knapsack, ucb_values
-from crowdbudget.policies.bandits.value import OnlineValueEstimator, confident, weighted_vote
-from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.bandits.per_task import PerTaskWorkerPolicy
+from crowdbudget.policies.bandits.value import OnlineValueEstimator
 from crowdbudget.simulation.priced_workers import (
     LabelingOutcome,
     PricedWorkerPool,
     _LoopState,
     run_per_task,
 )
-from crowdbudget.types import Assignment, BoolArray, CampaignState, IntArray, LabelEvent, Problem
+from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem
 
 
 class BKubeSelector:
@@ -91,11 +91,7 @@ def run_bkube(
     return state.outcome()
 
 
-#: capacity of a worker the problem gives none: more labels than any budget can buy
-_UNLIMITED = 2**40
-
-
-class BKubePolicy(AllocationPolicy):
+class BKubePolicy(PerTaskWorkerPolicy):
     """B-KUBE through the policy contract (Rangi, Franceschetti 2018, Algorithm 1 and §6).
 
     The same decisions as :func:`run_bkube` (tested: with the world and the policy sharing one
@@ -120,130 +116,44 @@ class BKubePolicy(AllocationPolicy):
         max_labels: a cap on labels per task (None: the stop rule alone; the reproduction's
             ``max_labels_per_task``).
 
-    Fitted attributes:
-        predicted_: eq. (10) per item, -1 where no label came, shape (n_items,).
-        labels_per_task_: labels per item, shape (n_items,).
-        estimator_: the :class:`OnlineValueEstimator` (``p_hat``, ``v_hat``).
-        selections_: the worker of every decision, in order.
+    Fitted attributes: those of :class:`PerTaskWorkerPolicy` (``predicted_``,
+    ``labels_per_task_``, ``estimator_``, ``selections_``).
     """
 
-    chooses_workers = True
-    binary_only = False
-    budget_aware = True
+    policy_name = "b-kube"
 
     def __init__(self, stop_constant: float = 1.0, max_labels: int | None = None) -> None:
         self.stop_constant = stop_constant
         self.max_labels = max_labels
 
     def validate_params(self) -> None:
-        if not (np.isfinite(self.stop_constant) and self.stop_constant >= 0):
-            raise InvalidParameterError(
-                f"stop-constant must be a number >= 0, got {self.stop_constant!r}"
-            )
+        super().validate_params()
         cap = self.max_labels
         if cap is not None and (not isinstance(cap, int) or cap < 1):
             raise InvalidParameterError(f"max-labels must be an integer >= 1, got {cap!r}")
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
-        workers = problem.workers
-        if workers is None:
-            raise InvalidParameterError(
-                "b-kube chooses among named workers; the problem has none (Problem.workers)"
-            )
-        n_workers = workers.n_workers
-        self._prices = (
-            np.full(n_workers, problem.default_price)
-            if workers.prices is None
-            else np.asarray(workers.prices, dtype=float)
-        )
-        self._capacities = (
-            np.full(n_workers, _UNLIMITED, dtype=np.int64)
-            if workers.capacities is None
-            else np.asarray(workers.capacities, dtype=np.int64)
-        )
+        super()._reset(problem, rng)
         self._selector = BKubeSelector(self._prices, self._capacities)
-        self.estimator_ = OnlineValueEstimator(n_workers, problem.n_classes)
-        self._votes = np.zeros((problem.n_items, problem.n_classes))
-        self.labels_per_task_ = np.zeros(problem.n_items, dtype=np.int64)
-        self.predicted_ = np.full(problem.n_items, -1, dtype=np.int64)
-        self._chosen = np.zeros(n_workers, dtype=np.int64)
-        self.selections_: list[int] = []
-        self._task = 0
-        self._iteration = 0
-        self._rng = rng
-        self._pair_index: tuple[IntArray, IntArray] | None = None
-
-    def _capacity_left(self, state: CampaignState) -> IntArray:
-        """``m_k``: the state's when the problem has capacities (it counts pending work and
-        releases), else the capacity minus the choices made."""
-        if state.remaining_capacity is not None:
-            return np.asarray(state.remaining_capacity, dtype=np.int64).copy()
-        return self._capacities - self._chosen
-
-    def _available_workers(self, state: CampaignState, task: int) -> BoolArray | None:
-        """Replay: the workers with an unused recorded label for ``task`` (None: any)."""
-        pairs = state.pairs
-        if pairs is None:
-            return None
-        if self._pair_index is None:
-            order = np.argsort(pairs.items, kind="stable")
-            ptr = np.zeros(state.n_items + 1, dtype=np.int64)
-            np.cumsum(np.bincount(pairs.items, minlength=state.n_items), out=ptr[1:])
-            self._pair_index = (order, ptr)
-        order, ptr = self._pair_index
-        mine = order[ptr[task] : ptr[task + 1]]
-        mine = mine[pairs.remaining[mine] > 0]
-        out = np.zeros(self._prices.shape[0], dtype=bool)
-        out[pairs.workers[mine]] = True
-        return out
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         if worker is not None:
             return None  # B-KUBE picks the worker (push mode only)
         remaining = state.remaining
-        # the money check of _LoopState.feasible (a relative tolerance for the running sums)
-        fits = self._prices <= remaining + 1e-9 * max(1.0, state.budget)
-        while self._task < state.n_items:
-            task = self._task
-            if not state.eligible[task]:
-                self._task += 1  # the task left (replay: no unused label for it)
-                continue
-            capacity = self._capacity_left(state)
-            if not np.any(fits & (capacity > 0)):
-                return None  # no worker is affordable with capacity left: B-KUBE stops
-            available = self._available_workers(state, task)
-            if available is not None:
-                capacity = np.where(available, capacity, 0)
-                if not np.any(fits & (capacity > 0)):
-                    self._task += 1  # replay: nobody feasible has a label for this task
-                    continue
-            self._iteration += 1
-            chosen = self._selector.select(
-                remaining, capacity, self._iteration, self.estimator_.value_, self._rng
-            )
-            self._chosen[chosen] += 1
-            self.selections_.append(chosen)
-            return Assignment(item=task, worker=chosen, price=float(self._prices[chosen]))
-        return None
+        current = self._current_task(state, self._fits(state, remaining))
+        if current is None:
+            return None
+        task, capacity = current
+        self._iteration += 1
+        chosen = self._selector.select(
+            remaining, capacity, self._iteration, self.estimator_.value_, self._rng
+        )
+        return self._choose(task, chosen)
 
     def observe(self, event: LabelEvent) -> None:
-        item, worker = event.item, event.worker
-        votes = self._votes[item]
-        votes[event.label] += self.estimator_.weights[worker]
-        self.labels_per_task_[item] += 1
-        estimate = weighted_vote(votes, self._rng)
-        self.predicted_[item] = estimate
-        self.estimator_.update(worker, event.label == estimate)
-        n_labels = int(self.labels_per_task_[item])
+        votes = self._vote(event)
+        done = self._learn(event, votes)
         cap = self.max_labels
-        if item == self._task and (
-            confident(votes, n_labels, self.stop_constant) or (cap is not None and n_labels >= cap)
-        ):
+        reached = cap is not None and int(self.labels_per_task_[event.item]) >= cap
+        if event.item == self._task and (done or reached):
             self._task += 1
-
-    def final_labels(self, state: CampaignState) -> IntArray:
-        """eq. (10) where a task has labels; the Bayes rule on the (empty) votes elsewhere."""
-        labels = super().final_labels(state)
-        done = self.predicted_ >= 0
-        labels[done] = self.predicted_[done]
-        return labels

@@ -2,8 +2,8 @@
 single round of exploration — every worker is selected exactly once (in order, through the
 per-task loop, skipping a worker whose price does not fit) — then the same greedy-BKP
 single-step exploitation as :func:`~crowdbudget.policies.bandits.epsilon_first.
-run_bounded_epsilon_first`. Not registered as an AllocationPolicy (see
-:mod:`crowdbudget.policies.bandits.kube`).
+run_bounded_epsilon_first`. Registered as ``trailsourcing``
+(:class:`~crowdbudget.policies.bandits.epsilon_first.EpsilonFirstPolicy`, the same decisions).
 """
 
 from __future__ import annotations

@@ -67,6 +67,13 @@ def test_validation_flags_and_gold_without_labels(
     _one_line_error(
         capsys, [*three, "--policies", "kg-random"], "'kg-random' handles binary labels only"
     )
+    # the refusal names the ids that would work on this data (issue 15)
+    _one_line_error(
+        capsys,
+        [*three, "--policies", "opt-kg:workers=one-coin"],
+        "ids that work here: b-kube, bounded-eps-first, eps-first, opt-kg, random-bp, "
+        "requallo, round-robin, trailsourcing, uniform",
+    )
     assert main([*three, "--policies", "uniform", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["settings"]["gold_items_without_labels"] == 1

@@ -120,12 +120,16 @@ def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> 
     needs, :meth:`crowdbudget.registry.PolicySpec.refusal`; then what ``reset`` refuses)."""
     import numpy as np
 
-    from crowdbudget.registry import make_policy, parse_policy
+    from crowdbudget.registry import make_policy, parse_policy, policies_for
+
+    def instead() -> str:
+        working = policies_for(problem)
+        return f"; ids that work here: {', '.join(working)}" if working else ""
 
     for policy_id in policy_ids:
         reason = parse_policy(policy_id).refusal(problem)  # unknown ids fail here, listed
         if reason is not None:
-            raise InvalidParameterError(f"{reason} ({what})")
+            raise InvalidParameterError(f"{reason} ({what}){instead()}")
         policy = make_policy(policy_id)
         try:
             policy.reset(problem, np.random.default_rng(0))
@@ -134,4 +138,4 @@ def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> 
             name = type(policy).__name__
             if reason.startswith(name):
                 reason = repr(policy_id) + reason[len(name) :]
-            raise InvalidParameterError(f"{reason} ({what})") from None
+            raise InvalidParameterError(f"{reason} ({what}){instead()}") from None

@@ -596,6 +596,16 @@ def registered_policies() -> dict[str, ComponentSpec]:
     return POLICIES.entries()
 
 
+def policies_for(problem: Problem) -> list[str]:
+    """The registered policy ids whose declared needs ``problem`` meets (two classes, named
+    workers, features, contexts, unit prices), sorted: what a refusal suggests instead."""
+    return sorted(
+        name
+        for name in POLICIES.entries()
+        if POLICIES.capabilities(POLICIES.spec(name)).refusal(problem, name) is None
+    )
+
+
 def parse_policy(text: str | Spec) -> Spec:
     """``text`` as a checked policy :class:`Spec` (unknown ids and bad values raise)."""
     return POLICIES.spec(text)

@@ -270,6 +270,29 @@ def _run_replay(
         {"dataset": data.name, **rec} for rec in results_records(result.summary, data.n_items)
     ]
     notes = _compare_notes(result.summary, data, left_out or {}) if command == "compare" else []
+    # issue 15's fairness check: the same runs with the class codes / worker ids permuted
+    fairness_rows: list[dict[str, Any]] = []
+    fairness_lines: list[str] = []
+    for flag, permutation in (("permute_classes", "classes"), ("permute_workers", "workers")):
+        if not getattr(args, flag, False):
+            continue
+        permuted = data.permuted(
+            classes=permutation == "classes", workers=permutation == "workers", seed=args.seed
+        )
+        again = run_experiment(
+            args.policies,
+            ReplayEnvironment.from_label_data(permuted),
+            budgets,
+            args.reps,
+            seed=args.seed,
+            n_jobs=args.jobs,
+            progress=not args.no_progress,
+            mode=args.mode,
+        )
+        rows, lines = _fairness(result.summary, again.summary, args.reps, permutation)
+        fairness_rows += rows
+        fairness_lines += lines
+
     document = json_document(
         command,
         args.seed,
@@ -277,9 +300,10 @@ def _run_replay(
         records,
         **({"plot": plot_path} if plot_path else {}),
         **({"notes": notes} if notes else {}),
+        **({"fairness": fairness_rows} if fairness_rows else {}),
     )
     table = accuracy_table(result.summary, data.n_items)
-    extra = []
+    extra = list(fairness_lines)
     if quality:
         for metric, what in QUALITY_TABLES:
             extra += [f"{what} (mean ± std)", accuracy_table(result.summary, data.n_items, metric)]
@@ -295,6 +319,48 @@ def _run_replay(
     )
     _emit(args, text, document)
     return 0
+
+
+def _fairness(
+    original: Any, permuted: Any, reps: int, what: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Accuracy before and after permuting the ``what`` codes, per policy and budget: JSON
+    rows and text lines. A change beyond two standard errors of the difference (the two
+    runs' replication stds, ``sqrt(s1² / n + s2² / n)``) is flagged: the policy or its
+    verdict depends on the coding (issue 15)."""
+    import math
+
+    key = ["policy", "budget"]
+    merged = original[[*key, "accuracy_mean", "accuracy_std"]].merge(
+        permuted[[*key, "accuracy_mean", "accuracy_std"]], on=key, suffixes=("", "_permuted")
+    )
+    rows: list[dict[str, Any]] = []
+    lines = [
+        f"fairness: accuracy with the {what} permuted (Δ = permuted − original; "
+        "* beyond 2 standard errors: the result depends on the coding)",
+        f"{'policy':<34} {'budget':>8} {'original':>9} {'permuted':>9} {'Δ':>8}",
+    ]
+    for record in merged.itertuples(index=False):
+        delta = record.accuracy_mean_permuted - record.accuracy_mean
+        error = math.hypot(record.accuracy_std, record.accuracy_std_permuted) / math.sqrt(reps)
+        flagged = bool(abs(delta) > 2 * error + 1e-12)
+        rows.append(
+            {
+                "permuted": what,
+                "policy": record.policy,
+                "budget": float(record.budget),
+                "accuracy": float(record.accuracy_mean),
+                "accuracy_permuted": float(record.accuracy_mean_permuted),
+                "difference": float(delta),
+                "standard_error": error,
+                "beyond_two_standard_errors": flagged,
+            }
+        )
+        lines.append(
+            f"{record.policy:<34} {record.budget:>8g} {record.accuracy_mean:>9.4f} "
+            f"{record.accuracy_mean_permuted:>9.4f} {delta:>+8.4f}{' *' if flagged else ''}"
+        )
+    return rows, lines
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -766,6 +832,17 @@ def build_parser() -> argparse.ArgumentParser:
             help="also report Li et al.'s quantity (items with 3+ labels), correct, accuracy "
             "among labeled items and budget spent (automatic with requallo or "
             "label-uncertainty)",
+        )
+        p.add_argument(
+            "--permute-classes",
+            action="store_true",
+            help="fairness check: rerun with the class codes shifted (c -> c+1 mod L; the "
+            "answers and the truth unchanged) and report the change of accuracy",
+        )
+        p.add_argument(
+            "--permute-workers",
+            action="store_true",
+            help="fairness check: rerun with the worker ids shuffled and report the change",
         )
 
     rpl = sub.add_parser(

@@ -45,7 +45,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -151,6 +151,38 @@ class LabelData:
     @property
     def n_items(self) -> int:
         return int(self.item_ids.shape[0])
+
+    def permuted(self, *, classes: bool = False, workers: bool = False, seed: int = 0) -> LabelData:
+        """The same labels under another coding (issue 15's fairness check): with
+        ``classes``, class code c becomes (c + 1) mod L — labels, gold and the class names
+        move together, so every answer and its truth are unchanged, only the codes; with
+        ``workers``, the worker indices are shuffled (a seeded permutation). A policy and
+        verdict that do not depend on the coding give the same accuracy up to Monte-Carlo
+        error."""
+        labels, gold, names = self.labels, self.gold, self.classes
+        if classes:
+            shift = np.roll(np.arange(self.n_classes), -1)  # new code of class c: (c+1) mod L
+            labels = shift[self.labels]
+            if self.gold is not None:
+                gold = np.where(self.gold >= 0, shift[np.maximum(self.gold, 0)], -1)
+            inverse = np.argsort(shift)
+            names = tuple(self.classes[int(inverse[k])] for k in range(self.n_classes))
+        worker_codes, worker_ids = self.workers, self.worker_ids
+        if workers:
+            order = np.random.default_rng(seed).permutation(self.n_workers)
+            worker_codes = order[self.workers]
+            worker_ids = np.empty_like(self.worker_ids)
+            worker_ids[order] = self.worker_ids
+        what = " and ".join(w for w, on in (("classes", classes), ("workers", workers)) if on)
+        return replace(
+            self,
+            labels=np.asarray(labels, dtype=np.int64),
+            gold=None if gold is None else np.asarray(gold, dtype=np.int64),
+            classes=names,
+            workers=np.asarray(worker_codes, dtype=np.int64),
+            worker_ids=worker_ids,
+            name=f"{self.name} ({what} permuted)" if what else self.name,
+        )
 
     @property
     def n_workers(self) -> int:

@@ -141,3 +141,25 @@ def test_registered_epsilon_first_family_makes_the_simulations_decisions(
         np.testing.assert_array_equal(policy.predicted_, expected.predicted)
         np.testing.assert_array_equal(policy.labels_per_task_, expected.labels_per_task)
         np.testing.assert_array_equal(state.remaining_capacity, expected.remaining_capacity)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("n_tasks", "budget"), [(50, 50), (100, 300), (12, 60), (50, 150)])
+@pytest.mark.parametrize(
+    ("policy_id", "options"),
+    [
+        ("b-kube:pace=budget", {"pace": True}),
+        ("b-kube:feedback=leave-one-out", {"feedback": "leave-one-out"}),
+        ("b-kube:pace=budget:feedback=leave-one-out", {"pace": True, "feedback": "leave-one-out"}),
+    ],
+)
+def test_registered_b_kube_variants_make_the_simulations_decisions(
+    policy_id: str, options: dict[str, Any], seed: int, n_tasks: int, budget: float
+) -> None:
+    for pool in rangi_worker_sets(n_tasks, np.random.default_rng(1000 + seed)):
+        expected = run_bkube(pool, budget, n_tasks, np.random.default_rng(seed), **options)
+        policy = make_policy(policy_id)
+        chosen, _state = _through_the_engine(policy, pool, budget, n_tasks, seed)
+        np.testing.assert_array_equal(chosen, expected.selections)
+        np.testing.assert_array_equal(policy.predicted_, expected.predicted)
+        np.testing.assert_array_equal(policy.labels_per_task_, expected.labels_per_task)

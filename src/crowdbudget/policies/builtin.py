@@ -476,7 +476,12 @@ register_policy(
 
 
 # ---- Rangi & Franceschetti (2018): workers with prices and capacities ----------------------
-from crowdbudget.policies.bandits.kube import BKubePolicy  # noqa: E402
+from crowdbudget.policies.bandits.kube import PACES, BKubePolicy  # noqa: E402
+from crowdbudget.policies.bandits.per_task import FEEDBACKS  # noqa: E402
+
+_FEEDBACK = Param(
+    "feedback", str, "p_hat from agreement with the estimate, or leave-one-out", choices=FEEDBACKS
+)
 
 RANGI2018 = (
     "Rangi, Franceschetti (2018) Multi-Armed Bandit Algorithms for Crowdsourcing Systems with "
@@ -495,6 +500,10 @@ register_policy(
             "max-labels": Param(
                 "max-labels", int, "most labels per task (default: the stop rule alone)", low=1
             ),
+            "pace": Param(
+                "pace", str, "none (the paper) or budget (our paced variant)", choices=PACES
+            ),
+            "feedback": _FEEDBACK,
         },
         defaults={},
         paper=RANGI2018,
@@ -522,21 +531,21 @@ for _id, _summary, _defaults, _params in (
         "bounded ε-first (Tran-Thanh et al.): ε·B round-robin exploration, then the greedy "
         "bounded knapsack on v_hat in one step (§6 benchmark)",
         {"exploitation": "knapsack", "exploration": "budget"},
-        {"epsilon": _EPSILON, "stop-constant": _STOP, "layout": _LAYOUT},
+        {"epsilon": _EPSILON, "stop-constant": _STOP, "layout": _LAYOUT, "feedback": _FEEDBACK},
     ),
     (
         "eps-first",
         "budget-limited ε-first: ε·B round-robin exploration, then everything to the best "
         "v_hat / price in one step (§6 benchmark)",
         {"exploitation": "best", "exploration": "budget"},
-        {"epsilon": _EPSILON, "stop-constant": _STOP, "layout": _LAYOUT},
+        {"epsilon": _EPSILON, "stop-constant": _STOP, "layout": _LAYOUT, "feedback": _FEEDBACK},
     ),
     (
         "trailsourcing",
         "trailsourcing: one evaluation per worker, then the greedy bounded knapsack in one "
         "step (§6 benchmark)",
         {"exploitation": "knapsack", "exploration": "one-round"},
-        {"stop-constant": _STOP, "layout": _LAYOUT},
+        {"stop-constant": _STOP, "layout": _LAYOUT, "feedback": _FEEDBACK},
     ),
 ):
     register_policy(

@@ -237,33 +237,6 @@ class _LoopState:
 FEEDBACKS = ("estimate", "leave-one-out", "truth")
 
 
-def _rescore_leave_one_out(
-    estimator: OnlineValueEstimator,
-    votes: np.ndarray,
-    weights: np.ndarray,
-    labels: list[tuple[int, int]],
-    scores: list[float | None],
-) -> None:
-    """Score each (worker, answer) of one task against the vote of the task's other labels and
-    move the estimator's sums by the change (``feedback="leave-one-out"``); ``votes`` (L,)
-    holds the task's accumulated contributions including every label."""
-    for position, (worker, answer) in enumerate(labels):
-        others = votes.copy()
-        others[answer] -= weights[worker]
-        new: float | None = None
-        # the others' total is a sum of non-negative weights: > 0 iff another label counts
-        if others.sum() > 1e-12:
-            leaders = np.flatnonzero(np.isclose(others, others.max()))
-            new = 1.0 / leaders.size if answer in leaders else 0.0
-        old = scores[position]
-        if new == old:
-            continue
-        estimator.adjust(
-            worker, (new or 0.0) - (old or 0.0), int(new is not None) - int(old is not None)
-        )
-        scores[position] = new
-
-
 def run_per_task(
     state: _LoopState,
     selector: WorkerSelector,
@@ -454,4 +427,9 @@ class PricedWorkerWorld(LabelingEnvironment):
 
 
 # at the end: the policies.bandits package imports this module while it initialises
-from crowdbudget.policies.bandits.value import confident as confident  # noqa: E402
+from crowdbudget.policies.bandits.value import (  # noqa: E402
+    confident as confident,
+)
+from crowdbudget.policies.bandits.value import (  # noqa: E402
+    rescore_leave_one_out as _rescore_leave_one_out,
+)

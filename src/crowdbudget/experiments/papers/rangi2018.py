@@ -31,13 +31,8 @@ from tqdm.auto import tqdm
 from crowdbudget.engine.loop import Clock, drive
 from crowdbudget.experiments.papers.base import ExtraPlot, ReproductionResult
 from crowdbudget.experiments.runner import summarize
-from crowdbudget.policies.bandits.epsilon_first import (
-    run_bounded_epsilon_first,
-    run_epsilon_first,
-)
 from crowdbudget.policies.bandits.knapsack import exact_bounded_knapsack
 from crowdbudget.policies.bandits.kube import run_bkube
-from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.priced_workers import (
     LabelingOutcome,
@@ -92,29 +87,30 @@ def run_registered(
     )
 
 
-POLICIES: dict[str, Callable[..., LabelingOutcome]] = {
-    # the registered policy through the engine (the same numbers as run_bkube's loop)
-    "b-kube": partial(run_registered, "b-kube"),
-    "bounded-eps-first": partial(run_registered, "bounded-eps-first"),
-    "eps-first": partial(run_registered, "eps-first"),
-    "trailsourcing": partial(run_registered, "trailsourcing"),
-}
+#: the faithful policies: registered ids, run through the engine (run_registered)
+POLICY_IDS = ("b-kube", "bounded-eps-first", "eps-first", "trailsourcing")
 LOO = "leave-one-out"
 # measured side by side with the faithful versions above (docs/reproductions.md): B-KUBE with a
-# looser stop rule; B-KUBE paced to reach every task (run_per_task, pace=True), alone and with
+# looser stop rule; B-KUBE paced to reach every task (pace=budget), alone and with
 # leave-one-out feedback for p_hat; the benchmarks with the earlier single-step layout (all
 # workers on the first tasks of the queue) and with leave-one-out feedback (so the paced
 # variant is also compared with benchmarks given the same estimator)
+VARIANT_IDS = (
+    "b-kube:stop-constant=0.5",
+    "b-kube:pace=budget",
+    f"b-kube:pace=budget:feedback={LOO}",
+    "bounded-eps-first:layout=queue",
+    "eps-first:layout=queue",
+    "trailsourcing:layout=queue",
+    f"bounded-eps-first:feedback={LOO}",
+    f"eps-first:feedback={LOO}",
+    f"trailsourcing:feedback={LOO}",
+)
+POLICIES: dict[str, Callable[..., LabelingOutcome]] = {
+    pid: partial(run_registered, pid) for pid in POLICY_IDS
+}
 VARIANTS: dict[str, Callable[..., LabelingOutcome]] = {
-    "b-kube:stop-constant=0.5": partial(run_registered, "b-kube:stop-constant=0.5"),
-    "b-kube:pace=budget": partial(run_bkube, pace=True),
-    f"b-kube:pace=budget:feedback={LOO}": partial(run_bkube, pace=True, feedback=LOO),
-    "bounded-eps-first:layout=queue": partial(run_registered, "bounded-eps-first:layout=queue"),
-    "eps-first:layout=queue": partial(run_registered, "eps-first:layout=queue"),
-    "trailsourcing:layout=queue": partial(run_registered, "trailsourcing:layout=queue"),
-    f"bounded-eps-first:feedback={LOO}": partial(run_bounded_epsilon_first, feedback=LOO),
-    f"eps-first:feedback={LOO}": partial(run_epsilon_first, feedback=LOO),
-    f"trailsourcing:feedback={LOO}": partial(run_trailsourcing, feedback=LOO),
+    pid: partial(run_registered, pid) for pid in VARIANT_IDS
 }
 ALL_POLICIES = {**POLICIES, **VARIANTS}
 # (B-KUBE id, benchmark ids) pairs the claims table checks

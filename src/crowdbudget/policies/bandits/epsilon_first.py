@@ -279,6 +279,7 @@ class EpsilonFirstPolicy(PerTaskWorkerPolicy):
         exploration: ``"budget"`` (ε·B) or ``"one-round"`` (trailsourcing).
         stop_constant: C of the move-to-next-task rule during exploration.
         layout: ``"spread"`` (faithful) or ``"queue"`` (see :func:`assign_single_step`).
+        feedback: ``p_hat`` during exploration: ``"estimate"`` or ``"leave-one-out"``.
     """
 
     policy_name = "the ε-first family"
@@ -290,12 +291,14 @@ class EpsilonFirstPolicy(PerTaskWorkerPolicy):
         exploration: str = "budget",
         stop_constant: float = 1.0,
         layout: str = "spread",
+        feedback: str = "estimate",
     ) -> None:
         self.epsilon = epsilon
         self.exploitation = exploitation
         self.exploration = exploration
         self.stop_constant = stop_constant
         self.layout = layout
+        self.feedback = feedback
 
     def validate_params(self) -> None:
         super().validate_params()

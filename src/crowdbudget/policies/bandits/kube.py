@@ -31,7 +31,10 @@ from crowdbudget.simulation.priced_workers import (
     _LoopState,
     run_per_task,
 )
-from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem
+from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
+
+#: ``pace=``: the paper's loop, or our budget-paced variant
+PACES = ("none", "budget")
 
 
 class BKubeSelector:
@@ -115,6 +118,13 @@ class BKubePolicy(PerTaskWorkerPolicy):
             for the looser variant of the reproduction).
         max_labels: a cap on labels per task (None: the stop rule alone; the reproduction's
             ``max_labels_per_task``).
+        pace: ``"none"`` (the paper) or ``"budget"``, our budget-paced variant
+            (``b-kube:pace=budget``): a task also ends once it has
+            spent its share of the money left, or once the money left would not pay one more
+            label for it and one for every task not started; after the last task, one label
+            at a time to the least-decided unsettled task (see
+            :func:`~crowdbudget.simulation.priced_workers.run_per_task`).
+        feedback: ``"estimate"`` (the paper) or ``"leave-one-out"`` (our variant).
 
     Fitted attributes: those of :class:`PerTaskWorkerPolicy` (``predicted_``,
     ``labels_per_task_``, ``estimator_``, ``selections_``).
@@ -122,38 +132,104 @@ class BKubePolicy(PerTaskWorkerPolicy):
 
     policy_name = "b-kube"
 
-    def __init__(self, stop_constant: float = 1.0, max_labels: int | None = None) -> None:
+    def __init__(
+        self,
+        stop_constant: float = 1.0,
+        max_labels: int | None = None,
+        pace: str = "none",
+        feedback: str = "estimate",
+    ) -> None:
         self.stop_constant = stop_constant
         self.max_labels = max_labels
+        self.pace = pace
+        self.feedback = feedback
 
     def validate_params(self) -> None:
         super().validate_params()
         cap = self.max_labels
         if cap is not None and (not isinstance(cap, int) or cap < 1):
             raise InvalidParameterError(f"max-labels must be an integer >= 1, got {cap!r}")
+        if self.pace not in PACES:
+            raise InvalidParameterError(
+                f"pace must be one of {', '.join(PACES)}, got {self.pace!r}"
+            )
+
+    @property
+    def _paced(self) -> bool:
+        return self.pace == "budget"
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         super()._reset(problem, rng)
         self._selector = BKubeSelector(self._prices, self._capacities)
+        # pace=budget: the money left as Algorithm 1 keeps it (B_{n+1} = B_n − c), the
+        # current task's share and what it spent, the labels bought
+        self._budget = float(problem.budget)
+        self._money_left = float(problem.budget)
+        self._share = np.inf
+        self._spent_on_task = 0.0
+        self._made = 0
+        self._second_pass = False
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         if worker is not None:
             return None  # B-KUBE picks the worker (push mode only)
         remaining = state.remaining
-        current = self._current_task(state, self._fits(state, remaining))
-        if current is None:
+        fits = self._fits(state, remaining)
+        if not self._second_pass:
+            current = self._current_task(state, fits)
+            if current is None and self._paced and self._task >= state.n_items:
+                self._second_pass = True  # every task reached: the least decided, one by one
+            elif current is None:
+                return None
+            else:
+                task, capacity = current
+                if self._paced and self.labels_per_task_[task] == 0:
+                    # this task's share of the money left, fixed when the task starts
+                    # (Algorithm 1's B_n, as the simulation keeps it)
+                    self._share = self._money_left / (state.n_items - task)
+                    self._spent_on_task = 0.0
+                return self._pick(task, capacity, remaining)
+        # pace=budget, second pass: the unsettled task whose vote is least decided (smallest
+        # gap between its two leading contributions; ties by fewer labels, then index)
+        capacity = self._capacity_left(state)
+        open_tasks = np.flatnonzero(~self.settled_ & state.eligible)
+        if not np.any(fits & (capacity > 0)) or open_tasks.size == 0:
             return None
-        task, capacity = current
+        ordered = np.sort(self._votes[open_tasks], axis=1)
+        gap = ordered[:, -1] - ordered[:, -2]
+        pick = np.lexsort((open_tasks, self.labels_per_task_[open_tasks], gap))[0]
+        task = int(open_tasks[pick])
+        available = self._available_workers(state, task)
+        if available is not None:
+            capacity = np.where(available, capacity, 0)
+            if not np.any(fits & (capacity > 0)):
+                return None
+        return self._pick(task, capacity, remaining)
+
+    def _pick(self, task: int, capacity: IntArray, remaining: float) -> Assignment:
         self._iteration += 1
         chosen = self._selector.select(
             remaining, capacity, self._iteration, self.estimator_.value_, self._rng
         )
+        before = self._money_left
+        self._money_left -= float(self._prices[chosen])
+        self._spent_on_task += before - self._money_left
+        self._made += 1
         return self._choose(task, chosen)
 
     def observe(self, event: LabelEvent) -> None:
         votes = self._vote(event)
         done = self._learn(event, votes)
+        if self._second_pass or event.item != self._task:
+            return
         cap = self.max_labels
-        reached = cap is not None and int(self.labels_per_task_[event.item]) >= cap
-        if event.item == self._task and (done or reached):
+        move_on = done or (cap is not None and int(self.labels_per_task_[event.item]) >= cap)
+        if self._paced and not move_on:
+            left = self.problem_.n_items - self._task
+            mean_price = (self._budget - self._money_left) / max(self._made, 1)
+            move_on = (
+                # the share is compared with a tolerance: it is a quotient of sums of prices
+                self._spent_on_task >= self._share - 1e-9 or self._money_left < left * mean_price
+            )
+        if move_on:
             self._task += 1

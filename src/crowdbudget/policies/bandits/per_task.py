@@ -16,9 +16,17 @@ from __future__ import annotations
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies.bandits.value import OnlineValueEstimator, confident, weighted_vote
+from crowdbudget.policies.bandits.value import (
+    OnlineValueEstimator,
+    confident,
+    rescore_leave_one_out,
+    weighted_vote,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.types import Assignment, BoolArray, CampaignState, IntArray, LabelEvent, Problem
+
+#: how a label moves p_hat (the simulation's "truth" oracle needs the true labels: not here)
+FEEDBACKS = ("estimate", "leave-one-out")
 
 #: capacity of a worker the problem gives none: more labels than any budget can buy
 UNLIMITED = 2**40
@@ -31,12 +39,17 @@ class PerTaskWorkerPolicy(AllocationPolicy):
     Args:
         stop_constant: C of the move-to-next-task rule
             (:func:`~crowdbudget.policies.bandits.value.confident`).
+        feedback: how a label moves its worker's ``p_hat``: ``"estimate"`` (§5: agreement
+            with the task's estimate including the label) or ``"leave-one-out"`` (our
+            variant: every label of the task re-scored against the vote of the task's other
+            labels; see :func:`~crowdbudget.simulation.priced_workers.run_per_task`).
 
     Fitted attributes:
         predicted_: eq. (10) per item, -1 where no label came, shape (n_items,).
         labels_per_task_: labels per item, shape (n_items,).
         estimator_: the :class:`OnlineValueEstimator` (``p_hat``, ``v_hat``).
         selections_: the worker of every decision, in order.
+        settled_: whether each task's vote is confident, shape (n_items,).
     """
 
     chooses_workers = True
@@ -46,13 +59,18 @@ class PerTaskWorkerPolicy(AllocationPolicy):
     #: the id named in refusals
     policy_name = "this policy"
 
-    def __init__(self, stop_constant: float = 1.0) -> None:
+    def __init__(self, stop_constant: float = 1.0, feedback: str = "estimate") -> None:
         self.stop_constant = stop_constant
+        self.feedback = feedback
 
     def validate_params(self) -> None:
         if not (np.isfinite(self.stop_constant) and self.stop_constant >= 0):
             raise InvalidParameterError(
                 f"stop-constant must be a number >= 0, got {self.stop_constant!r}"
+            )
+        if self.feedback not in FEEDBACKS:
+            raise InvalidParameterError(
+                f"feedback must be one of {', '.join(FEEDBACKS)}, got {self.feedback!r}"
             )
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
@@ -83,6 +101,10 @@ class PerTaskWorkerPolicy(AllocationPolicy):
         self._iteration = 0
         self._rng = rng
         self._pair_index: tuple[IntArray, IntArray] | None = None
+        self.settled_ = np.zeros(problem.n_items, dtype=bool)
+        # leave-one-out feedback: every task's labels (worker, answer) and their scores
+        self._task_labels: dict[int, list[tuple[int, int]]] = {}
+        self._task_scores: dict[int, list[float | None]] = {}
 
     # ---- what the state allows -------------------------------------------------------------
     def _capacity_left(self, state: CampaignState) -> IntArray:
@@ -149,11 +171,21 @@ class PerTaskWorkerPolicy(AllocationPolicy):
         return votes
 
     def _learn(self, event: LabelEvent, votes: np.ndarray) -> bool:
-        """eq. (10) and the §5 update of ``p_hat``; returns whether the task is confident."""
+        """eq. (10) and the update of ``p_hat`` (``feedback``); returns whether the task is
+        confident (also kept in ``settled_``)."""
         estimate = weighted_vote(votes, self._rng)
         self.predicted_[event.item] = estimate
-        self.estimator_.update(event.worker, event.label == estimate)
-        return confident(votes, int(self.labels_per_task_[event.item]), self.stop_constant)
+        if self.feedback == "leave-one-out":
+            labels = self._task_labels.setdefault(event.item, [])
+            scores = self._task_scores.setdefault(event.item, [])
+            labels.append((event.worker, event.label))
+            scores.append(None)
+            rescore_leave_one_out(self.estimator_, votes, self.estimator_.weights, labels, scores)
+        else:
+            self.estimator_.update(event.worker, event.label == estimate)
+        done = confident(votes, int(self.labels_per_task_[event.item]), self.stop_constant)
+        self.settled_[event.item] = done
+        return done
 
     def observe(self, event: LabelEvent) -> None:
         votes = self._vote(event)

@@ -116,3 +116,30 @@ def confident(votes: np.ndarray, n_labels: int, stop_constant: float) -> bool:
     top_two = np.sort(votes)[-2:]
     margin = float(top_two[1] - top_two[0]) / n_labels
     return margin > stop_constant * np.sqrt(np.log(n_labels + 1.0) / n_labels)
+
+
+def rescore_leave_one_out(
+    estimator: OnlineValueEstimator,
+    votes: np.ndarray,
+    weights: np.ndarray,
+    labels: list[tuple[int, int]],
+    scores: list[float | None],
+) -> None:
+    """Score each (worker, answer) of one task against the vote of the task's other labels and
+    move the estimator's sums by the change (``feedback="leave-one-out"``); ``votes`` (L,)
+    holds the task's accumulated contributions including every label."""
+    for position, (worker, answer) in enumerate(labels):
+        others = votes.copy()
+        others[answer] -= weights[worker]
+        new: float | None = None
+        # the others' total is a sum of non-negative weights: > 0 iff another label counts
+        if others.sum() > 1e-12:
+            leaders = np.flatnonzero(np.isclose(others, others.max()))
+            new = 1.0 / leaders.size if answer in leaders else 0.0
+        old = scores[position]
+        if new == old:
+            continue
+        estimator.adjust(
+            worker, (new or 0.0) - (old or 0.0), int(new is not None) - int(old is not None)
+        )
+        scores[position] = new

@@ -24,7 +24,6 @@ import http.client
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,11 +34,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from crowdbudget.service.local import free_port as _free_port
 
 
 def _cpu_seconds(pid: int | None = None) -> float:

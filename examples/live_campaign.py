@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,13 +30,8 @@ import numpy as np
 from crowdbudget.client import Client
 from crowdbudget.datasets import load_dataset
 from crowdbudget.experiments.runner import run_experiment
+from crowdbudget.service.local import free_port as _free_port
 from crowdbudget.simulation.replay import ReplayEnvironment
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_service(db_path: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -42,7 +42,7 @@ import numpy as np
 
 from crowdbudget.client import Client
 from crowdbudget.datasets import load_dataset
-from crowdbudget.engine.loop import Clock, drive
+from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
@@ -157,17 +157,6 @@ class CrowdWorld(LabelingEnvironment):
         return Problem(n_items=self.n_items, budget=budget, workers=workers, contexts=contexts)
 
 
-class _Until:
-    def __init__(self, budget: float) -> None:
-        self.budget = budget
-
-    def before_decision(self, state: CampaignState) -> bool:
-        return state.spent >= self.budget
-
-    def finish(self, state: CampaignState) -> None:
-        pass
-
-
 class _LiveRules:
     """The policy as the engine sees it, under the live rule that a worker never labels an
     item twice (``select_excluding`` the worker's items); records the decisions."""
@@ -205,7 +194,7 @@ def run_offline(
     state = CampaignState.initial(problem)
     state.pairs = world.pairs
     rules = _LiveRules(policy)
-    drive(rules, world, state, Clock(mode), _Until(budget))  # type: ignore[arg-type]
+    drive(rules, world, state, Clock(mode), StopAtSpend(budget))  # type: ignore[arg-type]
     labels = policy.final_labels(state)
     mask = world.evaluation_mask if world.evaluation_mask is not None else slice(None)
     return float(np.mean(labels[mask] == world.true_labels[mask])), rules.decisions

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from crowdbudget.campaign import Campaign
-from crowdbudget.engine.loop import Clock, drive
+from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.exceptions import CrowdBudgetError
 from crowdbudget.policies.bandits.epsilon_first import run_bounded_epsilon_first, run_epsilon_first
 from crowdbudget.policies.bandits.kube import BKubePolicy, run_bkube
@@ -18,14 +18,6 @@ from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
 from crowdbudget.registry import make_policy, parse_policy
 from crowdbudget.simulation.priced_workers import PricedWorkerWorld, rangi_worker_sets
 from crowdbudget.types import Assignment, CampaignState
-
-
-class _Never:
-    def before_decision(self, state: CampaignState) -> bool:
-        return False
-
-    def finish(self, state: CampaignState) -> None:
-        pass
 
 
 def _through_the_engine(policy: Any, pool: Any, budget: float, n_tasks: int, seed: int):
@@ -47,7 +39,7 @@ def _through_the_engine(policy: Any, pool: Any, budget: float, n_tasks: int, see
         return assignment
 
     policy.select = recording  # type: ignore[method-assign]
-    drive(policy, world, state, Clock("push"), _Never())
+    drive(policy, world, state, Clock("push"), StopAtSpend())
     return chosen, state
 
 

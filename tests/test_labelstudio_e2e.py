@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -54,6 +53,7 @@ from crowdbudget.integrations.labelstudio_demo import (
     rte_reliabilities,
     rte_tasks,
 )
+from crowdbudget.service.local import free_port as _free_port
 
 URL = os.environ.get("CROWDBUDGET_LABELSTUDIO_URL")
 TOKEN_FILE = os.environ.get("CROWDBUDGET_LABELSTUDIO_TOKEN_FILE")
@@ -79,12 +79,6 @@ _START = time.monotonic()
 
 def _log(message: str) -> None:  # timings in the CI log
     print(f"[{time.monotonic() - _START:6.1f}s] {message}", flush=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_for(condition, timeout: float, step: float = 0.5) -> bool:  # type: ignore[no-untyped-def]

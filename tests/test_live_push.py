@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from crowdbudget.campaign import Campaign, EventStore
 from crowdbudget.datasets import load_dataset
-from crowdbudget.engine.loop import Clock, drive
+from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 from crowdbudget.registry import make_policy, registered_policies
 from crowdbudget.service import create_app
@@ -50,17 +50,6 @@ def rte() -> dict[str, Any]:
         for i, w, label in zip(data.items, data.workers, data.labels, strict=True)
     }
     return {"data": data, "items": items, "workers": workers, "pairs": pairs, "answers": answers}
-
-
-class _Until:
-    def __init__(self, budget: float) -> None:
-        self.budget = budget
-
-    def before_decision(self, state: CampaignState) -> bool:
-        return state.spent >= self.budget
-
-    def finish(self, state: CampaignState) -> None:
-        pass
 
 
 @pytest.mark.parametrize("policy", _worker_choosing())
@@ -105,7 +94,7 @@ def test_live_push_equals_the_offline_replay(policy: str, rte: dict[str, Any]) -
         return assignment
 
     offline_policy.select = recording_select  # type: ignore[method-assign]
-    drive(offline_policy, env, state, Clock("push"), _Until(budget))
+    drive(offline_policy, env, state, Clock("push"), StopAtSpend(budget))
     assert live == offline
     np.testing.assert_array_equal(
         campaign.policy.final_labels(campaign.state), offline_policy.final_labels(state)

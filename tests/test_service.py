@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from crowdbudget.client import Client, ServiceError
 from crowdbudget.service import create_app
+from crowdbudget.service.local import free_port as _free_port
 
 
 @pytest.fixture
@@ -110,12 +110,6 @@ def test_malformed_campaigns_get_422(api: TestClient, body: dict[str, object], n
     response = api.post("/v1/campaigns", json=body)
     assert response.status_code == 422
     assert needle in response.text
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(db: str, port: int) -> subprocess.Popen[bytes]:

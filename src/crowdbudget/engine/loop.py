@@ -107,6 +107,20 @@ class CheckpointRecorder:
         self._record(state, float("inf"))
 
 
+@dataclass(frozen=True)
+class StopAtSpend:
+    """A recorder that ends the campaign once ``budget`` is spent (None: only when the
+    policy stops or the world has nothing left); it records nothing."""
+
+    budget: float | None = None
+
+    def before_decision(self, state: CampaignState) -> bool:
+        return self.budget is not None and state.spent >= self.budget
+
+    def finish(self, state: CampaignState) -> None:
+        pass
+
+
 def drive(
     policy: AllocationPolicy,
     env: LabelingEnvironment,

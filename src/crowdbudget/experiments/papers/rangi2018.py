@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from crowdbudget.engine.loop import Clock, drive
+from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.experiments.papers.base import ExtraPlot, ReproductionResult
 from crowdbudget.experiments.runner import summarize
 from crowdbudget.policies.bandits.knapsack import exact_bounded_knapsack
@@ -41,14 +41,6 @@ from crowdbudget.simulation.priced_workers import (
     rangi_worker_sets,
 )
 from crowdbudget.types import CampaignState
-
-
-class _UntilThePolicyStops:
-    def before_decision(self, state: CampaignState) -> bool:
-        return False
-
-    def finish(self, state: CampaignState) -> None:
-        pass
 
 
 def run_registered(
@@ -67,7 +59,7 @@ def run_registered(
     policy = make_policy(policy_id)
     policy.reset(problem, rng)
     state = CampaignState.initial(problem)
-    drive(policy, world, state, Clock("push"), _UntilThePolicyStops())
+    drive(policy, world, state, Clock("push"), StopAtSpend())
     policy.final_labels(state)  # the ε-first family forms its exploited tasks' estimates here
     labels_per_task = np.asarray(policy.labels_per_task_)  # type: ignore[attr-defined]
     selections = np.asarray(policy.selections_, dtype=np.int64)  # type: ignore[attr-defined]

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from crowdbudget.campaign import Campaign, EventStore
+from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.registry import registered_policies
+from crowdbudget.simulation.environment import LabelingEnvironment
+from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
 
 #: worker-aware variants (parameters of registered ids) the issue names explicitly
 VARIANTS = (
@@ -272,3 +276,94 @@ def test_a_worker_with_nothing_left_gets_none_while_others_get_work(policy: str)
         campaign.record_label(work.assignment_id, "1")
     assert campaign.next_assignment("ann") is None  # ann labeled every item
     assert campaign.next_assignment("bob") is not None  # bob still gets work
+
+
+class _AnswerTable(LabelingEnvironment):
+    """A world of fixed answers ``answers[item, worker]``; workers arrive in ``arrivals``
+    order (pull mode)."""
+
+    def __init__(self, answers: np.ndarray, arrivals: list[int]) -> None:
+        self.answers = answers
+        self.arrivals = arrivals
+        self.n_items = answers.shape[0]
+        self.true_labels = np.zeros(self.n_items, dtype=np.int64)
+
+    def reset(self, *, seed: object = None) -> dict[str, object]:
+        self._next = 0
+        return {}
+
+    def step(self, assignment: Assignment) -> StepResult:
+        assert assignment.worker is not None
+        label = int(self.answers[assignment.item, assignment.worker])
+        event = LabelEvent(assignment.item, assignment.worker, label, assignment.price)
+        return StepResult(event)
+
+    def arriving_worker(self) -> int:
+        worker = self.arrivals[self._next]
+        self._next += 1
+        return worker
+
+
+class _LiveRule:
+    """The policy under the live rule that a worker never labels an item twice."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.given: list[tuple[int, int]] = []
+        self.own: dict[int, set[int]] = {}
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Any:
+        assert worker is not None
+        assignment = self.policy.select_excluding(state, self.own.get(worker, set()), worker=worker)
+        if assignment is not None:
+            self.given.append((assignment.item, worker))
+            self.own.setdefault(worker, set()).add(assignment.item)
+        return assignment
+
+    def observe(self, event: LabelEvent) -> None:
+        self.policy.observe(event)
+
+
+def _pull_equality_policies() -> list[str]:
+    from crowdbudget.registry import make_policy
+
+    return [p for p in _policies() if make_policy(p).searches_past_excluded]
+
+
+@pytest.mark.parametrize("policy", _pull_equality_policies())
+def test_a_sequential_live_pull_run_makes_the_offline_engines_decisions(policy: str) -> None:
+    """Workers ask one at a time and answer at once: the live campaign and the engine in pull
+    mode (same generators, same answers, the live rule) give the same assignments. (Every
+    pull policy whose ``select_excluding`` searches past a worker's own items; the others are
+    asked once per request live, and a refused request ends an engine run, so their runs part
+    at the first item a worker already has.)"""
+    from crowdbudget.registry import make_policy, parse_policy
+
+    rng = np.random.default_rng(5)
+    n_workers, seed = 4, 2
+    n_items, budget = {"dp": (4, 8)}.get(policy, (10, 24))
+    answers = rng.integers(0, 2, (n_items, n_workers))
+    arrivals = [int(w) for w in rng.integers(0, n_workers, 400)]
+    workers = [f"w{j}" for j in range(n_workers)]
+    campaign = Campaign.create(
+        [f"q{k}" for k in range(n_items)], budget=budget, policy=policy, seed=seed, workers=workers
+    )
+    live: list[tuple[int, int]] = []
+    for worker in arrivals:
+        assignment = campaign.next_assignment(workers[worker])
+        if assignment is None:
+            break  # as the engine: no work for the worker who asks ends the run
+        item = campaign._item_index[assignment.item_id]
+        live.append((item, worker))
+        campaign.record_label(assignment.assignment_id, str(answers[item, worker]))
+    offline_policy = make_policy(policy)
+    # the live problem: worker slots for a policy that models workers (4 workers: 4 slots)
+    needs_workers = parse_policy(policy).capabilities.needs_workers
+    problem = Problem(n_items=n_items, budget=budget, n_workers=4 if needs_workers else None)
+    offline_policy.reset(problem, np.random.default_rng([seed, 0]))
+    offline_policy.rng_ = np.random.default_rng([seed, 1])
+    rule = _LiveRule(offline_policy)
+    world = _AnswerTable(answers, arrivals)
+    world.reset()
+    drive(rule, world, CampaignState.initial(problem), Clock("pull"), StopAtSpend(budget))  # type: ignore[arg-type]
+    assert live == rule.given

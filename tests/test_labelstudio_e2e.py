@@ -158,8 +158,10 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     at_kill = annotators.annotations
-    # annotators keep filling the slots that were open; their webhooks reach nobody
-    time.sleep(3)
+    # annotators keep filling the slots that were open; their webhooks reach nobody. Wait for
+    # some to arrive (a fixed 3 s sleep saw none once, on a loaded machine), then a little more
+    _wait_for(lambda: annotators.annotations > at_kill, timeout=120, step=0.2)
+    time.sleep(1)
     during_downtime = annotators.annotations - at_kill
     second = subprocess.run(
         [*command[: command.index("--budget")], *command[command.index("--budget") + 2 :]],

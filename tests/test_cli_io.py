@@ -156,3 +156,14 @@ def test_reproduce_list_names_every_id(capsys: pytest.CaptureFixture[str]) -> No
     assert max(len(line) for line in out.splitlines()) <= 120
     listed = {line.split()[0] for line in out.splitlines()[1:] if line and not line[0].isspace()}
     assert set(REPRODUCTIONS) <= listed
+
+
+def test_accuracy_among_labeled_items_is_blank_when_nothing_is_labeled(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["replay", "--dataset", "rte", "--policies", "requallo,opt-kg", "--budget", "100"]
+    assert main([*argv, "--reps", "1", "--quality", "--no-progress", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("accuracy among labeled items")[1].split("budget spent")[0]
+    assert "—" in table and "0.5000" not in table  # opt-kg labeled no item 3 times
+    assert "no item reached 3 labels" in out

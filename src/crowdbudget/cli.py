@@ -305,8 +305,15 @@ def _run_replay(
     table = accuracy_table(result.summary, data.n_items)
     extra = list(fairness_lines)
     if quality:
+        shown = result.summary.copy()
+        # Li et al. write 0.5 where nothing is labeled ("uninformative"; the JSON keeps it):
+        # the text table shows — there instead of a number that reads like a coin
+        nothing = shown["quantity_mean"] == 0
+        shown.loc[nothing, ["accuracy_labeled_mean", "accuracy_labeled_std"]] = float("nan")
         for metric, what in QUALITY_TABLES:
-            extra += [f"{what} (mean ± std)", accuracy_table(result.summary, data.n_items, metric)]
+            extra += [f"{what} (mean ± std)", accuracy_table(shown, data.n_items, metric)]
+        if nothing.any():
+            extra.append("— : no item reached 3 labels (Li et al. report 0.5, uninformative)")
     text = "\n".join(
         [
             title,

@@ -83,6 +83,8 @@ def accuracy_table(
     is_rate = finite.size == 0 or float(np.abs(finite).max()) <= 1.5
 
     def cell(mean: float, std: float) -> str:
+        if not np.isfinite(mean):
+            return "—"  # undefined (e.g. accuracy among labeled items when none is)
         if is_rate:
             return f"{mean:.4f} ± {std:.4f}"
         if std == 0 and float(mean).is_integer():

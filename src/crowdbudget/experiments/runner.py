@@ -331,10 +331,19 @@ def run_experiment(
         for pid in policies
     ]
     n_jobs = os.cpu_count() or 1 if n_jobs is None else max(1, n_jobs)
+    # the bar counts labels to buy, not campaigns: a budget-aware policy runs one campaign per
+    # budget (the sum of the budgets), the others one up to the largest budget, so a bar over
+    # campaigns under-counts the slow ones and its time estimate comes out short
+    cost = {
+        id(spec): float(sum(budgets)) if spec.capabilities.budget_aware else float(budgets[-1])
+        for spec in specs.values()
+    }
+    weight = {id(task): cost[id(task[0])] for task in tasks}
     bar = tqdm(
-        total=len(tasks),
-        desc="campaigns",
-        unit="run",
+        total=sum(weight.values()),
+        desc="labels",
+        unit="label",
+        unit_scale=True,
         delay=2.0,
         disable=not progress,
         file=sys.stderr,
@@ -349,19 +358,25 @@ def run_experiment(
             chunks = _chunks(tasks, max(1, sum(client.nthreads().values())))
             # retries: a task lost with its worker is run again, never silently dropped
             futures = client.map(_chunk, chunks, retries=2, pure=False)
-            sizes = {future.key: len(chunk) for future, chunk in zip(futures, chunks, strict=True)}
+            sizes = {
+                future.key: sum(weight[id(t)] for t in chunk)
+                for future, chunk in zip(futures, chunks, strict=True)
+            }
             for future in dask_completed(futures):
                 rows.extend(future.result())
                 bar.update(sizes[future.key])
         elif n_jobs == 1 or len(tasks) == 1:
             for task in tasks:
                 rows.extend(_task(*task))
-                bar.update()
+                bar.update(weight[id(task)])
         else:
             workers = min(n_jobs, len(tasks))
             pool = ProcessPoolExecutor(max_workers=workers)
             try:
-                pending = {pool.submit(_chunk, c): len(c) for c in _chunks(tasks, workers)}
+                pending = {
+                    pool.submit(_chunk, c): sum(weight[id(t)] for t in c)
+                    for c in _chunks(tasks, workers)
+                }
                 for future in as_completed(pending):
                     rows.extend(future.result())
                     bar.update(pending[future])

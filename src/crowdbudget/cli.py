@@ -108,7 +108,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         plot_accuracy,
         results_records,
     )
-    from crowdbudget.experiments.runner import run_experiment
     from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 
     if args.plot:
@@ -125,16 +124,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         args.items, prior=(b, a), thresholds=args.threshold
     )  # columns: class 0 (b), class 1 (a)
     budgets = _budgets(args, args.items)
-    result = run_experiment(
-        args.policies,
-        env,
-        budgets,
-        args.reps,
-        seed=args.seed,
-        n_jobs=args.jobs,
-        progress=not args.no_progress,
-        mode=args.mode,
-    )
+    result = _run_policies(args, env, budgets)
     settings = {
         "n_items": args.items,
         "n_classes": args.classes,
@@ -204,6 +194,24 @@ QUALITY_TABLES = [
 ]
 
 
+def _run_policies(args: argparse.Namespace, env: Any, budgets: Any, metrics: Any = None) -> Any:
+    """``run_experiment`` with the command line's policies, replications, seed, jobs,
+    progress and mode."""
+    from crowdbudget.experiments.runner import run_experiment
+
+    return run_experiment(
+        args.policies,
+        env,
+        budgets,
+        args.reps,
+        seed=args.seed,
+        n_jobs=args.jobs,
+        progress=not args.no_progress,
+        mode=args.mode,
+        metrics=metrics,
+    )
+
+
 def _run_replay(
     args: argparse.Namespace,
     command: str,
@@ -217,7 +225,6 @@ def _run_replay(
         plot_metrics,
         results_records,
     )
-    from crowdbudget.experiments.runner import run_experiment
     from crowdbudget.registry import parse_policy
     from crowdbudget.simulation.replay import ReplayEnvironment
     from crowdbudget.types import Problem
@@ -237,17 +244,7 @@ def _run_replay(
     quality = getattr(args, "quality", False) or any(
         parse_policy(pid).id in QUALITY_POLICIES for pid in args.policies
     )
-    result = run_experiment(
-        args.policies,
-        env,
-        budgets,
-        args.reps,
-        seed=args.seed,
-        n_jobs=args.jobs,
-        progress=not args.no_progress,
-        mode=args.mode,
-        metrics=quality_metrics if quality else None,
-    )
+    result = _run_policies(args, env, budgets, quality_metrics if quality else None)
     settings = {
         "dataset": data.name,
         "n_items": data.n_items,
@@ -279,16 +276,7 @@ def _run_replay(
         permuted = data.permuted(
             classes=permutation == "classes", workers=permutation == "workers", seed=args.seed
         )
-        again = run_experiment(
-            args.policies,
-            ReplayEnvironment.from_label_data(permuted),
-            budgets,
-            args.reps,
-            seed=args.seed,
-            n_jobs=args.jobs,
-            progress=not args.no_progress,
-            mode=args.mode,
-        )
+        again = _run_policies(args, ReplayEnvironment.from_label_data(permuted), budgets)
         rows, lines = _fairness(result.summary, again.summary, args.reps, permutation)
         fairness_rows += rows
         fairness_lines += lines

@@ -111,6 +111,58 @@ def explore(
 LAYOUTS = ("spread", "queue")
 
 
+def best_worker_counts(
+    value: np.ndarray, price: np.ndarray, capacity: np.ndarray, remaining: float
+) -> IntArray:
+    """ε-first's exploitation: every evaluation the money and capacity allow to the worker of
+    largest ``v_hat / c`` among those with capacity whose price fits; shape (K,)."""
+    counts = np.zeros(price.shape[0], dtype=np.int64)
+    usable = (capacity > 0) & (price <= remaining + 1e-9)
+    if np.any(usable):
+        efficiency = value / price
+        best = int(np.flatnonzero(usable)[np.argmax(efficiency[usable])])
+        counts[best] = min(int(capacity[best]), int(np.floor(remaining / price[best] + 1e-12)))
+    return counts
+
+
+def knapsack_counts(
+    value: np.ndarray, price: np.ndarray, capacity: np.ndarray, remaining: float
+) -> IntArray:
+    """Bounded ε-first's (and trailsourcing's) exploitation: the greedy BKP on ``v_hat`` for
+    the money and capacities left; shape (K,)."""
+    return greedy_bounded_knapsack(value, price, capacity, max(remaining, 0.0) + 1e-9)
+
+
+def single_step_layout(
+    counts: np.ndarray,
+    left: int,
+    layout: str,
+    allowed: dict[int, IntArray] | None = None,
+) -> list[tuple[int, int]]:
+    """The single-step assignment (§6) as ``(task offset, worker)`` in order: workers in
+    decreasing ``x_k``; ``"spread"`` puts a worker's labels on the least-labeled of the
+    ``left`` free tasks (a stable sort keeps queue order among ties), ``"queue"`` on the first
+    ones. ``allowed`` (a replay): per worker, the offsets they can label."""
+    counts = np.minimum(np.asarray(counts, dtype=np.int64), left)
+    load = np.zeros(left, dtype=np.int64)  # labels per free task, shape (T',)
+    plan: list[tuple[int, int]] = []
+    spread = layout == "spread"
+    for worker in np.argsort(-counts, kind="stable"):
+        take = int(counts[worker])
+        if take == 0:
+            continue
+        if allowed is None:
+            offsets = np.argsort(load, kind="stable")[:take] if spread else np.arange(take)
+        else:
+            mine = allowed.get(int(worker), np.zeros(0, dtype=np.int64))
+            order = np.argsort(load[mine], kind="stable") if spread else np.arange(mine.size)
+            offsets = mine[order[:take]]
+        for offset in offsets:
+            plan.append((int(offset), int(worker)))
+            load[offset] += 1
+    return plan
+
+
 def assign_single_step(
     state: _LoopState,
     counts: np.ndarray,
@@ -137,24 +189,15 @@ def assign_single_step(
     left = n_tasks - first
     if left <= 0:
         return
-    counts = np.minimum(np.asarray(counts, dtype=np.int64), left)
     votes = np.zeros((left, state.pool.n_classes))
     load = np.zeros(left, dtype=np.int64)  # labels per free task, shape (T',)
-    for worker in np.argsort(-counts, kind="stable"):
-        take = int(counts[worker])
-        if take == 0:
-            continue
-        # spread: the take least-labeled free tasks (a stable sort keeps queue order among
-        # ties); queue: the first take free tasks
-        spread = layout == "spread"
-        offsets = np.argsort(load, kind="stable")[:take] if spread else np.arange(take)
-        for offset in offsets:
-            state.pay(int(worker))
-            task = first + int(offset)
-            answer = state.pool.answer(int(worker), int(state.true_labels[task]), rng)
-            votes[offset, answer] += estimator.weights[worker]
-            load[offset] += 1
-            state.labels_per_task[task] += 1
+    for offset, worker in single_step_layout(counts, left, layout):
+        state.pay(worker)
+        task = first + offset
+        answer = state.pool.answer(worker, int(state.true_labels[task]), rng)
+        votes[offset, answer] += estimator.weights[worker]
+        load[offset] += 1
+        state.labels_per_task[task] += 1
     labeled = np.flatnonzero(load > 0)
     for task_offset in labeled:
         state.predicted[first + task_offset] = weighted_vote(votes[task_offset], rng)
@@ -201,11 +244,8 @@ def exploit_bounded(
     layout: str = "spread",
 ) -> None:
     """Greedy BKP on ``v_hat`` for the budget and capacities left, assigned in one step."""
-    counts = greedy_bounded_knapsack(
-        estimator.value_,
-        state.pool.price,
-        state.remaining_capacity,
-        max(state.remaining_budget, 0.0) + 1e-9,
+    counts = knapsack_counts(
+        estimator.value_, state.pool.price, state.remaining_capacity, state.remaining_budget
     )
     assign_single_step(state, counts, estimator, rng, layout=layout)
 
@@ -233,15 +273,9 @@ def run_epsilon_first(
         stop_constant=stop_constant,
         feedback=feedback,
     )
-    efficiency = estimator.value_ / pool.price
-    usable = (state.remaining_capacity > 0) & (pool.price <= state.remaining_budget + 1e-9)
-    counts = np.zeros(pool.n_workers, dtype=np.int64)
-    if np.any(usable):
-        best = int(np.flatnonzero(usable)[np.argmax(efficiency[usable])])
-        counts[best] = min(
-            int(state.remaining_capacity[best]),
-            int(np.floor(state.remaining_budget / pool.price[best] + 1e-12)),
-        )
+    counts = best_worker_counts(
+        estimator.value_, pool.price, state.remaining_capacity, state.remaining_budget
+    )
     assign_single_step(state, counts, estimator, rng, layout=layout)
     return state.outcome()
 
@@ -324,7 +358,6 @@ class EpsilonFirstPolicy(PerTaskWorkerPolicy):
         self._plan: list[tuple[int, int]] | None = None  # (task, worker), in order
         self._next = 0
         self._first_exploited = problem.n_items
-        self._exploit_load: IntArray | None = None
         self._finalized = False
 
     # ---- exploration ----------------------------------------------------------------------
@@ -366,38 +399,13 @@ class EpsilonFirstPolicy(PerTaskWorkerPolicy):
         capacity = self._capacity_left(state)
         remaining = state.remaining
         value = self.estimator_.value_
-        if self.exploitation == "knapsack":
-            counts = greedy_bounded_knapsack(
-                value, self._prices, capacity, max(remaining, 0.0) + 1e-9
-            )
-        else:
-            counts = np.zeros(self._prices.shape[0], dtype=np.int64)
-            usable = (capacity > 0) & (self._prices <= remaining + 1e-9)
-            if np.any(usable):
-                efficiency = value / self._prices
-                best = int(np.flatnonzero(usable)[np.argmax(efficiency[usable])])
-                counts[best] = min(
-                    int(capacity[best]), int(np.floor(remaining / self._prices[best] + 1e-12))
-                )
-        counts = np.minimum(np.asarray(counts, dtype=np.int64), left)
-        load = np.zeros(left, dtype=np.int64)
+        exploit = knapsack_counts if self.exploitation == "knapsack" else best_worker_counts
+        counts = exploit(value, self._prices, capacity, remaining)
         allowed = self._askable_tasks(state, first)
-        for worker in np.argsort(-counts, kind="stable"):
-            take = int(counts[worker])
-            if take == 0:
-                continue
-            spread = self.layout == "spread"
-            if allowed is None:
-                offsets = np.argsort(load, kind="stable")[:take] if spread else np.arange(take)
-            else:
-                # a replay (or listed pairs): only the tasks this worker can label
-                mine = allowed.get(int(worker), np.zeros(0, dtype=np.int64))
-                order = np.argsort(load[mine], kind="stable") if spread else np.arange(mine.size)
-                offsets = mine[order[:take]]
-            for offset in offsets:
-                self._plan.append((first + int(offset), int(worker)))
-                load[offset] += 1
-        self._exploit_load = load
+        self._plan = [
+            (first + offset, worker)
+            for offset, worker in single_step_layout(counts, left, self.layout, allowed)
+        ]
 
     def _askable_tasks(self, state: CampaignState, first: int) -> dict[int, IntArray] | None:
         """With ``state.pairs``: per worker, the offsets (task − first) of the tasks from

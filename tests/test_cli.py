@@ -353,7 +353,7 @@ def test_compare_defaults_include_worker_aware_opt_kg_on_small_sets_only(
 ) -> None:
     """Worker-aware Opt-KG is a default of the main job up to COMPARE_WORKER_AWARE_MAX_LABELS
     recorded labels (its cost per label grows with the busiest worker's records)."""
-    from crowdbudget.cli import COMPARE_WORKER_AWARE_MAX_LABELS
+    from crowdbudget.cli.compare import COMPARE_WORKER_AWARE_MAX_LABELS
 
     rng = np.random.default_rng(0)
 

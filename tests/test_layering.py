@@ -31,21 +31,7 @@ LAYERS: dict[str, int] = {
     "simulation": 3,
     "engine": 4,
     **dict.fromkeys(["experiments", "campaign", "testing"], 5),
-    **dict.fromkeys(
-        [
-            "cli",
-            "cli_aggregate",
-            "cli_bound",
-            "cli_io",
-            "cli_serve",
-            "service",
-            "client",
-            "__main__",
-            "",
-        ],
-        6,
-    ),
-    **dict.fromkeys(["integrations", "cli_labelstudio"], 6),
+    **dict.fromkeys(["cli", "service", "client", "integrations", "__main__", ""], 6),
 }
 
 #: (importing module, imported module) pairs that point up today; issue #16 removes them

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from crowdbudget.aggregation.registry import DEFAULT_VERDICT
-from crowdbudget.cli_io import add_validation_arguments, prepare_output_file
+from crowdbudget.cli.io import add_validation_arguments, prepare_output_file
 from crowdbudget.exceptions import DataFormatError
 
 

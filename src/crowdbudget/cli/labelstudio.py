@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import Any
 
+from crowdbudget.cli.common import positive_float
 from crowdbudget.exceptions import InvalidParameterError
 
 
@@ -27,16 +28,6 @@ def _host_port(text: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
     return host, int(port)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
 
 
 def _count(text: str) -> int:
@@ -55,7 +46,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from crowdbudget.campaign import EventStore
     from crowdbudget.integrations.labelstudio import LabelStudioSync, WebhookReceiver
 
-    policy = args.policy if args.verdict is None else f"{args.policy}:final={args.verdict}"
+    policy = args.policy if args.verdict is None else f"{args.policy}:verdict={args.verdict}"
     listen = args.webhook_listen
     if listen is None and args.webhook_url is not None:
         raise InvalidParameterError("--webhook-url needs --webhook-listen (where to receive)")
@@ -139,7 +130,7 @@ def _sync_arguments(p: argparse.ArgumentParser, listen_default: str | None) -> N
     _connection(p)
     p.add_argument(
         "--budget",
-        type=_positive,
+        type=positive_float,
         default=None,
         help="annotations to spend (first run; later runs resume the stored campaign)",
     )
@@ -168,22 +159,22 @@ def _sync_arguments(p: argparse.ArgumentParser, listen_default: str | None) -> N
     )
     p.add_argument(
         "--slot-ttl",
-        type=_positive,
+        type=positive_float,
         default=1800.0,
         help="seconds an open slot waits for an annotation before its budget returns (1800)",
     )
     p.add_argument("--seed", type=int, default=0, help="the policy's random seed (default 0)")
     p.add_argument(
-        "--interval", type=_positive, default=10.0, help="seconds between full reconciliations"
+        "--interval", type=positive_float, default=10.0, help="seconds between full reconciliations"
     )
     p.add_argument(
         "--verdict-interval",
-        type=_positive,
+        type=positive_float,
         default=30.0,
         help="seconds between verdict write-backs (and once at the end)",
     )
     p.add_argument(
-        "--max-seconds", type=_positive, default=None, help="stop after this long (resumable)"
+        "--max-seconds", type=positive_float, default=None, help="stop after this long (resumable)"
     )
     p.add_argument(
         "--webhook-listen",

@@ -16,14 +16,14 @@ import socket
 import sys
 from typing import Any
 
-from crowdbudget.cli_bound import _positive_float, _positive_int
+from crowdbudget.cli.common import positive_float, positive_int
 from crowdbudget.exceptions import InvalidParameterError
 
 _LOOPBACK_NAMES = ("localhost",)
 
 
 def _port(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"expected a port in 1..65535, got {value}")
     return value
@@ -88,23 +88,23 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     limits = srv.add_argument_group("limits")
     for flag, kind, value, text in [
-        ("--max-body-bytes", _positive_int, defaults.max_body_bytes, "request body size"),
-        ("--max-items-per-request", _positive_int, defaults.max_items_per_request, "items"),
-        ("--max-id-length", _positive_int, defaults.max_id_length, "id / label length"),
+        ("--max-body-bytes", positive_int, defaults.max_body_bytes, "request body size"),
+        ("--max-items-per-request", positive_int, defaults.max_items_per_request, "items"),
+        ("--max-id-length", positive_int, defaults.max_id_length, "id / label length"),
         (
             "--max-campaigns-in-memory",
-            _positive_int,
+            positive_int,
             defaults.max_campaigns_in_memory,
             "campaigns held in memory (least recently used evicted)",
         ),
         (
             "--max-pending-per-worker",
-            _positive_int,
+            positive_int,
             defaults.default_max_pending_per_worker,
             "unanswered assignments per worker unless the requester sets more",
         ),
-        ("--default-ttl", _positive_float, defaults.default_ttl, "seconds before expiry"),
-        ("--setup-timeout", _positive_float, defaults.setup_timeout, "seconds for a policy set-up"),
+        ("--default-ttl", positive_float, defaults.default_ttl, "seconds before expiry"),
+        ("--setup-timeout", positive_float, defaults.setup_timeout, "seconds for a policy set-up"),
     ]:
         shown = "none" if value is None else int(value) if float(value).is_integer() else value
         limits.add_argument(flag, type=kind, default=None, help=f"{text} ({shown})")

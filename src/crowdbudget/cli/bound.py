@@ -10,8 +10,8 @@ JSON: ``{"command": "bound", "seed", "settings", "bound", "bound_per_item", "bou
 of eq. (2) (expected number of correctly classified tasks), ``gap = bound − reward_mean`` with
 the 95% interval of the mean carried over (the bound is exact).
 
-Wiring (in ``cli.py``'s ``build_parser``): ``add_bound_parser(sub)`` after the other
-sub-commands; the parser's ``func`` is :func:`cmd_bound`.
+Wiring (in :func:`crowdbudget.cli.build_parser`): ``add_bound_parser(sub)``; the parser's
+``func`` is :func:`cmd_bound`.
 """
 
 from __future__ import annotations
@@ -21,27 +21,8 @@ import json
 import math
 from typing import Any
 
+from crowdbudget.cli.common import policy_list, positive_float, positive_int
 from crowdbudget.exceptions import InvalidParameterError
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
 
 
 def _prior(text: str) -> tuple[float, float]:
@@ -54,13 +35,6 @@ def _prior(text: str) -> tuple[float, float]:
     return parts[0], parts[1]
 
 
-def _policies(text: str) -> list[str]:
-    ids = [p.strip() for p in text.split(",") if p.strip()]
-    if not ids:
-        raise argparse.ArgumentTypeError("expected at least one policy id")
-    return ids
-
-
 def add_bound_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bound`` sub-command to ``subparsers`` (of ``build_parser``)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -71,13 +45,13 @@ def add_bound_parser(subparsers: Any) -> argparse.ArgumentParser:
         "Frazier §5), and each given policy's simulated total reward (eq. 2) with a 95% "
         "interval and its gap to the bound.",
     )
-    p.add_argument("--items", type=_positive_int, required=True, help="number of tasks K")
-    p.add_argument("--budget", type=_positive_int, required=True, help="worker budget U")
+    p.add_argument("--items", type=positive_int, required=True, help="number of tasks K")
+    p.add_argument("--budget", type=positive_int, required=True, help="worker budget U")
     p.add_argument(
         "--arrival-rate",
         "--rate",
         dest="arrival_rate",
-        type=_positive_float,
+        type=positive_float,
         default=0.1,
         help="worker arrival rate r (default 0.1)",
     )
@@ -85,13 +59,13 @@ def add_bound_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--completion-rate",
         "--work-rate",
         dest="completion_rate",
-        type=_positive_float,
+        type=positive_float,
         default=0.4,
         help="completion rate μ of one worker (default 0.4)",
     )
     p.add_argument(
         "--horizon",
-        type=_positive_float,
+        type=positive_float,
         default=math.inf,
         help="time horizon T (default: none; a finite T is bounded by the T = inf bound)",
     )
@@ -101,14 +75,14 @@ def add_bound_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--policies",
         "--policy",
         dest="policies",
-        type=_policies,
+        type=policy_list,
         default=[],
         help="comma-separated policy ids to simulate (e.g. lagrangian-index,opt-kg)",
     )
-    p.add_argument("--reps", type=_positive_int, default=100, help="replications (100)")
+    p.add_argument("--reps", type=positive_int, default=100, help="replications (100)")
     p.add_argument(
         "--label-cap",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="workers per task in "
         "the DP (default 3*ceil(U/K)+12); the output says whether it binds",
@@ -121,7 +95,7 @@ def add_bound_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="root random seed (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument(
-        "--jobs", type=_positive_int, default=None, help="worker processes (default: all cores)"
+        "--jobs", type=positive_int, default=None, help="worker processes (default: all cores)"
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_bound)

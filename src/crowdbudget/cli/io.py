@@ -120,7 +120,7 @@ def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> 
     needs, :meth:`crowdbudget.registry.PolicySpec.refusal`; then what ``reset`` refuses)."""
     import numpy as np
 
-    from crowdbudget.registry import make_policy, parse_policy, policies_for
+    from crowdbudget.registry import make_policy, parse_policy, policies_for, split_verdict
 
     def instead() -> str:
         working = policies_for(problem)
@@ -130,7 +130,11 @@ def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> 
         reason = parse_policy(policy_id).refusal(problem)  # unknown ids fail here, listed
         if reason is not None:
             raise InvalidParameterError(f"{reason} ({what}){instead()}")
-        policy = make_policy(policy_id)
+        policy_spec, verdict_spec = split_verdict(policy_id)
+        policy = make_policy(policy_spec)
+        refused = verdict_spec.refusal(problem)
+        if refused is not None:
+            raise InvalidParameterError(f"{policy_id!r}: {refused} ({what})")
         try:
             policy.reset(problem, np.random.default_rng(0))
         except CrowdBudgetError as error:

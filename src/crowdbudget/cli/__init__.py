@@ -1,0 +1,157 @@
+"""The ``crowdbudget`` command-line tool (DESIGN §6): :func:`main` and :func:`build_parser`.
+
+Every command has ``--help``, ``--seed`` and ``--json`` (one JSON document on stdout; progress
+and logs go to stderr). User errors print one line that says what is wrong and what is
+allowed, and exit with status 2 — never a traceback.
+
+One module per command (or command group), each with ``cmd_<name>(args)`` and
+``add_<name>_parser(subparsers)``: :mod:`~crowdbudget.cli.simulate`,
+:mod:`~crowdbudget.cli.reproduce`, :mod:`~crowdbudget.cli.replay`,
+:mod:`~crowdbudget.cli.compare`, :mod:`~crowdbudget.cli.datasets`,
+:mod:`~crowdbudget.cli.serve`, :mod:`~crowdbudget.cli.bound`,
+:mod:`~crowdbudget.cli.aggregate`, :mod:`~crowdbudget.cli.labelstudio` and
+:mod:`~crowdbudget.cli.policies`. What they share: :mod:`~crowdbudget.cli.common` (the
+one-line-error parser, argument types, the run options, budgets, running the policies) and
+:mod:`~crowdbudget.cli.io` (data validation options, output paths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+from crowdbudget.cli.common import EXIT_USAGE, Parser
+from crowdbudget.exceptions import CrowdBudgetError
+
+__all__ = ["EXIT_USAGE", "HELP_EXAMPLES", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``crowdbudget`` command."""
+    from crowdbudget import __version__
+    from crowdbudget.cli.aggregate import add_aggregate_parser
+    from crowdbudget.cli.bound import add_bound_parser
+    from crowdbudget.cli.compare import add_compare_parser
+    from crowdbudget.cli.datasets import add_datasets_parser
+    from crowdbudget.cli.labelstudio import add_labelstudio_parser
+    from crowdbudget.cli.policies import add_policies_parser
+    from crowdbudget.cli.replay import add_replay_parser
+    from crowdbudget.cli.reproduce import add_reproduce_parser
+    from crowdbudget.cli.serve import add_serve_parser
+    from crowdbudget.cli.simulate import add_simulate_parser
+
+    parser = Parser(
+        prog="crowdbudget",
+        description="Budget-optimal crowdsourced labeling: allocation policies, simulations, "
+        "paper reproductions.",
+    )
+    parser.add_argument("--version", action="version", version=f"crowdbudget {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    # the order of `crowdbudget --help`
+    for add_parser in (
+        add_simulate_parser,
+        add_reproduce_parser,
+        add_replay_parser,
+        add_compare_parser,
+        add_datasets_parser,
+        add_serve_parser,
+        add_bound_parser,
+        add_aggregate_parser,
+        add_labelstudio_parser,
+        add_policies_parser,
+    ):
+        add_parser(sub)
+    _add_examples(sub.choices)
+    return parser
+
+
+#: The examples that end each command's ``--help`` (commands added later get theirs here too).
+HELP_EXAMPLES = {
+    "simulate": [
+        "crowdbudget simulate --items 50 --policies uniform,opt-kg --budget-per-item 2,6,10",
+        "crowdbudget simulate --items 50 --policies kg-random --budget 500 --reps 100 --json",
+    ],
+    "reproduce": [
+        "crowdbudget reproduce --list",
+        "crowdbudget reproduce chen2013-fig2a --quick --out results/",
+    ],
+    "replay": [
+        "crowdbudget replay --dataset temp --policies uniform,opt-kg --budget-per-item 1,3,5",
+        "crowdbudget replay --labels my_labels.csv --gold my_gold.csv --policies opt-kg "
+        "--budget 2000 --duplicates first",
+    ],
+    "compare": [
+        "crowdbudget compare",
+        "crowdbudget compare --dataset trec --policies uniform,opt-kg --budget-per-item 1,2,4",
+    ],
+    "datasets": ["crowdbudget datasets", "crowdbudget datasets adult --json"],
+    "serve": [
+        "crowdbudget serve --db sqlite:///campaign.db --port 8000   "
+        "(needs: pip install -e '.[service]')"
+    ],
+    "policies": ["crowdbudget policies", "crowdbudget policies --json"],
+    "aggregate": [
+        "crowdbudget aggregate my_labels.csv --method dawid-skene --out results/labels.csv",
+        "crowdbudget aggregate my_labels.csv --method mv --gold my_gold.csv --json",
+    ],
+    "bound": [
+        "crowdbudget bound --items 100 --budget 120 --arrival-rate 0.1 --completion-rate 0.4",
+    ],
+    "labelstudio": [
+        "crowdbudget labelstudio serve-webhook --url http://127.0.0.1:8080 --token-file t "
+        "--project 1 --budget 600",
+        "crowdbudget labelstudio export --url http://127.0.0.1:8080 --token-file t --project 1",
+    ],
+}
+
+
+def _add_examples(commands: Mapping[str, argparse.ArgumentParser]) -> None:
+    """End every command's ``--help`` with its examples (kept as written: raw epilog)."""
+    for name, command in commands.items():
+        examples = HELP_EXAMPLES.get(name)
+        if not examples:
+            continue
+        lines = "\n".join(f"  {line}" for line in examples)
+        command.epilog = f"examples:\n{lines}"
+        command.formatter_class = _ExamplesFormatter
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps the description as usual; keeps the examples epilog line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run the command; user errors → one line on stderr and exit status 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        scheduler = getattr(args, "scheduler", None)
+        if scheduler is None:
+            return func(args)
+        from crowdbudget.experiments.runner import dask_scheduler
+
+        with dask_scheduler(scheduler, getattr(args, "jobs", None)):
+            return func(args)
+    except CrowdBudgetError as error:
+        command = getattr(args, "command", "")
+        print(f"crowdbudget {command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # output piped into e.g. `head`: not an error of ours
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("crowdbudget: interrupted", file=sys.stderr)
+        return 130

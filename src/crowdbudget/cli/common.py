@@ -1,0 +1,135 @@
+"""What the ``crowdbudget`` commands share: the parser that reports a usage error on one line
+(exit status 2), the argument types, the options every run command takes (``--seed``,
+``--json``, ``--jobs``, ``--no-progress``, ``--scheduler``), label budgets, and running the
+policies through :func:`~crowdbudget.experiments.runner.run_experiment`.
+
+A command module (``simulate``, ``replay``, ``compare``, ...) defines ``cmd_<name>(args)`` and
+``add_<name>_parser(subparsers)``; :func:`crowdbudget.cli.build_parser` wires them in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from crowdbudget.cli.io import whole_budgets
+from crowdbudget.exceptions import InvalidParameterError
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error on one line, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def policy_list(text: str) -> list[str]:
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise argparse.ArgumentTypeError("expected at least one policy id")
+    return ids
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--seed``, ``--json``, ``--jobs``, ``--no-progress`` and ``--scheduler``."""
+    parser.add_argument("--seed", type=int, default=0, help="root random seed (default 0)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    parser.add_argument(
+        "--jobs", type=positive_int, default=None, help="worker processes (default: all cores)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        help="run the campaigns on Dask: 'local' (a local cluster) or tcp://host:port "
+        "(same results as without)",
+    )
+
+
+def label_budgets(args: argparse.Namespace, n_items: int) -> list[float]:
+    """Label budgets: ``--budget`` whole numbers, or ``--budget-per-item`` r times the number
+    of items, rounded down to whole labels (a label is bought whole)."""
+    import math
+
+    if args.budget is not None and args.budget_per_item is not None:
+        raise InvalidParameterError("give either --budget or --budget-per-item, not both")
+    if args.budget is not None:
+        return whole_budgets(args.budget, "--budget")
+    if args.budget_per_item is None:
+        raise InvalidParameterError("a budget is needed: --budget T1,T2 or --budget-per-item r1,r2")
+    for r in args.budget_per_item:
+        if not r > 0 or math.floor(r * n_items) < 1:
+            raise InvalidParameterError(
+                f"--budget-per-item {r:g} buys no label for {n_items} items; "
+                f"allowed: at least {1 / n_items:.3g}"
+            )
+    return [float(math.floor(r * n_items)) for r in args.budget_per_item]
+
+
+def emit(args: argparse.Namespace, text: str, document: str) -> None:
+    """Print the JSON document with ``--json``, the text otherwise."""
+    print(document if args.json else text)
+
+
+def run_policies(args: argparse.Namespace, env: Any, budgets: Any, metrics: Any = None) -> Any:
+    """``run_experiment`` with the command line's policies, replications, seed, jobs,
+    progress and mode."""
+    from crowdbudget.experiments.runner import run_experiment
+
+    return run_experiment(
+        args.policies,
+        env,
+        budgets,
+        args.reps,
+        seed=args.seed,
+        n_jobs=args.jobs,
+        progress=not args.no_progress,
+        mode=args.mode,
+        metrics=metrics,
+    )
+
+
+def note_lines(notes: list[str], width: int = 118) -> list[str]:
+    """``note:`` lines wrapped to ``width`` columns (continuations indented)."""
+    import textwrap
+
+    lines: list[str] = []
+    for note in notes:
+        lines += textwrap.wrap(
+            f"note: {note}", width=width, subsequent_indent="      ", break_on_hyphens=False
+        )
+    return lines

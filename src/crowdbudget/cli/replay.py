@@ -1,0 +1,281 @@
+"""``crowdbudget replay``: policies on a real data set by replaying its recorded labels, and
+what ``replay`` and ``compare`` share: the data set options (:func:`add_data_arguments`), its
+loading, the run and its report (:func:`run_replay`, with the quantity–quality metrics and
+the fairness check of issue 15)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from crowdbudget.cli.common import (
+    add_common_arguments,
+    emit,
+    float_list,
+    label_budgets,
+    note_lines,
+    policy_list,
+    positive_int,
+    run_policies,
+)
+from crowdbudget.cli.io import (
+    add_validation_arguments,
+    check_policies_apply,
+    prepare_output_file,
+)
+from crowdbudget.exceptions import InvalidParameterError
+
+
+def add_data_arguments(p: argparse.ArgumentParser, default_hint: str) -> None:
+    """The data set, budget, replication, mode and report options of ``replay`` and
+    ``compare``."""
+    p.add_argument(
+        "--dataset", default=None, help=f"data set name ({default_hint}; see `datasets`)"
+    )
+    p.add_argument("--labels", default=None, help="labels CSV with columns task,worker,label")
+    p.add_argument("--gold", default=None, help="gold CSV with columns task,label")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of your own data sets: DIR/NAME/labels.csv and gold.csv for "
+        "--dataset NAME (or set CROWDBUDGET_DATA_DIR)",
+    )
+    add_validation_arguments(p)
+    p.add_argument("--budget", type=float_list, default=None, help="absolute budgets T1,T2,…")
+    p.add_argument(
+        "--budget-per-item", type=float_list, default=None, help="budgets as multiples of K"
+    )
+    p.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
+    p.add_argument(
+        "--mode", choices=["push", "pull"], default="push", help="interaction mode (push)"
+    )
+    p.add_argument(
+        "--quality",
+        action="store_true",
+        help="also report Li et al.'s quantity (items with 3+ labels), correct, accuracy "
+        "among labeled items and budget spent (automatic with requallo or "
+        "label-uncertainty)",
+    )
+    p.add_argument(
+        "--permute-classes",
+        action="store_true",
+        help="fairness check: rerun with the class codes shifted (c -> c+1 mod L; the "
+        "answers and the truth unchanged) and report the change of accuracy",
+    )
+    p.add_argument(
+        "--permute-workers",
+        action="store_true",
+        help="fairness check: rerun with the worker ids shuffled and report the change",
+    )
+
+
+def load_label_data(args: argparse.Namespace) -> Any:
+    """The data set named by ``--dataset`` or read from ``--labels``/``--gold``."""
+    from crowdbudget.datasets import load_dataset, read_labels_csv
+
+    if args.labels is not None:
+        if args.dataset is not None:
+            raise InvalidParameterError("give either --dataset or --labels, not both")
+        return read_labels_csv(
+            args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
+        )
+    if args.gold is not None:
+        raise InvalidParameterError("--gold needs --labels (bundled data sets carry their gold)")
+    return load_dataset(
+        args.dataset or "rte",
+        data_dir=args.data_dir,
+        duplicates=args.duplicates,
+        classes=args.classes,
+    )
+
+
+def _gold_note(data: Any) -> str:
+    """How many gold tasks the accuracy counts, and those it cannot (no labels)."""
+    missing = int(data.extra.get("gold_without_labels", 0))
+    text = f"{int(data.gold_mask.sum())} gold tasks"
+    if missing:
+        examples = ", ".join(data.extra.get("gold_without_labels_examples", []))
+        text += f"; {missing} more gold tasks have no labels and are not counted (e.g. {examples})"
+    return text
+
+
+#: policies whose comparison needs the quantity–quality metrics (Li et al. 2016 §4.1)
+QUALITY_POLICIES = ("requallo", "label-uncertainty")
+QUALITY_TABLES = [
+    ("quantity", "items with at least 3 labels"),
+    ("correct", "labeled items correct"),
+    ("accuracy_labeled", "accuracy among labeled items"),
+    ("spent", "budget spent"),
+]
+
+
+def run_replay(
+    args: argparse.Namespace,
+    command: str,
+    plot_path: str | None,
+    notes: Callable[[Any, Any], list[str]] | None = None,
+) -> int:
+    """Run ``args.policies`` on the data set of ``args`` and print the report of ``command``;
+    ``notes(summary, data)`` gives the ``note:`` lines under the table (``compare``'s)."""
+    from crowdbudget.experiments.metrics import quality_metrics
+    from crowdbudget.experiments.report import (
+        accuracy_table,
+        json_document,
+        plot_metrics,
+        results_records,
+    )
+    from crowdbudget.registry import parse_policy
+    from crowdbudget.simulation.replay import ReplayEnvironment
+    from crowdbudget.types import Problem
+
+    data = load_label_data(args)
+    env = ReplayEnvironment.from_label_data(data)
+    budgets = label_budgets(args, data.n_items)
+    check_policies_apply(
+        args.policies,
+        # a two-item stand-in of the run's problem: what a policy refuses in reset is the
+        # class count or the worker model, not the size (and a small reset stays cheap)
+        Problem(n_items=2, budget=1, n_classes=data.n_classes, n_workers=data.n_workers),
+        f"data set {data.name!r} ({data.n_classes} classes: {', '.join(data.classes)})",
+    )
+    # quantity–quality metrics (Li et al. §4.1) when asked, or when a policy that targets them
+    # is compared (Requallo stops early and leaves items unlabeled: accuracy alone misleads)
+    quality = getattr(args, "quality", False) or any(
+        parse_policy(pid).id in QUALITY_POLICIES for pid in args.policies
+    )
+    result = run_policies(args, env, budgets, quality_metrics if quality else None)
+    settings = {
+        "dataset": data.name,
+        "n_items": data.n_items,
+        "n_workers": data.n_workers,
+        "n_labels": data.n_labels,
+        "n_classes": data.n_classes,
+        "gold_items": int(data.gold_mask.sum()),
+        "gold_items_without_labels": int(data.extra.get("gold_without_labels", 0)),
+        "mode": args.mode,
+        "policies": args.policies,
+        "budgets": sorted(set(budgets)),
+        "reps": args.reps,
+    }
+    title = (
+        f"{command}: {data.name} ({data.n_items} items, {data.n_labels} labels), {args.reps} reps"
+    )
+    if plot_path:
+        plot_metrics(result.summary, plot_path, n_items=data.n_items, title=title)
+    records = [
+        {"dataset": data.name, **rec} for rec in results_records(result.summary, data.n_items)
+    ]
+    note_texts = notes(result.summary, data) if notes is not None else []
+    # issue 15's fairness check: the same runs with the class codes / worker ids permuted
+    fairness_rows: list[dict[str, Any]] = []
+    fairness_lines: list[str] = []
+    for flag, permutation in (("permute_classes", "classes"), ("permute_workers", "workers")):
+        if not getattr(args, flag, False):
+            continue
+        permuted = data.permuted(
+            classes=permutation == "classes", workers=permutation == "workers", seed=args.seed
+        )
+        again = run_policies(args, ReplayEnvironment.from_label_data(permuted), budgets)
+        rows, lines = _fairness(result.summary, again.summary, args.reps, permutation)
+        fairness_rows += rows
+        fairness_lines += lines
+
+    document = json_document(
+        command,
+        args.seed,
+        settings,
+        records,
+        **({"plot": plot_path} if plot_path else {}),
+        **({"notes": note_texts} if note_texts else {}),
+        **({"fairness": fairness_rows} if fairness_rows else {}),
+    )
+    table = accuracy_table(result.summary, data.n_items)
+    extra = list(fairness_lines)
+    if quality:
+        shown = result.summary.copy()
+        # Li et al. write 0.5 where nothing is labeled ("uninformative"; the JSON keeps it):
+        # the text table shows — there instead of a number that reads like a coin
+        nothing = shown["quantity_mean"] == 0
+        shown.loc[nothing, ["accuracy_labeled_mean", "accuracy_labeled_std"]] = float("nan")
+        for metric, what in QUALITY_TABLES:
+            extra += [f"{what} (mean ± std)", accuracy_table(shown, data.n_items, metric)]
+        if nothing.any():
+            extra.append("— : no item reached 3 labels (Li et al. report 0.5, uninformative)")
+    text = "\n".join(
+        [
+            title,
+            f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)",
+            table,
+            *extra,
+            *note_lines(note_texts),
+            *([f"plot written to {plot_path}"] if plot_path else []),
+        ]
+    )
+    emit(args, text, document)
+    return 0
+
+
+def _fairness(
+    original: Any, permuted: Any, reps: int, what: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Accuracy before and after permuting the ``what`` codes, per policy and budget: JSON
+    rows and text lines. A change beyond two standard errors of the difference (the two
+    runs' replication stds, ``sqrt(s1² / n + s2² / n)``) is flagged: the policy or its
+    verdict depends on the coding (issue 15)."""
+    import math
+
+    key = ["policy", "budget"]
+    merged = original[[*key, "accuracy_mean", "accuracy_std"]].merge(
+        permuted[[*key, "accuracy_mean", "accuracy_std"]], on=key, suffixes=("", "_permuted")
+    )
+    rows: list[dict[str, Any]] = []
+    lines = [
+        f"fairness: accuracy with the {what} permuted (Δ = permuted − original; "
+        "* beyond 2 standard errors: the result depends on the coding)",
+        f"{'policy':<34} {'budget':>8} {'original':>9} {'permuted':>9} {'Δ':>8}",
+    ]
+    for record in merged.itertuples(index=False):
+        delta = record.accuracy_mean_permuted - record.accuracy_mean
+        error = math.hypot(record.accuracy_std, record.accuracy_std_permuted) / math.sqrt(reps)
+        flagged = bool(abs(delta) > 2 * error + 1e-12)
+        rows.append(
+            {
+                "permuted": what,
+                "policy": record.policy,
+                "budget": float(record.budget),
+                "accuracy": float(record.accuracy_mean),
+                "accuracy_permuted": float(record.accuracy_mean_permuted),
+                "difference": float(delta),
+                "standard_error": error,
+                "beyond_two_standard_errors": flagged,
+            }
+        )
+        lines.append(
+            f"{record.policy:<34} {record.budget:>8g} {record.accuracy_mean:>9.4f} "
+            f"{record.accuracy_mean_permuted:>9.4f} {delta:>+8.4f}{' *' if flagged else ''}"
+        )
+    return rows, lines
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    if args.plot:
+        prepare_output_file(args.plot, "--plot")
+    return run_replay(args, "replay", args.plot)
+
+
+def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``replay`` sub-command to ``subparsers`` (of ``build_parser``)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "replay",
+        help="run policies on a real data set by replaying its recorded labels",
+        description="Replay a real data set (Chen et al. 2013 §7.2): a label exists only if the "
+        "data set holds it and is used at most once; an item-only policy gets the label of a "
+        "random unused worker of the chosen item. Accuracy is measured on the gold items.",
+    )
+    add_data_arguments(p, "default rte")
+    p.add_argument("--policies", type=policy_list, required=True, help="comma-separated policy ids")
+    p.add_argument("--plot", default=None, help="write a PNG plot of accuracy to this path")
+    add_common_arguments(p)
+    p.set_defaults(func=cmd_replay)
+    return p

@@ -3,7 +3,7 @@
 The ``requallo-fig1`` setting (RTE replay, budgets 400, 800, …, 4000, 20 replications, seed
 0, the §4.1 metrics of :func:`crowdbudget.experiments.metrics.quality_metrics`) for
 Requallo-c4 and Requallo-p0.2 as published (majority vote of the counted votes) and with
-their final labels from an aggregator (``<id>:final=<aggregator>``, default the default
+their final labels from an aggregator (``<id>:verdict=<aggregator>``, default the default
 verdict): allocation is unchanged (``policies/final_aggregation.py``), so ``quantity`` — items
 with 3+ labels — is the same by construction and only the accuracy can move. Run::
 
@@ -31,7 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     data = load_dataset("rte")
     env = ReplayEnvironment.from_label_data(data)
-    policies = [C4, f"{C4}:final={args.verdict}", P02, f"{P02}:final={args.verdict}"]
+    policies = [C4, f"{C4}:verdict={args.verdict}", P02, f"{P02}:verdict={args.verdict}"]
     budgets = [float(b) for b in args.budgets.split(",")]
     result = run_experiment(
         policies, env, budgets, args.reps, seed=args.seed, progress=False, metrics=quality_metrics

@@ -9,6 +9,7 @@ from crowdbudget.aggregation import BeliefPropagation, make_aggregator
 from crowdbudget.datasets import load_dataset
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies.aggregating import KOSAllocation, RandomBP
+from crowdbudget.policies.verdict import log_label_data
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
@@ -102,9 +103,18 @@ def test_policies_run_with_synthetic_worker_prior(policy_id: str, mode: str) -> 
 def test_kos_pull_mode_keeps_items_regular_in_a_synthetic_world() -> None:
     env = SyntheticBernoulliEnvironment(30, workers=WorkerPrior(6))
     policy = make_policy("kos")
-    run_campaign(policy, env, [120], world_seed=1, policy_rng=np.random.default_rng(1), mode="pull")
+    states: list[CampaignState] = []
+    run_campaign(
+        policy,
+        env,
+        [120],
+        world_seed=1,
+        policy_rng=np.random.default_rng(1),
+        mode="pull",
+        metrics=lambda state, *_: states.append(state) or {},
+    )
     assert isinstance(policy, KOSAllocation)
-    counts = np.bincount(policy.label_data().items, minlength=30)
+    counts = np.bincount(states[-1].label_log.items, minlength=30)
     assert np.all(counts == 4)
 
 
@@ -114,11 +124,18 @@ def test_random_bp_on_replay_labels_with_bp_of_its_log(mode: str) -> None:
     env = ReplayEnvironment.from_label_data(data)
     policy = make_policy("random-bp")
     assert isinstance(policy, RandomBP)
+    states: list[CampaignState] = []
     [row] = run_campaign(
-        policy, env, [3000], world_seed=2, policy_rng=np.random.default_rng(2), mode=mode
+        policy,
+        env,
+        [3000],
+        world_seed=2,
+        policy_rng=np.random.default_rng(2),
+        mode=mode,
+        metrics=lambda state, *_: states.append(state) or {},
     )
-    assert row["labels_used"] == 3000 and policy.n_logged_ == 3000
-    log = policy.label_data()
+    assert row["labels_used"] == 3000 and len(states[-1].label_log) == 3000
+    log = log_label_data(states[-1])
     bp = BeliefPropagation(rng=policy._aggregator_seed).fit(log)
     assert row["accuracy"] == pytest.approx(data.accuracy(bp.labels_))
     # uniform items: label counts per item are Binomial-like, not all equal
@@ -152,21 +169,23 @@ def test_kos_refuses_multi_class_and_bad_parameters() -> None:
         make_policy("random-bp:n-nodes=0")
 
 
-def test_event_log_grows_past_its_initial_capacity() -> None:
+def test_final_labels_are_the_aggregator_on_the_state_s_label_log() -> None:
     policy = RandomBP()
-    problem = Problem(n_items=4, budget=2, n_workers=3)
+    problem = Problem(n_items=4, budget=200, n_workers=3)
     policy.reset(problem, np.random.default_rng(0))
+    state = CampaignState.initial(problem)
     rng = np.random.default_rng(1)
     events = [
         LabelEvent(int(rng.integers(4)), int(rng.integers(3)), int(rng.integers(2)))
         for _ in range(100)
     ]
     for event in events:
+        state.record_label(event)
         policy.observe(event)
-    data = policy.label_data()
+    data = log_label_data(state)
     assert data.n_labels == 100
     assert data.items.tolist() == [e.item for e in events]
     assert data.labels.tolist() == [e.label for e in events]
-    labels = policy.final_labels(CampaignState.initial(problem))
+    labels = policy.final_labels(state)
     expected = BeliefPropagation(rng=policy._aggregator_seed).fit(data).labels_
     assert np.array_equal(labels, expected)

@@ -20,6 +20,7 @@ from crowdbudget.registry import (
     parse,
     parse_policy,
     registered_policies,
+    split_verdict,
 )
 from crowdbudget.types import Problem
 
@@ -32,9 +33,9 @@ POLICY_TEXTS = [
     "opt-kg:workers=two-coin",
     "opt-kg:features=logistic",
     "kg:features=logistic",
-    "opt-kg:final=ds",
-    "opt-kg:workers=one-coin:final=ds",
-    "uniform:final=one-coin-em",
+    "opt-kg:verdict=ds",
+    "opt-kg:workers=one-coin:verdict=ds",
+    "uniform:verdict=one-coin-em",
 ]
 
 _FEATURES = np.eye(4)[:, :2]
@@ -85,7 +86,7 @@ def test_spec_resolves_aliases_checks_values_and_crosses_processes() -> None:
 def test_declared_capabilities_match_the_policy(text: str) -> None:
     spec = parse_policy(text)
     caps = spec.capabilities
-    policy = make_policy(spec)
+    policy = make_policy(split_verdict(spec)[0])  # the verdict is built apart
     assert caps.chooses_workers == policy.chooses_workers
     assert caps.budget_aware == policy.budget_aware
     assert caps.binary_only == policy.binary_only
@@ -99,7 +100,7 @@ def test_check_refuses_exactly_the_problems_reset_refuses(text: str, kind: str) 
     spec = parse_policy(text)
     reason = spec.refusal(problem)
     try:
-        make_policy(spec).reset(problem, np.random.default_rng(0))
+        make_policy(split_verdict(spec)[0]).reset(problem, np.random.default_rng(0))
     except CrowdBudgetError as error:
         assert reason is not None, f"{text} on {kind}: reset refuses ({error}), check does not"
     else:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -413,6 +414,9 @@ class Registry:
         #: extra capability rule for the common parameters (e.g. ``final=kos`` is binary)
         self.common_capabilities: Callable[[Capabilities, Mapping[str, Any]], Capabilities]
         self.common_capabilities = lambda caps, values: caps
+        #: parameters typed under an old name (old → new): still read, the new spelling
+        #: printed once per text (e.g. a policy's ``final=`` is now ``verdict=``)
+        self.renamed: dict[str, str] = {}
         _REGISTRIES[kind] = self
 
     def _load(self) -> None:
@@ -464,9 +468,31 @@ class Registry:
                     f"parameter {rest!r} in {str(parsed)!r} must look like key=value"
                 )
         entry = self.entry(parsed.id)
-        spec = Spec(id=entry.component_id, params=parsed.params, text=str(parsed), kind=self.kind)
+        params = parsed.params
+        if any(key in self.renamed for key, _ in params):
+            params = self._rename(parsed)
+        spec = Spec(id=entry.component_id, params=params, text=str(parsed), kind=self.kind)
         self.values(spec)
         return spec
+
+    def _rename(self, parsed: Spec) -> tuple[tuple[str, str], ...]:
+        """``parsed``'s parameters under their new names; prints the new spelling once."""
+        params = tuple((self.renamed.get(key, key), value) for key, value in parsed.params)
+        keys = [key for key, _ in params]
+        if len(set(keys)) < len(keys):
+            raise InvalidParameterError(
+                f"{str(parsed)!r} gives a parameter under its old and its new name"
+            )
+        text = str(parsed)
+        if text not in _RENAME_NOTICES:
+            _RENAME_NOTICES.add(text)
+            new = ":".join([parsed.id, *(f"{k}={v}" for k, v in params)])
+            typed = {k for k, _ in parsed.params} & set(self.renamed)
+            old = ", ".join(f"{o}=" for o in sorted(typed))
+            warnings.warn(
+                f"{text!r}: {old} is an old spelling; write {new!r}", FutureWarning, stacklevel=4
+            )
+        return params
 
     def values(self, spec: Spec) -> dict[str, Any]:
         """Every parameter of ``spec`` read through its row (common ones included)."""
@@ -524,6 +550,9 @@ class Registry:
 
 _REGISTRIES: dict[str, Registry] = {}
 
+#: texts whose old parameter names were already reported (each is reported once)
+_RENAME_NOTICES: set[str] = set()
+
 
 def _factory_default(entry: ComponentSpec, name: str) -> Any:
     """The default the factory applies to parameter ``name`` (snake_case), if it shows one."""
@@ -564,23 +593,92 @@ def describe_entry(entry: ComponentSpec) -> dict[str, Any]:
     }
 
 
-#: The policies (``crowdbudget.policies.builtin`` registers the built-in ones). ``final=`` and
-#: ``final-workers=`` are taken by every policy (the aggregator giving the final labels).
+#: The policies (``crowdbudget.policies.builtin`` registers the built-in ones). ``verdict=`` and
+#: ``verdict-workers=`` may follow any policy id: they are not the policy's parameters but the
+#: verdict run beside it (:func:`split_verdict`; ``crowdbudget.policies.verdict``). The first
+#: build's ``final=`` / ``final-workers=`` are read as them.
 POLICIES = Registry(
     "policy",
     "crowdbudget.policies.builtin",
     common=(
-        Param("final", str, "aggregator id giving the final labels (e.g. ds, one-coin-em)"),
         Param(
-            "final-workers",
+            "verdict",
             str,
-            "which worker ids the final aggregator sees",
+            "the verdict run beside the policy: posterior (its own model) or an aggregator id "
+            "fitted on the labels (e.g. ds, one-coin-em, mace)",
+        ),
+        Param(
+            "verdict-workers",
+            str,
+            "which worker ids an aggregator verdict sees",
+            choices=("as-given", "per-context"),
             default="as-given",
         ),
     ),
     unknown_error=UnknownPolicyError,
     plural="policies",
 )
+POLICIES.renamed = {"final": "verdict", "final-workers": "verdict-workers"}
+
+#: the parameters of a policy id that name its verdict (:func:`split_verdict`)
+VERDICT_PARAMS = ("verdict", "verdict-workers")
+
+
+@dataclass(frozen=True)
+class VerdictSpec:
+    """Which verdict gives a campaign's final labels and confidence: ``name`` is
+    ``"posterior"`` (the policy's own model) or an aggregator id; ``workers`` is
+    ``"as-given"`` or ``"per-context"`` (``crowdbudget.policies.verdict``). Picklable: it
+    crosses process boundaries beside the policy's :class:`Spec`."""
+
+    name: str = "posterior"
+    workers: str = "as-given"
+
+    def __str__(self) -> str:
+        if self.workers == "as-given":
+            return self.name
+        return f"{self.name} (verdict-workers={self.workers})"
+
+    @property
+    def is_posterior(self) -> bool:
+        return self.name == "posterior"
+
+    def build(self) -> Any:
+        """The verdict component (:func:`crowdbudget.policies.verdict.make_verdict`)."""
+        verdicts = importlib.import_module("crowdbudget.policies.verdict")
+        return verdicts.make_verdict(self.name, self.workers)
+
+    def refusal(self, problem: Problem) -> str | None:
+        """Why ``problem`` does not suit this verdict (one line), or None."""
+        verdicts = importlib.import_module("crowdbudget.policies.verdict")
+        reason: str | None = verdicts.verdict_refusal(self.name, problem.n_classes)
+        return reason
+
+
+def split_verdict(
+    text: str | Spec, verdict: str | VerdictSpec | None = None
+) -> tuple[Spec, VerdictSpec]:
+    """A policy id with its verdict parameters (``verdict=``, ``verdict-workers=``; old
+    spelling ``final=``) split into the policy's :class:`Spec` (without them) and the
+    :class:`VerdictSpec` (``verdict``, e.g. a ``--verdict`` option, applies where ``text``
+    names none; default the posterior). Parse once at the edge; hand both on."""
+    spec = POLICIES.spec(text)
+    own = tuple((k, v) for k, v in spec.params if k not in VERDICT_PARAMS)
+    given = {k: v for k, v in spec.params if k in VERDICT_PARAMS}
+    policy_spec = spec if len(own) == len(spec.params) else Spec(spec.id, own, "", spec.kind)
+    if "verdict" in given:
+        chosen = VerdictSpec(given["verdict"], given.get("verdict-workers", "as-given"))
+    elif "verdict-workers" in given:
+        raise InvalidParameterError(
+            f"{str(spec)!r}: verdict-workers=... needs verdict=<aggregator> "
+            "(e.g. verdict=one-coin-em)"
+        )
+    elif isinstance(verdict, VerdictSpec):
+        chosen = verdict
+    else:
+        chosen = VerdictSpec(verdict or "posterior")
+    chosen.build()  # an unknown aggregator fails here, with the allowed ones
+    return policy_spec, chosen
 
 
 # --------------------------------------------------------------------------- policy functions
@@ -621,7 +719,15 @@ def parse_policy_id(text: str) -> tuple[str, dict[str, str]]:
 def make_policy(text: str | Spec) -> AllocationPolicy:
     """Build the policy named by ``text`` (an id with optional ``:key=value`` parameters, or
     a :class:`Spec`)."""
-    policy: AllocationPolicy = POLICIES.build(text)
+    spec = POLICIES.spec(text)
+    verdict = [k for k, _ in spec.params if k in VERDICT_PARAMS]
+    if verdict:
+        raise InvalidParameterError(
+            f"{str(spec)!r}: {verdict[0]}= names the verdict, not a parameter of the policy; "
+            "build them apart (split_verdict, make_verdict) or hand the id to run_experiment "
+            "or a Campaign"
+        )
+    policy: AllocationPolicy = POLICIES.build(spec)
     policy.validate_params()
     return policy
 

@@ -264,6 +264,63 @@ class PairAvailability:
     remaining: IntArray
 
 
+class LabelLog:
+    """Every label received, in arrival order, as columns (DESIGN §11): the one log that
+    policies, aggregators and verdicts read (``state.label_log``).
+
+    Append-only: ``append`` is O(1) amortised (the arrays double when full, so n labels cost
+    O(n) copies in all). The columns are views of the first ``len(log)`` entries — read them,
+    do not keep them across appends (a doubling replaces the arrays).
+
+    Columns: ``items``, ``workers`` (−1: anonymous), ``labels`` (class indices), shape (n,)
+    int64 each, and ``costs``, shape (n,) float64.
+    """
+
+    __slots__ = ("_costs", "_items", "_labels", "_n", "_workers")
+
+    def __init__(self, capacity: int = 64) -> None:
+        capacity = max(int(capacity), 1)
+        self._items = np.empty(capacity, dtype=np.int64)
+        self._workers = np.empty(capacity, dtype=np.int64)
+        self._labels = np.empty(capacity, dtype=np.int64)
+        self._costs = np.empty(capacity, dtype=np.float64)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, event: LabelEvent) -> None:
+        """Add ``event`` at the end."""
+        n = self._n
+        if n == self._items.shape[0]:
+            for name in ("_items", "_workers", "_labels", "_costs"):
+                old = getattr(self, name)
+                grown = np.empty(2 * old.shape[0], dtype=old.dtype)
+                grown[:n] = old
+                setattr(self, name, grown)
+        self._items[n] = event.item
+        self._workers[n] = event.worker
+        self._labels[n] = event.label
+        self._costs[n] = event.cost
+        self._n = n + 1
+
+    @property
+    def items(self) -> IntArray:
+        return self._items[: self._n]
+
+    @property
+    def workers(self) -> IntArray:
+        return self._workers[: self._n]
+
+    @property
+    def labels(self) -> IntArray:
+        return self._labels[: self._n]
+
+    @property
+    def costs(self) -> FloatArray:
+        return self._costs[: self._n]
+
+
 @dataclass
 class CampaignState:
     """What has happened so far, as arrays (what policies may look at).
@@ -284,6 +341,8 @@ class CampaignState:
         remaining_capacity: labels each worker may still give, shape (n_workers,), or None
             when the problem's workers have no capacities: ``workers.capacities`` minus the
             labels received from each worker and the assignments pending with it.
+        label_log: every label received, in order (:class:`LabelLog`): what a verdict
+            fitted on the labels (an aggregator) and an aggregating policy read.
     """
 
     problem: Problem
@@ -297,6 +356,7 @@ class CampaignState:
     pairs: PairAvailability | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     remaining_capacity: IntArray | None = None
+    label_log: LabelLog = field(default_factory=LabelLog)
 
     @classmethod
     def initial(cls, problem: Problem) -> CampaignState:
@@ -370,6 +430,7 @@ class CampaignState:
             self.release_assignment(assignment)
         self._use_capacity(event.worker, 1)
         self.label_counts[event.item, event.label] += 1
+        self.label_log.append(event)
         self.spent += event.cost
         self.n_events += 1
         self.time = event.time if event.time is not None else float(self.n_events)

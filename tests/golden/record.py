@@ -50,7 +50,7 @@ import pandas as pd
 
 from crowdbudget.exceptions import CrowdBudgetError, DataFormatError
 from crowdbudget.experiments.runner import run_campaign, run_experiment
-from crowdbudget.registry import make_policy
+from crowdbudget.registry import make_policy, split_verdict
 from crowdbudget.simulation.contextual import ContextualWorkerEnvironment
 from crowdbudget.simulation.continuous_time import (
     ContinuousTimeEnvironment,
@@ -230,15 +230,17 @@ def _policy_case(policy_id: str, world: str, mode: str) -> dict[str, Any]:
         return {}
 
     try:
-        policy = make_policy(policy_id)
+        # the verdict beside the policy (ids recorded as ``…:final=ds`` name one)
+        policy_spec, verdict_spec = split_verdict(policy_id)
         rows = run_campaign(
-            policy,
+            make_policy(policy_spec),
             env,  # type: ignore[arg-type]
             budgets,
             world_seed=np.random.SeedSequence(0),
             policy_rng=np.random.default_rng(1),
             mode=mode,
             metrics=keep_final_labels,
+            verdict=None if verdict_spec.is_posterior else verdict_spec.build(),
         )
     except CrowdBudgetError:
         return {"refused": True}

@@ -147,13 +147,13 @@ def calibration_metrics(
 
 
 def verdict_calibration(
-    policy: Any, state: Any, final_labels: npt.ArrayLike, truth: npt.ArrayLike, mask: npt.ArrayLike
+    probas: npt.ArrayLike, final_labels: npt.ArrayLike, truth: npt.ArrayLike, mask: npt.ArrayLike
 ) -> dict[str, float]:
-    """``ece``, ``nll``, ``brier`` of the policy's verdict on the evaluated items (``mask``),
-    for the runner's per-checkpoint rows (summarised as ``ece_mean`` ...), from
-    ``policy.final_probabilities(state)`` — the model of its ``final_labels`` — and the
-    labels it chose (ECE bins the probability of the chosen label)."""
-    probas = np.asarray(policy.final_probabilities(state), dtype=float)
+    """``ece``, ``nll``, ``brier`` of a verdict on the evaluated items (``mask``), for the
+    runner's per-checkpoint rows (summarised as ``ece_mean`` ...): ``probas`` (n_items,
+    n_classes) are the verdict's class probabilities — the model of its ``final_labels`` —
+    and ECE bins the probability of the label it chose."""
+    probas = np.asarray(probas, dtype=float)
     if probas.shape[0] != np.asarray(truth).shape[0]:
         return {}
     gold = np.where(np.asarray(mask, dtype=bool), np.asarray(truth), -1)

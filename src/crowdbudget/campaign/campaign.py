@@ -102,9 +102,10 @@ from crowdbudget.exceptions import (
     InvalidParameterError,
 )
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.verdict import check_verdict
 from crowdbudget.posteriors.beta_bernoulli import positive_probability
 from crowdbudget.posteriors.dirichlet import largest_class_probabilities
-from crowdbudget.registry import make_policy, parse_policy
+from crowdbudget.registry import make_policy, parse_policy, split_verdict
 from crowdbudget.types import (
     Assignment,
     CampaignState,
@@ -215,6 +216,7 @@ class CampaignConfig:
     max_labels_per_item: int | None = None
     max_pending_per_worker: int | None = None
     verdict: str = "posterior"
+    verdict_workers: str = "as-given"
     workers: list[str] = field(default_factory=list)
     mode: str = "pull"
     pairs: list[list[str]] | None = None
@@ -241,31 +243,6 @@ def _short(value: Any, limit: int = 40) -> str:
 #: the largest seed NumPy's SeedSequence takes per entry is unbounded, but a seed must be a
 #: non-negative integer; 2**63 keeps it an int64 in every store
 _MAX_SEED = 2**63 - 1
-
-
-def check_verdict(verdict: Any, n_classes: int) -> str:
-    """``verdict`` if it is ``"posterior"`` or an aggregator id that takes ``n_classes``
-    classes; else :class:`InvalidParameterError` naming what is allowed."""
-    if not isinstance(verdict, str) or not verdict.strip():
-        raise InvalidParameterError(
-            f"verdict must be 'posterior' or an aggregator id, got {verdict!r}"
-        )
-    verdict = verdict.strip()
-    if verdict == "posterior":
-        return verdict
-    from crowdbudget.aggregation.registry import registered_aggregators
-
-    try:
-        make_aggregator(verdict)
-    except CrowdBudgetError as error:
-        raise InvalidParameterError(
-            f"verdict must be 'posterior' or an aggregator id ({error})"
-        ) from None
-    name = verdict.split(":")[0]
-    spec = registered_aggregators().get(name)
-    if spec is not None and spec.binary_only and n_classes != 2:
-        raise InvalidParameterError(f"verdict {name!r} takes two classes only")
-    return verdict
 
 
 def _check_ids(values: Iterable[Any], what: str) -> list[str]:
@@ -502,8 +479,18 @@ class Campaign:
             raise InvalidParameterError(f"seed must be an integer >= 0, got {_short(seed)}")
         if not 0 <= int(seed) <= _MAX_SEED:
             raise InvalidParameterError(f"seed must be an integer in [0, 2**63), got {seed}")
-        make_policy(policy)  # an unknown id or bad parameter fails here, before any work
+        # an unknown id or bad parameter fails here, before any work; the id may name the
+        # verdict (``opt-kg:verdict=ds``), which must then agree with ``verdict``
+        policy_spec, named = split_verdict(policy)
+        make_policy(policy_spec)
         verdict = check_verdict(verdict, len(classes_))
+        if not named.is_posterior:
+            if verdict not in ("posterior", named.name):
+                raise InvalidParameterError(
+                    f"policy {policy!r} names the verdict {named.name!r} and verdict= names "
+                    f"{verdict!r}; give one"
+                )
+            verdict = check_verdict(named.name, len(classes_))
         items_ = _check_ids(items, "item")
         workers_ = _check_ids(workers, "worker")
         pairs_ = _check_mode(mode, pairs, policy, items_, workers_)
@@ -526,6 +513,7 @@ class Campaign:
                 None if max_pending_per_worker is None else int(max_pending_per_worker)
             ),
             verdict=verdict,
+            verdict_workers=named.workers,
             workers=workers_,
             mode=mode,
             pairs=pairs_,
@@ -622,6 +610,11 @@ class Campaign:
 
     def _on_created(self, p: dict[str, Any]) -> None:
         self.config = CampaignConfig(**p)
+        # a policy id that names its verdict (``…:verdict=ds``, or the first build's
+        # ``…:final=ds``) gives the campaign's verdict when none was set apart
+        named = split_verdict(self.config.policy)[1]
+        if self.config.verdict == "posterior" and not named.is_posterior:
+            self.config = replace(self.config, verdict=named.name, verdict_workers=named.workers)
         self.item_ids: list[str] = []
         self._item_index: dict[str, int] = {}
         self.worker_ids: list[str] = []
@@ -825,6 +818,7 @@ class Campaign:
             state.pending[:k] = old.pending
             state.eligible[:k] = old.eligible
             state.spent, state.committed, state.n_events = old.spent, old.committed, old.n_events
+            state.label_log = old.label_log  # one log for the campaign's life
         if self._push and self._models_workers:
             state.pairs = self._available_pairs(n_items, slots)
         if state.remaining_capacity is not None:
@@ -833,7 +827,7 @@ class Campaign:
                 state.remaining_capacity[worker] -= given
             for worker, pending in self._worker_pending.items():
                 state.remaining_capacity[worker] -= len(pending)
-        policy: AllocationPolicy = make_policy(self.config.policy)
+        policy: AllocationPolicy = make_policy(split_verdict(self.config.policy)[0])
         policy.reset(problem, np.random.default_rng([self.config.seed, self._seq]))
         for item, worker, label, cost in zip(
             self._log_items, self._log_workers, self._log_labels, self._log_costs, strict=True
@@ -1278,15 +1272,27 @@ class Campaign:
         (answered and imported); an item without labels gets uniform probabilities.
         """
         assert self.config is not None
+        per_context = verdict is None and self.config.verdict_workers == "per-context"
         verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
         if verdict == "posterior":
             return self.policy.final_labels(self.state), self.policy.final_probabilities(self.state)
+        workers = np.asarray(self._log_workers, dtype=np.int64)
+        worker_ids = np.asarray(self.worker_ids, dtype=object)
+        if per_context and self._item_contexts is not None:
+            # one virtual worker per (context, worker): s·K + j (policies/verdict.py)
+            n_workers = len(self.worker_ids)
+            contexts = np.asarray(self._item_contexts, dtype=np.int64)
+            workers = contexts[np.asarray(self._log_items, dtype=np.int64)] * n_workers + workers
+            n_contexts = int(contexts.max(initial=0)) + 1
+            worker_ids = np.array(
+                [f"{w}@{s}" for s in range(n_contexts) for w in self.worker_ids], dtype=object
+            )
         data = LabelData(
             items=np.asarray(self._log_items, dtype=np.int64),
-            workers=np.asarray(self._log_workers, dtype=np.int64),
+            workers=workers,
             labels=np.asarray(self._log_labels, dtype=np.int64),
             item_ids=np.asarray(self.item_ids, dtype=object),
-            worker_ids=np.asarray(self.worker_ids, dtype=object),
+            worker_ids=worker_ids,
             classes=tuple(self.config.classes),
         )
         fitted = make_aggregator(f"{verdict}:seed={self.config.seed}").fit(data)

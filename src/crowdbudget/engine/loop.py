@@ -25,8 +25,12 @@ import numpy as np
 from crowdbudget.aggregation.calibration import verdict_calibration
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.verdict import PosteriorVerdict, Verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import BoolArray, CampaignState, IntArray
+
+#: the policy's own model, the verdict when none is given
+_POSTERIOR = PosteriorVerdict()
 
 #: ``metrics(state, final_labels, true_labels, evaluation_mask) -> {name: value}``
 MetricsHook = Callable[[CampaignState, IntArray, IntArray, BoolArray], dict[str, float]]
@@ -61,27 +65,32 @@ class Recorder(Protocol):
 @dataclass
 class CheckpointRecorder:
     """One row per budget checkpoint (ascending): when the spend reaches a checkpoint, the
-    policy's final labels are scored on the evaluated items; the campaign ends once the last
+    verdict's final labels are scored on the evaluated items; the campaign ends once the last
     checkpoint is recorded. Rows: ``budget``, ``accuracy``, ``labels_used``, ``seconds``,
-    ``ece``, ``nll``, ``brier`` (:func:`crowdbudget.experiments.metrics.verdict_calibration`)
-    and the hook's metrics; a campaign that stops early records its final state at every
-    checkpoint left."""
+    ``ece``, ``nll``, ``brier`` (:func:`crowdbudget.experiments.metrics.verdict_calibration`
+    on the verdict's class probabilities) and the hook's metrics; a campaign that stops early
+    records its final state at every checkpoint left. ``verdict``: the
+    :class:`~crowdbudget.policies.verdict.Verdict` (reset by the caller; None: the policy's
+    own model)."""
 
     policy: AllocationPolicy
     checkpoints: Sequence[float]
     true_labels: IntArray
     evaluation_mask: BoolArray
     metrics: MetricsHook | None = None
+    verdict: Verdict | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
     _next: int = 0
 
     def _record(self, state: CampaignState, upto: float) -> None:
-        labels = self.policy.final_labels(state)
+        verdict = self.verdict if self.verdict is not None else _POSTERIOR
+        labels = verdict.labels(state, self.policy)
         mask, truth = self.evaluation_mask, self.true_labels
         accuracy = float(np.mean(labels[mask] == truth[mask]))
         # the verdict's calibration (ece, nll, brier; issue 19), then the hook's metrics;
-        extra = verdict_calibration(self.policy, state, labels, truth, mask)
+        probas = verdict.probabilities(state, self.policy)
+        extra = verdict_calibration(probas, labels, truth, mask)
         extra.update(self.metrics(state, labels, truth, mask) if self.metrics is not None else {})
         elapsed = time.perf_counter() - self.start
         while self._next < len(self.checkpoints) and self.checkpoints[self._next] <= upto:

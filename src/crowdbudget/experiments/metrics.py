@@ -102,9 +102,9 @@ def quality_metrics(
 def requallo_requirement_of(policy_id: str) -> Requirement | None:
     """The requirement a ``requallo:...`` policy id carries (None for other policies)."""
     from crowdbudget.policies.requallo import RequalloPolicy
-    from crowdbudget.registry import make_policy
+    from crowdbudget.registry import make_policy, split_verdict
 
-    policy = make_policy(policy_id)
+    policy = make_policy(split_verdict(policy_id)[0])
     if isinstance(policy, RequalloPolicy):
         return policy.build_requirement()
     return None

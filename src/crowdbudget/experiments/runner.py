@@ -29,7 +29,8 @@ from crowdbudget._validation import check_budget, check_positive_int
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.registry import Spec, make_policy, parse_policy
+from crowdbudget.policies.verdict import Verdict
+from crowdbudget.registry import Spec, VerdictSpec, make_policy, split_verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import CampaignState
 
@@ -153,11 +154,15 @@ def run_campaign(
     policy_rng: np.random.Generator,
     mode: str = "push",
     metrics: MetricsHook | None = None,
+    verdict: Verdict | None = None,
 ) -> list[dict[str, Any]]:
     """Run one campaign up to ``max(budgets)``, recording accuracy at each budget.
 
     Args:
         policy: the policy (reset here).
+        verdict: where the final labels and their confidence come from
+            (:mod:`crowdbudget.policies.verdict`; reset here, after the policy, from the same
+            generator — it draws nothing from it); None: the policy's own model.
         env: the world (reset here with ``world_seed``).
         budgets: checkpoints, ascending; the campaign's budget is the largest.
         mode: ``"push"`` (the policy picks) or ``"pull"`` (a worker arrives first).
@@ -198,14 +203,17 @@ def run_campaign(
         if env.evaluation_mask is None
         else np.asarray(env.evaluation_mask, dtype=bool),
         metrics,
+        verdict,
     )
     policy.reset(problem, policy_rng)
+    if verdict is not None:
+        verdict.reset(problem, policy_rng)
     drive(policy, env, state, clock, recorder)
     return recorder.rows
 
 
 def _task(
-    policy_id: str | Spec,
+    entry: tuple[Spec, VerdictSpec, str],
     env: LabelingEnvironment,
     budgets: list[float],
     replication: int,
@@ -215,9 +223,10 @@ def _task(
     engine: str = "auto",
     metrics: MetricsHook | None = None,
 ) -> list[dict[str, Any]]:
-    policy = make_policy(policy_id)
-    label = str(policy_id)
-    fast = metrics is None and _use_fast_engine(policy, env, mode, engine)
+    policy_spec, verdict_spec, label = entry
+    policy = make_policy(policy_spec)
+    verdict = None if verdict_spec.is_posterior else verdict_spec.build()
+    fast = metrics is None and verdict is None and _use_fast_engine(policy, env, mode, engine)
     runs = [budgets] if not policy.budget_aware else [[b] for b in budgets]
     rows: list[dict[str, Any]] = []
     for run_budgets in runs:
@@ -237,6 +246,7 @@ def _task(
                 policy_rng=rng,
                 mode=mode,
                 metrics=metrics,
+                verdict=verdict,
             )
         for row in campaign:
             rows.append({"policy": label, "replication": replication, **row})
@@ -284,11 +294,16 @@ def run_experiment(
     mode: str = "push",
     engine: str = "auto",
     metrics: MetricsHook | None = None,
+    verdict: str | None = None,
 ) -> ExperimentResult:
     """Run every policy id on ``n_reps`` worlds of ``env`` at every budget.
 
     Args:
-        policies: policy ids (``"opt-kg"``, ``"cvar-kg:alpha=0.3"``, ...), validated up front.
+        policies: policy ids (``"opt-kg"``, ``"cvar-kg:alpha=0.3"``, ...), validated up front;
+            an id may name its verdict (``"opt-kg:verdict=ds"``); rows are labelled with the
+            id as given.
+        verdict: the verdict of every id that names none (``"posterior"``, the default: each
+            policy's own model; or an aggregator id, :mod:`crowdbudget.policies.verdict`).
         env: the world (pickled to worker processes; reset per replication).
         budgets: absolute budgets.
         n_reps: replications (worlds).
@@ -299,7 +314,8 @@ def run_experiment(
             (:func:`~crowdbudget.simulation.fast.supports_fast_path`) with it and the others with
             :func:`run_campaign` — the results are identical; ``"reference"`` always uses
             :func:`run_campaign`; ``"fast"`` requires the compiled engine for every policy
-            (InvalidParameterError otherwise).
+            (InvalidParameterError otherwise). Campaigns with an aggregator verdict run on
+            the reference engine.
         metrics: optional module-level hook adding metrics per checkpoint
             (:data:`MetricsHook`); campaigns then run on the reference engine.
 
@@ -309,11 +325,18 @@ def run_experiment(
     policies = list(policies)
     if not policies:
         raise InvalidParameterError("at least one policy is needed")
-    # parsed and checked once here; the specs (not the strings) go to the worker processes
-    specs = {pid: parse_policy(pid) for pid in policies}
-    for spec in specs.values():
+    # parsed and checked once here; the specs (not the strings) go to the worker processes:
+    # (the policy's spec, its verdict's, the row label)
+    specs = {pid: (*split_verdict(pid, verdict), str(pid)) for pid in policies}
+    for policy_spec, verdict_spec, _ in specs.values():
         # fail fast on unknown ids and unsupported engines, before any work
-        _use_fast_engine(make_policy(spec), env, mode, engine)
+        if verdict_spec.is_posterior or engine == "fast":
+            _use_fast_engine(make_policy(policy_spec), env, mode, engine)
+        if not verdict_spec.is_posterior and engine == "fast":
+            raise InvalidParameterError(
+                f"engine='fast' gives the policy's own verdict only; {policy_spec.id!r} has the "
+                f"verdict {verdict_spec.name!r}"
+            )
     budgets = sorted({check_budget(b) for b in budgets})
     env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
     n_reps = check_positive_int(n_reps, "reps")
@@ -335,7 +358,7 @@ def run_experiment(
     # budget (the sum of the budgets), the others one up to the largest budget, so a bar over
     # campaigns under-counts the slow ones and its time estimate comes out short
     cost = {
-        id(spec): float(sum(budgets)) if spec.capabilities.budget_aware else float(budgets[-1])
+        id(spec): float(sum(budgets)) if spec[0].capabilities.budget_aware else float(budgets[-1])
         for spec in specs.values()
     }
     weight = {id(task): cost[id(task[0])] for task in tasks}

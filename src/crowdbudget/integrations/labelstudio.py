@@ -64,7 +64,7 @@ import pandas as pd
 
 from crowdbudget.campaign import AssignmentError, Campaign, EventStore
 from crowdbudget.exceptions import CrowdBudgetError, DataFormatError, InvalidParameterError
-from crowdbudget.registry import make_policy
+from crowdbudget.registry import make_policy, split_verdict
 
 SLOT_WORKER_PREFIX = "slot-"
 """Campaign worker ids of open slots (placeholders: Label Studio picks the annotator)."""
@@ -594,7 +594,8 @@ class LabelStudioSync:
     ) -> LabelStudioSync:
         """Check the project, then create its campaign (first run: ``budget`` needed) or load
         it (later runs: ``budget``, when given, must match)."""
-        policy_object = make_policy(policy)  # unknown ids fail here with the known ones
+        # unknown ids fail here with the known ones; ``…:verdict=ds`` names the verdict
+        policy_object = make_policy(split_verdict(policy)[0])
         if type(policy_object).chooses_workers:
             raise InvalidParameterError(
                 f"policy {policy!r} chooses workers; Label Studio's /next lets any annotator "

@@ -8,10 +8,9 @@
   based on the belief propagation (BP) in (Liu et al., 2012)" — each label goes to a uniformly
   random eligible item; final labels by :class:`~crowdbudget.aggregation.BeliefPropagation`.
 
-Both keep the event log (item, worker, label) in preallocated arrays that double when full
-(``observe`` is O(1) amortised) and override ``final_labels(state)`` to run their aggregator
-on it (items without a label get the aggregator's prior answer: a tie, broken by a seed drawn
-from the policy's generator at ``reset``).
+Both override ``final_labels(state)`` to run their aggregator on the campaign's label log
+(``state.label_log``; items without a label get the aggregator's prior answer: a tie, broken by
+a seed drawn from the policy's generator at ``reset``).
 
 The KOS graph (built at the first ``select``, from the policy's generator):
 
@@ -56,88 +55,58 @@ import numpy as np
 from crowdbudget.aggregation.base import Aggregator
 from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.kos import KOS
-from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.verdict import log_label_data
 from crowdbudget.types import (
     Assignment,
     CampaignState,
     FloatArray,
     IntArray,
-    LabelEvent,
     Problem,
 )
 
 
 class AggregatingPolicy(AllocationPolicy):
-    """Base: keeps the event log and labels items with :meth:`make_aggregator` at the end."""
+    """Base: labels items with :meth:`make_aggregator` fitted on the campaign's label log
+    (``state.label_log``; the policy keeps no copy of the labels)."""
 
     def make_aggregator(self, seed: int) -> Aggregator:  # pragma: no cover - abstract-ish
         raise NotImplementedError
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
-        self._start_log(problem, int(rng.integers(2**62)))
+        # the aggregator's tie-breaking seed: the first draw of the policy's generator
+        self._aggregator_seed = int(rng.integers(2**62))
+        self._final_fit: tuple[int, IntArray, FloatArray] | None = None
         self._reset_policy(problem, rng)
-
-    def _start_log(self, problem: Problem, aggregator_seed: int) -> None:
-        capacity = int(min(max(problem.budget, 1.0), 1e7)) + 16
-        self._log_items = np.empty(capacity, dtype=np.int64)
-        self._log_workers = np.empty(capacity, dtype=np.int64)
-        self._log_labels = np.empty(capacity, dtype=np.int64)
-        self.n_logged_ = 0
-        self._aggregator_seed = aggregator_seed
-        self._item_ids = np.arange(problem.n_items).astype(str).astype(object)
-        self._classes = tuple(str(c) for c in range(problem.n_classes))
 
     def _reset_policy(self, problem: Problem, rng: np.random.Generator) -> None:
         """Subclass hook."""
 
-    def observe(self, event: LabelEvent) -> None:
-        n = self.n_logged_
-        if n == self._log_items.shape[0]:
-            for name in ("_log_items", "_log_workers", "_log_labels"):
-                old = getattr(self, name)
-                grown = np.empty(2 * old.shape[0], dtype=np.int64)
-                grown[:n] = old
-                setattr(self, name, grown)
-        self._log_items[n] = event.item
-        self._log_workers[n] = event.worker
-        self._log_labels[n] = event.label
-        self.n_logged_ = n + 1
-
-    def label_data(self) -> LabelData:
-        """The labels received so far, integer-coded (workers renumbered 0..)."""
-        n = self.n_logged_
-        worker_ids, workers = np.unique(self._log_workers[:n], return_inverse=True)
-        return LabelData(
-            items=self._log_items[:n].copy(),
-            workers=np.asarray(workers, dtype=np.int64).reshape(-1),
-            labels=self._log_labels[:n].copy(),
-            item_ids=self._item_ids,
-            worker_ids=worker_ids.astype(str).astype(object),
-            classes=self._classes,
-        )
+    def _fitted(self, state: CampaignState) -> tuple[IntArray, FloatArray]:
+        # one fit per number of labels: the runner asks for labels and probabilities at
+        # every checkpoint
+        n = len(state.label_log)
+        if self._final_fit is None or self._final_fit[0] != n:
+            aggregator = self.make_aggregator(self._aggregator_seed).fit(log_label_data(state))
+            self._final_fit = (
+                n,
+                np.asarray(aggregator.labels_, dtype=np.int64),
+                np.asarray(aggregator.probas_, dtype=float),
+            )
+        return self._final_fit[1], self._final_fit[2]
 
     def final_labels(self, state: CampaignState) -> IntArray:
-        self._final_fit: tuple[int, FloatArray] | None = None
-        if self.n_logged_ == 0:
+        if len(state.label_log) == 0:
             return super().final_labels(state)
-        aggregator = self.make_aggregator(self._aggregator_seed).fit(self.label_data())
-        # kept for final_probabilities on the same labels (the runner asks for both at every
-        # checkpoint: one fit instead of two)
-        self._final_fit = (self.n_logged_, np.asarray(aggregator.probas_, dtype=float))
-        return np.asarray(aggregator.labels_, dtype=np.int64)
+        return self._fitted(state)[0]
 
     def final_probabilities(self, state: CampaignState) -> FloatArray:
         """The aggregator's class probabilities (``probas_``), the model of
         :meth:`final_labels`."""
-        if self.n_logged_ == 0:
+        if len(state.label_log) == 0:
             return super().final_probabilities(state)
-        cached = getattr(self, "_final_fit", None)
-        if cached is not None and cached[0] == self.n_logged_:
-            return cached[1]
-        aggregator = self.make_aggregator(self._aggregator_seed)
-        return np.asarray(aggregator.fit(self.label_data()).probas_, dtype=float)
+        return self._fitted(state)[1]
 
 
 def _check_positive(value: Any, name: str, owner: str, *, integer: bool = False) -> None:

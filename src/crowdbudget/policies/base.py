@@ -34,6 +34,36 @@ from crowdbudget.types import (
 )
 
 
+def vote_posterior_labels(state: CampaignState) -> IntArray:
+    """The Bayes rule on the prior and the vote counts alone, shape (n_items,): the Beta
+    posterior's ``P(θ ≥ d) ≥ 1/2`` (Chen et al. Prop. 2.1 / Cor. 2.2 — majority vote when the
+    prior is symmetric, ties to class 1), or with more than two classes the Dirichlet
+    posterior's most probable largest class (§5)."""
+    from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
+
+    alpha = state.problem.prior_array + state.label_counts
+    if state.problem.n_classes > 2:
+        from crowdbudget.posteriors.dirichlet import DirichletPosterior
+
+        return DirichletPosterior(alpha, state.n_items).predict()
+    return BetaBernoulliPosterior(alpha, state.n_items, state.problem.threshold_array).predict()
+
+
+def vote_posterior_probabilities(state: CampaignState) -> FloatArray:
+    """The class probabilities of :func:`vote_posterior_labels`' model, shape (n_items,
+    n_classes): ``P(θ ≥ d)`` and its complement (binary) or each class's probability of being
+    the largest under the Dirichlet posterior."""
+    alpha = state.problem.prior_array + state.label_counts
+    if state.problem.n_classes > 2:
+        from crowdbudget.posteriors.dirichlet import DirichletPosterior
+
+        return DirichletPosterior(alpha, state.n_items).class_probabilities()
+    from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
+
+    beta = BetaBernoulliPosterior(alpha, state.n_items, state.problem.threshold_array)
+    return beta.class_probabilities()
+
+
 class AllocationPolicy(ABC):
     """Base class of every allocation policy.
 
@@ -154,19 +184,7 @@ class AllocationPolicy(ABC):
         symmetric); with more than two classes the Dirichlet posterior's most probable
         largest class (§5). Policies with a richer model override this.
         """
-        from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
-
-        if state.problem.n_classes > 2:
-            from crowdbudget.posteriors.dirichlet import DirichletPosterior
-
-            alpha = state.problem.prior_array + state.label_counts
-            return DirichletPosterior(alpha, state.n_items).predict()
-        posterior = BetaBernoulliPosterior(
-            state.problem.prior_array + state.label_counts,
-            state.n_items,
-            state.problem.threshold_array,
-        )
-        return posterior.predict()
+        return vote_posterior_labels(state)
 
     def final_probabilities(self, state: CampaignState) -> FloatArray:
         """P(item's class = c) under the model that gives :meth:`final_labels`, shape
@@ -184,15 +202,7 @@ class AllocationPolicy(ABC):
             p = np.asarray(probabilities(), dtype=float)
             if p.shape == (n_items, n_classes):
                 return p
-        alpha = state.problem.prior_array + state.label_counts
-        if n_classes > 2:
-            from crowdbudget.posteriors.dirichlet import DirichletPosterior
-
-            return DirichletPosterior(alpha, n_items).class_probabilities()
-        from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
-
-        beta = BetaBernoulliPosterior(alpha, n_items, state.problem.threshold_array)
-        return beta.class_probabilities()
+        return vote_posterior_probabilities(state)
 
     # ---- helpers shared by policies -----------------------------------------------------------
     def _price(self, state: CampaignState, worker: int | None) -> float:

@@ -19,7 +19,6 @@ from crowdbudget.policies.knowledge_gradient import (
 )
 from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient, TwoCoinKnowledgeGradient
 from crowdbudget.registry import (
-    POLICIES,
     Capabilities,
     Param,
     PolicySpec,
@@ -561,21 +560,5 @@ for _id, _summary, _defaults, _params in (
     )
 
 
-# ---- every policy: final=<aggregator> (policies/final_aggregation.py) ------------------------
-def _finish(policy: AllocationPolicy, common: Mapping[str, Any]) -> AllocationPolicy:
-    """``final=<aggregator>`` works on every policy: allocate as usual, label by the aggregator
-    at the end (:class:`~crowdbudget.policies.final_aggregation.FinalAggregation`)."""
-    final = common.get("final")
-    final_workers = common.get("final-workers")
-    if final_workers is not None and final is None:
-        raise InvalidParameterError(
-            "final-workers=... needs final=<aggregator> (e.g. final=one-coin-em)"
-        )
-    if final is None:
-        return policy
-    from crowdbudget.policies.final_aggregation import FinalAggregation
-
-    return FinalAggregation(policy, final, final_workers or "as-given")
-
-
-POLICIES.finish = _finish
+# ---- every policy: verdict=<aggregator> is not the policy's: registry.split_verdict and
+# policies/verdict.py build the verdict beside it (DESIGN §11) -------------------------------

@@ -483,7 +483,9 @@ def run_campaign_fast(
         labels = policy.final_labels(state)
         accuracy = float(np.mean(labels == truth))
         # ece, nll, brier of the verdict, as the reference engine's rows
-        extra = verdict_calibration(policy, state, labels, truth, np.ones(n_items, dtype=bool))
+        extra = verdict_calibration(
+            policy.final_probabilities(state), labels, truth, np.ones(n_items, dtype=bool)
+        )
         elapsed = time.perf_counter() - start
         while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:
             rows.append(

@@ -74,11 +74,11 @@ def fig2a(
 
 
 #: Policies of Fig. 2(b). Gittins rules do not apply with workers (§7); ``uniform`` draws a
-#: random item and a random worker and takes majority vote, ``uniform:final=one-coin-em`` the
+#: random item and a random worker and takes majority vote, ``uniform:verdict=one-coin-em`` the
 #: same allocation with the one-coin EM labels (a static aggregator that uses the workers).
 FIG2B_POLICIES = [
     "uniform",
-    "uniform:final=one-coin-em",
+    "uniform:verdict=one-coin-em",
     "kg:workers=one-coin",
     "opt-kg:workers=one-coin",
 ]
@@ -135,12 +135,12 @@ def fig2b(
 def _constructible(policy_ids: list[str]) -> tuple[list[str], list[str]]:
     """Split ids into those that build in this version and those that do not (yet)."""
     from crowdbudget.exceptions import CrowdBudgetError
-    from crowdbudget.registry import make_policy
+    from crowdbudget.registry import make_policy, split_verdict
 
     ok, missing = [], []
     for pid in policy_ids:
         try:
-            make_policy(pid)
+            make_policy(split_verdict(pid)[0])
         except CrowdBudgetError:
             missing.append(pid)
         else:
@@ -153,11 +153,11 @@ def _constructible(policy_ids: list[str]) -> tuple[list[str], list[str]]:
 FIG3A_POLICIES = ["uniform", "gittins-inf", "kg-random", "opt-kg", "kos", "random-bp"]
 
 #: Fig. 3(b) (§7.2): RTE with worker reliability (one-coin, ρ_j ~ Beta(4, 1) prior).
-#: ``uniform:final=one-coin-em``: random items, final labels by one-coin EM (the worker-aware
+#: ``uniform:verdict=one-coin-em``: random items, final labels by one-coin EM (the worker-aware
 #: counterpart of uniform sampling). Worker-aware Opt-KG breaks ties at random (see
 #: crowdbudget.policies.worker_aware), KG keeps the deterministic first-pair rule.
 FIG3B_POLICIES = [
-    "uniform:final=one-coin-em",
+    "uniform:verdict=one-coin-em",
     "kos",
     "random-bp",
     "kg:workers=one-coin",
@@ -165,7 +165,7 @@ FIG3B_POLICIES = [
     # our variants, side by side with the paper's rule: beliefs re-read every 25 labels, and
     # the paper's allocation with the Dawid-Skene verdict
     "opt-kg:workers=one-coin:refit=25",
-    "opt-kg:workers=one-coin:final=ds",
+    "opt-kg:workers=one-coin:verdict=ds",
 ]
 
 #: §7.2 text: "[Opt-KG with one-coin] achieves the highest accuracy of 92.25% only using 40%

@@ -47,9 +47,9 @@ FIG2_BUDGETED = {
 }
 #: Our variants, measured side by side with the paper's methods: the same allocations with the
 #: final labels by one-coin EM over one virtual worker per (context, worker)
-#: (policies/final_aggregation.py); BBTA's own verdict is Exp3-weighted voting, OptKG's the
+#: (policies/verdict.py); BBTA's own verdict is Exp3-weighted voting, OptKG's the
 #: Bayes rule on its posterior.
-PER_CONTEXT_EM = "final=one-coin-em:final-workers=per-context"
+PER_CONTEXT_EM = "verdict=one-coin-em:verdict-workers=per-context"
 FIG2_VARIANTS = {
     f"bbta:n-explore=1:{PER_CONTEXT_EM}": f"bbta:n-explore=1:{PER_CONTEXT_EM}",
     f"opt-kg:per-context:{PER_CONTEXT_EM}": f"opt-kg:per-context:{PER_CONTEXT_EM}",
@@ -383,8 +383,8 @@ def rte(
         budgeted["opt-kg"] = "opt-kg-per-context:contexts=single"
         budgeted["opt-kg:per-context"] = "opt-kg:per-context"
         # our variant: BBTA's allocation (S = 1), final labels by one-coin EM
-        budgeted["bbta:n-explore=1:final=one-coin-em"] = (
-            "bbta:n-explore=1:contexts=single:final=one-coin-em"
+        budgeted["bbta:n-explore=1:verdict=one-coin-em"] = (
+            "bbta:n-explore=1:contexts=single:verdict=one-coin-em"
         )
     threshold = dict(FIG2_THRESHOLD)
     summary = _run_case(

@@ -1,0 +1,237 @@
+"""The verdict: final labels and their confidence, a component of its own (DESIGN §11).
+
+The papers pair each allocation rule with one inference rule: Chen, Lin, Zhou (2013) label by
+the Bayes rule on the homogeneous Beta posterior (Prop. 2.1 / Cor. 2.2), which ignores who gave
+each label and, with the symmetric Beta(1, 1) prior, sends every tie to the positive class (on
+RTE at the full 8,000 labels: 0.875, below majority vote's 0.897 and Dawid–Skene's 0.9275).
+Allocation and inference are separable (BoTorch's split of posterior, decision and verdict):
+the decision uses the policy's posterior, the verdict may use a richer model. So the runner,
+the live campaign and the CLI (``--verdict``) hold a policy *and* a verdict, never a policy
+wrapped around an aggregator:
+
+- ``posterior`` (:class:`PosteriorVerdict`): the policy's own model
+  (:meth:`~crowdbudget.policies.base.AllocationPolicy.final_labels` and
+  ``final_probabilities``) — what the papers report;
+- an aggregator id (``ds``, ``one-coin-em``, ``mace``, ``bds``, …;
+  :class:`AggregatorVerdict`): that aggregator fitted on the campaign's label log
+  (``state.label_log``, worker identities included), at the end and at every checkpoint.
+
+Label and confidence always come from the same verdict. A verdict never draws from the
+policy's generator: an aggregator's tie-breaking seed comes from a child of it
+(``Generator.spawn`` advances no stream), so ``opt-kg`` allocates exactly the same with any
+verdict — same items, same order, same random draws.
+
+In an id the verdict sits beside the policy's own parameters: ``opt-kg:verdict=ds`` (and
+``verdict-workers=per-context``) is the policy ``opt-kg`` with the verdict ``ds``; the runner
+splits the two at the edge (:func:`crowdbudget.registry.split_verdict`). The first build's
+spelling ``final=`` / ``final-workers=`` still works and prints the new one once.
+
+``verdict-workers=per-context`` hands the aggregator the virtual worker ``s·K + j`` for worker
+j's label on a task of context s (Zhang, Ma, Sugiyama 2015 §2.1: a worker's reliability
+depends on the task's context), so a Dawid–Skene or one-coin EM verdict estimates one
+reliability per (context, worker) — what a worker who is a hammer on one context and a
+spammer or malicious on the others needs; a context-blind model averages them into one
+mediocre worker (measured on breast_cancer malicious, docs/reproductions.md). On a problem
+without contexts it is the same as ``as-given``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.datasets.loaders import LabelData
+from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
+from crowdbudget.policies.base import vote_posterior_labels, vote_posterior_probabilities
+from crowdbudget.types import CampaignState, FloatArray, IntArray, Problem, task_contexts
+
+#: the verdict that is the policy's own model
+POSTERIOR = "posterior"
+
+#: which worker ids an aggregator verdict sees
+VERDICT_WORKERS = ("as-given", "per-context")
+
+
+def log_label_data(state: CampaignState, *, worker_offset: IntArray | None = None) -> LabelData:
+    """The labels of ``state.label_log`` as integer-coded :class:`LabelData` (workers
+    renumbered 0.. in id order; ``worker_offset[item]`` added to each known worker first, for
+    ``verdict-workers=per-context``)."""
+    log = state.label_log
+    workers = log.workers
+    if worker_offset is not None:
+        workers = np.where(workers >= 0, workers + worker_offset[log.items], workers)
+    worker_ids, coded = np.unique(workers, return_inverse=True)
+    return LabelData(
+        items=log.items.copy(),
+        workers=np.asarray(coded, dtype=np.int64).reshape(-1),
+        labels=log.labels.copy(),
+        item_ids=np.arange(state.n_items).astype(str).astype(object),
+        worker_ids=worker_ids.astype(str).astype(object),
+        classes=tuple(str(c) for c in range(state.problem.n_classes)),
+    )
+
+
+class Verdict(ABC):
+    """Final labels and class probabilities of a campaign (module doc).
+
+    ``reset(problem, rng)`` once per campaign, after the policy's reset with the same
+    generator; then ``labels(state, policy)`` (shape (n_items,)) and
+    ``probabilities(state, policy)`` (shape (n_items, n_classes)) whenever asked.
+    """
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The verdict's id (``posterior``, ``ds``, ...)."""
+
+    def reset(self, problem: Problem, rng: np.random.Generator) -> Verdict:
+        return self
+
+    @abstractmethod
+    def labels(self, state: CampaignState, policy: Any) -> IntArray: ...
+
+    @abstractmethod
+    def probabilities(self, state: CampaignState, policy: Any) -> FloatArray: ...
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class PosteriorVerdict(Verdict):
+    """The policy's own model: its ``final_labels`` and ``final_probabilities``."""
+
+    @property
+    def name(self) -> str:
+        return POSTERIOR
+
+    def labels(self, state: CampaignState, policy: Any) -> IntArray:
+        return np.asarray(policy.final_labels(state), dtype=np.int64)
+
+    def probabilities(self, state: CampaignState, policy: Any) -> FloatArray:
+        return np.asarray(policy.final_probabilities(state), dtype=float)
+
+
+class AggregatorVerdict(Verdict):
+    """An aggregator fitted on the campaign's label log (module doc).
+
+    Args:
+        aggregator: an aggregator id without a seed (``"ds"``, ``"one-coin-em"``, ...).
+        workers: ``"as-given"`` or ``"per-context"`` (one virtual worker per (context,
+            worker); module doc).
+
+    Before any label, the labels and probabilities are the prior's: the Bayes rule on the
+    problem's prior (:func:`~crowdbudget.policies.base.vote_posterior_labels`). The fit is
+    cached for the number of labels seen, so asking for labels and probabilities at one
+    checkpoint fits once.
+    """
+
+    def __init__(self, aggregator: str = "ds", workers: str = "as-given") -> None:
+        self.aggregator = aggregator
+        self.workers = workers
+        make_aggregator(aggregator)  # an unknown id fails here, with the allowed ones
+        if workers not in VERDICT_WORKERS:
+            raise InvalidParameterError(
+                f"verdict-workers must be one of {', '.join(VERDICT_WORKERS)}, got {workers!r}"
+            )
+        self._seed = 0
+        self._worker_offset: IntArray | None = None
+        self._fit: tuple[int, IntArray, FloatArray] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.aggregator
+
+    def reset(self, problem: Problem, rng: np.random.Generator) -> AggregatorVerdict:
+        # a child seed: the parent's stream is not advanced (module doc)
+        self._seed = int(rng.spawn(1)[0].integers(2**62))
+        self._worker_offset = None
+        self._fit = None
+        if self.workers == "per-context" and problem.n_workers is not None:
+            contexts, _ = task_contexts(problem)
+            self._worker_offset = contexts * problem.n_workers
+        return self
+
+    def _fitted(self, state: CampaignState) -> tuple[IntArray, FloatArray]:
+        n = len(state.label_log)
+        if self._fit is None or self._fit[0] != n:
+            data = log_label_data(state, worker_offset=self._worker_offset)
+            fitted = make_aggregator(f"{self.aggregator}:seed={self._seed}").fit(data)
+            self._fit = (
+                n,
+                np.asarray(fitted.labels_, dtype=np.int64),
+                np.asarray(fitted.probas_, dtype=float),
+            )
+        return self._fit[1], self._fit[2]
+
+    def labels(self, state: CampaignState, policy: Any) -> IntArray:
+        if len(state.label_log) == 0:
+            return vote_posterior_labels(state)
+        return self._fitted(state)[0]
+
+    def probabilities(self, state: CampaignState, policy: Any) -> FloatArray:
+        if len(state.label_log) == 0:
+            return vote_posterior_probabilities(state)
+        return self._fitted(state)[1]
+
+
+def verdict_refusal(verdict: str, n_classes: int) -> str | None:
+    """Why the verdict ``verdict`` cannot label ``n_classes`` classes (one line), or None."""
+    if verdict == POSTERIOR:
+        return None
+    from crowdbudget.aggregation.registry import registered_aggregators
+
+    name = verdict.split(":")[0]
+    spec = registered_aggregators().get(name)
+    if spec is not None and spec.binary_only and n_classes != 2:
+        return f"verdict {name!r} takes two classes only; this problem has {n_classes}"
+    return None
+
+
+def check_verdict(verdict: Any, n_classes: int) -> str:
+    """``verdict`` (stripped) if it is ``"posterior"`` or an aggregator id that takes
+    ``n_classes`` classes; else :class:`InvalidParameterError` naming what is allowed."""
+    if not isinstance(verdict, str) or not verdict.strip():
+        raise InvalidParameterError(
+            f"verdict must be 'posterior' or an aggregator id, got {verdict!r}"
+        )
+    verdict = verdict.strip()
+    if verdict == POSTERIOR:
+        return verdict
+    try:
+        make_aggregator(verdict)
+    except CrowdBudgetError as error:
+        raise InvalidParameterError(
+            f"verdict must be 'posterior' or an aggregator id ({error})"
+        ) from None
+    reason = verdict_refusal(verdict, n_classes)
+    if reason is not None:
+        raise InvalidParameterError(reason)
+    return verdict
+
+
+def make_verdict(text: str | None = None, workers: str = "as-given") -> Verdict:
+    """The verdict named by ``text``: ``None`` or ``"posterior"`` — the policy's own model;
+    otherwise an aggregator id (:func:`~crowdbudget.aggregation.registry.make_aggregator`)."""
+    if text is None or text == POSTERIOR:
+        if workers != "as-given":
+            raise InvalidParameterError(
+                "verdict-workers=... needs an aggregator verdict (e.g. verdict=one-coin-em)"
+            )
+        return PosteriorVerdict()
+    return AggregatorVerdict(text, workers)
+
+
+__all__ = [
+    "POSTERIOR",
+    "VERDICT_WORKERS",
+    "AggregatorVerdict",
+    "PosteriorVerdict",
+    "Verdict",
+    "check_verdict",
+    "log_label_data",
+    "make_verdict",
+    "verdict_refusal",
+]

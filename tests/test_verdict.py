@@ -1,0 +1,197 @@
+"""The verdict beside the policy (DESIGN §11): ``opt-kg:verdict=ds`` allocates exactly as
+``opt-kg`` and labels with Dawid–Skene fitted on the campaign's label log; ``final=`` is the
+first build's spelling of it."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from crowdbudget.aggregation import make_aggregator
+from crowdbudget.datasets import load_dataset
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.runner import run_campaign, run_experiment
+from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.verdict import (
+    AggregatorVerdict,
+    PosteriorVerdict,
+    Verdict,
+    log_label_data,
+    make_verdict,
+)
+from crowdbudget.registry import VerdictSpec, make_policy, split_verdict
+from crowdbudget.simulation import SyntheticBernoulliEnvironment
+from crowdbudget.simulation.replay import ReplayEnvironment
+from crowdbudget.types import CampaignState, LabelEvent, Problem
+
+
+def _build(policy_id: str) -> tuple[AllocationPolicy, Verdict]:
+    policy_spec, verdict_spec = split_verdict(policy_id)
+    return make_policy(policy_spec), verdict_spec.build()
+
+
+def _assignments(policy_id: str, seed: int = 5) -> list[int]:
+    """Items chosen by ``policy_id`` on a small noisy world, answers from a fixed generator."""
+    problem = Problem(n_items=12, budget=60)
+    policy, verdict = _build(policy_id)
+    rng = np.random.default_rng(seed)
+    policy.reset(problem, rng)
+    verdict.reset(problem, rng)
+    state = CampaignState.initial(problem)
+    answers = np.random.default_rng(99)
+    chosen = []
+    while (assignment := policy.select(state)) is not None:
+        state.record_assignment(assignment)
+        event = LabelEvent(item=assignment.item, worker=0, label=int(answers.integers(2)))
+        state.record_label(event, assignment)
+        policy.observe(event)
+        chosen.append(assignment.item)
+    return chosen
+
+
+@pytest.mark.parametrize("policy_id", ["opt-kg", "kg-random", "uniform"])
+def test_a_verdict_leaves_the_allocation_exactly_as_it_was(policy_id: str) -> None:
+    plain = _assignments(policy_id)
+    assert len(plain) == 60
+    assert _assignments(f"{policy_id}:verdict=ds") == plain
+
+
+def test_split_verdict_gives_the_bare_policy_and_the_verdict() -> None:
+    policy_spec, verdict_spec = split_verdict("opt-kg:verdict=mv")
+    assert str(policy_spec) == "opt-kg" and verdict_spec == VerdictSpec("mv")
+    policy, verdict = make_policy(policy_spec), verdict_spec.build()
+    assert type(policy).__name__ == "OptimisticKnowledgeGradient"  # not wrapped
+    assert isinstance(verdict, AggregatorVerdict) and verdict.name == "mv"
+    # no verdict named: the option's, else the policy's own model
+    assert split_verdict("opt-kg", "ds")[1] == VerdictSpec("ds")
+    assert split_verdict("opt-kg:verdict=mv", "ds")[1] == VerdictSpec("mv")
+    assert isinstance(split_verdict("opt-kg")[1].build(), PosteriorVerdict)
+
+
+def test_make_policy_refuses_a_verdict_in_one_line() -> None:
+    with pytest.raises(InvalidParameterError, match="names the verdict, not a parameter"):
+        make_policy("opt-kg:verdict=ds")
+
+
+def test_final_is_the_old_spelling_and_prints_the_new_one_once() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = split_verdict("kg:final=one-coin-em:final-workers=per-context")
+        again = split_verdict("kg:final=one-coin-em:final-workers=per-context")
+    assert first == again
+    assert first[1] == VerdictSpec("one-coin-em", "per-context")
+    notices = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert len(notices) == 1
+    assert "'kg:verdict=one-coin-em:verdict-workers=per-context'" in notices[0]
+
+
+def test_unknown_aggregator_is_a_one_line_error() -> None:
+    with pytest.raises(InvalidParameterError, match="unknown aggregator 'nope'"):
+        split_verdict("opt-kg:verdict=nope")
+    with pytest.raises(InvalidParameterError, match="unknown aggregator 'nope'"):
+        run_experiment(["uniform"], SyntheticBernoulliEnvironment(5), [5], 1, verdict="nope")
+
+
+def test_verdict_ds_on_full_rte_equals_dawid_skene_and_beats_the_bayes_rule() -> None:
+    data = load_dataset("rte")
+    env = ReplayEnvironment.from_label_data(data)
+    rows = {}
+    for name in ["posterior", "ds"]:
+        [rows[name]] = run_campaign(
+            make_policy("opt-kg"),
+            env,
+            [8000],
+            world_seed=0,
+            policy_rng=np.random.default_rng(0),
+            verdict=make_verdict(name),
+        )
+    full_ds = data.accuracy(make_aggregator("ds").fit(data).labels_)
+    assert rows["ds"]["accuracy"] == pytest.approx(full_ds)
+    assert rows["ds"]["accuracy"] > rows["posterior"]["accuracy"] + 0.03
+
+
+def test_the_option_and_the_id_give_the_same_runs() -> None:
+    env = SyntheticBernoulliEnvironment(20)
+    by_id = run_experiment(["uniform:verdict=mv"], env, [20, 60], 2, n_jobs=1, progress=False)
+    by_option = run_experiment(
+        ["uniform"], env, [20, 60], 2, n_jobs=1, progress=False, verdict="mv"
+    )
+    columns = ["budget", "replication", "accuracy", "labels_used"]
+    assert by_id.runs[columns].equals(by_option.runs[columns])
+    assert list(by_id.runs["policy"].unique()) == ["uniform:verdict=mv"]
+
+
+def test_checkpoints_in_a_synthetic_world_use_the_aggregator() -> None:
+    env = SyntheticBernoulliEnvironment(30)
+    rows = run_campaign(
+        make_policy("uniform"),
+        env,
+        [30, 90],
+        world_seed=1,
+        policy_rng=np.random.default_rng(1),
+        verdict=make_verdict("mv"),
+    )
+    assert [r["labels_used"] for r in rows] == [30, 90]
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
+
+
+def _contextual_run(policy_id: str) -> tuple[CampaignState, AggregatorVerdict, float]:
+    """One BBTA-style campaign, 40 tasks in 2 contexts, 4 workers, every pair labeled once:
+    worker 3 always wrong on context 0, worker 0 always wrong on context 1, every other
+    (context, worker) always right."""
+    n, k = 40, 4
+    contexts = np.repeat([0, 1], n // 2)
+    truth = np.random.default_rng(3).integers(0, 2, size=n)
+    inverted = {(0, 3), (1, 0)}  # (context, worker)
+    problem = Problem(n_items=n, budget=n * k, n_workers=k, contexts=contexts)
+    policy, verdict = _build(policy_id)
+    assert isinstance(verdict, AggregatorVerdict)
+    rng = np.random.default_rng(0)
+    policy.reset(problem, rng)
+    verdict.reset(problem, rng)
+    state = CampaignState.initial(problem)
+    while (assignment := policy.select(state)) is not None:
+        state.record_assignment(assignment)
+        item, worker = assignment.item, int(assignment.worker)
+        wrong = (int(contexts[item]), worker) in inverted
+        label = 1 - int(truth[item]) if wrong else int(truth[item])
+        event = LabelEvent(item=item, worker=worker, label=label)
+        state.record_label(event, assignment)
+        policy.observe(event)
+    return state, verdict, float(np.mean(verdict.labels(state, policy) == truth))
+
+
+def test_per_context_workers_give_the_aggregator_one_worker_per_context_and_worker() -> None:
+    state, verdict, accuracy = _contextual_run(
+        "bbta:n-explore=0:verdict=one-coin-em:verdict-workers=per-context"
+    )
+    data = log_label_data(state, worker_offset=verdict._worker_offset)
+    # 2 contexts x 4 workers = 8 virtual workers s*K + j
+    assert sorted(data.worker_ids.astype(int).tolist()) == list(range(8))
+    # per (context, worker), one-coin EM learns who is inverted where: every label recovered
+    assert accuracy == 1.0
+    state, _, _ = _contextual_run("bbta:n-explore=0:verdict=one-coin-em")
+    assert sorted(log_label_data(state).worker_ids.astype(int).tolist()) == list(range(4))
+
+
+def test_per_context_workers_need_an_aggregator_verdict_and_a_known_mode() -> None:
+    with pytest.raises(InvalidParameterError, match=r"verdict-workers=\.\.\. needs verdict="):
+        split_verdict("bbta:verdict-workers=per-context")
+    with pytest.raises(InvalidParameterError, match="verdict-workers must be one of"):
+        split_verdict("bbta:verdict=mv:verdict-workers=nope")
+
+
+def test_the_label_log_is_the_state_s_and_grows_past_its_first_capacity() -> None:
+    problem = Problem(n_items=3, budget=500)
+    state = CampaignState.initial(problem)
+    for k in range(200):
+        event = LabelEvent(item=k % 3, worker=k % 7, label=k % 2, cost=1.0)
+        state.record_label(event)
+    log = state.label_log
+    assert len(log) == 200
+    assert log.items.tolist() == [k % 3 for k in range(200)]
+    assert log.workers.tolist() == [k % 7 for k in range(200)]
+    assert log.labels.tolist() == [k % 2 for k in range(200)]
+    assert float(log.costs.sum()) == 200.0

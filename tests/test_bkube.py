@@ -11,19 +11,18 @@ import pytest
 
 from crowdbudget.cli import main
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies.bandits.epsilon_first import (
-    run_bounded_epsilon_first,
-    run_epsilon_first,
-)
-from crowdbudget.policies.bandits.kube import run_bkube
-from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
-from crowdbudget.policies.bandits.value import OnlineValueEstimator
+from crowdbudget.policies.bandits.value import OnlineValueEstimator, confident
+from crowdbudget.policies.bandits.value import rescore_leave_one_out as _rescore_leave_one_out
 from crowdbudget.simulation.priced_workers import (
     PricedWorkerPool,
-    _rescore_leave_one_out,
-    confident,
     rangi_worker_sets,
     value_from_accuracy,
+)
+from reference.priced import (
+    run_bkube,
+    run_bounded_epsilon_first,
+    run_epsilon_first,
+    run_trailsourcing,
 )
 
 LOO = "leave-one-out"
@@ -142,8 +141,7 @@ def test_single_step_layouts() -> None:
     """§6: spread puts each worker on distinct, least-labeled tasks, so bounded eps-F (many
     workers) performs more tasks than eps-F (one worker); queue piles workers on the first
     tasks, so both perform max_k x_k tasks."""
-    from crowdbudget.policies.bandits.epsilon_first import assign_single_step
-    from crowdbudget.simulation.priced_workers import _LoopState
+    from reference.priced import _LoopState, assign_single_step
 
     pool = PricedWorkerPool(np.full(3, 0.8), np.ones(3), np.full(3, 6))
     counts = np.array([4, 3, 2])
@@ -308,7 +306,7 @@ def test_leave_one_out_unmasks_spammers_the_paper_estimate_overrates() -> None:
     """With 2 labels per task the paper's estimate (a label judged by a vote that includes it)
     rates a spammer near 3/4; leave-one-out puts it near 1/2."""
     from crowdbudget.policies.bandits.epsilon_first import RoundRobinSelector
-    from crowdbudget.simulation.priced_workers import _LoopState, run_per_task
+    from reference.priced import _LoopState, run_per_task
 
     pool = PricedWorkerPool(np.array([0.5, 0.95]), np.ones(2), np.full(2, 4000))
     estimates = {}

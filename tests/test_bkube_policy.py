@@ -12,12 +12,16 @@ import pytest
 from crowdbudget.campaign import Campaign
 from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.exceptions import CrowdBudgetError
-from crowdbudget.policies.bandits.epsilon_first import run_bounded_epsilon_first, run_epsilon_first
-from crowdbudget.policies.bandits.kube import BKubePolicy, run_bkube
-from crowdbudget.policies.bandits.trailsourcing import run_trailsourcing
+from crowdbudget.policies.bandits.kube import BKubePolicy
 from crowdbudget.registry import make_policy, parse_policy
 from crowdbudget.simulation.priced_workers import PricedWorkerWorld, rangi_worker_sets
 from crowdbudget.types import Assignment, CampaignState
+from reference.priced import (
+    run_bkube,
+    run_bounded_epsilon_first,
+    run_epsilon_first,
+    run_trailsourcing,
+)
 
 
 def _through_the_engine(policy: Any, pool: Any, budget: float, n_tasks: int, seed: int):

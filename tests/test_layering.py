@@ -35,13 +35,7 @@ LAYERS: dict[str, int] = {
 }
 
 #: (importing module, imported module) pairs that point up today; issue #16 removes them
-KNOWN_UPWARD: set[tuple[str, str]] = {
-    # the priced-worker policies drive their own loop over simulation's _LoopState (issue #16
-    # step 5 makes them AllocationPolicys and removes these)
-    ("crowdbudget.policies.bandits.epsilon_first", "crowdbudget.simulation.priced_workers"),
-    ("crowdbudget.policies.bandits.kube", "crowdbudget.simulation.priced_workers"),
-    ("crowdbudget.policies.bandits.trailsourcing", "crowdbudget.simulation.priced_workers"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def _module_name(path: Path) -> str:

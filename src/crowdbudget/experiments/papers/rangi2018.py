@@ -32,7 +32,8 @@ from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.experiments.papers.base import ExtraPlot, ReproductionResult
 from crowdbudget.experiments.runner import summarize
 from crowdbudget.policies.bandits.knapsack import exact_bounded_knapsack
-from crowdbudget.policies.bandits.kube import run_bkube
+from crowdbudget.policies.bandits.kube import BKubePolicy
+from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.priced_workers import (
     LabelingOutcome,
@@ -40,7 +41,7 @@ from crowdbudget.simulation.priced_workers import (
     PricedWorkerWorld,
     rangi_worker_sets,
 )
-from crowdbudget.types import CampaignState
+from crowdbudget.types import CampaignState, IntArray, LabelEvent
 
 
 def run_registered(
@@ -52,11 +53,33 @@ def run_registered(
 ) -> LabelingOutcome:
     """A registered policy (``b-kube``, ``bounded-eps-first``, …) on §6's world through
     the engine's loop (:func:`~crowdbudget.engine.loop.drive`). The world and the policy share
-    ``rng``, as the per-task simulation's single stream does, so the outcome is the one
-    :func:`~crowdbudget.policies.bandits.kube.run_bkube` gives (tests/test_bkube_policy.py)."""
-    world = PricedWorkerWorld(pool, n_tasks, rng)
+    ``rng``, as the per-task simulation's single stream does, so the outcome is the one the
+    simulation gives (tests/reference/priced.py, tests/test_bkube_policy.py)."""
+    return run_on_world(make_policy(policy_id), PricedWorkerWorld(pool, n_tasks, rng), budget, rng)
+
+
+class TruthFeedbackBKube(BKubePolicy):
+    """B-KUBE whose ``p_hat`` scores every answer against the task's true label instead of
+    its current estimate: an oracle that isolates the bandit part for the regret curve (the
+    reward of an evaluation then has mean ``p_k``, as in the MAB analysis of §4). Not
+    registered: only the reproduction knows the truth (``truth``, shape (n_tasks,))."""
+
+    def __init__(self, truth: IntArray | None = None) -> None:
+        super().__init__()
+        self.truth = truth
+
+    def _reference(self, event: LabelEvent, estimate: int) -> int:
+        assert self.truth is not None, "TruthFeedbackBKube needs the true labels"
+        return int(self.truth[event.item])
+
+
+def run_on_world(
+    policy: AllocationPolicy, world: PricedWorkerWorld, budget: float, rng: np.random.Generator
+) -> LabelingOutcome:
+    """``policy`` (a B-KUBE-family policy) on ``world`` with ``budget``, the world and the
+    policy sharing ``rng`` (see :func:`run_registered`)."""
+    pool = world.pool
     problem = world.problem(budget)
-    policy = make_policy(policy_id)
     policy.reset(problem, rng)
     state = CampaignState.initial(problem)
     drive(policy, world, state, Clock("push"), StopAtSpend())
@@ -281,7 +304,9 @@ def regret_curve(
 
     Tasks are unlimited here (the loop ends only when no worker is feasible), so the whole
     budget is spent as in the MAB analysis of §4. ``feedback="truth"`` scores answers against
-    the true label (the MAB setting of the theorem); ``"estimate"`` is §5's online estimate.
+    the true label (the MAB setting of the theorem: :class:`TruthFeedbackBKube`);
+    ``"estimate"`` is §5's online estimate (the registered ``b-kube``). Both run through the
+    engine on a :class:`~crowdbudget.simulation.priced_workers.PricedWorkerWorld`.
     Columns: budget, regret_mean, regret_std,
     optimum_mean.
     """
@@ -291,13 +316,14 @@ def regret_curve(
         value = pool.value
         for budget in budgets:
             _, optimum = exact_bounded_knapsack(value, pool.price, pool.capacity, budget)
-            outcome = run_bkube(
-                pool,
-                budget,
-                10**6,
-                np.random.default_rng([seed, rep, int(budget), 2]),
-                feedback=feedback,
+            rng = np.random.default_rng([seed, rep, int(budget), 2])
+            world = PricedWorkerWorld(pool, 10**6, rng)
+            policy = (
+                TruthFeedbackBKube(world.true_labels)
+                if feedback == "truth"
+                else make_policy(f"b-kube:feedback={feedback}")
             )
+            outcome = run_on_world(policy, world, budget, rng)
             gained = float(value[outcome.selections].sum())
             rows.append({"budget": budget, "regret": optimum - gained, "optimum": optimum})
     frame = pd.DataFrame(rows)

@@ -39,8 +39,14 @@ side-by-side measurement in docs/reproductions.md.) A task's label is eq. (10) o
 Under this layout the benchmarks perform all T tasks from small budgets on, so the paper's
 claim that B-KUBE performs *more* tasks cannot hold in our runs (docs/reproductions.md).
 
+Trailsourcing (§6; Tran-Thanh et al. 2014) is bounded ε-first with a single round of
+exploration: every worker is selected exactly once (in order, through the per-task loop,
+skipping a worker whose price does not fit), then the same knapsack exploitation.
+
 Registered through :class:`EpsilonFirstPolicy` (``bounded-eps-first``, ``eps-first``,
-``trailsourcing``), which makes the same decisions as the ``run_*`` functions here.
+``trailsourcing``), which makes the same decisions as the per-task simulation of §6 (the
+reference ``run_bounded_epsilon_first``, ``run_epsilon_first`` and ``run_trailsourcing`` of
+tests/reference/priced.py).
 """
 
 from __future__ import annotations
@@ -50,13 +56,7 @@ import numpy as np
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.bandits.knapsack import greedy_bounded_knapsack
 from crowdbudget.policies.bandits.per_task import PerTaskWorkerPolicy
-from crowdbudget.policies.bandits.value import OnlineValueEstimator, weighted_vote
-from crowdbudget.simulation.priced_workers import (
-    LabelingOutcome,
-    PricedWorkerPool,
-    _LoopState,
-    run_per_task,
-)
+from crowdbudget.policies.bandits.value import weighted_vote
 from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
 
 
@@ -82,30 +82,6 @@ class RoundRobinSelector:
                 self.position = worker + 1
                 return worker
         raise InvalidParameterError("no feasible worker to explore")  # pragma: no cover
-
-
-def explore(
-    state: _LoopState,
-    estimator: OnlineValueEstimator,
-    rng: np.random.Generator,
-    *,
-    budget_limit: float | None,
-    max_evaluations: int | None = None,
-    stop_constant: float = 1.0,
-    feedback: str = "estimate",
-) -> None:
-    """Round-robin exploration through the per-task loop (``feedback`` as in
-    :func:`~crowdbudget.simulation.priced_workers.run_per_task`)."""
-    run_per_task(
-        state,
-        RoundRobinSelector(state.pool.price),
-        estimator,
-        rng,
-        budget_limit=budget_limit,
-        max_evaluations=max_evaluations,
-        stop_constant=stop_constant,
-        feedback=feedback,
-    )
 
 
 LAYOUTS = ("spread", "queue")
@@ -163,121 +139,9 @@ def single_step_layout(
     return plan
 
 
-def assign_single_step(
-    state: _LoopState,
-    counts: np.ndarray,
-    estimator: OnlineValueEstimator,
-    rng: np.random.Generator,
-    *,
-    layout: str = "spread",
-) -> None:
-    """The single-step exploitation of the benchmarks (§6); see the module docstring.
-
-    Args:
-        state: the loop state; tasks ``state.next_task ..`` (T' = T - next_task) are free.
-        counts: shape (K,), evaluations ``x_k`` per worker (capped at T' each).
-        estimator: supplies the vote weights (shape (K,)).
-        rng: answers and tie-breaks.
-        layout: ``"spread"`` (faithful: each worker on its ``x_k`` least-labeled free tasks,
-            workers in decreasing ``x_k``) or ``"queue"`` (worker k on the first ``x_k``
-            free tasks).
-    """
-    if layout not in LAYOUTS:
-        raise InvalidParameterError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    n_tasks = state.true_labels.size
-    first = state.next_task
-    left = n_tasks - first
-    if left <= 0:
-        return
-    votes = np.zeros((left, state.pool.n_classes))
-    load = np.zeros(left, dtype=np.int64)  # labels per free task, shape (T',)
-    for offset, worker in single_step_layout(counts, left, layout):
-        state.pay(worker)
-        task = first + offset
-        answer = state.pool.answer(worker, int(state.true_labels[task]), rng)
-        votes[offset, answer] += estimator.weights[worker]
-        load[offset] += 1
-        state.labels_per_task[task] += 1
-    labeled = np.flatnonzero(load > 0)
-    for task_offset in labeled:
-        state.predicted[first + task_offset] = weighted_vote(votes[task_offset], rng)
-    state.next_task = first + (int(labeled.max()) + 1 if labeled.size else 0)
-
-
 def _check_epsilon(epsilon: float) -> None:
     if not 0.0 <= epsilon <= 1.0:
         raise InvalidParameterError(f"epsilon must lie in [0, 1], got {epsilon}")
-
-
-def run_bounded_epsilon_first(
-    pool: PricedWorkerPool,
-    budget: float,
-    n_tasks: int,
-    rng: np.random.Generator,
-    *,
-    epsilon: float = 0.1,
-    stop_constant: float = 1.0,
-    layout: str = "spread",
-    feedback: str = "estimate",
-) -> LabelingOutcome:
-    """Bounded ε-first: ε·B exploration, then greedy-BKP single-step exploitation."""
-    _check_epsilon(epsilon)
-    state = _LoopState(pool, budget, n_tasks, rng)
-    estimator = OnlineValueEstimator(pool.n_workers, pool.n_classes)
-    explore(
-        state,
-        estimator,
-        rng,
-        budget_limit=epsilon * budget,
-        stop_constant=stop_constant,
-        feedback=feedback,
-    )
-    exploit_bounded(state, estimator, rng, layout=layout)
-    return state.outcome()
-
-
-def exploit_bounded(
-    state: _LoopState,
-    estimator: OnlineValueEstimator,
-    rng: np.random.Generator,
-    *,
-    layout: str = "spread",
-) -> None:
-    """Greedy BKP on ``v_hat`` for the budget and capacities left, assigned in one step."""
-    counts = knapsack_counts(
-        estimator.value_, state.pool.price, state.remaining_capacity, state.remaining_budget
-    )
-    assign_single_step(state, counts, estimator, rng, layout=layout)
-
-
-def run_epsilon_first(
-    pool: PricedWorkerPool,
-    budget: float,
-    n_tasks: int,
-    rng: np.random.Generator,
-    *,
-    epsilon: float = 0.1,
-    stop_constant: float = 1.0,
-    layout: str = "spread",
-    feedback: str = "estimate",
-) -> LabelingOutcome:
-    """Budget-limited ε-first: ε·B exploration, then everything to the best ``v_hat/c``."""
-    _check_epsilon(epsilon)
-    state = _LoopState(pool, budget, n_tasks, rng)
-    estimator = OnlineValueEstimator(pool.n_workers, pool.n_classes)
-    explore(
-        state,
-        estimator,
-        rng,
-        budget_limit=epsilon * budget,
-        stop_constant=stop_constant,
-        feedback=feedback,
-    )
-    counts = best_worker_counts(
-        estimator.value_, pool.price, state.remaining_capacity, state.remaining_budget
-    )
-    assign_single_step(state, counts, estimator, rng, layout=layout)
-    return state.outcome()
 
 
 EXPLOITATIONS = ("knapsack", "best")
@@ -290,13 +154,13 @@ class EpsilonFirstPolicy(PerTaskWorkerPolicy):
     trailsourcing (one exploration round, then the knapsack). Registered as
     ``bounded-eps-first``, ``eps-first`` and ``trailsourcing``.
 
-    The same decisions as :func:`run_bounded_epsilon_first`, :func:`run_epsilon_first` and
-    :func:`~crowdbudget.policies.bandits.trailsourcing.run_trailsourcing` when the world and
-    the policy share one generator (tests/test_bkube_policy.py): exploration takes workers in
+    The same decisions as the per-task simulation (the reference functions of
+    tests/reference/priced.py) when the world and the policy share one generator
+    (tests/test_bkube_policy.py): exploration takes workers in
     cyclic order (:class:`RoundRobinSelector`) through the per-task loop — while the money it
     spent stays within ``epsilon · B`` (``exploration="budget"``) or for one evaluation per
     worker (``"one-round"``) — and closes its last task; the exploitation is then planned in
-    one step (:func:`assign_single_step`'s layout: the counts of the knapsack, or of the best
+    one step (:func:`single_step_layout`: the counts of the knapsack, or of the best
     worker, spread over the tasks not explored) and handed out one assignment per decision.
     Exploitation labels do not move ``p_hat`` (as in the simulation); their tasks' estimates
     are formed when the plan is done (eq. 10, ties at random, in task order).
@@ -312,7 +176,7 @@ class EpsilonFirstPolicy(PerTaskWorkerPolicy):
             (ε-first: every evaluation to the worker of largest ``v_hat / c``).
         exploration: ``"budget"`` (ε·B) or ``"one-round"`` (trailsourcing).
         stop_constant: C of the move-to-next-task rule during exploration.
-        layout: ``"spread"`` (faithful) or ``"queue"`` (see :func:`assign_single_step`).
+        layout: ``"spread"`` (faithful) or ``"queue"`` (see :func:`single_step_layout`).
         feedback: ``p_hat`` during exploration: ``"estimate"`` or ``"leave-one-out"``.
     """
 
@@ -385,8 +249,8 @@ class EpsilonFirstPolicy(PerTaskWorkerPolicy):
 
     # ---- exploitation ---------------------------------------------------------------------
     def _make_plan(self, state: CampaignState) -> None:
-        """Close the explored task; plan the single-step exploitation (the simulation's
-        :func:`assign_single_step` order)."""
+        """Close the explored task; plan the single-step exploitation
+        (:func:`single_step_layout`, the simulation's order)."""
         n_tasks = state.n_items
         if self._task < n_tasks and self.labels_per_task_[self._task] > 0:
             self._task += 1  # close the partial task

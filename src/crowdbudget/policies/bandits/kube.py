@@ -11,10 +11,9 @@ Decision: if worker n of the initialisation phase is infeasible (its price excee
 left) it is skipped and the next untried feasible worker is taken; when no untried worker is
 feasible the greedy phase starts. Untried workers keep an infinite UCB bonus there.
 
-Two ways to run it: the per-task simulation of :mod:`crowdbudget.simulation.priced_workers`
-(:func:`run_bkube`, what the §6 reproduction calls) and :class:`BKubePolicy`, the registered
-policy ``b-kube`` (offline runs, live push campaigns), which makes the same decisions on the
-same generator (tested).
+:class:`BKubePolicy` is the registered policy ``b-kube`` (the §6 reproduction, offline runs,
+live push campaigns); it makes the decisions of the per-task simulation of §6 (the reference
+``run_bkube`` of tests/reference/priced.py) on the same generator (tested).
 """
 
 from __future__ import annotations
@@ -24,13 +23,6 @@ import numpy as np
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.bandits.knapsack import greedy_bounded_knapsack, ucb_values
 from crowdbudget.policies.bandits.per_task import PerTaskWorkerPolicy
-from crowdbudget.policies.bandits.value import OnlineValueEstimator
-from crowdbudget.simulation.priced_workers import (
-    LabelingOutcome,
-    PricedWorkerPool,
-    _LoopState,
-    run_per_task,
-)
 from crowdbudget.types import Assignment, CampaignState, IntArray, LabelEvent, Problem
 
 #: ``pace=``: the paper's loop, or our budget-paced variant
@@ -66,40 +58,12 @@ class BKubeSelector:
         return int(rng.choice(counts.size, p=counts / total))
 
 
-def run_bkube(
-    pool: PricedWorkerPool,
-    budget: float,
-    n_tasks: int,
-    rng: np.random.Generator,
-    *,
-    stop_constant: float = 1.0,
-    max_labels_per_task: int | None = None,
-    feedback: str = "estimate",
-    pace: bool = False,
-) -> LabelingOutcome:
-    """B-KUBE with MV and the per-task loop of §6; see :func:`run_per_task` (``pace=True``:
-    our budget-paced variant, ``b-kube:pace=budget``)."""
-    state = _LoopState(pool, budget, n_tasks, rng)
-    estimator = OnlineValueEstimator(pool.n_workers, pool.n_classes)
-    run_per_task(
-        state,
-        BKubeSelector(pool.price, pool.capacity),
-        estimator,
-        rng,
-        stop_constant=stop_constant,
-        max_labels_per_task=max_labels_per_task,
-        feedback=feedback,
-        pace=pace,
-    )
-    return state.outcome()
-
-
 class BKubePolicy(PerTaskWorkerPolicy):
     """B-KUBE through the policy contract (Rangi, Franceschetti 2018, Algorithm 1 and §6).
 
-    The same decisions as :func:`run_bkube` (tested: with the world and the policy sharing one
-    generator, as ``run_per_task`` does, the registered policy driven by
-    :func:`crowdbudget.engine.loop.drive` on a
+    The same decisions as the per-task simulation (``run_bkube`` of tests/reference/priced.py;
+    tested: with the world and the policy sharing one generator, as the simulation does, the
+    registered policy driven by :func:`crowdbudget.engine.loop.drive` on a
     :class:`~crowdbudget.simulation.priced_workers.PricedWorkerWorld` gives the same workers,
     labels and estimates): one task at a time in index order; each decision picks the worker by
     :class:`BKubeSelector` (initialisation, then the UCB knapsack on the money left ``B_n`` and
@@ -122,8 +86,7 @@ class BKubePolicy(PerTaskWorkerPolicy):
             (``b-kube:pace=budget``): a task also ends once it has
             spent its share of the money left, or once the money left would not pay one more
             label for it and one for every task not started; after the last task, one label
-            at a time to the least-decided unsettled task (see
-            :func:`~crowdbudget.simulation.priced_workers.run_per_task`).
+            at a time to the least-decided unsettled task (the order of :meth:`select`).
         feedback: ``"estimate"`` (the paper) or ``"leave-one-out"`` (our variant).
 
     Fitted attributes: those of :class:`PerTaskWorkerPolicy` (``predicted_``,

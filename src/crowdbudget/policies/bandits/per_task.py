@@ -3,7 +3,7 @@
 estimate of every worker's accuracy, and the move-to-next-task rule.
 
 :class:`PerTaskWorkerPolicy` holds what the per-task simulation
-(:func:`crowdbudget.simulation.priced_workers.run_per_task`) keeps in its loop: the prices and
+(``run_per_task`` of tests/reference/priced.py) keeps in its loop: the prices and
 capacities of the problem's workers (``Problem.workers``), the votes (eq. 9), the estimates
 (eq. 10, ties at random with the policy's generator), ``p_hat`` (§5) and the current task. A
 subclass decides the worker (:meth:`select`). With the world and the policy sharing one
@@ -25,7 +25,8 @@ from crowdbudget.policies.bandits.value import (
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.types import Assignment, BoolArray, CampaignState, IntArray, LabelEvent, Problem
 
-#: how a label moves p_hat (the simulation's "truth" oracle needs the true labels: not here)
+#: how a label moves p_hat (the regret curve's oracle, scoring against the true label, is a
+#: subclass of the reproduction: rangi2018.TruthFeedbackBKube)
 FEEDBACKS = ("estimate", "leave-one-out")
 
 #: capacity of a worker the problem gives none: more labels than any budget can buy
@@ -42,7 +43,7 @@ class PerTaskWorkerPolicy(AllocationPolicy):
         feedback: how a label moves its worker's ``p_hat``: ``"estimate"`` (§5: agreement
             with the task's estimate including the label) or ``"leave-one-out"`` (our
             variant: every label of the task re-scored against the vote of the task's other
-            labels; see :func:`~crowdbudget.simulation.priced_workers.run_per_task`).
+            labels; :func:`~crowdbudget.policies.bandits.value.rescore_leave_one_out`).
 
     Fitted attributes:
         predicted_: eq. (10) per item, -1 where no label came, shape (n_items,).
@@ -116,7 +117,7 @@ class PerTaskWorkerPolicy(AllocationPolicy):
 
     def _fits(self, state: CampaignState, money: float) -> BoolArray:
         """Workers whose price fits ``money`` (the relative tolerance of the simulation's
-        ``_LoopState.feasible``, for running sums of prices)."""
+        loop state's ``feasible``, for running sums of prices)."""
         return np.asarray(self._prices <= money + 1e-9 * max(1.0, state.budget))
 
     def _available_workers(self, state: CampaignState, task: int) -> BoolArray | None:
@@ -182,10 +183,15 @@ class PerTaskWorkerPolicy(AllocationPolicy):
             scores.append(None)
             rescore_leave_one_out(self.estimator_, votes, self.estimator_.weights, labels, scores)
         else:
-            self.estimator_.update(event.worker, event.label == estimate)
+            self.estimator_.update(event.worker, event.label == self._reference(event, estimate))
         done = confident(votes, int(self.labels_per_task_[event.item]), self.stop_constant)
         self.settled_[event.item] = done
         return done
+
+    def _reference(self, event: LabelEvent, estimate: int) -> int:
+        """The label ``event`` is scored against for ``p_hat`` (``feedback="estimate"``): the
+        task's current estimate (eq. 10, including the label)."""
+        return estimate
 
     def observe(self, event: LabelEvent) -> None:
         votes = self._vote(event)

@@ -64,8 +64,8 @@ class OnlineValueEstimator:
         self.evaluations_[worker] += 1
 
     def adjust(self, worker: int, agreement_change: float, evaluations_change: int) -> None:
-        """Re-score one of ``worker``'s evaluations (leave-one-out feedback, see
-        :func:`~crowdbudget.simulation.priced_workers.run_per_task`): add the change of its
+        """Re-score one of ``worker``'s evaluations (leave-one-out feedback,
+        :func:`rescore_leave_one_out`): add the change of its
         agreement (in [−1, 1]) and of the number of scored evaluations (0 or 1)."""
         self.agreements_[worker] += agreement_change
         self.evaluations_[worker] += evaluations_change

@@ -1,0 +1,1 @@
+"""Reference implementations the tests compare the library with (they left ``src/``)."""

@@ -32,8 +32,8 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
+    from crowdbudget.bounds import gittins_index as gittins
     from crowdbudget.experiments.runner import run_campaign
-    from crowdbudget.policies import gittins
     from crowdbudget.registry import make_policy
     from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 

@@ -14,11 +14,8 @@ import numpy as np
 import pytest
 
 from crowdbudget import _cache
-from crowdbudget.bounds import solve_exact_dp
-from crowdbudget.experiments import run_experiment
-from crowdbudget.policies import gittins
-from crowdbudget.policies.gittins import (
-    FiniteHorizonGittins,
+from crowdbudget.bounds import gittins_index, solve_exact_dp
+from crowdbudget.bounds.gittins_index import (
     RewardLattice,
     _sweep,
     adaptive_gittins_inf_index,
@@ -28,6 +25,8 @@ from crowdbudget.policies.gittins import (
     gittins_inf_index,
     truncation_levels,
 )
+from crowdbudget.experiments import run_experiment
+from crowdbudget.policies.gittins import FiniteHorizonGittins
 from crowdbudget.posteriors.beta_bernoulli import error_probability, kg_reward
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
@@ -270,13 +269,13 @@ def test_random_tie_break_is_seeded_and_policies_validate() -> None:
 
 def test_index_tables_persist_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_cache.ENV_VAR, str(tmp_path / "persist"))
-    monkeypatch.setattr(gittins, "_TABLES", {})
-    monkeypatch.setattr(gittins, "_LATTICES", {})
+    monkeypatch.setattr(gittins_index, "_TABLES", {})
+    monkeypatch.setattr(gittins_index, "_LATTICES", {})
     value = finite_horizon_gittins_index(5.0, 2.0, 30)
-    gittins.flush_tables()
+    gittins_index.flush_tables()
     assert list((tmp_path / "persist").glob("gittins-index-*.npz"))
-    monkeypatch.setattr(gittins, "_TABLES", {})
-    table = gittins.index_table(1.0, 1.0, 0.5, 1.0, None, "dinkelbach")
+    monkeypatch.setattr(gittins_index, "_TABLES", {})
+    table = gittins_index.index_table(1.0, 1.0, 0.5, 1.0, None, "dinkelbach")
     assert table.entries[(4, 1, 30)] == value  # loaded, not recomputed
 
 
@@ -288,10 +287,10 @@ def test_cache_tolerates_an_unwritable_directory(
     monkeypatch.setenv(_cache.ENV_VAR, str(blocker / "cache"))
     assert _cache.save_table("k", {"x": np.ones(2)}) is False
     assert _cache.load_table("k") is None
-    monkeypatch.setattr(gittins, "_TABLES", {})
-    monkeypatch.setattr(gittins, "_LATTICES", {})
+    monkeypatch.setattr(gittins_index, "_TABLES", {})
+    monkeypatch.setattr(gittins_index, "_LATTICES", {})
     assert finite_horizon_gittins_index(1.0, 1.0, 5) == pytest.approx(0.25)
-    gittins.flush_tables()  # nothing raised
+    gittins_index.flush_tables()  # nothing raised
 
 
 def _writer(directory: str, seed: int) -> None:

@@ -194,7 +194,7 @@ def test_pull_mode_tells_the_policy_who_asks_requallo_blocks_a_spammer_live() ->
     assert c.next_assignment("newcomer") is not None  # the others still get work
 
 
-@pytest.mark.parametrize("policy", ["opt-kg", "uniform", "opt-kg:final=ds", "kos", "requallo"])
+@pytest.mark.parametrize("policy", ["opt-kg", "uniform", "opt-kg:verdict=ds", "kos", "requallo"])
 def test_results_label_and_confidence_come_from_one_verdict(policy: str) -> None:
     rng = np.random.default_rng(3)
     c = Campaign.create(_items(12), budget=40, policy=policy)

@@ -195,3 +195,31 @@ def test_the_label_log_is_the_state_s_and_grows_past_its_first_capacity() -> Non
     assert log.workers.tolist() == [k % 7 for k in range(200)]
     assert log.labels.tolist() == [k % 2 for k in range(200)]
     assert float(log.costs.sum()) == 200.0
+
+
+def test_cli_verdict_option_and_the_old_spelling_s_one_line_notice(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from crowdbudget.cli import main
+
+    base = ["simulate", "--items", "12", "--budget", "24,48", "--reps", "2", "--jobs", "1"]
+    assert (
+        main([*base, "--policies", "kg-random:final=wmv,kg-random", "--verdict", "wmv", "--json"])
+        == 0
+    )
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)["results"]
+    by_policy: dict[str, list[float]] = {}
+    for row in rows:
+        by_policy.setdefault(row["policy"], []).append(row["accuracy_mean"])
+    # the id's verdict and the option's are the same verdict: the same numbers
+    assert by_policy["kg-random:final=wmv"] == by_policy["kg-random"]
+    notices = [line for line in captured.err.splitlines() if "note:" in line]
+    assert notices == [
+        "crowdbudget simulate: note: 'kg-random:final=wmv': final= is an old spelling; "
+        "write 'kg-random:verdict=wmv'"
+    ]
+    assert main([*base, "--policies", "uniform", "--verdict", "nope"]) == 2
+    assert "unknown aggregator 'nope'" in capsys.readouterr().err

@@ -153,7 +153,7 @@ def test_reproduce_bbta_fig2_quick_json(capsys, tmp_path) -> None:  # type: igno
     by = {(r["policy"], r["worker_model"], r["budget"]): r for r in rows}
     for (policy, model, budget), row in by.items():
         if policy in zhang2015.FIG2_VARIANTS:
-            plain = policy.split(":final=")[0]
+            plain = policy.split(":verdict=")[0]
             assert row["spent_mean"] == by[(plain, model, budget)]["spent_mean"]
     tops = {c["policy"] for c in doc["claims"]}
     assert tops == {"bbta:n-explore=1", f"bbta:n-explore=1:{zhang2015.PER_CONTEXT_EM}"}

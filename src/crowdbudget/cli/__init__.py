@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from crowdbudget.cli.common import EXIT_USAGE, Parser
 from crowdbudget.exceptions import CrowdBudgetError
@@ -134,14 +136,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    try:
-        scheduler = getattr(args, "scheduler", None)
-        if scheduler is None:
-            return func(args)
-        from crowdbudget.experiments.runner import dask_scheduler
+    command = getattr(args, "command", "")
 
-        with dask_scheduler(scheduler, getattr(args, "jobs", None)):
-            return func(args)
+    def notice(message: Any, category: Any, *_: Any, **__: Any) -> None:
+        # a warning (e.g. an old spelling's new one) is one line, like an error
+        print(f"crowdbudget {command}: note: {message}", file=sys.stderr)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = notice
+            scheduler = getattr(args, "scheduler", None)
+            if scheduler is None:
+                return func(args)
+            from crowdbudget.experiments.runner import dask_scheduler
+
+            with dask_scheduler(scheduler, getattr(args, "jobs", None)):
+                return func(args)
     except CrowdBudgetError as error:
         command = getattr(args, "command", "")
         print(f"crowdbudget {command}: error: {error}", file=sys.stderr)

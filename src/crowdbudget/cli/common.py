@@ -80,6 +80,19 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_verdict_argument(parser: argparse.ArgumentParser) -> None:
+    """``--verdict``: where the final labels and their confidence come from."""
+    parser.add_argument(
+        "--verdict",
+        default=None,
+        metavar="ID",
+        help="the verdict of every policy id that names none: 'posterior' (default: each "
+        "policy's own model, as in the papers) or an aggregator id fitted on the labels "
+        "received (ds, one-coin-em, mace, bds, ...; see 'crowdbudget aggregate --help'); an "
+        "id names its own with :verdict=, e.g. opt-kg:verdict=ds",
+    )
+
+
 def label_budgets(args: argparse.Namespace, n_items: int) -> list[float]:
     """Label budgets: ``--budget`` whole numbers, or ``--budget-per-item`` r times the number
     of items, rounded down to whole labels (a label is bought whole)."""
@@ -120,6 +133,7 @@ def run_policies(args: argparse.Namespace, env: Any, budgets: Any, metrics: Any 
         progress=not args.no_progress,
         mode=args.mode,
         metrics=metrics,
+        verdict=getattr(args, "verdict", None),
     )
 
 

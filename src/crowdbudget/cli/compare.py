@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from crowdbudget.aggregation.registry import DEFAULT_VERDICT
-from crowdbudget.cli.common import add_common_arguments, policy_list
+from crowdbudget.cli.common import add_common_arguments, add_verdict_argument, policy_list
 from crowdbudget.cli.io import prepare_output_folder
 from crowdbudget.cli.replay import add_data_arguments, load_label_data, run_replay
 
@@ -18,7 +18,7 @@ COMPARE_POLICIES = [
     "round-robin",
     "kg-random",
     "opt-kg",
-    f"opt-kg:final={DEFAULT_VERDICT}",  # the default verdict (docs/calibration.md)
+    f"opt-kg:verdict={DEFAULT_VERDICT}",  # the default verdict (docs/calibration.md)
     "opt-kg:workers=one-coin",
 ]
 
@@ -156,6 +156,7 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--out", default="crowdbudget-results", help="folder for the plot (crowdbudget-results)"
     )
+    add_verdict_argument(p)
     add_common_arguments(p)
     p.set_defaults(func=cmd_compare)
     return p

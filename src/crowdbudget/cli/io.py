@@ -115,9 +115,12 @@ def whole_budgets(values: Sequence[float], flag: str) -> list[float]:
     return [float(v) for v in values]
 
 
-def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> None:
+def check_policies_apply(
+    policy_ids: Sequence[str], problem: Any, what: str, verdict: str | None = None
+) -> None:
     """Refuse, naming the id typed, a policy that cannot run on ``problem`` (its declared
-    needs, :meth:`crowdbudget.registry.PolicySpec.refusal`; then what ``reset`` refuses)."""
+    needs, :meth:`crowdbudget.registry.PolicySpec.refusal`; then its verdict's — the id's or
+    ``verdict`` —; then what ``reset`` refuses)."""
     import numpy as np
 
     from crowdbudget.registry import make_policy, parse_policy, policies_for, split_verdict
@@ -130,7 +133,7 @@ def check_policies_apply(policy_ids: Sequence[str], problem: Any, what: str) -> 
         reason = parse_policy(policy_id).refusal(problem)  # unknown ids fail here, listed
         if reason is not None:
             raise InvalidParameterError(f"{reason} ({what}){instead()}")
-        policy_spec, verdict_spec = split_verdict(policy_id)
+        policy_spec, verdict_spec = split_verdict(policy_id, verdict)
         policy = make_policy(policy_spec)
         refused = verdict_spec.refusal(problem)
         if refused is not None:

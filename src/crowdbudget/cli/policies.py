@@ -36,7 +36,11 @@ def cmd_policies(args: argparse.Namespace) -> int:
             default = f", default {p['default']}" if "default" in p else ""
             server = "" if p["network_settable"] else " (server setting: not over the API)"
             print(f"  {p['name']}: {p['type']}{allowed}{default} -- {p['doc']}{server}")
-        print("  final: aggregator id giving the final labels (every policy)")
+        print(
+            "  verdict: posterior (the policy's own model) or an aggregator id giving the final "
+            "labels and their confidence (every policy; not a parameter of the policy: the "
+            "verdict is built beside it)"
+        )
         return 0
     rows = [describe_entry(entry) for _, entry in sorted(POLICIES.entries().items())]
     if args.json:
@@ -53,8 +57,9 @@ def cmd_policies(args: argparse.Namespace) -> int:
                 + (f"  ({caps})" if caps else "")
             )
         print(
-            "\nEvery id also takes final=<aggregator> (e.g. opt-kg:final=ds): the same "
-            "allocation, final labels by that aggregator (mv, wmv, ds, one-coin-em, bp, kos-mean)."
+            "\nEvery id may name its verdict, opt-kg:verdict=ds (or --verdict ds for all): the "
+            "same allocation, final labels and confidence by that aggregator fitted on the labels "
+            "received (mv, wmv, ds, one-coin-em, mace, bds, ...; crowdbudget aggregate --help)."
         )
         if aliases:
             print("aliases: " + ", ".join(f"{a} = {t}" for a, t in sorted(aliases.items())))

@@ -11,6 +11,7 @@ from typing import Any
 
 from crowdbudget.cli.common import (
     add_common_arguments,
+    add_verdict_argument,
     emit,
     float_list,
     label_budgets,
@@ -138,6 +139,7 @@ def run_replay(
         # class count or the worker model, not the size (and a small reset stays cheap)
         Problem(n_items=2, budget=1, n_classes=data.n_classes, n_workers=data.n_workers),
         f"data set {data.name!r} ({data.n_classes} classes: {', '.join(data.classes)})",
+        args.verdict,
     )
     # quantity–quality metrics (Li et al. §4.1) when asked, or when a policy that targets them
     # is compared (Requallo stops early and leaves items unlabeled: accuracy alone misleads)
@@ -276,6 +278,7 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_data_arguments(p, "default rte")
     p.add_argument("--policies", type=policy_list, required=True, help="comma-separated policy ids")
     p.add_argument("--plot", default=None, help="write a PNG plot of accuracy to this path")
+    add_verdict_argument(p)
     add_common_arguments(p)
     p.set_defaults(func=cmd_replay)
     return p

@@ -8,6 +8,7 @@ from typing import Any
 
 from crowdbudget.cli.common import (
     add_common_arguments,
+    add_verdict_argument,
     emit,
     float_list,
     label_budgets,
@@ -99,6 +100,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--mode", choices=["push", "pull"], default="push", help="interaction mode (push)"
     )
     p.add_argument("--plot", default=None, help="write a PNG plot of accuracy to this path")
+    add_verdict_argument(p)
     add_common_arguments(p)
     p.set_defaults(func=cmd_simulate)
     return p

@@ -1,14 +1,26 @@
 """The import direction of DESIGN §11 (issue #16): nothing points up, no cycle.
 
-Layers, lowest first: core (``types``, ``registry``, ``exceptions``, ``_*``, ``priors``,
-``requirements``, ``datasets``) ← ``posteriors``, ``aggregation``, ``bounds`` ← ``policies``
-← ``simulation`` ← ``engine`` ← ``experiments``, ``campaign``, ``testing`` ← ``cli``,
-``service``, ``client`` and the package's curated exports. A module may import its own layer
-or lower ones; every import counts (inside functions too), except under ``TYPE_CHECKING``.
+Layers, lowest first (a module may import its own layer or lower ones):
 
-``KNOWN_UPWARD`` lists the upward imports the first build left, each to be removed by the
-rest of issue #16; the test fails on any other one, and on a listed one that is gone (so the
-list only shrinks).
+0. **core** — ``types`` (``Problem``, ``CampaignState``, …), ``labels`` (``LabelData``),
+   ``registry``, ``exceptions`` and the private helpers ``_*``: what every layer speaks.
+   (``problem`` of the DESIGN is ``types.Problem`` for now.)
+1. **leaves** — ``posteriors``, ``aggregation``, ``bounds`` (exact DP, Lagrangian, Gittins
+   index), and three modules that compute or read rather than define: ``priors`` (a Beta
+   prior fitted to held-back tasks), ``requirements`` (Requallo's completion rules) and
+   ``datasets`` (CSV and bundled sets read into the core's ``LabelData``; aggregators read
+   crowd-kit frames through its ``from_frame``). None of them is imported by the core, so
+   none is core.
+2. ``policies`` ← 3. ``simulation`` (worlds only) ← 4. ``engine`` ← 5. ``experiments``,
+   ``campaign``, ``testing`` ← 6. ``cli`` (one package, a module per command), ``service``,
+   ``client``, ``integrations`` and the package's curated exports (``crowdbudget/__init__``,
+   ``__main__``).
+
+Every import counts (inside functions too), except under ``TYPE_CHECKING``.
+
+``KNOWN_UPWARD`` would list upward imports tolerated for a while; the first build's last ones
+(the priced-worker policies on simulation's loop) are gone, so it is empty and the test fails
+on any upward import — and on a listed one that is gone (so the list only shrinks).
 """
 
 from __future__ import annotations
@@ -22,11 +34,10 @@ import crowdbudget
 PACKAGE = Path(crowdbudget.__file__).parent
 
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(
-        ["_cache", "_random", "_validation", "exceptions", "types", "registry", "priors"], 0
-    ),
-    **dict.fromkeys(["requirements", "datasets"], 0),
+    **dict.fromkeys(["_cache", "_random", "_validation", "exceptions", "types", "labels"], 0),
+    "registry": 0,
     **dict.fromkeys(["posteriors", "aggregation", "bounds"], 1),
+    **dict.fromkeys(["priors", "requirements", "datasets"], 1),
     "policies": 2,
     "simulation": 3,
     "engine": 4,
@@ -34,7 +45,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["cli", "service", "client", "integrations", "__main__", ""], 6),
 }
 
-#: (importing module, imported module) pairs that point up today; issue #16 removes them
+#: (importing module, imported module) pairs that may point up for a while (none left)
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 

@@ -15,8 +15,7 @@ import time
 import numpy as np
 
 from crowdbudget.policies.bandits.bbta import BanditTaskAssignment
-from crowdbudget.simulation.contextual import ContextualProblem
-from crowdbudget.types import CampaignState, LabelEvent
+from crowdbudget.types import CampaignState, LabelEvent, Problem
 
 
 def bench(n_tasks: int, n_workers: int, steps: int, n_contexts: int = 5) -> float:
@@ -24,7 +23,7 @@ def bench(n_tasks: int, n_workers: int, steps: int, n_contexts: int = 5) -> floa
     contexts = rng.integers(0, n_contexts, n_tasks)
     answers = rng.integers(0, 2, (n_tasks, n_workers))
     budget = n_contexts * n_workers + steps
-    problem = ContextualProblem(
+    problem = Problem(
         n_items=n_tasks, budget=budget, n_workers=n_workers, contexts=contexts
     )
     policy = BanditTaskAssignment(n_explore=1)

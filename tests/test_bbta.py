@@ -18,11 +18,10 @@ from crowdbudget.policies.bandits.bbta import (
 from crowdbudget.policies.bandits.per_context import _half_error
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.contextual import (
-    ContextualProblem,
     ContextualWorkerEnvironment,
     ContextualWorkers,
 )
-from crowdbudget.types import CampaignState, LabelEvent
+from crowdbudget.types import CampaignState, LabelEvent, Problem
 
 
 def test_exp3_hand_computed_sequence() -> None:
@@ -50,7 +49,7 @@ def test_exp3_hand_computed_sequence() -> None:
     assert exp3_weights(big, 1.0)[0] == 1.0
 
 
-def _drive(policy: BanditTaskAssignment, problem: ContextualProblem, answers: np.ndarray) -> None:
+def _drive(policy: BanditTaskAssignment, problem: Problem, answers: np.ndarray) -> None:
     state = CampaignState.initial(problem)
     while (a := policy.select(state)) is not None:
         state.record_assignment(a)
@@ -62,7 +61,7 @@ def _drive(policy: BanditTaskAssignment, problem: ContextualProblem, answers: np
 def test_exploration_losses_and_adaptive_update_by_hand() -> None:
     # 1 context, 3 workers, N' = 1: the exploration task gets labels (1, 1, 0) from workers
     # 0, 1, 2 -> majority 1 -> L_0 = (0, 0, 1); then one adaptive step.
-    problem = ContextualProblem(n_items=2, budget=4, n_workers=3, contexts=[0, 0])
+    problem = Problem(n_items=2, budget=4, n_workers=3, contexts=[0, 0])
     policy = BanditTaskAssignment(n_explore=1)
     policy.reset(problem, np.random.default_rng(5))
     explore = int(policy.explore_items_[0])
@@ -94,7 +93,7 @@ def test_exploration_losses_and_adaptive_update_by_hand() -> None:
 
 
 def test_every_pair_at_most_once_and_tasks_leave() -> None:
-    problem = ContextualProblem(n_items=4, budget=12, n_workers=3, contexts=[0, 1, 0, 1])
+    problem = Problem(n_items=4, budget=12, n_workers=3, contexts=[0, 1, 0, 1])
     policy = BanditTaskAssignment(n_explore=0)
     policy.reset(problem, np.random.default_rng(1))
     answers = np.ones((4, 3), dtype=np.int64)
@@ -147,7 +146,7 @@ def test_bad_parameters() -> None:
         make_policy("bbta:contexts=some")
     with pytest.raises(InvalidParameterError, match="n_workers"):
         BanditTaskAssignment().reset(
-            ContextualProblem(n_items=3, budget=3), np.random.default_rng(0)
+            Problem(n_items=3, budget=3, contexts=[0, 0, 0]), np.random.default_rng(0)
         )
 
 

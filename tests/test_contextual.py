@@ -9,7 +9,6 @@ from crowdbudget.exceptions import BudgetError, IneligibleAssignmentError, Inval
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.contextual import (
-    ContextualProblem,
     ContextualReplayEnvironment,
     ContextualWorkerEnvironment,
     ContextualWorkers,
@@ -72,13 +71,13 @@ def test_pairs_once_items_leave_budget_cap() -> None:
 
 
 def test_problem_contexts() -> None:
-    problem = ContextualProblem(n_items=3, budget=3, contexts=[0, 2, 1])
+    problem = Problem(n_items=3, budget=3, contexts=[0, 2, 1])
     ctx, s = task_contexts(problem)
     assert s == 3 and ctx.tolist() == [0, 2, 1]
     assert task_contexts(problem.with_budget(5))[1] == 3
     assert task_contexts(Problem(n_items=2, budget=1)) == (pytest.approx([0, 0]), 1)
     with pytest.raises(InvalidParameterError):
-        ContextualProblem(n_items=2, budget=1, contexts=[0, -1])
+        Problem(n_items=2, budget=1, contexts=[0, -1])
 
 
 def test_uci_contexts_and_rte_replay() -> None:

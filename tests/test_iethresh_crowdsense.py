@@ -10,8 +10,8 @@ from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies.bandits import CrowdSense, IEThresh
 from crowdbudget.policies.bandits.iethresh import upper_interval
 from crowdbudget.registry import make_policy
-from crowdbudget.simulation.contextual import ContextualProblem, ContextualWorkerEnvironment
-from crowdbudget.types import CampaignState, LabelEvent
+from crowdbudget.simulation.contextual import ContextualWorkerEnvironment
+from crowdbudget.types import CampaignState, LabelEvent, Problem
 
 
 def test_upper_interval_matches_scipy_t_quantile() -> None:
@@ -40,7 +40,7 @@ def _one_task(policy, problem, answers):  # type: ignore[no-untyped-def]
 
 
 def test_iethresh_first_tasks_ask_everyone_then_threshold() -> None:
-    problem = ContextualProblem(n_items=3, budget=100, n_workers=4)
+    problem = Problem(n_items=3, budget=100, n_workers=4)
     policy = IEThresh(eps=0.99)
     policy.reset(problem, np.random.default_rng(0))
     answers = np.array([1, 1, 1, 0])
@@ -57,7 +57,7 @@ def test_iethresh_first_tasks_ask_everyone_then_threshold() -> None:
 
 
 def test_crowdsense_quality_and_stopping_rule() -> None:
-    problem = ContextualProblem(n_items=1, budget=100, n_workers=5)
+    problem = Problem(n_items=1, budget=100, n_workers=5)
     policy = CrowdSense(eps=0.0, smoothing=1.0)
     policy.reset(problem, np.random.default_rng(0))
     np.testing.assert_allclose(policy.quality(), 0.5)

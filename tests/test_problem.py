@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.simulation.contextual import ContextualProblem
 from crowdbudget.types import Problem, WorkerSpec, task_contexts
 
 
@@ -64,10 +63,6 @@ def test_contexts_live_on_the_problem() -> None:
     assert contexts.tolist() == [0, 2, 2, 0] and n_contexts == 3
     assert task_contexts(Problem(n_items=2, budget=2))[1] == 1
     assert problem.with_budget(8).contexts is problem.contexts
-    # the old spelling: a Problem with contexts, every task in context 0 by default
-    old = ContextualProblem(n_items=3, budget=3, n_workers=2)
-    assert isinstance(old, Problem) and old.contexts is not None
-    assert old.contexts.tolist() == [0, 0, 0] and old.n_contexts == 1
 
 
 def test_campaign_state_tracks_each_workers_capacity() -> None:

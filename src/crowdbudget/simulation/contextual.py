@@ -2,10 +2,9 @@
 depends on the context (Zhang, Ma, Sugiyama, "Bandit-Based Task Assignment for Heterogeneous
 Crowdsourcing", Neural Computation 2015, §2.1 and §5).
 
-- ``Problem.contexts`` (:func:`ContextualProblem` is the old spelling) carries the
-  context of every task (``contexts``, int64, shape (n_items,), values 0..S−1). Policies read it
-  with :func:`~crowdbudget.types.task_contexts`, which answers "one context" for a
-  ``Problem`` without contexts.
+- ``Problem.contexts`` carries the context of every task (int64, shape (n_items,), values
+  0..S−1). Policies read it with :func:`~crowdbudget.types.task_contexts`, which answers
+  "one context" for a ``Problem`` without contexts.
 - :class:`ContextualWorkers` holds ``accuracy[j, s]`` = P(worker j gives the true label on a
   task of context s), shape (n_workers, n_contexts), binary labels. The three §5.1 models:
 
@@ -70,15 +69,6 @@ UCI_SETTINGS: dict[str, tuple[int, int]] = {
     "breast_cancer": (4, 40),
     "pima": (5, 50),
 }
-
-
-def ContextualProblem(*, contexts: ArrayLike | None = None, **kwargs: Any) -> Problem:
-    """A :class:`Problem` whose tasks have contexts (every task context 0 when ``contexts``
-    is None). Kept for the old spelling: ``Problem(contexts=...)`` is the one problem type."""
-    n_items = kwargs.get("n_items")
-    if contexts is None and isinstance(n_items, int):
-        contexts = np.zeros(n_items, dtype=np.int64)
-    return Problem(contexts=None if contexts is None else np.asarray(contexts), **kwargs)
 
 
 @dataclass(frozen=True)

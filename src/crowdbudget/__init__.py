@@ -36,21 +36,41 @@ from crowdbudget.policies import (
 from crowdbudget.posteriors import BetaBernoulliPosterior
 from crowdbudget.registry import make_policy, register_policy, registered_policies
 from crowdbudget.simulation import LabelingEnvironment, SyntheticBernoulliEnvironment
-from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
+from crowdbudget.types import (
+    Assignment,
+    CampaignState,
+    LabelEvent,
+    Problem,
+    StepResult,
+    WorkerSpec,
+)
 
 if TYPE_CHECKING:
+    from crowdbudget.aggregation.registry import make_aggregator
     from crowdbudget.campaign import Campaign
+    from crowdbudget.datasets import load_dataset
+    from crowdbudget.experiments.runner import run_experiment
 
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    """``Campaign`` is imported on first use: it pulls in SQLAlchemy, which the command line
-    and the simulations do not need at start-up."""
-    if name == "Campaign":
-        from crowdbudget.campaign import Campaign
+#: exports imported on first use (module, name): ``Campaign`` pulls in SQLAlchemy, the others
+#: pandas, the aggregators and the runner, which ``import crowdbudget`` does not need
+_LAZY = {
+    "Campaign": ("crowdbudget.campaign", "Campaign"),
+    "load_dataset": ("crowdbudget.datasets", "load_dataset"),
+    "make_aggregator": ("crowdbudget.aggregation.registry", "make_aggregator"),
+    "run_experiment": ("crowdbudget.experiments.runner", "run_experiment"),
+}
 
-        return Campaign
+
+def __getattr__(name: str) -> Any:
+    """The exports of ``_LAZY``, imported on first use."""
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'crowdbudget' has no attribute {name!r}")
 
 
@@ -76,8 +96,12 @@ __all__ = [
     "SyntheticBernoulliEnvironment",
     "UniformPolicy",
     "UnknownPolicyError",
+    "WorkerSpec",
     "__version__",
+    "load_dataset",
+    "make_aggregator",
     "make_policy",
     "register_policy",
     "registered_policies",
+    "run_experiment",
 ]

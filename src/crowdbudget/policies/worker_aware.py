@@ -54,13 +54,15 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import numpy as np
+from scipy import special
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.posteriors.base import kg_rewards
 from crowdbudget.posteriors.beta_bernoulli import error_probability
-from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards, one_coin_update
-from crowdbudget.posteriors.two_coin import TwoCoinPosterior, two_coin_rewards
+from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_update
+from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
 
 
@@ -125,14 +127,6 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             problem.prior_array, (d, c), problem.n_items, problem.n_workers, problem.threshold_array
         )
 
-    def _rewards(self, i: IntArray, j: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """``(R1, R0, P(label 1))`` of the pairs (i[k], j[k])."""
-        post = self.posterior_
-        assert isinstance(post, OneCoinPosterior)
-        return one_coin_rewards(
-            post.a[i], post.b[i], post.c[j], post.d[j], post.thresholds[i], self._item_error[i]
-        )
-
     def _build_pairs(self, state: CampaignState) -> None:
         problem = state.problem
         assert problem.n_workers is not None
@@ -149,14 +143,49 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._item_error = error_probability(post.a, post.b, post.thresholds)
         self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
         self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
-        self._scores = self._score_pairs(np.arange(self._pair_items.shape[0]))
+        # Pairs of items in the same state (a, b) with the same worker have the same score bit
+        # for bit — when every item has the same threshold: error_probability picks its
+        # formula once per call, by all thresholds of the call, so with mixed thresholds a
+        # value depends on what it is computed with, and the pairs are then scored in the
+        # same groups as always. The state shared by many items is the prior (unlabeled).
+        thresholds = post.thresholds
+        prior = problem.prior_array
+        self._share = bool(np.all(thresholds == thresholds[0])) and bool(np.all(prior == prior[0]))
+        self._fresh_state = (float(prior[0, 1]), float(prior[0, 0]))
+        self._half = bool(np.all(thresholds == 0.5))
+        self._fresh = (post.a == self._fresh_state[0]) & (post.b == self._fresh_state[1])
+        self._fresh &= self._share
+        self._scores = np.empty(self._pair_items.shape[0])
+        self._rescore(np.arange(self._pair_items.shape[0]))
         self._pairs_built = True
 
     def _score_pairs(self, pairs: IntArray) -> FloatArray:
-        r1, r0, p1 = self._rewards(self._pair_items[pairs], self._pair_workers[pairs])
+        """Scores of ``pairs`` from the posterior's look-ahead of those (item, worker) pairs:
+        the rewards ``now − error_after`` of the two labels, then the max (Opt-KG) or the
+        expectation (KG), rounded to 40 bits."""
+        items = self._pair_items[pairs]
+        look = self.posterior_.lookahead(self._pair_workers[pairs], items=items)
+        rewards = kg_rewards(look, self._item_error[items])
         if self.optimistic:
-            return canonical_scores(np.maximum(r1, r0))
-        return canonical_scores(p1 * r1 + (1.0 - p1) * r0)
+            return canonical_scores(np.maximum(rewards[:, 1], rewards[:, 0]))
+        p = look.label_probabilities
+        return canonical_scores(p[:, 1] * rewards[:, 1] + p[:, 0] * rewards[:, 0])
+
+    def _rescore(self, pairs: IntArray) -> None:
+        """Recompute the scores of ``pairs``; pairs of an unlabeled item share one score per
+        worker, so each worker's are scored once (when sharing is exact, see _build_pairs)."""
+        fresh = self._fresh[self._pair_items[pairs]]
+        if not fresh.any():
+            self._scores[pairs] = self._score_pairs(pairs)
+            return
+        shared = pairs[fresh]
+        _, first, inverse = np.unique(
+            self._pair_workers[shared], return_index=True, return_inverse=True
+        )
+        own = pairs[~fresh]
+        scores = self._score_pairs(np.concatenate([own, shared[first]]))
+        self._scores[own] = scores[: own.shape[0]]
+        self._scores[shared] = scores[own.shape[0] :][inverse]
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         return self._choose(state, worker, ())
@@ -216,7 +245,14 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             return
         i, j = event.item, event.worker
         post = self.posterior_
-        self._item_error[i] = error_probability(post.a[i], post.b[i], post.thresholds[i])
+        a, b = float(post.a[i]), float(post.b[i])
+        if self._half:
+            # error_probability at d = 1/2 for one item, without its array machinery
+            self._item_error[i] = 0.5 if a == b else special.betainc(max(a, b), min(a, b), 0.5)
+        else:
+            self._item_error[i] = error_probability(a, b, post.thresholds[i])
+        if self._share:
+            self._fresh[i] = (a, b) == self._fresh_state
         changed = np.concatenate(
             [
                 self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]],
@@ -226,7 +262,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         if self._remaining is not None:
             # used-up pairs stay masked forever in select(); their stale scores are never read
             changed = changed[self._remaining[changed] > 0]
-        self._scores[changed] = self._score_pairs(changed)
+        if self._share:
+            self._rescore(changed)
+        else:
+            self._scores[changed] = self._score_pairs(changed)
 
     def _refit_beliefs(self, n_rounds: int = 3) -> None:
         """Re-estimate every item and worker Beta from all labels (module docstring)."""
@@ -259,10 +298,15 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             post.d = np.asarray(d0 + (answered - right), dtype=float)
         if self._pairs_built:
             self._item_error = error_probability(post.a, post.b, post.thresholds)
+            if self._share:
+                self._fresh = (post.a == self._fresh_state[0]) & (post.b == self._fresh_state[1])
             every = np.arange(self._pair_items.shape[0])
             if self._remaining is not None:
                 every = every[self._remaining > 0]
-            self._scores[every] = self._score_pairs(every)
+            if self._share:
+                self._rescore(every)
+            else:
+                self._scores[every] = self._score_pairs(every)
 
     def final_labels(self, state: CampaignState) -> IntArray:
         return self.posterior_.predict()
@@ -297,18 +341,4 @@ class TwoCoinKnowledgeGradient(OneCoinKnowledgeGradient):
         c, d = self.worker_prior
         return TwoCoinPosterior(
             problem.prior_array, (d, c), problem.n_items, problem.n_workers, problem.threshold_array
-        )
-
-    def _rewards(self, i: IntArray, j: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        post = self.posterior_
-        assert isinstance(post, TwoCoinPosterior)
-        return two_coin_rewards(
-            post.a[i],
-            post.b[i],
-            post.c1[j],
-            post.d1[j],
-            post.c2[j],
-            post.d2[j],
-            post.thresholds[i],
-            self._item_error[i],
         )

@@ -48,8 +48,9 @@ from numpy.typing import ArrayLike
 
 from crowdbudget._validation import check_prior, check_thresholds
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.posteriors.base import Lookahead
 from crowdbudget.posteriors.beta_bernoulli import decide_positive, error_probability
-from crowdbudget.posteriors.one_coin import _match
+from crowdbudget.posteriors.one_coin import _match, _match_scalar, beta_lookahead
 from crowdbudget.types import FloatArray, IntArray, LabelEvent
 
 
@@ -72,6 +73,46 @@ def _mixture_match(
     m1b, m2b = moments(shift_b)
     w_b = 1.0 - w_a
     return _match(w_a * m1a + w_b * m1b, w_a * m2a + w_b * m2b)
+
+
+def _mixture_match_scalar(
+    c: float, d: float, w_a: float, shift_a: int, shift_b: int
+) -> tuple[float, float]:
+    """:func:`_mixture_match` of one value in Python floats (same operations, same order)."""
+    n = c + d
+
+    def moments(shift: int) -> tuple[float, float]:
+        cc = c + (1.0 if shift == 1 else 0.0)
+        nn = n + (0.0 if shift == 0 else 1.0)
+        m1 = cc / nn
+        return m1, m1 * (cc + 1.0) / (nn + 1.0)
+
+    m1a, m2a = moments(shift_a)
+    m1b, m2b = moments(shift_b)
+    w_b = 1.0 - w_a
+    return _match_scalar(w_a * m1a + w_b * m1b, w_a * m2a + w_b * m2b)
+
+
+def _two_coin_update_scalar(
+    a: float, b: float, c1: float, d1: float, c2: float, d2: float, label: int
+) -> tuple[float, float, float, float, float, float]:
+    """:func:`two_coin_update` of one label in Python floats, bit-identical to it (tested)."""
+    positive = label == 1
+    mt = a / (a + b)
+    m1 = c1 / (c1 + d1)
+    m2 = c2 / (c2 + d2)
+    ea = m1 if positive else 1.0 - m1
+    eb = 1.0 - m2 if positive else m2
+    za = mt * ea
+    w_a = za / (za + (1.0 - mt) * eb)
+    na, nb = _mixture_match_scalar(a, b, w_a, 1, -1)
+    if positive:
+        nc1, nd1 = _mixture_match_scalar(c1, d1, w_a, 1, 0)
+        nc2, nd2 = _mixture_match_scalar(c2, d2, w_a, 0, -1)
+    else:
+        nc1, nd1 = _mixture_match_scalar(c1, d1, w_a, -1, 0)
+        nc2, nd2 = _mixture_match_scalar(c2, d2, w_a, 0, 1)
+    return na, nb, nc1, nd1, nc2, nd2
 
 
 def two_coin_update(
@@ -204,11 +245,46 @@ class TwoCoinPosterior:
         if event.label not in (0, 1):
             raise InvalidParameterError(f"binary labels are 0 or 1, got {event.label!r}")
         i, j = event.item, event.worker
-        out = two_coin_update(
-            self.a[i], self.b[i], self.c1[j], self.d1[j], self.c2[j], self.d2[j], event.label
+        out = _two_coin_update_scalar(
+            float(self.a[i]),
+            float(self.b[i]),
+            float(self.c1[j]),
+            float(self.d1[j]),
+            float(self.c2[j]),
+            float(self.d2[j]),
+            event.label,
         )
-        self.a[i], self.b[i] = float(out[0]), float(out[1])
-        self.c1[j], self.d1[j], self.c2[j], self.d2[j] = (float(x) for x in out[2:6])
+        self.a[i], self.b[i], self.c1[j], self.d1[j], self.c2[j], self.d2[j] = out
+
+    def lookahead(
+        self, worker: int | IntArray | None = None, items: IntArray | None = None
+    ) -> Lookahead:
+        """What one label from ``worker`` could do to each item (the KG family's input).
+
+        Args, returns: as :meth:`crowdbudget.posteriors.one_coin.OneCoinPosterior.lookahead`
+        (None: a worker who never errs, sensitivity = specificity = 1). The item update
+        depends on the worker only through the mean sensitivity and specificity; the values
+        are those of :func:`two_coin_rewards` bit for bit (P(label 0) is ``1 − P(label 1)``).
+        """
+        if items is None:
+            a, b, thresholds = self.a, self.b, self.thresholds
+        else:
+            a, b, thresholds = self.a[items], self.b[items], self.thresholds[items]
+        k = a.shape[0]
+        mt = a / (a + b)
+        if worker is None:
+            m1 = m2 = np.ones(k)
+        else:
+            c1, d1, c2, d2 = self.c1[worker], self.d1[worker], self.c2[worker], self.d2[worker]
+            m1, m2 = c1 / (c1 + d1), c2 / (c2 + d2)
+        za1 = mt * m1
+        p1 = za1 + (1.0 - mt) * (1.0 - m2)
+        za0 = mt * (1.0 - m1)
+        p0 = za0 + (1.0 - mt) * m2
+        # entries 0..k−1: after a label 0, k..2k−1: after a label 1
+        weight = np.concatenate([np.broadcast_to(za0 / p0, (k,)), np.broadcast_to(za1 / p1, (k,))])
+        a_after, b_after = _mixture_match(np.tile(a, 2), np.tile(b, 2), weight, 1, -1)
+        return beta_lookahead(a_after, b_after, np.broadcast_to(p1, (k,)), np.tile(thresholds, 2))
 
     def class_probabilities(self) -> FloatArray:
         """[P(negative), P(positive)] per item, shape (n_items, 2)."""

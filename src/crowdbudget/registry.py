@@ -43,6 +43,7 @@ from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError, Unkn
 
 if TYPE_CHECKING:  # types only: the registry imports no component at run time
     from crowdbudget.policies.base import AllocationPolicy
+    from crowdbudget.simulation.environment import LabelingEnvironment
     from crowdbudget.types import Problem
 
 
@@ -92,6 +93,8 @@ class Param:
         low, high: the allowed closed range of a number, if bounded.
         network_settable: whether a network client (the HTTP service) may set it; False for
             server settings — file-system paths, cache places, grid and state-space sizes.
+        argument: the keyword the factory receives, when it is not the snake_case name
+            (an aggregator's ``seed`` is its ``rng``).
     """
 
     name: str
@@ -102,6 +105,7 @@ class Param:
     low: float | None = None
     high: float | None = None
     network_settable: bool = True
+    argument: str | None = None
 
     def convert(self, value: str, owner: str) -> Any:
         """The value of ``value`` (text), checked against the table; ``owner`` names the
@@ -497,7 +501,7 @@ class Registry:
     def values(self, spec: Spec) -> dict[str, Any]:
         """Every parameter of ``spec`` read through its row (common ones included)."""
         entry = self.entry(spec.id)
-        owner = f"{self.kind} {spec.id!r}"
+        owner = f"{self.kind} {_typed_name(spec)!r}"
         out: dict[str, Any] = {}
         for key, value in spec.params:
             row = entry.params.get(key) or self.common.get(key)
@@ -527,7 +531,9 @@ class Registry:
             if key in self.common and key not in entry.params:
                 common[key] = value
             else:
-                kwargs[key.replace("-", "_")] = value
+                row = entry.params.get(key)
+                argument = row.argument if row is not None else None
+                kwargs[argument or key.replace("-", "_")] = value
         component = entry.factory(**kwargs)
         if self.finish is not None:
             component = self.finish(component, common)
@@ -549,6 +555,12 @@ class Registry:
 
 
 _REGISTRIES: dict[str, Registry] = {}
+
+
+def _typed_name(spec: Spec) -> str:
+    """The name of ``spec`` as the user typed it (an alias stays an alias)."""
+    return parse(spec.text).id if spec.text else spec.id
+
 
 #: texts whose old parameter names were already reported (each is reported once)
 _RENAME_NOTICES: set[str] = set()
@@ -641,7 +653,8 @@ class VerdictSpec:
 
     @property
     def is_posterior(self) -> bool:
-        return self.name == "posterior"
+        """Whether the verdict is the policy's own model (``posterior`` or ``paper``)."""
+        return self.name in ("posterior", "paper")
 
     def build(self) -> Any:
         """The verdict component (:func:`crowdbudget.policies.verdict.make_verdict`)."""
@@ -679,6 +692,12 @@ def split_verdict(
         chosen = VerdictSpec(verdict or "posterior")
     chosen.build()  # an unknown aggregator fails here, with the allowed ones
     return policy_spec, chosen
+
+
+#: The aggregators (``crowdbudget.aggregation.registry`` registers the built-in ones and keeps
+#: ``make_aggregator``): ``ds:n-iter=50:seed=3``; the table of every id:
+#: ``crowdbudget aggregators [--json]``.
+AGGREGATORS = Registry("aggregator", "crowdbudget.aggregation.registry")
 
 
 # --------------------------------------------------------------------------- policy functions
@@ -741,3 +760,27 @@ def check_network_policy(text: str) -> None:
     :class:`InvalidParameterError` naming the first such parameter; the id must otherwise be
     valid (unknown ids and bad values raise as in :func:`make_policy`)."""
     POLICIES.check_network(text)
+
+
+# --------------------------------------------------------------------------- environments
+
+#: The synthetic worlds, under versioned ids (``bernoulli-v0``, ``priced-workers-v0``, ...;
+#: ``crowdbudget.simulation.builtin`` registers them): the same id, parameters and seed give
+#: the same world in every release.
+ENVIRONMENTS = Registry("environment", "crowdbudget.simulation.builtin")
+
+
+def registered_environments() -> dict[str, ComponentSpec]:
+    """Every registered environment, by id."""
+    return ENVIRONMENTS.entries()
+
+
+def make_environment(text: str | Spec) -> LabelingEnvironment:
+    """Build the environment named by ``text`` (a versioned id with optional ``:key=value``
+    parameters, e.g. ``"priced-workers-v0:worker-set=B:n-items=50"``, or a :class:`Spec`)."""
+    spec = ENVIRONMENTS.spec(text)
+    try:
+        env: LabelingEnvironment = ENVIRONMENTS.build(spec)
+    except InvalidParameterError as error:  # the world's own checks: name the id as typed
+        raise InvalidParameterError(f"environment {str(spec)!r}: {error}") from None
+    return env

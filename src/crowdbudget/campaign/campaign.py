@@ -102,7 +102,7 @@ from crowdbudget.exceptions import (
     InvalidParameterError,
 )
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.policies.verdict import check_verdict
+from crowdbudget.policies.verdict import check_verdict, make_verdict
 from crowdbudget.posteriors.beta_bernoulli import positive_probability
 from crowdbudget.posteriors.dirichlet import largest_class_probabilities
 from crowdbudget.registry import make_policy, parse_policy, split_verdict
@@ -1266,16 +1266,23 @@ class Campaign:
         """Final labels, shape (n_items,), and class probabilities, shape (n_items,
         n_classes), from one model: the campaign's verdict, or ``verdict`` if given.
 
-        ``"posterior"``: the policy's :meth:`~AllocationPolicy.final_labels` and
+        ``"posterior"`` / ``"paper"``: the policy's :meth:`~AllocationPolicy.final_labels` and
         :meth:`~AllocationPolicy.final_probabilities` (its posterior, or the aggregator of an
-        aggregating policy). An aggregator id: that aggregator fitted on every label received
+        aggregating policy), ties broken as :class:`~crowdbudget.policies.verdict.PosteriorVerdict`
+        says. An aggregator id: that aggregator fitted on every label received
         (answered and imported); an item without labels gets uniform probabilities.
         """
         assert self.config is not None
         per_context = verdict is None and self.config.verdict_workers == "per-context"
         verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
-        if verdict == "posterior":
-            return self.policy.final_labels(self.state), self.policy.final_probabilities(self.state)
+        if verdict in ("posterior", "paper"):
+            # the policy's own model, ties broken as the verdict says (policies/verdict.py),
+            # its random draws seeded by the campaign's seed
+            model = make_verdict(verdict)
+            model.reset(self.state.problem, np.random.default_rng(self.config.seed))
+            return model.labels(self.state, self.policy), model.probabilities(
+                self.state, self.policy
+            )
         workers = np.asarray(self._log_workers, dtype=np.int64)
         worker_ids = np.asarray(self.worker_ids, dtype=object)
         if per_context and self._item_contexts is not None:
@@ -1375,7 +1382,7 @@ class Campaign:
         n_workers = len(self.worker_ids)
         if not self._log_items:
             return pd.DataFrame({"worker": [], "n_labels": [], "agreement": []})
-        labels = self.policy.final_labels(self.state)
+        labels, _ = self.verdict_probabilities()
         items = np.asarray(self._log_items, dtype=np.int64)
         workers = np.asarray(self._log_workers, dtype=np.int64)
         agree = (labels[items] == np.asarray(self._log_labels)).astype(float)

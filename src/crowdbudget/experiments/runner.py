@@ -29,7 +29,7 @@ from crowdbudget._validation import check_budget, check_positive_int
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.policies.verdict import Verdict
+from crowdbudget.policies.verdict import Verdict, make_verdict
 from crowdbudget.registry import Spec, VerdictSpec, make_policy, split_verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import CampaignState
@@ -162,7 +162,8 @@ def run_campaign(
         policy: the policy (reset here).
         verdict: where the final labels and their confidence come from
             (:mod:`crowdbudget.policies.verdict`; reset here, after the policy, from the same
-            generator — it draws nothing from it); None: the policy's own model.
+            generator — it draws nothing from it); None: ``make_verdict()``, the policy's own
+            model (``posterior``).
         env: the world (reset here with ``world_seed``).
         budgets: checkpoints, ascending; the campaign's budget is the largest.
         mode: ``"push"`` (the policy picks) or ``"pull"`` (a worker arrives first).
@@ -193,6 +194,7 @@ def run_campaign(
     problem = env.problem(checkpoints[-1])
     state = CampaignState.initial(problem)
     state.pairs = env.pairs
+    verdict = verdict if verdict is not None else make_verdict()
     if env.eligible is not None:
         state.eligible &= env.eligible
     recorder = CheckpointRecorder(
@@ -206,8 +208,7 @@ def run_campaign(
         verdict,
     )
     policy.reset(problem, policy_rng)
-    if verdict is not None:
-        verdict.reset(problem, policy_rng)
+    verdict.reset(problem, policy_rng)
     drive(policy, env, state, clock, recorder)
     return recorder.rows
 
@@ -225,8 +226,12 @@ def _task(
 ) -> list[dict[str, Any]]:
     policy_spec, verdict_spec, label = entry
     policy = make_policy(policy_spec)
-    verdict = None if verdict_spec.is_posterior else verdict_spec.build()
-    fast = metrics is None and verdict is None and _use_fast_engine(policy, env, mode, engine)
+    verdict = verdict_spec.build()
+    fast = (
+        metrics is None
+        and verdict_spec.is_posterior
+        and _use_fast_engine(policy, env, mode, engine)
+    )
     runs = [budgets] if not policy.budget_aware else [[b] for b in budgets]
     rows: list[dict[str, Any]] = []
     for run_budgets in runs:
@@ -235,7 +240,13 @@ def _task(
             from crowdbudget.simulation.fast import run_campaign_fast  # imports Numba
 
             campaign = run_campaign_fast(
-                policy, env, run_budgets, world_seed=world_seed, policy_rng=rng, sync_policy=False
+                policy,
+                env,
+                run_budgets,
+                world_seed=world_seed,
+                policy_rng=rng,
+                sync_policy=False,
+                verdict=verdict,
             )
         else:
             campaign = run_campaign(

@@ -51,6 +51,16 @@ from crowdbudget.types import CampaignState, FloatArray, IntArray, Problem, task
 #: the verdict that is the policy's own model
 POSTERIOR = "posterior"
 
+#: the policy's own model with the papers' tie rule (issue 15)
+PAPER = "paper"
+
+#: how the ``posterior`` verdict breaks ties (:class:`PosteriorVerdict`)
+POSTERIOR_TIES = "paper"
+
+#: two class probabilities closer than this (relative to the largest) are a tie: the Beta
+#: posterior's P(θ ≥ 1/2) at a = b is 1/2 up to rounding (betainc's last bits), not exactly
+TIE_TOLERANCE = 1e-9
+
 #: which worker ids an aggregator verdict sees
 VERDICT_WORKERS = ("as-given", "per-context")
 
@@ -100,18 +110,86 @@ class Verdict(ABC):
         return f"{type(self).__name__}({self.name!r})"
 
 
+def break_ties_by_prior(
+    labels: IntArray, probabilities: FloatArray, rng: np.random.Generator
+) -> IntArray:
+    """``labels`` with every tie of ``probabilities`` (two or more classes within
+    :data:`TIE_TOLERANCE` of the largest) sent to the tied class of largest estimated prior,
+    and ties of that estimate to a uniformly random tied class (issue 15).
+
+    The class prior is estimated from the decided items — those without a tie — as
+    ``π̂_c ∝ 1 + #{decided items labelled c}`` (Laplace smoothing: with nothing decided every
+    class is equally likely and the draw decides). So an unlabeled item, or one whose votes
+    are even, goes to the class the campaign's answers say is more common, never to a fixed
+    class index: the verdict does not depend on how the classes are coded. The random draw
+    only orders classes of equal count (``counts + U[0, 1/2)``: a difference of one count
+    always wins), so it never overrides the estimate.
+
+    Args:
+        labels: the model's labels, shape (n_items,).
+        probabilities: its class probabilities, shape (n_items, n_classes).
+        rng: draws the order among classes of equal estimated prior.
+    """
+    p = np.asarray(probabilities, dtype=float)
+    top = p.max(axis=1, keepdims=True)
+    near = (top - p) <= TIE_TOLERANCE * np.maximum(top, 1.0)  # (n_items, n_classes)
+    tied = near.sum(axis=1) > 1
+    if not tied.any():
+        return labels
+    out = np.array(labels, dtype=np.int64, copy=True)
+    n_classes = p.shape[1]
+    counts = np.bincount(out[~tied], minlength=n_classes).astype(float) + 1.0
+    score = counts[None, :] + 0.5 * rng.random((int(tied.sum()), n_classes))
+    out[tied] = np.argmax(np.where(near[tied], score, -np.inf), axis=1)
+    return out
+
+
 class PosteriorVerdict(Verdict):
-    """The policy's own model: its ``final_labels`` and ``final_probabilities``."""
+    """The policy's own model: its ``final_labels`` and ``final_probabilities``.
+
+    Args:
+        ties: ``"prior"`` (default): an item whose class probabilities tie — even votes, no
+            vote under a symmetric prior — takes the tied class of largest estimated prior
+            (:func:`break_ties_by_prior`), so no class is favoured by its code (issue 15);
+            ``"paper"``: the policy's labels as they are, the papers' rule (Chen, Lin, Zhou
+            2013 Prop. 2.1: positive iff ``P(θ ≥ d) ≥ 1/2``, so every binary tie goes to
+            class 1) — what the faithful reproductions use (``verdict=paper``).
+    """
+
+    def __init__(self, ties: str = POSTERIOR_TIES) -> None:
+        if ties not in ("prior", "paper"):
+            raise InvalidParameterError(f"ties must be 'prior' or 'paper', got {ties!r}")
+        self.ties = ties
+        self._seed = 0
+        self._cache: tuple[int, float, FloatArray] | None = None
 
     @property
     def name(self) -> str:
-        return POSTERIOR
+        return POSTERIOR if self.ties == POSTERIOR_TIES else PAPER
+
+    def reset(self, problem: Problem, rng: np.random.Generator) -> PosteriorVerdict:
+        # a child seed: the parent's stream is not advanced, so allocation is unchanged
+        self._seed = int(rng.spawn(1)[0].integers(2**62)) if self.ties == "prior" else 0
+        self._cache = None
+        return self
 
     def labels(self, state: CampaignState, policy: Any) -> IntArray:
-        return np.asarray(policy.final_labels(state), dtype=np.int64)
+        labels = np.asarray(policy.final_labels(state), dtype=np.int64)
+        if self.ties == "paper":
+            return labels
+        probabilities = self.probabilities(state, policy)
+        if probabilities.shape != (labels.shape[0], state.problem.n_classes):
+            return labels
+        # one stream per number of labels: the same answer however often it is asked
+        rng = np.random.default_rng([self._seed, state.n_events])
+        return break_ties_by_prior(labels, probabilities, rng)
 
     def probabilities(self, state: CampaignState, policy: Any) -> FloatArray:
-        return np.asarray(policy.final_probabilities(state), dtype=float)
+        key = (state.n_events, state.spent)
+        if self._cache is None or self._cache[:2] != key:
+            p = np.asarray(policy.final_probabilities(state), dtype=float)
+            self._cache = (*key, p)
+        return self._cache[2]
 
 
 class AggregatorVerdict(Verdict):
@@ -179,7 +257,7 @@ class AggregatorVerdict(Verdict):
 
 def verdict_refusal(verdict: str, n_classes: int) -> str | None:
     """Why the verdict ``verdict`` cannot label ``n_classes`` classes (one line), or None."""
-    if verdict == POSTERIOR:
+    if verdict in (POSTERIOR, PAPER):
         return None
     from crowdbudget.aggregation.registry import registered_aggregators
 
@@ -198,7 +276,7 @@ def check_verdict(verdict: Any, n_classes: int) -> str:
             f"verdict must be 'posterior' or an aggregator id, got {verdict!r}"
         )
     verdict = verdict.strip()
-    if verdict == POSTERIOR:
+    if verdict in (POSTERIOR, PAPER):
         return verdict
     try:
         make_aggregator(verdict)
@@ -215,21 +293,24 @@ def check_verdict(verdict: Any, n_classes: int) -> str:
 def make_verdict(text: str | None = None, workers: str = "as-given") -> Verdict:
     """The verdict named by ``text``: ``None`` or ``"posterior"`` — the policy's own model;
     otherwise an aggregator id (:func:`~crowdbudget.aggregation.registry.make_aggregator`)."""
-    if text is None or text == POSTERIOR:
+    if text is None or text in (POSTERIOR, PAPER):
         if workers != "as-given":
             raise InvalidParameterError(
                 "verdict-workers=... needs an aggregator verdict (e.g. verdict=one-coin-em)"
             )
-        return PosteriorVerdict()
+        return PosteriorVerdict("paper" if text == PAPER else POSTERIOR_TIES)
     return AggregatorVerdict(text, workers)
 
 
 __all__ = [
+    "PAPER",
     "POSTERIOR",
+    "TIE_TOLERANCE",
     "VERDICT_WORKERS",
     "AggregatorVerdict",
     "PosteriorVerdict",
     "Verdict",
+    "break_ties_by_prior",
     "check_verdict",
     "log_label_data",
     "make_verdict",

@@ -74,6 +74,7 @@ from crowdbudget.policies._index import ScoreBuckets, canonical_scores
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import UniformPolicy
 from crowdbudget.policies.index_policy import BetaIndexPolicy
+from crowdbudget.policies.verdict import Verdict, make_verdict
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 from crowdbudget.simulation.environment import LabelingEnvironment, SyntheticBernoulliEnvironment
 from crowdbudget.types import CampaignState, FloatArray, IntArray
@@ -408,6 +409,7 @@ def run_campaign_fast(
     record_items: Literal[False] = False,
     sync_policy: bool = True,
     initial_capacity: int = 64,
+    verdict: Verdict | None = None,
 ) -> list[dict[str, Any]]: ...
 
 
@@ -422,6 +424,7 @@ def run_campaign_fast(
     record_items: Literal[True],
     sync_policy: bool = True,
     initial_capacity: int = 64,
+    verdict: Verdict | None = None,
 ) -> tuple[list[dict[str, Any]], IntArray]: ...
 
 
@@ -435,6 +438,7 @@ def run_campaign_fast(
     record_items: bool = False,
     sync_policy: bool = True,
     initial_capacity: int = 64,
+    verdict: Verdict | None = None,
 ) -> list[dict[str, Any]] | tuple[list[dict[str, Any]], IntArray]:
     """``run_campaign(policy, env, budgets, ...)`` in push mode, with a compiled loop.
 
@@ -449,6 +453,8 @@ def run_campaign_fast(
             ``posterior_`` is always up to date.
         initial_capacity: initial size of the grown structures (score hash table, tile
             directory); small values exercise the growth paths in tests.
+        verdict: the verdict of the policy's own model (``posterior`` or ``paper``; reset
+            here after the policy, as the reference does); None: ``make_verdict()``.
 
     Returns:
         The rows, or ``(rows, items)`` with ``record_items=True``.
@@ -469,6 +475,8 @@ def run_campaign_fast(
     state = CampaignState.initial(problem)
     start = time.perf_counter()
     policy.reset(problem, policy_rng)
+    verdict = verdict if verdict is not None else make_verdict()
+    verdict.reset(problem, policy_rng)
     truth = env.true_labels
     n_items = problem.n_items
     budget = problem.budget
@@ -480,11 +488,11 @@ def run_campaign_fast(
         state.spent = float(decisions)
         state.n_events = decisions
         state.time = float(decisions)
-        labels = policy.final_labels(state)
+        labels = verdict.labels(state, policy)
         accuracy = float(np.mean(labels == truth))
         # ece, nll, brier of the verdict, as the reference engine's rows
         extra = verdict_calibration(
-            policy.final_probabilities(state), labels, truth, np.ones(n_items, dtype=bool)
+            verdict.probabilities(state, policy), labels, truth, np.ones(n_items, dtype=bool)
         )
         elapsed = time.perf_counter() - start
         while next_checkpoint < len(checkpoints) and checkpoints[next_checkpoint] <= upto:

@@ -33,12 +33,10 @@ from crowdbudget.bounds.lagrangian import (
     lagrangian_bound,
     solve_single_task_reference,
 )
+from crowdbudget.experiments.continuous import run_continuous_campaign
 from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy
 from crowdbudget.registry import make_policy
-from crowdbudget.simulation.continuous_time import (
-    ContinuousTimeEnvironment,
-    run_continuous_campaign,
-)
+from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 from crowdbudget.types import CampaignState, LabelEvent, Problem
 

@@ -8,14 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from crowdbudget.experiments.continuous import run_continuous_experiment
+from crowdbudget.experiments.continuous import run_continuous_campaign, run_continuous_experiment
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
-from crowdbudget.simulation.continuous_time import (
-    ContinuousTimeEnvironment,
-    posterior_reward,
-    run_continuous_campaign,
-)
+from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment, posterior_reward
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
 from crowdbudget.types import Assignment, CampaignState, Problem

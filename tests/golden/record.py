@@ -49,13 +49,11 @@ import numpy as np
 import pandas as pd
 
 from crowdbudget.exceptions import CrowdBudgetError, DataFormatError
+from crowdbudget.experiments.continuous import run_continuous_campaign
 from crowdbudget.experiments.runner import run_campaign, run_experiment
 from crowdbudget.registry import make_policy, split_verdict
 from crowdbudget.simulation.contextual import ContextualWorkerEnvironment
-from crowdbudget.simulation.continuous_time import (
-    ContinuousTimeEnvironment,
-    run_continuous_campaign,
-)
+from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment
 from crowdbudget.simulation.environment import (
     FeatureEnvironment,
     LabelingEnvironment,

@@ -1,20 +1,44 @@
 """One campaign loop: ``drive(policy, env, state, clock, recorder)`` (DESIGN §11).
 
-A step: the clock says whether a worker arrives (pull mode: the world names the arriving
-worker; push mode: the policy picks); the policy returns an assignment or None (stop); the
-state reserves its price; the world answers; the state settles the label and the policy
-observes it; items the world can no longer answer leave the eligible set. The recorder sees
-the state before every decision (and may end the campaign, e.g. once the last budget
-checkpoint is recorded) and once at the end.
+Events happen in time order. At a worker's arrival the recorder sees the state (and may end
+the campaign, e.g. once the last budget checkpoint is recorded); in pull mode the world names
+the arriving worker (push mode: the policy picks); the policy returns an assignment or None;
+the state reserves its price and the clock says how long the work takes. When the work is
+done the world answers, the state settles the label and the policy observes it; items the
+world can no longer answer leave the eligible set. Pending work completes in order of its
+completion time, so several assignments may be out at once and come back out of order. The
+recorder sees the final state once at the end.
 
-Discrete time (Chen, Lin, Zhou 2013 §2) is one arrival per step with zero work time:
-:class:`Clock`. The continuous-time campaign (Hu & Frazier §6,
-:func:`crowdbudget.simulation.continuous_time.run_continuous_campaign`), the conformance
-driver and the priced-worker loop still have loops of their own (issue #16, later steps).
+The clock (:class:`Timing`) supplies the arrivals and the work times:
+
+- discrete time (Chen, Lin, Zhou 2013 §2), :class:`Clock`: one arrival per step and zero
+  work time — every assignment is answered before the next arrival, so the loop is the
+  plain select → answer → observe sequence;
+- continuous time (Hu & Frazier §6), :class:`ArrivalClock`: Poisson arrivals and Exp(μ)
+  work times drawn by the world
+  (:class:`~crowdbudget.simulation.continuous_time.ContinuousTimeEnvironment`), at most U
+  workers hired, outstanding work cancelled at the horizon; labels and ``state.time`` carry
+  the event times (:func:`crowdbudget.experiments.continuous.run_continuous_campaign`);
+- a work time of ``math.inf`` holds the work until the policy has nothing to hand out
+  (``select`` returns None); held work is then answered at once, newest first. The
+  conformance kit's adversary (:mod:`crowdbudget.testing.checks`) uses it.
+
+A world may define ``claim(assignment)``: it is told when work is handed out, before the
+answer (a replay in continuous time reserves one unused record of the item there, so the
+label exists when the worker finishes; the item leaves when none is left).
+
+Every campaign in the package runs here: discrete-time experiments
+(:func:`crowdbudget.experiments.runner.run_campaign`, the priced-worker experiments of
+:mod:`crowdbudget.experiments.papers.rangi2018`), continuous-time ones and the conformance
+kit. A live :class:`~crowdbudget.campaign.Campaign` applies the same state transitions from
+events as they arrive; the compiled engine (:mod:`crowdbudget.simulation.fast`) reproduces
+this loop bit for bit where it applies.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +51,7 @@ from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.verdict import PosteriorVerdict, Verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
-from crowdbudget.types import BoolArray, CampaignState, IntArray
+from crowdbudget.types import Assignment, BoolArray, CampaignState, IntArray, LabelEvent
 
 #: the policy's own model, the verdict when none is given
 _POSTERIOR = PosteriorVerdict()
@@ -51,6 +75,118 @@ class Clock:
     @property
     def pull(self) -> bool:
         return self.mode == "pull"
+
+    @property
+    def timed(self) -> bool:
+        """Events are counted, not timed: ``state.time`` stays the number of labels."""
+        return False
+
+    @property
+    def horizon(self) -> float:
+        return math.inf
+
+    @property
+    def max_assignments(self) -> int | None:
+        return None
+
+    def next_arrival(self, after: float) -> float:
+        # step numbers as floats: exact up to 2^53 steps
+        return after + 1.0
+
+    def next_duration(self, state: CampaignState) -> float:
+        return 0.0
+
+
+class Timing(Protocol):
+    """What :func:`drive` asks of a clock.
+
+    ``pull``: the world names the arriving worker. ``timed``: labels and ``state.time`` carry
+    the event times (else ``state.time`` is the number of labels). ``horizon``: outstanding
+    work is cancelled there (``math.inf``: never). ``max_assignments``: arrivals after this
+    many assignments are ignored (None: no limit). ``next_arrival(after)``: the time of the
+    arrival after the one at ``after`` (``math.inf``: none). ``next_duration(state)``: the work
+    time of the assignment just handed out (``state`` already counts it as pending;
+    ``math.inf``: held until the policy idles, then answered newest first)."""
+
+    @property
+    def pull(self) -> bool: ...
+
+    @property
+    def timed(self) -> bool: ...
+
+    @property
+    def horizon(self) -> float: ...
+
+    @property
+    def max_assignments(self) -> int | None: ...
+
+    def next_arrival(self, after: float) -> float: ...
+
+    def next_duration(self, state: CampaignState) -> float: ...
+
+
+class ArrivalStream(Protocol):
+    """Arrival and work times drawn by a continuous-time world
+    (:class:`~crowdbudget.simulation.continuous_time.ContinuousTimeEnvironment`)."""
+
+    @property
+    def horizon(self) -> float: ...
+
+    def next_arrival(self) -> float: ...
+
+    def next_duration(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class ArrivalClock:
+    """Continuous time (Hu & Frazier §6): workers arrive at the times of ``stream``'s arrival
+    process and each is served in pull mode; the j-th hired worker works the j-th duration
+    of the stream (common random numbers: every policy of a replication faces the same
+    arrival and work times); at most ``max_assignments`` (U) workers are hired; pending work
+    at the stream's horizon is cancelled (§4: "all outstanding tasks ... are canceled")."""
+
+    stream: ArrivalStream
+    max_assignments: int | None = None
+
+    @property
+    def pull(self) -> bool:
+        return True
+
+    @property
+    def timed(self) -> bool:
+        return True
+
+    @property
+    def horizon(self) -> float:
+        return self.stream.horizon
+
+    def next_arrival(self, after: float) -> float:
+        # the stream keeps its own time, which is ``after`` (the last arrival it gave)
+        return self.stream.next_arrival()
+
+    def next_duration(self, state: CampaignState) -> float:
+        return self.stream.next_duration()
+
+
+class Decider(Protocol):
+    """What the loop asks of a policy: ``select`` (None: nothing to hand out) and
+    ``observe``. An :class:`~crowdbudget.policies.base.AllocationPolicy` is one; so is a
+    wrapper that checks or restricts its choices (the conformance kit, the live rule)."""
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None: ...
+
+    def observe(self, event: LabelEvent) -> None: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a campaign run by :func:`drive` ended: ``assignments`` handed out, ``cancelled``
+    (pending at the end, released: the horizon, the recorder or the world ended it),
+    ``end_time`` (the clock's time of the last event, or the horizon)."""
+
+    assignments: int
+    cancelled: int
+    end_time: float
 
 
 class Recorder(Protocol):
@@ -130,29 +266,97 @@ class StopAtSpend:
         pass
 
 
+def _sync(env: LabelingEnvironment, state: CampaignState, item: int) -> None:
+    """The item leaves the eligible set once the world can no longer answer it."""
+    if env.eligible is not None and not env.eligible[item]:
+        state.eligible[item] = False
+
+
 def drive(
-    policy: AllocationPolicy,
+    policy: Decider,
     env: LabelingEnvironment,
     state: CampaignState,
-    clock: Clock,
+    clock: Timing,
     recorder: Recorder,
-) -> None:
+) -> Outcome:
     """Run one campaign of ``policy`` (reset) in ``env`` (reset) from ``state`` until the
-    policy stops, the world has nothing more to give or the recorder ends it."""
-    while not recorder.before_decision(state):
-        worker = env.arriving_worker() if clock.pull else None
-        assignment = policy.select(state, worker=worker)
-        if assignment is None:
-            break
-        state.record_assignment(assignment)
+    policy stops with nothing pending, the world has nothing more to give, the recorder ends
+    it, the clock's arrivals end with nothing pending or its horizon comes.
+
+    Order of events: the earliest of the next arrival (while fewer than
+    ``clock.max_assignments`` are handed out) and the earliest completion; an arrival goes
+    first on a tie (with zero work time the assignment of step k completes at k, before the
+    arrival at k + 1: the discrete loop exactly). Completions at the same time come back in
+    the order they were handed out. Work still pending at the end is released (its price
+    and capacity given back) and counted in :attr:`Outcome.cancelled`.
+    """
+    # pending work by (completion time, order handed out); held work (infinite work time)
+    # apart, answered newest first when the policy idles
+    due: list[tuple[float, int, Assignment]] = []
+    held: list[Assignment] = []
+    claim = getattr(env, "claim", None)
+    timed, horizon, cap = clock.timed, clock.horizon, clock.max_assignments
+    handed = 0
+    now = 0.0
+
+    def complete(assignment: Assignment) -> bool:
+        """The world answers ``assignment`` at ``now``; True when it has nothing more."""
         result = env.step(assignment)
         if result.event is None:
             state.release_assignment(assignment)
         else:
-            state.record_label(result.event, assignment)
-            policy.observe(result.event)
-        if env.eligible is not None and not env.eligible[assignment.item]:
-            state.eligible[assignment.item] = False
-        if result.terminated or result.truncated:
+            event = result.event
+            if timed:
+                event = LabelEvent(event.item, event.worker, event.label, event.cost, time=now)
+            state.record_label(event, assignment)
+            policy.observe(event)
+        _sync(env, state, assignment.item)
+        return result.terminated or result.truncated
+
+    t_arrival = clock.next_arrival(now)
+    while True:
+        t_done = due[0][0] if due else math.inf
+        arrivals_open = cap is None or handed < cap
+        t_next = min(t_arrival if arrivals_open else math.inf, t_done)
+        if t_next == math.inf:
             break
+        if t_next >= horizon:
+            now = horizon
+            break
+        if arrivals_open and t_arrival <= t_done:
+            now = t_arrival
+            if recorder.before_decision(state):
+                break
+            if timed:
+                state.time = now
+            worker = env.arriving_worker() if clock.pull else None
+            assignment = policy.select(state, worker=worker)
+            if assignment is None:
+                if not due and not held:
+                    break
+                ended = False
+                while held and not ended:
+                    ended = complete(held.pop())
+                if ended:
+                    break
+            else:
+                state.record_assignment(assignment)
+                handed += 1
+                duration = clock.next_duration(state)
+                if claim is not None:
+                    claim(assignment)
+                    _sync(env, state, assignment.item)
+                if duration == math.inf:
+                    held.append(assignment)
+                else:
+                    heapq.heappush(due, (now + duration, handed, assignment))
+            t_arrival = clock.next_arrival(now)
+        else:
+            now, _, assignment = heapq.heappop(due)
+            if complete(assignment):
+                break
+    outstanding = [assignment for _, _, assignment in due] + held
+    for assignment in outstanding:
+        state.release_assignment(assignment)
     recorder.finish(state)
+    return Outcome(handed, len(outstanding), now)

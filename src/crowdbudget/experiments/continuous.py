@@ -1,9 +1,17 @@
-"""The continuous-time experiment driver (Hu & Frazier §6): policies × budgets × replications
-of :func:`~crowdbudget.simulation.continuous_time.run_continuous_campaign`, seeded as
-:func:`~crowdbudget.experiments.runner.run_experiment` seeds its campaigns.
+"""Continuous-time campaigns and experiments (Hu & Frazier §6).
 
-It lived in ``simulation.continuous_time`` (which then imported the experiment runner from
-below); the campaign and the world stay there.
+:func:`run_continuous_campaign` runs one campaign on the one campaign loop
+(:func:`crowdbudget.engine.loop.drive`) with an :class:`~crowdbudget.engine.loop.ArrivalClock`
+over a :class:`~crowdbudget.simulation.continuous_time.ContinuousTimeEnvironment` (which stays
+in ``simulation``: the world only), as :func:`crowdbudget.experiments.runner.run_campaign` runs
+a discrete-time one. :func:`run_continuous_experiment` runs policies × budgets × replications
+of it, seeded as :func:`~crowdbudget.experiments.runner.run_experiment` seeds its campaigns.
+
+Not yet one experiment driver: the replication, seeding and process-pool code below repeats
+``run_experiment``'s. Sharing it needs ``experiments.runner`` to take the campaign as a
+parameter (its ``_task``/``_chunk`` run :func:`~crowdbudget.experiments.runner.run_campaign`
+only, and its rows start with ``RUN_COLUMNS``, while the summaries hashed by the golden
+reproductions list this driver's columns in :func:`run_continuous_campaign`'s order).
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -20,13 +29,89 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from crowdbudget._validation import check_positive_int
+from crowdbudget.engine.loop import ArrivalClock, StopAtSpend, drive
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.runner import ExperimentResult, MetricsHook, summarize
+from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
-from crowdbudget.simulation.continuous_time import (
-    ContinuousTimeEnvironment,
-    run_continuous_campaign,
-)
+from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment, posterior_reward
+from crowdbudget.types import CampaignState
+
+
+def _prepare_policy(policy: AllocationPolicy, env: ContinuousTimeEnvironment) -> AllocationPolicy:
+    """Policies that model the arrival and completion rates (``for_rates``) get the world's."""
+    for_rates = getattr(policy, "for_rates", None)
+    if callable(for_rates):
+        prepared = for_rates(env.arrival_rate, env.completion_rate)
+        assert isinstance(prepared, AllocationPolicy)
+        return prepared
+    return policy
+
+
+def run_continuous_campaign(
+    policy: AllocationPolicy,
+    env: ContinuousTimeEnvironment,
+    budget: int,
+    *,
+    world_seed: int | np.random.SeedSequence | None,
+    policy_rng: np.random.Generator,
+    metrics: MetricsHook | None = None,
+) -> dict[str, Any]:
+    """Run one continuous-time campaign with at most ``budget`` = U workers (Hu & Frazier
+    §6): :func:`~crowdbudget.engine.loop.drive` with an
+    :class:`~crowdbudget.engine.loop.ArrivalClock` hiring at most U workers; the campaign
+    ends when U workers have been hired and have all finished, at the horizon (pending work
+    cancelled), or when the policy stops with nothing pending.
+
+    Returns:
+        A dict: ``budget``, ``reward`` (eq. 2, total: the posterior expected number of
+        correctly classified tasks, :func:`posterior_reward`), ``reward_per_item``,
+        ``accuracy`` (final labels vs truth on ``env.base.evaluation_mask``), ``correct``,
+        ``workers_hired``, ``labels_used``, ``cancelled`` (pending at the horizon),
+        ``max_labels_per_item``, ``end_time``, ``seconds`` and the hook's metrics.
+    """
+    budget = check_positive_int(budget, "budget")
+    env.check_budget(budget)
+    env.reset(seed=world_seed)
+    problem = env.problem(float(budget))
+    state = CampaignState.initial(problem)
+    state.pairs = None
+    if env.eligible is not None:
+        state.eligible &= env.eligible
+    state.extra["arrival_rate"] = env.arrival_rate
+    state.extra["completion_rate"] = env.completion_rate
+    start = time.perf_counter()
+    policy = _prepare_policy(policy, env)
+    policy.reset(problem, policy_rng)
+    # the money budget is U labels at price 1; ArrivalClock stops hiring at U, so the
+    # recorder never ends the campaign
+    outcome = drive(policy, env, state, ArrivalClock(env, max_assignments=budget), StopAtSpend())
+    labels = policy.final_labels(state)
+    truth = env.true_labels
+    mask = (
+        np.ones(problem.n_items, dtype=bool)
+        if env.evaluation_mask is None
+        else np.asarray(env.evaluation_mask, dtype=bool)
+    )
+    correct = int(np.sum(labels[mask] == truth[mask]))
+    reward = posterior_reward(problem, state.label_counts)
+    row: dict[str, Any] = {
+        "budget": float(budget),
+        "reward": reward,
+        "reward_per_item": reward / problem.n_items,
+        # max(·, 1): a world with no evaluated task scores 0, not 0/0
+        "accuracy": correct / max(int(mask.sum()), 1),
+        "correct": float(correct),
+        "workers_hired": outcome.assignments,
+        "labels_used": state.spent,
+        "cancelled": outcome.cancelled,
+        "max_labels_per_item": int(state.label_counts.sum(axis=1).max()),
+        "end_time": outcome.end_time,
+        "seconds": time.perf_counter() - start,
+    }
+    if metrics is not None:
+        row.update(metrics(state, labels, truth, mask))
+    return row
 
 
 def _continuous_task(

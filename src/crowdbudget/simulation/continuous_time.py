@@ -1,65 +1,59 @@
-"""Continuous-time labeling campaigns (Hu & Frazier, "Bayes-Optimal Effort Allocation in
-Crowdsourcing: Bounds and Index Policies", §3–§4), event-driven and exact.
+"""The continuous-time labeling world (Hu & Frazier, "Bayes-Optimal Effort Allocation in
+Crowdsourcing: Bounds and Index Policies", §3–§4 and §6).
 
 Model. Workers arrive as a Poisson process of rate r (or, optionally, a non-homogeneous
 process of rate r(t) <= r_max, simulated by thinning: candidate times of a rate-r_max process,
 each kept with probability r(t)/r_max). Each arriving worker, while fewer than U have been
-hired, is given a task by the policy (pull mode: ``policy.select(state, worker=w)``), works an
-Exp(μ) time and then returns a label. Several assignments are pending at once
-(``state.pending`` / ``state.committed`` via ``CampaignState.record_assignment``). At the
-horizon T (may be ∞) pending work is cancelled (``release_assignment``; §4: "all outstanding
-tasks on which workers are currently working are canceled"). The campaign ends when U workers
-have been hired and have all finished, at T, or when the policy stops (``select`` returns
-None) with nothing pending.
+hired, is given a task by the policy (pull mode), works an Exp(μ) time and then returns a
+label; several assignments are pending at once. At the horizon T (may be ∞) pending work is
+cancelled (§4: "all outstanding tasks on which workers are currently working are canceled").
 
-Exactness. No time steps: the next arrival time and a heap of completion times are compared;
-each event is processed at its exact time.
+This module is the world only: :class:`ContinuousTimeEnvironment` draws the arrival and work
+times and answers; the one campaign loop (:func:`crowdbudget.engine.loop.drive` with an
+:class:`~crowdbudget.engine.loop.ArrivalClock`) runs it event by event, exactly — no time
+steps: the next arrival time and a heap of completion times are compared and each event is
+processed at its exact time (:func:`crowdbudget.experiments.continuous.run_continuous_campaign`).
 
 Labels come from a wrapped :class:`~crowdbudget.simulation.environment.LabelingEnvironment`,
 asked at *completion* time: a :class:`SyntheticBernoulliEnvironment` (θ_x drawn from the prior,
 truth 1{θ_x >= d_x}, the k-th answer of a task fixed by the seed) or a
 :class:`~crowdbudget.simulation.replay.ReplayEnvironment` (the label of a uniformly chosen unused
-record of the task — the worker identity is not used, as in the paper's §7.2 replay). For a
-replay, a task whose unused records are all taken by pending assignments becomes ineligible, so
-a label is always available when its worker finishes.
+record of the task — the worker identity is not used, as in the paper's §7.2 replay: the base is
+asked ``Assignment(item, None, price)``). For a replay, :meth:`ContinuousTimeEnvironment.claim`
+reserves a record when the work is handed out, and a task whose unused records are all
+reserved becomes ineligible, so a label is always available when its worker finishes. The
+world's end shows as every task ineligible (the campaign ends at the next arrival the policy
+cannot serve), never as a terminated step.
 
 Common random numbers. From the world seed: child 0 resets the wrapped environment (θ and the
 answers), child 1 draws the arrival times, child 2 the work durations — the j-th *hired*
 worker works the j-th duration whatever the policy. So every policy of a replication faces the
 same θ, the same answers per task, the same arrival times and the same durations.
 
-Reward (§3, eq. 2). ``reward`` = Σ_x R(α'_x, β'_x), R = max(P(θ_x > d_x), P(θ_x < d_x)) under the
-problem's prior and the final counts: the posterior expected number of correctly classified
-tasks (what the paper plots, per task, in Fig. 1). ``accuracy`` compares the policy's final
-labels with the truth (Fig. 2).
+Reward (§3, eq. 2). :func:`posterior_reward` = Σ_x R(α'_x, β'_x), R = max(P(θ_x > d_x),
+P(θ_x < d_x)) under the problem's prior and the final counts: the posterior expected number of
+correctly classified tasks (what the paper plots, per task, in Fig. 1).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from crowdbudget._random import as_seed_sequence, child_seed
-from crowdbudget._validation import check_positive_int
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
-from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem
-
-if TYPE_CHECKING:  # the hook's type only: experiments sit above simulation
-    from crowdbudget.experiments.runner import MetricsHook
+from crowdbudget.types import Assignment, IntArray, Problem, StepResult
 
 _CHUNK = 1024
 
 
-class ContinuousTimeEnvironment:
+class ContinuousTimeEnvironment(LabelingEnvironment):
     """Poisson arrivals and exponential work times around a label environment.
 
     Args:
@@ -71,6 +65,7 @@ class ContinuousTimeEnvironment:
             module-level function to run in worker processes.
 
     Example:
+        >>> from crowdbudget.experiments.continuous import run_continuous_campaign
         >>> from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
         >>> env = ContinuousTimeEnvironment(SyntheticBernoulliEnvironment(5), arrival_rate=0.1,
         ...                                 completion_rate=0.4)
@@ -97,14 +92,13 @@ class ContinuousTimeEnvironment:
         if not (isinstance(horizon, (int, float)) and horizon > 0):
             raise InvalidParameterError(f"horizon must be > 0 (inf for none), got {horizon!r}")
         self.base = base
+        self.n_items = base.n_items
+        self.n_classes = base.n_classes
         self.arrival_rate = r
         self.completion_rate = mu
         self.horizon = float(horizon)
         self.rate_function = rate_function
-
-    @property
-    def n_items(self) -> int:
-        return self.base.n_items
+        self._capacity: IntArray | None = None
 
     def problem(self, budget: float) -> Problem:
         return self.base.problem(budget)
@@ -112,10 +106,10 @@ class ContinuousTimeEnvironment:
     def check_budget(self, budget: float) -> None:
         self.base.check_budget(budget)
 
-    # ---- random streams ---------------------------------------------------------------------
-    def reset(self, *, seed: int | np.random.SeedSequence | None = None) -> None:
+    # ---- the world ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | np.random.SeedSequence | None = None) -> dict[str, Any]:
         seq = as_seed_sequence(seed)
-        self.base.reset(seed=child_seed(seq, 0))
+        info = self.base.reset(seed=child_seed(seq, 0))
         self._arrival_rng = np.random.default_rng(child_seed(seq, 1))
         self._work_rng = np.random.default_rng(child_seed(seq, 2))
         self._gaps = np.empty(0)
@@ -124,7 +118,52 @@ class ContinuousTimeEnvironment:
         self._durations = np.empty(0)
         self._duration_next = 0
         self._clock = 0.0
+        base = self.base
+        self.true_labels = base.true_labels
+        self.evaluation_mask = base.evaluation_mask
+        # unused records per task that no pending assignment has claimed (replay only)
+        self._capacity = _record_counts(base)
+        # a copy: claims make tasks ineligible here, not in the base
+        if base.eligible is not None:
+            self.eligible = np.asarray(base.eligible, dtype=bool).copy()
+        elif self._capacity is not None:
+            self.eligible = np.ones(self.n_items, dtype=bool)
+        else:
+            self.eligible = None
+        return info
 
+    def arriving_worker(self) -> int:
+        return self.base.arriving_worker()
+
+    def claim(self, assignment: Assignment) -> None:
+        """Work on ``assignment`` was handed out: a replay reserves one unused record of the
+        task (the task leaves once every record is reserved); a synthetic world answers any
+        number of times."""
+        capacity = self._capacity
+        if capacity is None or self.eligible is None:
+            return
+        capacity[assignment.item] -= 1
+        if capacity[assignment.item] <= 0:
+            self.eligible[assignment.item] = False
+
+    def step(self, assignment: Assignment) -> StepResult:
+        """The base's answer when the work completes (a replay is asked for the task's label,
+        whoever recorded it: ``Assignment(item, None, price)``). The base's ``terminated``
+        is dropped: a reserved record always exists, and the world's end shows as every task
+        ineligible."""
+        replay = self._capacity is not None
+        asked = Assignment(assignment.item, None, assignment.price) if replay else assignment
+        result = self.base.step(asked)
+        base_eligible = self.base.eligible
+        if (
+            self.eligible is not None
+            and base_eligible is not None
+            and not base_eligible[assignment.item]
+        ):
+            self.eligible[assignment.item] = False
+        return StepResult(result.event, info=result.info)
+
+    # ---- random streams (an ArrivalStream of crowdbudget.engine.loop) -------------------------
     def _next_gap(self) -> float:
         if self._gap_next >= self._gaps.shape[0]:
             self._gaps = self._arrival_rng.exponential(1.0 / self.arrival_rate, _CHUNK)
@@ -183,123 +222,3 @@ def _record_counts(base: LabelingEnvironment) -> np.ndarray | None:
     if isinstance(base, ReplayEnvironment):
         return np.bincount(base.items, minlength=base.n_items).astype(np.int64)
     return None
-
-
-def _prepare_policy(policy: AllocationPolicy, env: ContinuousTimeEnvironment) -> AllocationPolicy:
-    """Policies that model the arrival and completion rates (``for_rates``) get the world's."""
-    for_rates = getattr(policy, "for_rates", None)
-    if callable(for_rates):
-        prepared = for_rates(env.arrival_rate, env.completion_rate)
-        assert isinstance(prepared, AllocationPolicy)
-        return prepared
-    return policy
-
-
-def run_continuous_campaign(
-    policy: AllocationPolicy,
-    env: ContinuousTimeEnvironment,
-    budget: int,
-    *,
-    world_seed: int | np.random.SeedSequence | None,
-    policy_rng: np.random.Generator,
-    metrics: MetricsHook | None = None,
-) -> dict[str, Any]:
-    """Run one continuous-time campaign with at most ``budget`` = U workers.
-
-    Returns:
-        A dict: ``budget``, ``reward`` (eq. 2, total), ``reward_per_item``, ``accuracy``
-        (final labels vs truth on ``env.base.evaluation_mask``), ``correct``,
-        ``workers_hired``, ``labels_used``, ``cancelled`` (pending at the horizon),
-        ``max_labels_per_item``, ``end_time``, ``seconds`` and the hook's metrics.
-    """
-    budget = check_positive_int(budget, "budget")
-    env.check_budget(budget)
-    env.reset(seed=world_seed)
-    base = env.base
-    problem = env.problem(float(budget))
-    state = CampaignState.initial(problem)
-    state.pairs = None
-    if base.eligible is not None:
-        state.eligible &= base.eligible
-    state.extra["arrival_rate"] = env.arrival_rate
-    state.extra["completion_rate"] = env.completion_rate
-    start = time.perf_counter()
-    policy = _prepare_policy(policy, env)
-    policy.reset(problem, policy_rng)
-    # unused records per task that no pending assignment has claimed (replay only)
-    capacity = _record_counts(base)
-    replay = capacity is not None
-    heap: list[tuple[float, int, Assignment]] = []
-    hired = 0
-    seq = 0
-    horizon = env.horizon
-    t_arrival = env.next_arrival()
-    now = 0.0
-    while True:
-        t_done = heap[0][0] if heap else math.inf
-        arrivals_open = hired < budget
-        t_next = min(t_arrival if arrivals_open else math.inf, t_done)
-        if t_next == math.inf:
-            break
-        if t_next >= horizon:
-            now = horizon
-            break
-        if arrivals_open and t_arrival <= t_done:
-            now = t_arrival
-            state.time = now
-            worker = base.arriving_worker()
-            assignment = policy.select(state, worker=worker)
-            if assignment is None:
-                if not heap:
-                    break
-            else:
-                state.record_assignment(assignment)
-                hired += 1
-                seq += 1
-                heapq.heappush(heap, (now + env.next_duration(), seq, assignment))
-                if capacity is not None:
-                    capacity[assignment.item] -= 1
-                    if capacity[assignment.item] <= 0:
-                        state.eligible[assignment.item] = False
-            t_arrival = env.next_arrival()
-        else:
-            now, _, assignment = heapq.heappop(heap)
-            asked = Assignment(assignment.item, None, assignment.price) if replay else assignment
-            result = base.step(asked)
-            if result.event is None:
-                state.release_assignment(assignment)
-            else:
-                ev = result.event
-                event = LabelEvent(ev.item, ev.worker, ev.label, ev.cost, time=now)
-                state.record_label(event, assignment)
-                policy.observe(event)
-            if base.eligible is not None and not base.eligible[assignment.item]:
-                state.eligible[assignment.item] = False
-    cancelled = len(heap)
-    for _, _, assignment in heap:  # §4: outstanding work is cancelled at the horizon
-        state.release_assignment(assignment)
-    labels = policy.final_labels(state)
-    truth = base.true_labels
-    mask = (
-        np.ones(problem.n_items, dtype=bool)
-        if base.evaluation_mask is None
-        else np.asarray(base.evaluation_mask, dtype=bool)
-    )
-    correct = int(np.sum(labels[mask] == truth[mask]))
-    reward = posterior_reward(problem, state.label_counts)
-    row: dict[str, Any] = {
-        "budget": float(budget),
-        "reward": reward,
-        "reward_per_item": reward / problem.n_items,
-        "accuracy": correct / max(int(mask.sum()), 1),
-        "correct": float(correct),
-        "workers_hired": hired,
-        "labels_used": state.spent,
-        "cancelled": cancelled,
-        "max_labels_per_item": int(state.label_counts.sum(axis=1).max()),
-        "end_time": now,
-        "seconds": time.perf_counter() - start,
-    }
-    if metrics is not None:
-        row.update(metrics(state, labels, truth, mask))
-    return row

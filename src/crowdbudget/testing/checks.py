@@ -12,15 +12,25 @@ worker prices) and raises ``AssertionError`` naming the first broken rule of the
 4. pull mode: the assignment is for the arriving worker;
 5. ``select`` does not modify the state it is given;
 6. ``get_params`` and ``repr`` work.
+
+The campaigns run on the one campaign loop (:func:`crowdbudget.engine.loop.drive`, DESIGN
+§11) against an adversary: the world answers with random labels (and, in pull mode, sends
+random workers); the clock answers an assignment at once only when ``max_pending`` are out,
+and otherwise holds it until the policy has nothing to hand out, then answers the held work
+newest first (out of order on purpose); before the decision at step ``budget // 3`` a third of
+the items leave the eligible set; every ``select`` is checked as it returns.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from crowdbudget.engine.loop import drive
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
@@ -54,6 +64,125 @@ def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     )
 
 
+class _Checked:
+    """The policy under test, each ``select`` checked against rules 1, 2, 4 and 5 as it
+    returns; the (item, worker) sequence of its assignments is kept."""
+
+    def __init__(self, policy: AllocationPolicy, problem: Problem, mode: str) -> None:
+        self.policy = policy
+        self.problem = problem
+        self.mode = mode
+        self.name = type(policy).__name__
+        self.sequence: list[tuple[int, int | None]] = []
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        name, problem = self.name, self.problem
+        before = _snapshot(state)
+        assignment = self.policy.select(state, worker=worker)
+        assert _same(before, _snapshot(state)), f"{name}.select modified the campaign state"
+        if assignment is None:
+            return None
+        assert isinstance(assignment, Assignment), f"{name}.select returned {assignment!r}"
+        assert 0 <= assignment.item < problem.n_items, f"{name} chose item {assignment.item}"
+        assert state.eligible[assignment.item], (
+            f"{name} chose item {assignment.item}, which is not eligible"
+        )
+        if self.mode == "pull":
+            assert assignment.worker == worker, (
+                f"{name} in pull mode returned worker {assignment.worker}, not the arriving "
+                f"worker {worker}"
+            )
+        assert state.can_afford(assignment.price), (
+            f"{name} overspends: price {assignment.price} with {state.remaining:g} left"
+        )
+        assert assignment.price == problem.price_of(assignment.worker), (
+            f"{name} priced worker {assignment.worker} at {assignment.price}, "
+            f"not {problem.price_of(assignment.worker)}"
+        )
+        self.sequence.append((assignment.item, assignment.worker))
+        return assignment
+
+    def observe(self, event: LabelEvent) -> None:
+        self.policy.observe(event)
+
+
+class _RandomWorld(LabelingEnvironment):
+    """Random labels and (pull mode) random arriving workers, from the checker's generator;
+    an assignment without a worker is answered by a random one."""
+
+    def __init__(self, problem: Problem, rng: np.random.Generator) -> None:
+        self.n_items = problem.n_items
+        self.n_classes = problem.n_classes
+        self.n_workers = problem.n_workers or 1
+        self.true_labels = np.zeros(problem.n_items, dtype=np.int64)
+        self.rng = rng
+
+    def reset(self, *, seed: int | np.random.SeedSequence | None = None) -> dict[str, Any]:
+        return {}
+
+    def arriving_worker(self) -> int:
+        return int(self.rng.integers(self.n_workers))
+
+    def step(self, assignment: Assignment) -> StepResult:
+        label = int(self.rng.integers(self.n_classes))
+        worker = assignment.worker
+        who = worker if worker is not None else int(self.rng.integers(self.n_workers))
+        return StepResult(LabelEvent(assignment.item, who, label, cost=assignment.price))
+
+
+class _HoldingClock:
+    """Steps 1, 2, ... ``n_steps`` (then no more arrivals); an assignment is answered at once
+    when ``max_pending`` are out with it, else held until the policy idles (work time
+    ``math.inf``: :func:`~crowdbudget.engine.loop.drive` then answers held work newest
+    first)."""
+
+    def __init__(self, mode: str, max_pending: int, n_steps: int) -> None:
+        self.pull = mode == "pull"
+        self.timed = False
+        self.horizon = math.inf
+        self.max_assignments: int | None = None
+        self.max_pending = max_pending
+        self.n_steps = n_steps
+
+    def next_arrival(self, after: float) -> float:
+        # step numbers as floats: exact (a few hundred steps)
+        return after + 1.0 if after + 1.0 <= self.n_steps else math.inf
+
+    def next_duration(self, state: CampaignState) -> float:
+        return 0.0 if int(state.pending.sum()) >= self.max_pending else math.inf
+
+
+class _Dropper:
+    """Before the decision of step ``dropped_at`` (None: never), a third of the items leave
+    the eligible set (they must never be assigned again); the budget is checked at every
+    step (rule 2, pending assignments count)."""
+
+    def __init__(
+        self, problem: Problem, rng: np.random.Generator, dropped_at: int | None, name: str
+    ) -> None:
+        self.problem = problem
+        self.rng = rng
+        self.dropped_at = dropped_at
+        self.name = name
+        self.step = 0
+
+    def _check_budget(self, state: CampaignState) -> None:
+        # 1e-9: spends are float sums of prices
+        assert state.spent + state.committed <= self.problem.budget + 1e-9, f"{self.name} overspent"
+
+    def before_decision(self, state: CampaignState) -> bool:
+        self._check_budget(state)
+        if self.step == self.dropped_at:
+            n_items = self.problem.n_items
+            drop = self.rng.choice(n_items, size=max(1, n_items // 3), replace=False)
+            state.eligible[drop] = False
+        self.step += 1
+        return False
+
+    def finish(self, state: CampaignState) -> None:
+        self._check_budget(state)
+
+
 def _drive(
     factory: PolicyFactory,
     problem: Problem,
@@ -64,67 +193,26 @@ def _drive(
     drop_items: bool,
     policy: AllocationPolicy | None = None,
 ) -> list[tuple[int, int | None]]:
-    """One campaign with random labels; returns the (item, worker) sequence; asserts rules."""
+    """One campaign against the adversary (module docstring); returns the (item, worker)
+    sequence; asserts rules."""
     rng = np.random.default_rng(seed)
     labels_rng = np.random.default_rng(seed + 1_000_003)
     policy = factory() if policy is None else policy
-    name = type(policy).__name__
     policy.reset(problem, rng)
     state = CampaignState.initial(problem)
-    pending: list[Assignment] = []
-    sequence: list[tuple[int, int | None]] = []
-    n_workers = problem.n_workers or 1
-    dropped_at = max(1, int(problem.budget) // 3)
-    for step in range(10 * int(problem.budget) + 10):
-        if drop_items and step == dropped_at:
-            # make a third of the items ineligible; they must never be assigned again
-            drop = labels_rng.choice(
-                problem.n_items, size=max(1, problem.n_items // 3), replace=False
-            )
-            state.eligible[drop] = False
-        worker = int(labels_rng.integers(n_workers)) if mode == "pull" else None
-        before = _snapshot(state)
-        assignment = policy.select(state, worker=worker)
-        assert _same(before, _snapshot(state)), f"{name}.select modified the campaign state"
-        if assignment is None:
-            if not pending:
-                break
-        else:
-            assert isinstance(assignment, Assignment), f"{name}.select returned {assignment!r}"
-            assert 0 <= assignment.item < problem.n_items, f"{name} chose item {assignment.item}"
-            assert state.eligible[assignment.item], (
-                f"{name} chose item {assignment.item}, which is not eligible"
-            )
-            if mode == "pull":
-                assert assignment.worker == worker, (
-                    f"{name} in pull mode returned worker {assignment.worker}, not the arriving "
-                    f"worker {worker}"
-                )
-            assert state.can_afford(assignment.price), (
-                f"{name} overspends: price {assignment.price} with {state.remaining:g} left"
-            )
-            assert assignment.price == problem.price_of(assignment.worker), (
-                f"{name} priced worker {assignment.worker} at {assignment.price}, "
-                f"not {problem.price_of(assignment.worker)}"
-            )
-            state.record_assignment(assignment)
-            pending.append(assignment)
-            sequence.append((assignment.item, assignment.worker))
-        # answer some pending assignments, newest first (out of order on purpose)
-        answer_now = len(pending) >= max_pending or assignment is None
-        while answer_now and pending:
-            done = pending.pop()
-            label = int(labels_rng.integers(problem.n_classes))
-            who = done.worker if done.worker is not None else int(labels_rng.integers(n_workers))
-            event = LabelEvent(item=done.item, worker=who, label=label, cost=done.price)
-            state.record_label(event, done)
-            policy.observe(event)
-            answer_now = len(pending) > 0 and assignment is None
-        assert state.spent + state.committed <= problem.budget + 1e-9, f"{name} overspent"
-    assert policy.select(state) is None or state.remaining >= 1e-9, (
-        f"{name}.select did not return None once the budget was exhausted"
+    checked = _Checked(policy, problem, mode)
+    dropped_at = max(1, int(problem.budget) // 3) if drop_items else None
+    drive(
+        checked,
+        _RandomWorld(problem, labels_rng),
+        state,
+        _HoldingClock(mode, max_pending, n_steps=10 * int(problem.budget) + 10),
+        _Dropper(problem, labels_rng, dropped_at, checked.name),
     )
-    return sequence
+    assert policy.select(state) is None or state.remaining >= 1e-9, (
+        f"{checked.name}.select did not return None once the budget was exhausted"
+    )
+    return checked.sequence
 
 
 def check_policy(

@@ -119,3 +119,31 @@ def test_bad_scheduler_address_is_one_line() -> None:
         dask_scheduler("nowhere"),
     ):
         run_experiment(["uniform"], SyntheticBernoulliEnvironment(3), [3], 1, progress=False)
+
+
+def test_one_executor_for_both_drivers_gives_the_same_runs_everywhere() -> None:
+    """``executor`` (serial, processes) changes where campaigns run, never their numbers —
+    for the discrete-time driver and the continuous-time one, which share it."""
+    from crowdbudget.exceptions import InvalidParameterError
+    from crowdbudget.experiments.continuous import run_continuous_experiment
+    from crowdbudget.simulation import SyntheticBernoulliEnvironment
+    from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment
+
+    env = SyntheticBernoulliEnvironment(15)
+    kw = {"seed": 3, "progress": False}
+    serial = run_experiment(["uniform", "kg"], env, [15, 30], 3, executor="serial", **kw)
+    pooled = run_experiment(
+        ["uniform", "kg"], env, [15, 30], 3, executor="processes", n_jobs=2, **kw
+    )
+    kept = ["policy", "budget", "replication", "accuracy", "labels_used"]
+    assert serial.runs[kept].equals(pooled.runs[kept])
+    world = ContinuousTimeEnvironment(
+        SyntheticBernoulliEnvironment(10), arrival_rate=2.0, completion_rate=1.0
+    )
+    a = run_continuous_experiment(["uniform"], world, [8], 4, executor="serial", **kw)
+    b = run_continuous_experiment(["uniform"], world, [8], 4, executor="processes", n_jobs=2, **kw)
+    assert a.runs.drop(columns="seconds").equals(b.runs.drop(columns="seconds"))
+    with pytest.raises(InvalidParameterError, match="executor='dask' runs inside"):
+        run_experiment(["uniform"], env, [15], 1, executor="dask", **kw)
+    with pytest.raises(InvalidParameterError, match="executor must be one of"):
+        run_experiment(["uniform"], env, [15], 1, executor="threads", **kw)

@@ -7,31 +7,35 @@ in ``simulation``: the world only), as :func:`crowdbudget.experiments.runner.run
 a discrete-time one. :func:`run_continuous_experiment` runs policies × budgets × replications
 of it, seeded as :func:`~crowdbudget.experiments.runner.run_experiment` seeds its campaigns.
 
-Not yet one experiment driver: the replication, seeding and process-pool code below repeats
-``run_experiment``'s. Sharing it needs ``experiments.runner`` to take the campaign as a
-parameter (its ``_task``/``_chunk`` run :func:`~crowdbudget.experiments.runner.run_campaign`
-only, and its rows start with ``RUN_COLUMNS``, while the summaries hashed by the golden
-reproductions list this driver's columns in :func:`run_continuous_campaign`'s order).
+One experiment driver: the seeds (:func:`~crowdbudget.experiments.runner.replication_seeds`),
+the executor (:func:`~crowdbudget.experiments.runner.execute`: serial, a process pool or Dask,
+one progress bar) and the ordering of the runs are ``run_experiment``'s; only the task — one
+continuous-time campaign per (policy, budget, replication), its row in
+:func:`run_continuous_campaign`'s column order — is this module's.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from crowdbudget._validation import check_positive_int
 from crowdbudget.engine.loop import ArrivalClock, StopAtSpend, drive
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.experiments.runner import ExperimentResult, MetricsHook, summarize
+from crowdbudget.experiments.runner import (
+    ExperimentResult,
+    MetricsHook,
+    execute,
+    replication_seeds,
+    sort_runs,
+    summarize,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment, posterior_reward
@@ -152,6 +156,7 @@ def run_continuous_experiment(
     progress: bool = True,
     metrics: MetricsHook | None = None,
     chunk_size: int | None = None,
+    executor: str | None = None,
 ) -> ExperimentResult:
     """Every policy × budget × replication in continuous time (common random numbers).
 
@@ -159,7 +164,9 @@ def run_continuous_experiment(
     the r-th child of the first child of ``SeedSequence(seed)`` as its world for every policy
     and budget, and the r-th child of the second as the policy's generator; the results do not
     depend on ``n_jobs`` or the order. Replications are sent to the process pool in chunks
-    (``chunk_size``, default about 4 chunks per process and policy).
+    (``chunk_size``, default about 4 chunks per process and policy) through the discrete-time
+    driver's one executor (:func:`~crowdbudget.experiments.runner.execute`: ``executor``
+    serial, processes or Dask, one progress bar).
 
     Returns:
         :class:`~crowdbudget.experiments.runner.ExperimentResult`; ``summary`` has, per
@@ -176,10 +183,7 @@ def run_continuous_experiment(
         raise InvalidParameterError("at least one budget is needed")
     env.check_budget(budget_list[-1])
     n_reps = check_positive_int(n_reps, "reps")
-    root = np.random.SeedSequence(seed)
-    world_root, policy_root = root.spawn(2)
-    world_seeds = world_root.spawn(n_reps)
-    policy_seeds = policy_root.spawn(n_reps)
+    world_seeds, policy_seeds = replication_seeds(seed, n_reps)
     n_jobs = (os.cpu_count() or 1) if n_jobs is None else max(1, n_jobs)
     size = chunk_size or max(1, math.ceil(n_reps / (4 * n_jobs)))
     tasks = []
@@ -198,33 +202,16 @@ def run_continuous_experiment(
                         metrics,
                     )
                 )
-    bar = tqdm(
-        total=len(policies) * len(budget_list) * n_reps,
+    rows = execute(
+        _continuous_task,
+        tasks,
+        [float(len(task[3])) for task in tasks],
+        n_jobs=n_jobs,
+        executor=executor,
+        progress=progress,
         desc="campaigns",
         unit="run",
-        delay=2.0,
-        disable=not progress,
-        file=sys.stderr,
     )
-    rows: list[dict[str, Any]] = []
-    try:
-        if n_jobs == 1 or len(tasks) == 1:
-            for task in tasks:
-                rows.extend(_continuous_task(*task))
-                bar.update(len(task[3]))
-        else:
-            with ProcessPoolExecutor(max_workers=min(n_jobs, len(tasks))) as pool:
-                futures = {pool.submit(_continuous_task, *task): len(task[3]) for task in tasks}
-                for future in as_completed(futures):
-                    rows.extend(future.result())
-                    bar.update(futures[future])
-    finally:
-        bar.close()
-    runs = pd.DataFrame(rows)
-    order = {pid: k for k, pid in enumerate(policies)}
-    runs = runs.sort_values(
-        ["policy", "budget", "replication"],
-        key=lambda s: s.map(order) if s.name == "policy" else s,
-    ).reset_index(drop=True)
+    runs = sort_runs(pd.DataFrame(rows), policies)
     runs = runs[RUN_COLUMNS + [c for c in runs.columns if c not in RUN_COLUMNS]]
     return ExperimentResult(runs=runs, summary=summarize(runs, policies))

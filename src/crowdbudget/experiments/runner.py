@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -122,10 +122,12 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _chunk(tasks: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
+def _chunk(
+    run: Callable[..., list[dict[str, Any]]], tasks: Sequence[tuple[Any, ...]]
+) -> list[dict[str, Any]]:
     """Run several campaigns in one scheduled task (one pickle of the shared world, one
     round trip to the scheduler); each keeps its own seeds, so results do not depend on it."""
-    return [row for task in tasks for row in _task(*task)]
+    return [row for task in tasks for row in run(*task)]
 
 
 def _chunks(tasks: list[tuple[Any, ...]], n_workers: int) -> list[list[tuple[Any, ...]]]:
@@ -285,6 +287,123 @@ def _use_fast_engine(
     return supported
 
 
+#: how :func:`execute` runs the tasks: ``None`` picks Dask inside :func:`dask_scheduler`,
+#: else processes when ``n_jobs`` > 1, else this process
+EXECUTORS = ("serial", "processes", "dask")
+
+
+def replication_seeds(
+    seed: int, n_reps: int
+) -> tuple[list[np.random.SeedSequence], list[np.random.SeedSequence]]:
+    """Common random numbers: replication r's world seed is the r-th child of the first child
+    of ``SeedSequence(seed)`` (the same world for every policy and budget), its policy seed
+    the r-th child of the second."""
+    world_root, policy_root = np.random.SeedSequence(seed).spawn(2)
+    return world_root.spawn(n_reps), policy_root.spawn(n_reps)
+
+
+def execute(
+    run: Callable[..., list[dict[str, Any]]],
+    tasks: list[tuple[Any, ...]],
+    weights: Sequence[float],
+    *,
+    n_jobs: int | None = None,
+    executor: str | None = None,
+    progress: bool = True,
+    desc: str = "labels",
+    unit: str = "label",
+) -> list[dict[str, Any]]:
+    """``run(*task)`` for every task, on one executor, with one progress bar; the rows in any
+    order (callers sort them: every task carries its own seeds, so the results do not depend
+    on the executor, the number of processes or the order).
+
+    Args:
+        run: a module-level function (pickled to worker processes) returning rows.
+        weights: each task's share of the progress bar (e.g. labels to buy).
+        n_jobs: processes (None: all CPU cores; 1: in this process).
+        executor: ``"serial"`` (this process), ``"processes"`` (a process pool of
+            ``n_jobs``), ``"dask"`` (the cluster of the enclosing :func:`dask_scheduler`);
+            None: Dask inside :func:`dask_scheduler`, else processes when ``n_jobs`` > 1 and
+            there is more than one task, else serial.
+    """
+    if executor is not None and executor not in EXECUTORS:
+        raise InvalidParameterError(
+            f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}"
+        )
+    session = _SCHEDULER.get()
+    if executor == "dask" and session is None:
+        raise InvalidParameterError(
+            "executor='dask' runs inside dask_scheduler(address) (CLI: --scheduler local|ADDRESS)"
+        )
+    n_jobs = os.cpu_count() or 1 if n_jobs is None else max(1, n_jobs)
+    if executor is None:
+        if session is not None:
+            executor = "dask"
+        elif n_jobs == 1 or len(tasks) <= 1:
+            executor = "serial"
+        else:
+            executor = "processes"
+    weight = {id(task): w for task, w in zip(tasks, weights, strict=True)}
+    bar = tqdm(
+        total=float(sum(weights)),
+        desc=desc,
+        unit=unit,
+        unit_scale=True,
+        delay=2.0,
+        disable=not progress,
+        file=sys.stderr,
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        if executor == "dask":
+            from dask.distributed import as_completed as dask_completed
+
+            assert session is not None
+            client = session.client()
+            chunks = _chunks(tasks, max(1, sum(client.nthreads().values())))
+            # retries: a task lost with its worker is run again, never silently dropped
+            futures = client.map(_chunk, [run] * len(chunks), chunks, retries=2, pure=False)
+            sizes = {
+                future.key: sum(weight[id(t)] for t in chunk)
+                for future, chunk in zip(futures, chunks, strict=True)
+            }
+            for future in dask_completed(futures):
+                rows.extend(future.result())
+                bar.update(sizes[future.key])
+        elif executor == "serial":
+            for task in tasks:
+                rows.extend(run(*task))
+                bar.update(weight[id(task)])
+        else:
+            workers = max(1, min(n_jobs, len(tasks)))
+            pool = ProcessPoolExecutor(max_workers=workers)
+            try:
+                pending = {
+                    pool.submit(_chunk, run, c): sum(weight[id(t)] for t in c)
+                    for c in _chunks(tasks, workers)
+                }
+                for future in as_completed(pending):
+                    rows.extend(future.result())
+                    bar.update(pending[future])
+            except BaseException:
+                # Ctrl-C (or a failed campaign): stop now, not after the queued chunks — a
+                # plain shutdown waits for every running chunk (measured ~45 s on compare)
+                _stop_pool(pool)
+                raise
+            pool.shutdown()
+    finally:
+        bar.close()
+    return rows
+
+
+def sort_runs(runs: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:
+    """``runs`` in the order of ``policies``, then by budget and replication."""
+    order = {pid: k for k, pid in enumerate(policies)}
+    return runs.sort_values(
+        ["policy", "budget", "replication"], key=lambda s: s.map(order) if s.name == "policy" else s
+    ).reset_index(drop=True)
+
+
 @dataclass
 class ExperimentResult:
     """Tidy per-run rows and their summary per (policy, budget)."""
@@ -306,6 +425,7 @@ def run_experiment(
     engine: str = "auto",
     metrics: MetricsHook | None = None,
     verdict: str | None = None,
+    executor: str | None = None,
 ) -> ExperimentResult:
     """Run every policy id on ``n_reps`` worlds of ``env`` at every budget.
 
@@ -313,6 +433,8 @@ def run_experiment(
         policies: policy ids (``"opt-kg"``, ``"cvar-kg:alpha=0.3"``, ...), validated up front;
             an id may name its verdict (``"opt-kg:verdict=ds"``); rows are labelled with the
             id as given.
+        executor: ``"serial"``, ``"processes"`` or ``"dask"`` (:func:`execute`); None: Dask
+            inside :func:`dask_scheduler`, else processes when ``n_jobs`` > 1.
         verdict: the verdict of every id that names none (``"posterior"``, the default: each
             policy's own model; or an aggregator id, :mod:`crowdbudget.policies.verdict`).
         env: the world (pickled to worker processes; reset per replication).
@@ -351,10 +473,7 @@ def run_experiment(
     budgets = sorted({check_budget(b) for b in budgets})
     env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
     n_reps = check_positive_int(n_reps, "reps")
-    root = np.random.SeedSequence(seed)
-    world_root, policy_root = root.spawn(2)
-    world_seeds = world_root.spawn(n_reps)
-    policy_seeds = policy_root.spawn(n_reps)
+    world_seeds, policy_seeds = replication_seeds(seed, n_reps)
     # replications outside, policies inside: every chunk of tasks (below) then holds a mix of
     # cheap and expensive policies, so chunks take about the same time and the progress bar's
     # estimate is honest (policy by policy, the slow policies' chunks all came last: the bar
@@ -364,7 +483,6 @@ def run_experiment(
         for r in range(n_reps)
         for pid in policies
     ]
-    n_jobs = os.cpu_count() or 1 if n_jobs is None else max(1, n_jobs)
     # the bar counts labels to buy, not campaigns: a budget-aware policy runs one campaign per
     # budget (the sum of the budgets), the others one up to the largest budget, so a bar over
     # campaigns under-counts the slow ones and its time estimate comes out short
@@ -372,62 +490,16 @@ def run_experiment(
         id(spec): float(sum(budgets)) if spec[0].capabilities.budget_aware else float(budgets[-1])
         for spec in specs.values()
     }
-    weight = {id(task): cost[id(task[0])] for task in tasks}
-    bar = tqdm(
-        total=sum(weight.values()),
-        desc="labels",
-        unit="label",
-        unit_scale=True,
-        delay=2.0,
-        disable=not progress,
-        file=sys.stderr,
+    rows = execute(
+        _task,
+        tasks,
+        [cost[id(task[0])] for task in tasks],
+        n_jobs=n_jobs,
+        executor=executor,
+        progress=progress,
     )
-    rows: list[dict[str, Any]] = []
-    session = _SCHEDULER.get()
-    try:
-        if session is not None:
-            from dask.distributed import as_completed as dask_completed
-
-            client = session.client()
-            chunks = _chunks(tasks, max(1, sum(client.nthreads().values())))
-            # retries: a task lost with its worker is run again, never silently dropped
-            futures = client.map(_chunk, chunks, retries=2, pure=False)
-            sizes = {
-                future.key: sum(weight[id(t)] for t in chunk)
-                for future, chunk in zip(futures, chunks, strict=True)
-            }
-            for future in dask_completed(futures):
-                rows.extend(future.result())
-                bar.update(sizes[future.key])
-        elif n_jobs == 1 or len(tasks) == 1:
-            for task in tasks:
-                rows.extend(_task(*task))
-                bar.update(weight[id(task)])
-        else:
-            workers = min(n_jobs, len(tasks))
-            pool = ProcessPoolExecutor(max_workers=workers)
-            try:
-                pending = {
-                    pool.submit(_chunk, c): sum(weight[id(t)] for t in c)
-                    for c in _chunks(tasks, workers)
-                }
-                for future in as_completed(pending):
-                    rows.extend(future.result())
-                    bar.update(pending[future])
-            except BaseException:
-                # Ctrl-C (or a failed campaign): stop now, not after the queued chunks — a
-                # plain shutdown waits for every running chunk (measured ~45 s on compare)
-                _stop_pool(pool)
-                raise
-            pool.shutdown()
-    finally:
-        bar.close()
     extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))
-    runs = pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns)
-    order = {pid: k for k, pid in enumerate(policies)}
-    runs = runs.sort_values(
-        ["policy", "budget", "replication"], key=lambda s: s.map(order) if s.name == "policy" else s
-    ).reset_index(drop=True)
+    runs = sort_runs(pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns), policies)
     return ExperimentResult(runs=runs, summary=summarize(runs, policies))
 
 

@@ -15,7 +15,7 @@ states of one task, independent of the number of tasks; moving a task between bu
 
 The policy models the arrival and completion rates r and μ: ``arrival_rate`` /
 ``completion_rate`` default to None, which means "the continuous-time simulator's rates"
-(:func:`~crowdbudget.simulation.continuous_time.run_continuous_campaign` calls
+(:func:`~crowdbudget.experiments.continuous.run_continuous_campaign` calls
 :meth:`for_rates`) and, elsewhere, the paper's r = 0.1, μ = 0.4. In the instantaneous model of
 the other simulators (labels come back at once) w is always 0 when a decision is made.
 

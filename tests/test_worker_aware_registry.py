@@ -27,7 +27,7 @@ def test_ids_build_the_worker_aware_policies() -> None:
     ("policy_id", "message"),
     [
         ("opt-kg:workers=two-headed", "workers must be one of"),
-        ("opt-kg:worker-prior=4;1", "worker-prior needs workers=one-coin"),
+        ("opt-kg:worker-prior=4;1", "worker-prior needs posterior=one-coin"),
         ("opt-kg:workers=one-coin:worker-prior=4", "cannot read worker-prior"),
     ],
 )

@@ -3,6 +3,7 @@ the capabilities per id (:mod:`crowdbudget.registry`)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, get_args
 
@@ -29,8 +30,37 @@ from crowdbudget.registry import (
 
 CHEN2013 = "Chen, Lin, Zhou (2013) Optimistic Knowledge Gradient Policy ..."
 
-#: worker models the KG family can be given with ``workers=`` (§4 of Chen et al.)
+#: posteriors the KG family (kg, opt-kg, cvar-kg) is parametrised by (DESIGN §11): ``beta``
+#: (anonymous workers, the Beta fast path), ``one-coin`` and ``two-coin`` (named workers, §4 of
+#: Chen et al.: the policy then picks (item, worker) pairs)
+POSTERIORS = ("beta", "one-coin", "two-coin")
+
+#: ``workers=`` is the old spelling of ``posterior=`` (``none`` is ``beta``)
 WORKER_MODELS = ("none", "one-coin", "two-coin")
+
+#: old spellings already reported (each once per process)
+_OLD_SPELLING_NOTICES: set[str] = set()
+
+
+def _posterior_of(posterior: str | None, workers: str | None) -> str:
+    """``posterior=``, or its old spelling ``workers=`` (printing the new one once)."""
+    if workers is None:
+        return posterior or "beta"
+    if posterior is not None:
+        raise InvalidParameterError("give posterior= or its old spelling workers=, not both")
+    if workers not in WORKER_MODELS:
+        raise InvalidParameterError(
+            f"workers must be one of {', '.join(WORKER_MODELS)}, got {workers!r}"
+        )
+    new = "beta" if workers == "none" else workers
+    if workers not in _OLD_SPELLING_NOTICES:
+        _OLD_SPELLING_NOTICES.add(workers)
+        warnings.warn(
+            f"workers={workers} is an old spelling; write posterior={new}",
+            FutureWarning,
+            stacklevel=2,
+        )
+    return new
 
 
 #: item models the KG family can be given with ``features=`` (§5 of Chen et al.)
@@ -45,6 +75,7 @@ def _with_workers(
     workers: str,
     worker_prior: tuple[float, float] | None,
     features: str = "none",
+    alpha: float | None = None,
     **kwargs: Any,
 ) -> AllocationPolicy:
     if features not in FEATURE_MODELS:
@@ -76,29 +107,55 @@ def _with_workers(
             worker_prior=worker_prior or (4.0, 1.0),
             tie_break=kwargs.get("tie_break", "random"),
             refit=kwargs.get("refit", 0),
+            alpha=alpha,
         )
     if worker_prior is not None:
-        raise InvalidParameterError("worker-prior needs workers=one-coin or workers=two-coin")
+        raise InvalidParameterError("worker-prior needs posterior=one-coin or posterior=two-coin")
     if "refit" in kwargs:
-        raise InvalidParameterError("refit needs workers=one-coin or features=logistic")
+        raise InvalidParameterError("refit needs posterior=one-coin or features=logistic")
+    if alpha is not None:
+        return CVaRKnowledgeGradient(alpha=alpha, **kwargs)
     cls = OptimisticKnowledgeGradient if optimistic else KnowledgeGradient
     return cls(**kwargs)
 
 
 def _optimistic_knowledge_gradient(
-    workers: str = "none", worker_prior: tuple[float, float] | None = None, **kwargs: Any
+    posterior: str | None = None,
+    worker_prior: tuple[float, float] | None = None,
+    workers: str | None = None,
+    **kwargs: Any,
 ) -> AllocationPolicy:
-    """``opt-kg``: homogeneous Opt-KG; with ``workers=one-coin`` the worker-aware one (§4);
+    """``opt-kg``: homogeneous Opt-KG; with ``posterior=one-coin`` the worker-aware one (§4);
     with ``features=logistic`` the feature-based one (§5)."""
-    return _with_workers(True, workers, worker_prior, **kwargs)
+    return _with_workers(True, _kg_posterior(posterior, workers), worker_prior, **kwargs)
 
 
 def _knowledge_gradient(
-    workers: str = "none", worker_prior: tuple[float, float] | None = None, **kwargs: Any
+    posterior: str | None = None,
+    worker_prior: tuple[float, float] | None = None,
+    workers: str | None = None,
+    **kwargs: Any,
 ) -> AllocationPolicy:
-    """``kg``: deterministic KG; ``workers=one-coin`` over (item, worker) pairs (§4);
+    """``kg``: deterministic KG; ``posterior=one-coin`` over (item, worker) pairs (§4);
     ``features=logistic`` on the feature model (§5)."""
-    return _with_workers(False, workers, worker_prior, **kwargs)
+    return _with_workers(False, _kg_posterior(posterior, workers), worker_prior, **kwargs)
+
+
+def _cvar_knowledge_gradient(
+    posterior: str | None = None,
+    worker_prior: tuple[float, float] | None = None,
+    alpha: float = 0.5,
+    **kwargs: Any,
+) -> AllocationPolicy:
+    """``cvar-kg``: CVaR-α KG (§3.2); ``posterior=one-coin|two-coin`` over (item, worker)
+    pairs."""
+    return _with_workers(False, _kg_posterior(posterior, None), worker_prior, alpha=alpha, **kwargs)
+
+
+def _kg_posterior(posterior: str | None, workers: str | None) -> str:
+    """The worker model of the KG family's factory: ``none`` for the Beta posterior."""
+    chosen = _posterior_of(posterior, workers)
+    return "none" if chosen == "beta" else chosen
 
 
 #: ``tie-break``: the smallest index or a uniformly random one among equal scores
@@ -115,17 +172,27 @@ _WORKER_BANDIT = Capabilities(
     binary_only=True, needs_workers=True, chooses_workers=True, unit_prices_only=True
 )
 
+_POSTERIOR = Param(
+    "posterior",
+    str,
+    "the posterior: beta (anonymous workers), or one-coin/two-coin reliability per worker (§4)",
+    "beta",
+    choices=POSTERIORS,
+)
+_WORKER_PRIOR = Param(
+    "worker-prior",
+    read_pair,
+    "Beta prior a,b of a worker's reliability (posterior=one-coin|two-coin)",
+    (4.0, 1.0),
+)
+
 _KG_PARAMS = {
     "tie-break": TIE_BREAK,
+    "posterior": _POSTERIOR,
     "workers": Param(
-        "workers", str, "worker model: none, or reliability per worker (§4)", choices=WORKER_MODELS
+        "workers", str, "old spelling of posterior= (none: beta)", "none", choices=WORKER_MODELS
     ),
-    "worker-prior": Param(
-        "worker-prior",
-        read_pair,
-        "Beta prior a,b of a worker's reliability (workers=...)",
-        (4.0, 1.0),
-    ),
+    "worker-prior": _WORKER_PRIOR,
     "features": Param(
         "features", str, "item model: none, or theta = sigmoid(w.x) (§5)", choices=FEATURE_MODELS
     ),
@@ -144,7 +211,7 @@ _KG_PARAMS = {
 
 def _kg_capabilities(binary_only: bool) -> Any:
     def rule(values: Mapping[str, Any]) -> Capabilities:
-        if values.get("workers", "none") != "none":
+        if values.get("workers", "none") != "none" or values.get("posterior", "beta") != "beta":
             return Capabilities(binary_only=True, needs_workers=True, chooses_workers=True)
         if values.get("features", "none") != "none":
             return Capabilities(binary_only=True, needs_features=True)
@@ -165,7 +232,7 @@ register_policy(
     PolicySpec(
         "kg",
         _knowledge_gradient,
-        "deterministic knowledge gradient (smallest index on ties); workers=one-coin|two-coin: "
+        "deterministic knowledge gradient (smallest index on ties); posterior=one-coin|two-coin: "
         "KG over (item, worker) pairs with worker reliability (§4); features=logistic: "
         "theta = sigmoid(w.x), Laplace updates (§5)",
         params=_KG_PARAMS,
@@ -188,7 +255,7 @@ register_policy(
     PolicySpec(
         "opt-kg",
         _optimistic_knowledge_gradient,
-        "optimistic knowledge gradient (Algorithm 1); workers=one-coin|two-coin: over (item, "
+        "optimistic knowledge gradient (Algorithm 1); posterior=one-coin|two-coin: over (item, "
         "worker) pairs with worker reliability ~ Beta(4,1), random ties (§4); "
         "features=logistic: theta = sigmoid(w.x), Laplace updates (§5)",
         params=_KG_PARAMS,
@@ -199,15 +266,18 @@ register_policy(
 register_policy(
     PolicySpec(
         "cvar-kg",
-        CVaRKnowledgeGradient,
-        "CVaR-alpha knowledge gradient (alpha=1: KG, alpha=0: Opt-KG)",
+        _cvar_knowledge_gradient,
+        "CVaR-alpha knowledge gradient (alpha=1: KG, alpha=0: Opt-KG); posterior=one-coin|"
+        "two-coin: over (item, worker) pairs with worker reliability (§4)",
         params={
             "alpha": Param("alpha", float, "CVaR level (1: KG, 0: Opt-KG)", 0.5, low=0.0, high=1.0),
             "tie-break": TIE_BREAK,
+            "posterior": _POSTERIOR,
+            "worker-prior": _WORKER_PRIOR,
         },
         defaults={"alpha": 0.5},
         paper=CHEN2013,
-        capabilities=_BINARY,
+        capabilities=_kg_capabilities(binary_only=True),
     )
 )
 

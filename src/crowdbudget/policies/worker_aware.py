@@ -56,6 +56,7 @@ from collections.abc import Collection
 import numpy as np
 from scipy import special
 
+from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
 from crowdbudget.policies.base import AllocationPolicy
@@ -74,6 +75,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         worker_prior: Beta(c, d) prior of every worker's reliability ρ_j (paper: (4, 1)).
         tie_break: ``"first"`` (first candidate pair) or ``"random"`` (uniform among the tied
             pairs, from the policy's generator); see the module docstring.
+        refit: re-read all labels every this many labels (0: never; one-coin only).
+        alpha: None, or the CVaR level α of CVaR-KG (§3.2; 1: KG, 0: Opt-KG), which then
+            replaces ``optimistic``: ``cvar-kg:posterior=one-coin``.
 
     Fitted attributes:
         posterior_: the :class:`OneCoinPosterior` (item and worker Betas).
@@ -89,11 +93,13 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         worker_prior: tuple[float, float] = (4.0, 1.0),
         tie_break: TieBreak = "first",
         refit: int = 0,
+        alpha: float | None = None,
     ) -> None:
         self.optimistic = optimistic
         self.worker_prior = worker_prior
         self.tie_break = tie_break
         self.refit = refit
+        self.alpha = alpha
 
     def validate_params(self) -> None:
         check_tie_break(self.tie_break)
@@ -107,7 +113,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
                 f"refit must be an integer >= 0 (0: never), got {self.refit!r}"
             )
         if self.refit and self.worker_model != "one-coin":
-            raise InvalidParameterError("refit is implemented for workers=one-coin only")
+            raise InvalidParameterError("refit is implemented for posterior=one-coin only")
+        if self.alpha is not None:
+            check_probability(self.alpha, "alpha")
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -166,10 +174,17 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         items = self._pair_items[pairs]
         look = self.posterior_.lookahead(self._pair_workers[pairs], items=items)
         rewards = kg_rewards(look, self._item_error[items])
-        if self.optimistic:
-            return canonical_scores(np.maximum(rewards[:, 1], rewards[:, 0]))
-        p = look.label_probabilities
-        return canonical_scores(p[:, 1] * rewards[:, 1] + p[:, 0] * rewards[:, 0])
+        r1, r0 = rewards[:, 1], rewards[:, 0]
+        if self.alpha is None and self.optimistic:
+            return canonical_scores(np.maximum(r1, r0))
+        p1, p0 = look.label_probabilities[:, 1], look.label_probabilities[:, 0]
+        kg = p1 * r1 + p0 * r0
+        if self.alpha is None:
+            return canonical_scores(kg)
+        # CVaR-α of the two-point reward, as crowdbudget.posteriors.beta_bernoulli.cvar_reward
+        p_max = np.where(r1 >= r0, p1, p0)
+        q_max = np.minimum(1.0, p_max / max(self.alpha, 1e-300))
+        return canonical_scores(kg + (q_max - p_max) * np.abs(r1 - r0))
 
     def _rescore(self, pairs: IntArray) -> None:
         """Recompute the scores of ``pairs``; pairs of an unlabeled item share one score per

@@ -9,9 +9,10 @@ One module per command (or command group), each with ``cmd_<name>(args)`` and
 :mod:`~crowdbudget.cli.reproduce`, :mod:`~crowdbudget.cli.replay`,
 :mod:`~crowdbudget.cli.compare`, :mod:`~crowdbudget.cli.datasets`,
 :mod:`~crowdbudget.cli.serve`, :mod:`~crowdbudget.cli.bound`,
-:mod:`~crowdbudget.cli.aggregate`, :mod:`~crowdbudget.cli.labelstudio` and
-:mod:`~crowdbudget.cli.policies`. What they share: :mod:`~crowdbudget.cli.common` (the
-one-line-error parser, argument types, the run options, budgets, running the policies) and
+:mod:`~crowdbudget.cli.aggregate`, :mod:`~crowdbudget.cli.labelstudio`,
+:mod:`~crowdbudget.cli.policies` and :mod:`~crowdbudget.cli.environments`. What they share:
+:mod:`~crowdbudget.cli.common` (the one-line-error parser, argument types, the run options,
+budgets, running the policies) and
 :mod:`~crowdbudget.cli.io` (data validation options, output paths).
 """
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     from crowdbudget.cli.bound import add_bound_parser
     from crowdbudget.cli.compare import add_compare_parser
     from crowdbudget.cli.datasets import add_datasets_parser
+    from crowdbudget.cli.environments import add_environments_parser
     from crowdbudget.cli.labelstudio import add_labelstudio_parser
     from crowdbudget.cli.policies import add_policies_parser
     from crowdbudget.cli.replay import add_replay_parser
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_aggregate_parser,
         add_labelstudio_parser,
         add_policies_parser,
+        add_environments_parser,
     ):
         add_parser(sub)
     _add_examples(sub.choices)
@@ -72,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 HELP_EXAMPLES = {
     "simulate": [
         "crowdbudget simulate --items 50 --policies uniform,opt-kg --budget-per-item 2,6,10",
-        "crowdbudget simulate --items 50 --policies kg-random --budget 500 --reps 100 --json",
+        "crowdbudget simulate --items 100 --policies b-kube,bounded-eps-first --worker-set A "
+        "--budget 500 --json",
     ],
     "reproduce": [
         "crowdbudget reproduce --list",
@@ -93,6 +97,10 @@ HELP_EXAMPLES = {
         "(needs: pip install -e '.[service]')"
     ],
     "policies": ["crowdbudget policies", "crowdbudget policies --json"],
+    "environments": [
+        "crowdbudget environments",
+        "crowdbudget environments priced-workers-v0 --json",
+    ],
     "aggregate": [
         "crowdbudget aggregate my_labels.csv --method dawid-skene --out results/labels.csv",
         "crowdbudget aggregate my_labels.csv --method mv --gold my_gold.csv --json",

@@ -18,7 +18,7 @@ rounding of ``betainc``. ``tie_break="random"`` picks uniformly among the tied c
 ``"first"`` the first candidate pair (items, then workers, in index order). The paper does not
 say how it breaks ties; its Fig. 3(b) shows error bars over 20 runs of the RTE replay, which a
 pair-choosing policy only has if it is randomised (the replay itself is deterministic once the
-pair is chosen), so the registry's ``opt-kg:workers=...`` uses random ties. Measured on RTE
+pair is chosen), so the registry's ``opt-kg:posterior=...`` uses random ties. Measured on RTE
 (20 replays, 3,200 labels): random 0.917, first 0.909 (the first-pair rule sends every fresh
 item to the lowest-numbered workers first, so fewer workers' reliabilities get learned).
 
@@ -40,13 +40,19 @@ arriving worker. On a replay only pairs with an unused recorded label are candid
 (``state.pairs``).
 
 Cost: a label changes item i and worker j, so the scores of every pair of item i and of worker j
-are recomputed (vectorised): O(n_workers + n_items_of_worker). Two savings keep this cheap
-without changing a single decision: the current error ``h``-term of each item is kept per item
-(``_item_error``, updated for the labeled item only) instead of being recomputed per pair, and
-on a replay a pair with no unused record left is never rescored (it can never be chosen again:
-``remaining`` only decreases). The special function ``betaincc`` dominates what is left (two
-calls per rescored pair). The choice is an argmax over the candidate pairs (vectorised,
-O(n_pairs)). RTE (8,000 pairs, 3,200 labels): about 1 ms per label, from 4–5 ms.
+are recomputed (vectorised): O(n_workers + n_items_of_worker). Savings that change no decision
+(issue 21): the current error of each item is kept per item (``_item_error``); on a replay a
+pair with no unused record left is never rescored (``remaining`` only decreases); the scores
+come from ``posterior.lookahead(workers, items=...)`` (DESIGN §11: the KG family parametrised
+by a posterior), which computes only the item half of the moment matching, both labels in one
+pass; pairs of unlabeled items share one score per worker (when every item has the same prior
+and threshold); the posterior's own update runs in Python floats. ``betainc`` (two calls per
+rescored pair) dominates what is left. The choice is an argmax over the candidate pairs
+(vectorised, O(n_pairs)). RTE (8,000 pairs, 3,200 labels): about 0.15–0.25 ms per label, from
+about 0.35 (benchmarks/bench_worker_aware.py).
+
+Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling
+``workers=`` still reads, printing the new one once).
 """
 
 from __future__ import annotations
@@ -228,9 +234,13 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             candidates = None
         scores = self._scores if candidates is None else self._scores[candidates]
         items = self._pair_items if candidates is None else self._pair_items[candidates]
-        ok = state.eligible[items]
-        if self._remaining is not None:
-            ok &= (self._remaining if candidates is None else self._remaining[candidates]) > 0
+        if self._remaining is not None and state.eligible.all():
+            # the usual case: no gather of the eligibility over every pair (8,000 on RTE)
+            ok = (self._remaining if candidates is None else self._remaining[candidates]) > 0
+        else:
+            ok = state.eligible[items]
+            if self._remaining is not None:
+                ok &= (self._remaining if candidates is None else self._remaining[candidates]) > 0
         if excluded:
             # O(candidates): one worker's pairs in pull mode (n_items of them)
             ok &= ~np.isin(items, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))

@@ -223,3 +223,42 @@ def test_cli_verdict_option_and_the_old_spelling_s_one_line_notice(
     ]
     assert main([*base, "--policies", "uniform", "--verdict", "nope"]) == 2
     assert "unknown aggregator 'nope'" in capsys.readouterr().err
+
+
+def test_ties_go_to_the_class_the_decided_items_say_is_more_common() -> None:
+    from crowdbudget.policies.verdict import break_ties_by_prior
+
+    # items 0-2 decided for class 0, item 3 for class 1; items 4 and 5 tie
+    p = np.array([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3], [0.2, 0.8], [0.5, 0.5], [0.5, 0.5]])
+    labels = np.array([0, 0, 0, 1, 1, 1])  # the papers' rule sent both ties to class 1
+    out = break_ties_by_prior(labels, p, np.random.default_rng(0))
+    assert out.tolist() == [0, 0, 0, 1, 0, 0]
+    # the same under the other coding: the rule follows the classes, not their codes
+    swapped = break_ties_by_prior(1 - labels, p[:, ::-1], np.random.default_rng(0))
+    assert swapped.tolist() == [1, 1, 1, 0, 1, 1]
+    # nothing decided: a seeded fair draw, each class about half the time
+    even = np.full((4000, 2), 0.5)
+    drawn = break_ties_by_prior(np.ones(4000, dtype=np.int64), even, np.random.default_rng(1))
+    assert 0.46 < drawn.mean() < 0.54
+    again = break_ties_by_prior(np.ones(4000, dtype=np.int64), even, np.random.default_rng(1))
+    assert np.array_equal(drawn, again)
+    # only tied classes compete: a three-class tie between classes 1 and 2
+    three = np.array([[0.1, 0.45, 0.45], [0.1, 0.1, 0.8], [0.1, 0.1, 0.8]])
+    assert break_ties_by_prior(np.array([1, 2, 2]), three, np.random.default_rng(0))[0] == 2
+
+
+def test_the_paper_verdict_keeps_the_policy_s_labels() -> None:
+    problem = Problem(n_items=4, budget=10)
+    policy = make_policy("uniform")
+    rng = np.random.default_rng(0)
+    policy.reset(problem, rng)
+    state = CampaignState.initial(problem)
+    for item, label in [(0, 0), (1, 0), (2, 0)]:
+        state.record_label(LabelEvent(item=item, worker=0, label=label))
+    paper = make_verdict("paper").reset(problem, rng)
+    prior = PosteriorVerdict("prior").reset(problem, rng)
+    assert paper.name == "paper"
+    # item 3 has no label: the papers' rule says class 1, the prior rule the decided class 0
+    assert paper.labels(state, policy).tolist() == [0, 0, 0, 1]
+    assert prior.labels(state, policy).tolist() == [0, 0, 0, 0]
+    np.testing.assert_allclose(paper.probabilities(state, policy).sum(axis=1), 1.0)

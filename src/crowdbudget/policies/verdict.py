@@ -165,7 +165,7 @@ class PosteriorVerdict(Verdict):
 
     @property
     def name(self) -> str:
-        return POSTERIOR if self.ties == POSTERIOR_TIES else PAPER
+        return PAPER if self.ties == "paper" else POSTERIOR
 
     def reset(self, problem: Problem, rng: np.random.Generator) -> PosteriorVerdict:
         # a child seed: the parent's stream is not advanced, so allocation is unchanged

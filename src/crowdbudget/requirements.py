@@ -41,6 +41,18 @@ and the label-count rules shift by it: ``min-labels=m`` needs ``a + b >= m + 2·
 
 All methods are vectorised: ``a``, ``b``, ``x`` are arrays of any common shape.
 
+Why a requirement is not a registry id (issue #16). Every component id has one grammar,
+``name[:key=value]*`` (:func:`crowdbudget.registry.parse`, DESIGN §11). A requirement text has
+no name: ``fisher=0.2:max-labels=14`` is a conjunction of rules, each ``key=value`` — it is the
+*parameter part* of that grammar, and where a user types it inside an id it is exactly that:
+``requallo:fisher=0.2:max-labels=14``, each rule a row (type, range, doc) of requallo's table in
+the policy registry. A :class:`~crowdbudget.registry.Registry` of requirements would need a
+name in front (``all:fisher=0.2``), changing the texts the API takes today (:func:`as_requirement`,
+``RequalloPolicy(requirement=...)``), and its entries (five rules, no component to build, no
+capabilities) would not be components. So :func:`parse_requirement` keeps its syntax
+(separators ``:``, ``,`` and ``+``), and :func:`make_rule` its rules; what it shares with the
+ids is the ``key=value`` part.
+
 Example:
     >>> req = parse_requirement("fisher=0.2:max-labels=14")
     >>> req.min_total([1, 2, 3, 4, 5]).tolist()

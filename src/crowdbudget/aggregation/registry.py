@@ -1,6 +1,12 @@
-"""Aggregator ids: kebab-case names with parameters after colons, like policy ids.
+"""The built-in aggregators, on the one component registry (``registry.AGGREGATORS``).
 
-``make_aggregator("ds:n-iter=50")`` is ``DawidSkene(n_iter=50)``. Ids:
+Aggregator ids follow the grammar of every id (:func:`crowdbudget.registry.parse`):
+``make_aggregator("ds:n-iter=50")`` is ``DawidSkene(n_iter=50)``. Each id registers a
+:class:`~crowdbudget.registry.ComponentSpec` (an :class:`AggregatorSpec`) with a parameter table
+— type, allowed range or choices, default (the class's own), one-line doc — and its
+capabilities (``binary_only`` for the KOS pair). The table drives the validation (a bad value is
+refused in one line naming the id typed, before anything is built), ``crowdbudget aggregators
+[--json]`` and ``crowdbudget aggregate --help``. Ids:
 
 | id | aggregator | parameters |
 |---|---|---|
@@ -25,24 +31,33 @@
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
 |  |  | ``temperature`` |
 
-Every id also takes ``seed`` (tie-breaking, and KOS's random start). Aliases with crowd-kit's
-long names: ``majority-vote``, ``weighted-majority-vote``, ``dawid-skene``,
-``one-coin-dawid-skene``, ``belief-propagation``, ``zero-based-skill``,
+Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
+Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
+``dawid-skene``, ``one-coin-dawid-skene``, ``belief-propagation``, ``zero-based-skill``,
 ``bayesian-dawid-skene``.
 
+Ranges the closed intervals of :class:`~crowdbudget.registry.Param` cannot say (``alpha > 0``,
+``damping < 1``) use :class:`AggregatorParam`, whose refusal also says what is allowed in the
+words of the class's own check (``aggregator 'ds': n-iter=0 is out of range (n_iter must be
+an integer >= 1)``).
+
 :data:`DEFAULT_VERDICT` is the id of the default verdict (``aggregate``'s default method and
-``compare``'s ``final=`` policy), chosen by the calibration measurement of
+``compare``'s ``verdict=`` policy), chosen by the calibration measurement of
 docs/calibration.md (``benchmarks/bench_calibration.py``).
 
 Example:
     >>> make_aggregator("ds:n-iter=50")
     DawidSkene(rng=0, n_iter=50, tol=1e-05)
+    >>> AGGREGATORS.spec("kos").capabilities.binary_only
+    True
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from crowdbudget.aggregation.base import Aggregator
@@ -51,40 +66,14 @@ from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.dawid_skene import DawidSkene
 from crowdbudget.aggregation.glad import GLAD
 from crowdbudget.aggregation.kos import KOS
-from crowdbudget.aggregation.mace import MACE
+from crowdbudget.aggregation.mace import MACE, METHODS
 from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityVote
 from crowdbudget.aggregation.mmsr import MMSR
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
-from crowdbudget.aggregation.zero_based_skill import Wawa, ZeroBasedSkill
+from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.registry import parse
-
-
-@dataclass(frozen=True)
-class AggregatorSpec:
-    """A registered aggregator: id, factory, parameter converters, fixed keyword arguments."""
-
-    aggregator_id: str
-    factory: Callable[..., Aggregator]
-    summary: str
-    params: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    binary_only: bool = False
-
-
-_EM = {"n-iter": int, "tol": float}
-
-_REGISTRY: dict[str, AggregatorSpec] = {}
-_ALIASES = {
-    "majority-vote": "mv",
-    "weighted-majority-vote": "wmv",
-    "dawid-skene": "ds",
-    "one-coin-dawid-skene": "one-coin-em",
-    "belief-propagation": "bp",
-    "zero-based-skill": "zbs",
-    "bayesian-dawid-skene": "bds",
-}
+from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param, Spec, parse
 
 #: The default verdict, by the rule of issue 19 on the measurement of docs/calibration.md
 #: (``benchmarks/bench_calibration.py``): the best-calibrated aggregator whose accuracy is
@@ -95,165 +84,383 @@ _ALIASES = {
 DEFAULT_VERDICT = "mace"
 
 
-def register_aggregator(spec: AggregatorSpec) -> AggregatorSpec:
-    """Add ``spec`` to the registry (its id must be new)."""
-    if spec.aggregator_id in _REGISTRY or spec.aggregator_id in _ALIASES:
-        raise ValueError(f"aggregator id {spec.aggregator_id!r} is already registered")
-    _REGISTRY[spec.aggregator_id] = spec
-    return spec
+# --------------------------------------------------------------------------- parameter rows
 
 
-def registered_aggregators() -> dict[str, AggregatorSpec]:
-    """Every registered aggregator, by id (aliases not repeated)."""
-    return dict(_REGISTRY)
+@dataclass(frozen=True)
+class AggregatorParam(Param):
+    """A :class:`~crowdbudget.registry.Param` whose bounds may be open (``low_open``:
+    ``> low``; ``high_open``: ``< high``) and whose type may carry a label for listings
+    (``type_label``, for readers such as :func:`read_temperature`). An out-of-range value is
+    refused in one line naming the id typed, the parameter as typed and, in the words of the
+    class's own check, what is allowed (``n_iter must be an integer >= 1``)."""
 
+    low_open: bool = False
+    high_open: bool = False
+    type_label: str | None = None
 
-def _parse(text: str) -> tuple[str, dict[str, str]]:
-    """The name and raw parameters of ``text``, by the one id grammar of
-    :func:`crowdbudget.registry.parse` (aggregator names have no colon)."""
-    spec = parse(text)
-    name, _, rest = spec.id.partition(":")
-    if rest:
-        raise InvalidParameterError(
-            f"aggregator parameter {rest!r} in {text!r} must look like key=value"
-        )
-    return name, spec.raw
+    @property
+    def keyword(self) -> str:
+        """The keyword the class takes (``n_iter``; ``rng`` for ``seed``)."""
+        return self.argument or self.name.replace("-", "_")
 
+    @property
+    def type_name(self) -> str:
+        return self.type_label or super().type_name
 
-def make_aggregator(text: str) -> Aggregator:
-    """Build the aggregator named by ``text`` (an id with optional ``:key=value`` params)."""
-    name, raw = _parse(text)
-    spec = _REGISTRY.get(_ALIASES.get(name, name))
-    if spec is None:
-        allowed = ", ".join([*_REGISTRY, *_ALIASES])
-        raise InvalidParameterError(f"unknown aggregator {name!r}; aggregators: {allowed}")
-    kwargs = dict(spec.defaults)
-    converters: dict[str, Callable[[str], Any]] = {**spec.params, "seed": int}
-    for key, value in raw.items():
-        convert = converters.get(key)
-        if convert is None:
-            allowed = ", ".join(sorted(converters))
+    @property
+    def range_text(self) -> str:
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        left = "(" if self.low is None or self.low_open else "["
+        right = ")" if self.high is None or self.high_open else "]"
+        return f"{left}{low}, {high}{right}"
+
+    @property
+    def constraint(self) -> str:
+        """The allowed values in words (``an integer >= 1``, ``a number in (0, 1]``)."""
+        if self.choices is not None:
+            return "one of " + ", ".join(self.choices)
+        noun = "an integer" if self.read is int else "a number"
+        if self.type_label is not None and self.low is None and self.high is None:
+            return f"a {self.type_label}"
+        if self.low is None and self.high is None:
+            return noun
+        if self.high is None:
+            return f"{noun} {'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{noun} {'<' if self.high_open else '<='} {self.high:g}"
+        if self.read is int and not (self.low_open or self.high_open):
+            return f"{noun} in {self.low:g}..{self.high:g}"
+        return f"{noun} in {self.range_text}"
+
+    def _inside(self, value: float) -> bool:
+        if not math.isfinite(value):  # NaN and infinities are out of any bounded range
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def convert(self, value: str, owner: str) -> Any:
+        result = Param.convert(replace(self, low=None, high=None), value, owner)
+        bounded = self.low is not None or self.high is not None
+        number = isinstance(result, (int, float)) and not isinstance(result, bool)
+        if bounded and number and not self._inside(result):
             raise InvalidParameterError(
-                f"aggregator {name!r} has no parameter {key!r}; its parameters: {allowed}"
+                f"{owner}: {self.name}={value} is out of range "
+                f"({self.name.replace('-', '_')} must be {self.constraint})"
             )
-        try:
-            converted = convert(value)
-        except (TypeError, ValueError):
-            raise InvalidParameterError(
-                f"aggregator {name!r}: cannot read {key}={value!r}"
-            ) from None
-        kwargs["rng" if key == "seed" else key.replace("-", "_")] = converted
-    return spec.factory(**kwargs)
+        return result
+
+    def describe(self) -> dict[str, Any]:
+        row = super().describe()
+        if self.low_open or self.high_open:
+            row["range_open"] = [self.low_open, self.high_open]
+        row["allowed"] = self.constraint
+        return row
 
 
-def _temperature(value: str) -> float | str:
-    return value if value == "auto" else float(value)
-
-
-def _prior(value: str) -> float | list[float]:
-    parts = [float(v) for v in value.replace(";", ",").split(",") if v.strip()]
+def read_positive_numbers(text: str) -> float | list[float]:
+    """``"1"`` → 1.0, ``"2,1"`` (or ``"2;1"``) → [2.0, 1.0]: pseudo-counts, each > 0."""
+    parts = [float(v) for v in text.replace(";", ",").split(",") if v.strip()]
+    if not parts or not all(math.isfinite(v) and v > 0 for v in parts):
+        raise ValueError(text)
     return parts[0] if len(parts) == 1 else parts
 
 
+def read_positive_pair(text: str) -> list[float]:
+    """``"2,1"`` (or ``"2;1"``) → [2.0, 1.0]: two pseudo-counts, each > 0."""
+    parts = read_positive_numbers(text)
+    if not isinstance(parts, list) or len(parts) != 2:
+        raise ValueError(text)
+    return parts
+
+
+def read_temperature(text: str) -> float | str:
+    """``"auto"`` stays ``"auto"``; anything else is a number (checked against the row)."""
+    return text if text == "auto" else float(text)
+
+
+def _row(name: str, read: Callable[[str], Any], doc: str, **rest: Any) -> AggregatorParam:
+    return AggregatorParam(name, read, doc, **rest)
+
+
+SEED = _row("seed", int, "seed of tie-breaking (and of a random start)", low=0, argument="rng")
+N_ITER = _row("n-iter", int, "most iterations", low=1)
+TOL = _row("tol", float, "stop once an iteration changes the estimates by less than this", low=0)
+EM = (N_ITER, TOL)
+KOS_ROWS = (
+    *EM,
+    _row("init", str, "start of the worker messages", choices=("random", "ones")),
+)
+TIES_ROW = _row("ties", str, "how a tied vote is broken", choices=TIES)
+
+
+def parameter_table(
+    factory: Callable[..., Any], *rows: AggregatorParam, **fixed: Any
+) -> dict[str, AggregatorParam]:
+    """The rows by name, plus ``seed``, each with the factory's own default (``fixed``: the
+    keyword arguments the entry always passes). A row naming no keyword of the factory is a
+    programming error (ValueError)."""
+    signature = inspect.signature(factory).parameters
+    table: dict[str, AggregatorParam] = {}
+    for row in (*rows, SEED):
+        if row.keyword not in signature:
+            raise ValueError(f"{factory.__name__} takes no {row.keyword!r} (row {row.name!r})")
+        default = fixed.get(row.keyword, signature[row.keyword].default)
+        if row.default is None and default is not inspect.Parameter.empty:
+            row = replace(row, default=default)
+        table[row.name] = row
+    return table
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class AggregatorSpec(ComponentSpec):
+    """A registered aggregator: a :class:`~crowdbudget.registry.ComponentSpec` that also
+    answers the first build's questions (``aggregator_id``, ``binary_only``)."""
+
+    @property
+    def aggregator_id(self) -> str:
+        return self.component_id
+
+    @property
+    def binary_only(self) -> bool:
+        """Whether it takes two classes only (its ``binary_only`` capability)."""
+        return self.capabilities_for({}).binary_only
+
+
+def _aggregator(
+    component_id: str,
+    factory: Callable[..., Aggregator],
+    summary: str,
+    *rows: AggregatorParam,
+    paper: str = "",
+    defaults: Mapping[str, Any] | None = None,
+    binary_only: bool = False,
+    aliases: tuple[str, ...] = (),
+) -> AggregatorSpec:
+    fixed = dict(defaults or {})
+    return AggregatorSpec(
+        component_id,
+        factory,
+        summary,
+        params=parameter_table(factory, *rows, **fixed),
+        defaults=fixed,
+        paper=paper,
+        capabilities=Capabilities(binary_only=binary_only),
+        aliases=aliases,
+    )
+
+
+def register_aggregator(spec: ComponentSpec) -> AggregatorSpec:
+    """Add ``spec`` to :data:`~crowdbudget.registry.AGGREGATORS` (its id and aliases must be
+    new)."""
+    entry = _as_aggregator_spec(spec)
+    AGGREGATORS.register(entry)
+    return entry
+
+
+def _as_aggregator_spec(entry: ComponentSpec) -> AggregatorSpec:
+    if isinstance(entry, AggregatorSpec):
+        return entry
+    return AggregatorSpec(**{f.name: getattr(entry, f.name) for f in fields(entry)})
+
+
+def registered_aggregators() -> dict[str, AggregatorSpec]:
+    """Every registered aggregator, by id (aliases not repeated), in registration order."""
+    return {name: _as_aggregator_spec(e) for name, e in AGGREGATORS.entries().items()}
+
+
+def parse_aggregator(text: str | Spec) -> Spec:
+    """``text`` as a checked aggregator :class:`~crowdbudget.registry.Spec`: the id resolved
+    (aliases too) and every parameter read through its row. An unknown id is refused with the
+    registered ids and aliases."""
+    parsed = text if isinstance(text, Spec) else parse(text)
+    if parsed.kind != AGGREGATORS.kind:
+        name = parsed.id.partition(":")[0]
+        entries, aliases = AGGREGATORS.entries(), AGGREGATORS.aliases()
+        if name not in entries and name not in aliases:
+            raise InvalidParameterError(
+                f"unknown aggregator {name!r}; registered aggregators: {', '.join(entries)} "
+                f"(aliases: {', '.join(aliases)})"
+            )
+    return AGGREGATORS.spec(parsed)
+
+
+def make_aggregator(text: str | Spec) -> Aggregator:
+    """Build the aggregator named by ``text`` (an id with optional ``:key=value`` params, or
+    a :class:`~crowdbudget.registry.Spec`)."""
+    aggregator: Aggregator = AGGREGATORS.build(parse_aggregator(text))
+    return aggregator
+
+
+# --------------------------------------------------------------------------- the built-in ids
+
+EM_PAPER = "Dawid & Skene 1979, Maximum likelihood estimation of observer error-rates"
+KOS_PAPER = "Karger, Oh & Shah 2011, Iterative learning for reliable crowdsourcing systems"
+
 for _spec in (
-    AggregatorSpec("mv", MajorityVote, "majority vote, ties at random"),
-    AggregatorSpec(
-        "wmv", WeightedMajorityVote, "majority vote weighted by agreement with the majority"
+    _aggregator("mv", MajorityVote, "majority vote, ties at random", aliases=("majority-vote",)),
+    _aggregator(
+        "wmv",
+        WeightedMajorityVote,
+        "majority vote weighted by agreement with the majority",
+        aliases=("weighted-majority-vote",),
     ),
-    AggregatorSpec("ds", DawidSkene, "Dawid-Skene EM, full confusion matrices", _EM),
-    AggregatorSpec("one-coin-em", OneCoinDawidSkene, "one-coin Dawid-Skene EM (one accuracy)", _EM),
-    AggregatorSpec(
+    _aggregator(
+        "ds",
+        DawidSkene,
+        "Dawid-Skene EM, full confusion matrices",
+        *EM,
+        paper=EM_PAPER,
+        aliases=("dawid-skene",),
+    ),
+    _aggregator(
+        "one-coin-em",
+        OneCoinDawidSkene,
+        "one-coin Dawid-Skene EM (one accuracy)",
+        *EM,
+        paper=EM_PAPER,
+        aliases=("one-coin-dawid-skene",),
+    ),
+    _aggregator(
         "kos",
         KOS,
         "Karger-Oh-Shah iterative inference, normalised messages (binary)",
-        {**_EM, "init": str},
+        *KOS_ROWS,
+        paper=KOS_PAPER,
         binary_only=True,
     ),
-    AggregatorSpec(
+    _aggregator(
         "kos-mean",
         KOS,
         "KOS with worker messages divided by the worker's degree (binary)",
-        {**_EM, "init": str},
+        *KOS_ROWS,
+        paper=KOS_PAPER,
         defaults={"worker_messages": "mean"},
         binary_only=True,
     ),
-    AggregatorSpec(
+    _aggregator(
         "bp",
         BeliefPropagation,
         "belief propagation, Beta(alpha, beta) worker reliability (Liu, Peng, Ihler 2012)",
-        {
-            **_EM,
-            "alpha": float,
-            "beta": float,
-            "n-nodes": int,
-            "damping": float,
-        },
+        *EM,
+        _row("alpha", float, "Beta prior a of a worker's reliability", low=0, low_open=True),
+        _row("beta", float, "Beta prior b of a worker's reliability", low=0, low_open=True),
+        _row("n-nodes", int, "grid nodes of the reliability messages", low=2, high=4096),
+        _row(
+            "damping",
+            float,
+            "share of the old message kept at each update",
+            low=0,
+            high=1,
+            high_open=True,
+        ),
+        paper="Liu, Peng & Ihler 2012, Variational inference for crowdsourcing",
+        aliases=("belief-propagation",),
     ),
-    AggregatorSpec(
+    _aggregator(
         "bayes",
         BayesRuleAggregator,
         "Bayes rule on the Beta/Dirichlet posterior of the vote counts (Chen et al. Prop. 2.1)",
-        {"prior": _prior, "threshold": float},
+        _row(
+            "prior",
+            read_positive_numbers,
+            "Dirichlet pseudo-count of every class, or one per class (2,1)",
+            type_label="positive number or list",
+        ),
+        _row(
+            "threshold",
+            float,
+            "two classes: label 1 iff P(theta >= threshold) >= 1/2",
+            low=0,
+            high=1,
+            low_open=True,
+            high_open=True,
+        ),
+        paper="Chen, Lin & Zhou 2013, Optimistic knowledge gradient policy (Prop. 2.1)",
     ),
-    AggregatorSpec(
-        "wawa", Wawa, "worker agreement with aggregate (crowd-kit's Wawa)", {"ties": str}
-    ),
-    AggregatorSpec(
+    _aggregator("wawa", Wawa, "worker agreement with aggregate (crowd-kit's Wawa)", TIES_ROW),
+    _aggregator(
         "zbs",
         ZeroBasedSkill,
         "zero-based skill: weighted vote, skills by gradient steps (crowd-kit's ZBS)",
-        {
-            "n-iter": int,
-            "lr-init": float,
-            "lr-steps-to-reduce": int,
-            "lr-reduce-factor": float,
-            "eps": float,
-            "ties": str,
-        },
+        N_ITER,
+        _row("lr-init", float, "first gradient step size", low=0, low_open=True),
+        _row("lr-steps-to-reduce", int, "iterations between step-size reductions", low=1),
+        _row(
+            "lr-reduce-factor",
+            float,
+            "factor of each step-size reduction",
+            low=0,
+            high=1,
+            low_open=True,
+        ),
+        _row("eps", float, "added to every initial skill 1/C", low=0),
+        TIES_ROW,
+        aliases=("zero-based-skill",),
     ),
-    AggregatorSpec(
+    _aggregator(
         "glad",
         GLAD,
         "GLAD: worker expertise and item difficulty (Whitehill et al. 2009)",
-        {
-            **_EM,
-            "alpha-prior-mean": float,
-            "beta-prior-mean": float,
-            "m-step-max-iter": int,
-            "m-step-tol": float,
-        },
+        *EM,
+        _row("alpha-prior-mean", float, "prior mean of a worker's expertise"),
+        _row("beta-prior-mean", float, "prior mean of an item's log inverse difficulty"),
+        _row("m-step-max-iter", int, "most gradient iterations of an M-step", low=1),
+        _row("m-step-tol", float, "gradient tolerance of an M-step", low=0),
+        paper="Whitehill et al. 2009, Whose vote should count more",
     ),
-    AggregatorSpec(
+    _aggregator(
         "mace",
         MACE,
         "MACE: spamming workers, variational Bayes (Hovy et al. 2013)",
-        {
-            "n-restarts": int,
-            "n-iter": int,
-            "method": str,
-            "alpha": float,
-            "beta": float,
-            "strategy-prior": float,
-            "default-noise": float,
-        },
+        _row("n-restarts", int, "random restarts (the best likelihood is kept)", low=1),
+        N_ITER,
+        _row("method", str, "variational Bayes or plain EM", choices=METHODS),
+        _row("alpha", float, "Beta prior a of a worker's spamming", low=0, low_open=True),
+        _row("beta", float, "Beta prior b of a worker's spamming", low=0, low_open=True),
+        _row(
+            "strategy-prior", float, "Dirichlet prior of a spammer's labels", low=0, low_open=True
+        ),
+        _row("default-noise", float, "width of the random start", low=0),
+        paper="Hovy et al. 2013, Learning whom to trust with MACE",
     ),
-    AggregatorSpec(
+    _aggregator(
         "mmsr",
         MMSR,
         "M-MSR: one-coin skills by robust rank-one completion (Ma & Olshevsky 2020)",
-        _EM,
+        *EM,
+        paper="Ma & Olshevsky 2020, Adversarial crowdsourcing through robust rank-one matrix "
+        "completion",
     ),
-    AggregatorSpec(
+    _aggregator(
         "bds",
         BayesianDawidSkene,
         "Bayesian Dawid-Skene (IBCC), variational, empirical-Bayes Dirichlet priors",
-        {
-            **_EM,
-            "class-prior": float,
-            "confusion-prior": _prior,
-            "pool-below": int,
-            "temperature": _temperature,
-        },
+        *EM,
+        _row("class-prior", float, "Dirichlet pseudo-count of every class", low=0, low_open=True),
+        _row(
+            "confusion-prior",
+            read_positive_pair,
+            "fixed confusion pseudo-counts (diagonal, off-diagonal); default: empirical Bayes",
+            type_label="pair of positive numbers",
+        ),
+        _row("pool-below", int, "workers with fewer labels share one confusion matrix", low=0),
+        _row(
+            "temperature",
+            read_temperature,
+            "posterior tempering in (0, 1], or auto",
+            low=0,
+            high=1,
+            low_open=True,
+            type_label="number or auto",
+        ),
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination",
+        aliases=("bayesian-dawid-skene",),
     ),
 ):
     register_aggregator(_spec)

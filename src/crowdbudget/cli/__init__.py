@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``crowdbudget`` command."""
     from crowdbudget import __version__
     from crowdbudget.cli.aggregate import add_aggregate_parser
+    from crowdbudget.cli.aggregators import add_aggregators_parser
     from crowdbudget.cli.bound import add_bound_parser
     from crowdbudget.cli.compare import add_compare_parser
     from crowdbudget.cli.datasets import add_datasets_parser
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_serve_parser,
         add_bound_parser,
         add_aggregate_parser,
+        add_aggregators_parser,
         add_labelstudio_parser,
         add_policies_parser,
         add_environments_parser,
@@ -101,6 +103,7 @@ HELP_EXAMPLES = {
         "crowdbudget environments",
         "crowdbudget environments priced-workers-v0 --json",
     ],
+    "aggregators": ["crowdbudget aggregators", "crowdbudget aggregators ds --json"],
     "aggregate": [
         "crowdbudget aggregate my_labels.csv --method dawid-skene --out results/labels.csv",
         "crowdbudget aggregate my_labels.csv --method mv --gold my_gold.csv --json",

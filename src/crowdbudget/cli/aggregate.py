@@ -29,9 +29,11 @@ from crowdbudget.exceptions import DataFormatError
 
 
 def _methods_help() -> str:
+    """The ids of the aggregator registry's table, and where their parameters are listed."""
     from crowdbudget.aggregation.registry import registered_aggregators
 
-    return ", ".join(sorted(registered_aggregators()))
+    ids = ", ".join(sorted(registered_aggregators()))
+    return f"{ids} (parameters, ranges and defaults: crowdbudget aggregators ID)"
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:

@@ -14,11 +14,27 @@ the first broken rule:
 5. DataFrame round trip: ``fit_predict`` on crowd-kit's ``task, worker, label`` table gives a
    ``task``-indexed Series of class strings, ``fit_predict_proba`` a task × class DataFrame,
    both matching the integer-coded fit.
+
+``check_aggregator_entry(component_id)`` checks a *registered* id
+(:data:`crowdbudget.registry.AGGREGATORS`) end to end:
+
+6. its entry has a summary, and every row of its parameter table a type, a one-line doc and
+   a keyword the factory takes; every id takes ``seed``;
+7. built with no parameters, every row's default is the aggregator's value; giving the
+   default as text builds the same aggregator; every alias builds the same aggregator;
+8. bad values — unreadable text, a value outside the row's choices or range — are refused
+   before anything is built, in one :class:`~crowdbudget.exceptions.InvalidParameterError`
+   line naming the id as typed and the parameter;
+9. the ``binary_only`` capability is the truth: such an aggregator refuses three classes in
+   one line, any other fits them;
+10. the built aggregator passes :func:`check_aggregator` (``behaviour=False`` skips it).
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +42,7 @@ import pandas as pd
 from crowdbudget.aggregation.base import Aggregator
 from crowdbudget.datasets.loaders import LabelData, from_frame
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.registry import Param
 
 
 def synthetic_frame(
@@ -155,3 +172,82 @@ def check_aggregator(aggregator: Aggregator, *, atol: float = 1e-6, seed: int = 
         assert "\n" not in str(exc), "errors must be one line"
         return
     _check_one(aggregator, multi, atol, seed + 1)
+
+
+def bad_values(row: Param) -> list[str]:
+    """Texts the row must refuse: unreadable, outside its choices, just outside its range."""
+    out: list[str] = []
+    if row.choices is not None:
+        out.append("not-one-of-them")
+    elif row.read is not str:
+        out.append("not-a-value")
+    low_open = bool(getattr(row, "low_open", False))
+    high_open = bool(getattr(row, "high_open", False))
+    if row.low is not None:
+        out.append(f"{row.low:g}" if low_open else f"{row.low - 1:g}")
+    if row.high is not None:
+        out.append(f"{row.high:g}" if high_open else f"{row.high + 1:g}")
+    return out
+
+
+def _same(a: Aggregator, b: Aggregator) -> bool:
+    return type(a) is type(b) and repr(a) == repr(b)
+
+
+def _keyword(row: Param) -> str:
+    return row.argument or row.name.replace("-", "_")
+
+
+def check_aggregator_entry(component_id: str, *, behaviour: bool = True) -> None:
+    """Raise ``AssertionError`` if the registered aggregator ``component_id`` breaks the
+    registration contract (rules 6–10 of the module docstring)."""
+    from crowdbudget.aggregation.registry import make_aggregator
+    from crowdbudget.registry import AGGREGATORS
+
+    entry = AGGREGATORS.entry(component_id)
+    name = entry.component_id
+    assert entry.summary.strip(), f"{name}: no summary"
+    assert "seed" in entry.params, f"{name}: every aggregator id takes seed"
+    signature = inspect.signature(entry.factory).parameters
+    for key, row in entry.params.items():
+        assert row.name == key, f"{name}: row {row.name!r} filed under {key!r}"
+        assert row.doc.strip() and "\n" not in row.doc, f"{name}: {key} needs a one-line doc"
+        assert row.type_name, f"{name}: {key} has no type"
+        assert _keyword(row) in signature, f"{name}: the factory takes no {_keyword(row)!r}"
+    built = make_aggregator(name)
+    params = built.get_params()
+    for key, row in entry.params.items():
+        if row.default is None:
+            continue
+        actual: Any = params.get(_keyword(row))
+        assert actual == row.default, (
+            f"{name}: {key} defaults to {actual!r}, its row says {row.default!r}"
+        )
+        text = f"{name}:{key}={row.default}"
+        assert _same(make_aggregator(text), built), f"{name}: {text} differs from {name}"
+    for alias in entry.aliases:
+        assert _same(make_aggregator(alias), built), f"{name}: alias {alias} builds another"
+    for typed in (name, *entry.aliases[:1]):
+        for key, row in entry.params.items():
+            for value in bad_values(row):
+                text = f"{typed}:{key}={value}"
+                try:
+                    make_aggregator(text)
+                except InvalidParameterError as error:
+                    message = str(error)
+                    assert "\n" not in message, f"{text}: the refusal must be one line"
+                    assert repr(typed) in message, f"{text}: the refusal must name {typed!r}"
+                    assert key in message, f"{text}: the refusal must name {key}"
+                else:
+                    raise AssertionError(f"{text} must be refused by {name}'s table")
+    multi = synthetic_frame(n_items=12, n_workers=6, labels_per_item=3, n_classes=3)
+    binary_only = AGGREGATORS.spec(name).capabilities.binary_only
+    try:
+        copy.deepcopy(built).fit(multi)
+    except InvalidParameterError as error:
+        assert binary_only, f"{name} refuses three classes but is not binary_only ({error})"
+        assert "\n" not in str(error), f"{name}: the refusal must be one line"
+    else:
+        assert not binary_only, f"{name} is binary_only but fits three classes"
+    if behaviour:
+        check_aggregator(built)

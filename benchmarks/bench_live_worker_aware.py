@@ -11,7 +11,7 @@ max in milliseconds, and the time to register the workers (the slot rebuild, whi
 n_items × slots pairs once). Run from the repository root:
 
     python benchmarks/bench_live_worker_aware.py [--items 10000] [--workers 200]
-        [--policy opt-kg:workers=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]
+        [--policy opt-kg:posterior=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=200)
-    parser.add_argument("--policy", default="opt-kg:workers=one-coin")
+    parser.add_argument("--policy", default="opt-kg:posterior=one-coin")
     parser.add_argument("--decisions", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)

@@ -32,9 +32,9 @@ from crowdbudget.simulation.replay import ReplayEnvironment
 
 WORKER_POLICIES = [
     "opt-kg",
-    "opt-kg:workers=one-coin",
-    "opt-kg:workers=one-coin:refit=25",
-    "kg:workers=two-coin:tie-break=random",
+    "opt-kg:posterior=one-coin",
+    "opt-kg:posterior=one-coin:refit=25",
+    "kg:posterior=two-coin:tie-break=random",
 ]
 FEATURE_POLICIES = [
     "opt-kg:features=logistic",

@@ -36,11 +36,11 @@ from crowdbudget.simulation.replay import ReplayEnvironment
 #: the old spellings (``workers=``) run on every version of the code
 DEFAULT_POLICIES = [
     "opt-kg",
-    "opt-kg:workers=one-coin",
-    "kg:workers=one-coin",
-    "opt-kg:workers=two-coin",
-    "kg:workers=two-coin:tie-break=random",
-    "opt-kg:workers=one-coin:refit=25",
+    "opt-kg:posterior=one-coin",
+    "kg:posterior=one-coin",
+    "opt-kg:posterior=two-coin",
+    "kg:posterior=two-coin:tie-break=random",
+    "opt-kg:posterior=one-coin:refit=25",
 ]
 
 

@@ -4,7 +4,7 @@ Each family runs against a real ``crowdbudget serve`` (a uvicorn process on loop
 store) and, offline, through the engine (:func:`crowdbudget.engine.loop.drive`) on the same
 crowd; the script prints both accuracies (and whether the two made the same decisions):
 
-- ``worker-aware``: ``opt-kg:workers=one-coin`` in **pull mode** — workers arrive at random and
+- ``worker-aware``: ``opt-kg:posterior=one-coin`` in **pull mode** — workers arrive at random and
   ask for work; the policy picks the item for the worker who asks (Chen, Lin, Zhou 2013 §4).
 - ``requallo``: ``requallo:ratio=4:max-labels=9`` in pull mode — a quality requirement (a 4:1
   majority per item) and a budget of 12 labels per item, which it leaves partly unspent: the
@@ -15,7 +15,7 @@ crowd; the script prints both accuracies (and whether the two made the same deci
   time, the worker by a UCB knapsack on price and capacity (Rangi, Franceschetti 2018); prices
   as in their §6 (``c ~ U[v, 1 + v]`` with ``v = 2p − 1``), each worker at most n_items / 5
   labels.
-- ``rte``: ``opt-kg:workers=one-coin`` in push mode replaying RTE's recorded labels: the 164
+- ``rte``: ``opt-kg:posterior=one-coin`` in push mode replaying RTE's recorded labels: the 164
   RTE workers are the team, each (item, worker) pair with a recorded label may be asked once
   and is answered with that label; compared with ``crowdbudget replay`` (10 replications).
 
@@ -62,7 +62,7 @@ from crowdbudget.types import (
 )
 
 FAMILIES = {
-    "worker-aware": ("opt-kg:workers=one-coin", "pull"),
+    "worker-aware": ("opt-kg:posterior=one-coin", "pull"),
     "requallo": ("requallo:ratio=4:max-labels=9", "pull"),
     "bbta": ("bbta", "push"),
     "b-kube": ("b-kube", "push"),
@@ -285,9 +285,9 @@ def run_family(family: str, base_url: str, n_items: int, budget: int, seed: int)
 
 
 def run_rte(base_url: str, budget: int, seed: int, reps: int = 10) -> dict[str, Any]:
-    """opt-kg:workers=one-coin in push mode replaying RTE through HTTP, beside the engine
+    """opt-kg:posterior=one-coin in push mode replaying RTE through HTTP, beside the engine
     with the campaign's generators and ``crowdbudget replay`` (``reps`` replications)."""
-    policy = "opt-kg:workers=one-coin"
+    policy = "opt-kg:posterior=one-coin"
     data = load_dataset("rte")
     world = ReplayEnvironment.from_label_data(data)
     world.reset(seed=0)

@@ -378,6 +378,6 @@ def test_compare_defaults_include_worker_aware_opt_kg_on_small_sets_only(
         assert code == 0
         return {row["policy"] for row in json.loads(out)["results"]}
 
-    assert "opt-kg:workers=one-coin" in policies_for(100, 3)
+    assert "opt-kg:posterior=one-coin" in policies_for(100, 3)
     large = policies_for(COMPARE_WORKER_AWARE_MAX_LABELS // 4 + 1, 4)
-    assert "opt-kg:workers=one-coin" not in large and "opt-kg" in large
+    assert "opt-kg:posterior=one-coin" not in large and "opt-kg" in large

@@ -70,7 +70,7 @@ def test_validation_flags_and_gold_without_labels(
     # the refusal names the ids that would work on this data (issue 15)
     _one_line_error(
         capsys,
-        [*three, "--policies", "opt-kg:workers=one-coin"],
+        [*three, "--policies", "opt-kg:posterior=one-coin"],
         "ids that work here: b-kube, bounded-eps-first, eps-first, opt-kg, random-bp, "
         "requallo, round-robin, trailsourcing, uniform",
     )

@@ -33,18 +33,18 @@ def test_permuted_data_keeps_every_answer_and_its_truth(name: str) -> None:
 def test_the_cli_reports_the_change_and_a_symmetric_policy_does_not_move(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["replay", "--dataset", "rte", "--policies", "uniform,opt-kg:workers=one-coin"]
+    argv = ["replay", "--dataset", "rte", "--policies", "uniform,opt-kg:posterior=one-coin"]
     argv += ["--budget-per-item", "2", "--reps", "3", "--permute-classes", "--permute-workers"]
     argv += ["--no-progress", "--jobs", "1", "--json"]
     assert main(argv) == 0
     document = json.loads(capsys.readouterr().out)
     rows = document["fairness"]
     assert {(r["permuted"], r["policy"]) for r in rows} == {
-        (p, q) for p in ("classes", "workers") for q in ("uniform", "opt-kg:workers=one-coin")
+        (p, q) for p in ("classes", "workers") for q in ("uniform", "opt-kg:posterior=one-coin")
     }
     by = {(r["permuted"], r["policy"]): r for r in rows}
     # one-coin Opt-KG with random ties is symmetric in the class coding: the same replays
-    assert by[("classes", "opt-kg:workers=one-coin")]["difference"] == 0.0
+    assert by[("classes", "opt-kg:posterior=one-coin")]["difference"] == 0.0
     # an item-only policy's replay never looks at worker ids
     assert by[("workers", "uniform")]["difference"] == 0.0
     for row in rows:

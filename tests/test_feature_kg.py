@@ -152,7 +152,7 @@ def test_feature_policies_conform(policy_id: str) -> None:
     [
         ("opt-kg:features=linear", "features must be one of"),
         ("opt-kg:prior-var=2", "needs features=logistic"),
-        ("opt-kg:features=logistic:workers=one-coin", "cannot be combined"),
+        ("opt-kg:features=logistic:posterior=one-coin", "cannot be combined"),
         ("opt-kg:features=logistic:reward=all", "reward must be"),
         ("kg:features=logistic:prior-var=0", "prior_var must be"),
         ("opt-kg:features=logistic:refit=-1", "refit must be"),

@@ -32,9 +32,9 @@ from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, St
 
 #: worker-aware variants (parameters of registered ids) the issue names explicitly
 VARIANTS = (
-    "opt-kg:workers=one-coin",
-    "kg:workers=two-coin",
-    "opt-kg:workers=one-coin:refit=10",
+    "opt-kg:posterior=one-coin",
+    "kg:posterior=two-coin",
+    "opt-kg:posterior=one-coin:refit=10",
     "requallo:min-labels=2",
 )
 N_ITEMS, BUDGET = 12, 30
@@ -160,9 +160,9 @@ def test_every_policy_runs_live_or_is_refused_at_creation(policy: str, tmp_path:
 
 
 def test_worker_aware_opt_kg_runs_live_with_worker_slots() -> None:
-    """opt-kg:workers=one-coin (the README's best policy on RTE) runs live: the problem
+    """opt-kg:posterior=one-coin (the README's best policy on RTE) runs live: the problem
     has worker slots that grow as workers join, and the policy learns each worker."""
-    campaign, given = _drive("opt-kg:workers=one-coin", EventStore("sqlite://"))
+    campaign, given = _drive("opt-kg:posterior=one-coin", EventStore("sqlite://"))
     assert campaign.problem.n_workers is not None
     assert campaign.problem.n_workers >= len(campaign.worker_ids) == 6
     assert campaign.worker_ids[:3] == ["w0", "w1", "w2"]  # the roster first, in order
@@ -177,7 +177,7 @@ def test_worker_aware_opt_kg_runs_live_with_worker_slots() -> None:
 
 def test_slots_double_as_workers_join() -> None:
     campaign = Campaign.create(
-        [f"q{k}" for k in range(5)], budget=100, policy="opt-kg:workers=one-coin"
+        [f"q{k}" for k in range(5)], budget=100, policy="opt-kg:posterior=one-coin"
     )
     assert campaign.problem.n_workers == 4
     for k in range(5):
@@ -267,7 +267,7 @@ def test_worker_choosing_policies_run_live_in_push_mode(policy: str, tmp_path: P
     )
 
 
-@pytest.mark.parametrize("policy", ["opt-kg:workers=one-coin", "opt-kg", "bbta"])
+@pytest.mark.parametrize("policy", ["opt-kg:posterior=one-coin", "opt-kg", "bbta"])
 def test_a_worker_with_nothing_left_gets_none_while_others_get_work(policy: str) -> None:
     campaign = Campaign.create(["a", "b", "c"], budget=20, policy=policy)
     for _ in range(3):

@@ -30,7 +30,7 @@ def _worker_choosing() -> list[str]:
 
     ids = [p for p in registered_policies() if parse_policy(p).capabilities.chooses_workers]
     ids = [p for p in ids if parse_policy(p).capabilities.needs_workers]
-    return [*sorted(ids), "opt-kg:workers=one-coin", "kg:workers=two-coin"]
+    return [*sorted(ids), "opt-kg:posterior=one-coin", "kg:posterior=two-coin"]
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_push_never_gives_a_pair_twice_and_a_joining_worker_gets_pairs() -> None
     campaign = Campaign.create(
         [f"q{k}" for k in range(3)],
         budget=20,
-        policy="opt-kg:workers=one-coin",
+        policy="opt-kg:posterior=one-coin",
         mode="push",
         workers=["w0", "w1"],
     )
@@ -154,7 +154,7 @@ def test_push_over_http(tmp_path: Any) -> None:
     body = {
         "items": ["a", "b", "c"],
         "budget": 4,
-        "policy": "opt-kg:workers=one-coin",
+        "policy": "opt-kg:posterior=one-coin",
         "mode": "push",
         "pairs": [["a", "ann"], ["b", "ann"], ["b", "bob"], ["c", "bob"], ["c", "cy"]],
     }

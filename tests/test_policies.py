@@ -207,7 +207,7 @@ def test_variant_id_with_a_colon_is_an_alias() -> None:
         "opt-kg-per-context",
         {"contexts": "single"},
     )
-    assert parse_policy_id("opt-kg:workers=one-coin") == ("opt-kg", {"workers": "one-coin"})
+    assert parse_policy_id("opt-kg:posterior=one-coin") == ("opt-kg", {"posterior": "one-coin"})
     policy = make_policy("opt-kg:per-context")
     assert isinstance(policy, PerContextOptKG) and policy.contexts == "given"
     assert make_policy("opt-kg:per-context:contexts=single").contexts == "single"

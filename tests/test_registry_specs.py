@@ -28,13 +28,13 @@ from crowdbudget.types import Problem
 POLICY_TEXTS = [
     *sorted(registered_policies()),
     "opt-kg:per-context",
-    "kg:workers=one-coin",
-    "opt-kg:workers=one-coin",
-    "opt-kg:workers=two-coin",
+    "kg:posterior=one-coin",
+    "opt-kg:posterior=one-coin",
+    "opt-kg:posterior=two-coin",
     "opt-kg:features=logistic",
     "kg:features=logistic",
     "opt-kg:verdict=ds",
-    "opt-kg:workers=one-coin:verdict=ds",
+    "opt-kg:posterior=one-coin:verdict=ds",
     "uniform:verdict=one-coin-em",
 ]
 
@@ -179,7 +179,7 @@ def test_aggregator_ids_follow_the_same_grammar() -> None:
 def test_policies_describes_one_id_from_its_table() -> None:
     out = StringIO()
     with redirect_stdout(out):
-        assert main(["policies", "opt-kg:workers=one-coin"]) == 0
+        assert main(["policies", "opt-kg:posterior=one-coin"]) == 0
     text = out.getvalue()
     assert "capabilities: binary_only, needs_workers, chooses_workers" in text
     assert "workers: str one of none, one-coin, two-coin, default none" in text

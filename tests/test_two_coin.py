@@ -151,21 +151,21 @@ def test_registry_builds_two_coin_policies_and_tie_rules() -> None:
     from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient, TwoCoinKnowledgeGradient
     from crowdbudget.registry import make_policy
 
-    opt = make_policy("opt-kg:workers=two-coin")
+    opt = make_policy("opt-kg:posterior=two-coin")
     assert isinstance(opt, TwoCoinKnowledgeGradient) and opt.optimistic
     assert opt.tie_break == "random" and opt.worker_prior == (4.0, 1.0)
-    kg = make_policy("kg:workers=two-coin:worker-prior=8;2")
+    kg = make_policy("kg:posterior=two-coin:worker-prior=8;2")
     assert isinstance(kg, TwoCoinKnowledgeGradient) and not kg.optimistic
     assert kg.tie_break == "first" and kg.worker_prior == (8.0, 2.0)
-    one = make_policy("opt-kg:workers=one-coin:tie-break=first")
+    one = make_policy("opt-kg:posterior=one-coin:tie-break=first")
     assert isinstance(one, OneCoinKnowledgeGradient) and one.tie_break == "first"
     with pytest.raises(InvalidParameterError, match="tie-break"):
-        make_policy("opt-kg:workers=two-coin:tie-break=last")
+        make_policy("opt-kg:posterior=two-coin:tie-break=last")
 
 
 def test_first_rule_is_deterministic_and_starts_with_the_first_pair() -> None:
-    a = _allocation("opt-kg:workers=two-coin:tie-break=first", 0)
-    b = _allocation("opt-kg:workers=two-coin:tie-break=first", 1)
+    a = _allocation("opt-kg:posterior=two-coin:tie-break=first", 0)
+    b = _allocation("opt-kg:posterior=two-coin:tie-break=first", 1)
     assert a == b and a[0] == (0, 0)
 
 
@@ -191,7 +191,7 @@ def test_two_coin_kg_uses_worker_identities_on_rte() -> None:
 
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     accuracy = {}
-    for policy_id in ["opt-kg", "kg:workers=two-coin:tie-break=random"]:
+    for policy_id in ["opt-kg", "kg:posterior=two-coin:tie-break=random"]:
         [row] = run_campaign(
             make_policy(policy_id),
             env,
@@ -201,4 +201,4 @@ def test_two_coin_kg_uses_worker_identities_on_rte() -> None:
         )
         assert row["labels_used"] == 800
         accuracy[policy_id] = row["accuracy"]
-    assert accuracy["kg:workers=two-coin:tie-break=random"] > accuracy["opt-kg"] + 0.02
+    assert accuracy["kg:posterior=two-coin:tie-break=random"] > accuracy["opt-kg"] + 0.02

@@ -1,4 +1,4 @@
-"""``opt-kg:workers=one-coin`` / ``kg:workers=one-coin``: worker-aware KG from the registry."""
+"""``opt-kg:posterior=one-coin`` / ``kg:posterior=one-coin``: worker-aware KG from the registry."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from crowdbudget.simulation.replay import ReplayEnvironment
 
 
 def test_ids_build_the_worker_aware_policies() -> None:
-    optimistic = make_policy("opt-kg:workers=one-coin")
+    optimistic = make_policy("opt-kg:posterior=one-coin")
     assert isinstance(optimistic, OneCoinKnowledgeGradient) and optimistic.optimistic
-    plain = make_policy("kg:workers=one-coin:worker-prior=8;2")
+    plain = make_policy("kg:posterior=one-coin:worker-prior=8;2")
     assert isinstance(plain, OneCoinKnowledgeGradient) and not plain.optimistic
     assert plain.worker_prior == (8.0, 2.0)
     assert isinstance(make_policy("opt-kg:workers=none"), OptimisticKnowledgeGradient)
@@ -28,7 +28,7 @@ def test_ids_build_the_worker_aware_policies() -> None:
     [
         ("opt-kg:workers=two-headed", "workers must be one of"),
         ("opt-kg:worker-prior=4;1", "worker-prior needs posterior=one-coin"),
-        ("opt-kg:workers=one-coin:worker-prior=4", "cannot read worker-prior"),
+        ("opt-kg:posterior=one-coin:worker-prior=4", "cannot read worker-prior"),
     ],
 )
 def test_bad_worker_parameters_are_one_line_errors(policy_id: str, message: str) -> None:
@@ -42,7 +42,7 @@ def test_worker_reliability_pays_on_rte(mode: str) -> None:
     1,600 labels: 0.85 vs 0.78 in push mode, seed 0)."""
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     accuracy = {}
-    for policy_id in ["opt-kg", "opt-kg:workers=one-coin"]:
+    for policy_id in ["opt-kg", "opt-kg:posterior=one-coin"]:
         [row] = run_campaign(
             make_policy(policy_id),
             env,
@@ -54,6 +54,6 @@ def test_worker_reliability_pays_on_rte(mode: str) -> None:
         assert row["labels_used"] == 1600
         accuracy[policy_id] = row["accuracy"]
     if mode == "push":  # the policy chooses the pair: the paper's setting
-        assert accuracy["opt-kg:workers=one-coin"] > accuracy["opt-kg"] + 0.03
+        assert accuracy["opt-kg:posterior=one-coin"] > accuracy["opt-kg"] + 0.03
     else:  # the arriving worker is given: still no worse than ignoring workers
-        assert accuracy["opt-kg:workers=one-coin"] > accuracy["opt-kg"] - 0.02
+        assert accuracy["opt-kg:posterior=one-coin"] > accuracy["opt-kg"] - 0.02

@@ -1,4 +1,4 @@
-"""``opt-kg:workers=one-coin:refit=N``: the beliefs re-read from all labels every N labels."""
+"""``opt-kg:posterior=one-coin:refit=N``: the beliefs re-read from all labels every N labels."""
 
 from __future__ import annotations
 
@@ -59,10 +59,10 @@ def test_refit_equals_the_label_by_label_reference() -> None:
 
 
 def test_refit_policy_conforms_and_rejects_bad_values() -> None:
-    check_policy("opt-kg:workers=one-coin:refit=4", n_items=5, budget=14)
+    check_policy("opt-kg:posterior=one-coin:refit=4", n_items=5, budget=14)
     with pytest.raises(InvalidParameterError, match="refit must be"):
-        make_policy("opt-kg:workers=one-coin:refit=-1")
+        make_policy("opt-kg:posterior=one-coin:refit=-1")
     with pytest.raises(InvalidParameterError, match="one-coin only"):
-        make_policy("opt-kg:workers=two-coin:refit=5")
+        make_policy("opt-kg:posterior=two-coin:refit=5")
     with pytest.raises(InvalidParameterError, match="refit needs"):
         make_policy("opt-kg:refit=5")

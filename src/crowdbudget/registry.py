@@ -24,7 +24,7 @@ this module, never the reverse.
 Example:
     >>> make_policy("cvar-kg:alpha=0.3")
     CVaRKnowledgeGradient(alpha=0.3, tie_break='first')
-    >>> spec = parse_policy("opt-kg:workers=one-coin")
+    >>> spec = parse_policy("opt-kg:posterior=one-coin")
     >>> spec.capabilities.chooses_workers
     True
 """
@@ -239,7 +239,7 @@ class ComponentSpec:
         server_only: names of parameters a network client may not set (the same as
             ``network_settable=False`` in their rows; both spellings are merged).
         capabilities: :class:`Capabilities`, or a function of the converted parameters
-            (``opt-kg:workers=one-coin`` chooses workers, ``opt-kg`` does not).
+            (``opt-kg:posterior=one-coin`` chooses workers, ``opt-kg`` does not).
         aliases: other ids that name it (old spellings).
     """
 

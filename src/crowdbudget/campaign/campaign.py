@@ -36,7 +36,7 @@ succeed — ``created`` and ``items_added`` build the problem and reset the poli
 event is written (:meth:`Campaign.create`, :meth:`Campaign.add_items`), the other events are
 checked by the operation that writes them — so a refused operation leaves the store as it was.
 
-Workers: a policy that models workers (``opt-kg:workers=one-coin``, ``bbta``, …: capability
+Workers: a policy that models workers (``opt-kg:posterior=one-coin``, ``bbta``, …: capability
 ``needs_workers``) runs on a :class:`~crowdbudget.types.Problem` with a
 :class:`~crowdbudget.types.WorkerSpec`, as in simulations. Workers join a live campaign over
 time, so the problem holds *worker slots*: the campaign's workers (indices in order of joining,
@@ -216,7 +216,6 @@ class CampaignConfig:
     max_labels_per_item: int | None = None
     max_pending_per_worker: int | None = None
     verdict: str = "posterior"
-    verdict_workers: str = "as-given"
     workers: list[str] = field(default_factory=list)
     mode: str = "pull"
     pairs: list[list[str]] | None = None
@@ -513,7 +512,6 @@ class Campaign:
                 None if max_pending_per_worker is None else int(max_pending_per_worker)
             ),
             verdict=verdict,
-            verdict_workers=named.workers,
             workers=workers_,
             mode=mode,
             pairs=pairs_,
@@ -614,7 +612,7 @@ class Campaign:
         # ``…:final=ds``) gives the campaign's verdict when none was set apart
         named = split_verdict(self.config.policy)[1]
         if self.config.verdict == "posterior" and not named.is_posterior:
-            self.config = replace(self.config, verdict=named.name, verdict_workers=named.workers)
+            self.config = replace(self.config, verdict=named.name)
         self.item_ids: list[str] = []
         self._item_index: dict[str, int] = {}
         self.worker_ids: list[str] = []
@@ -1273,7 +1271,10 @@ class Campaign:
         (answered and imported); an item without labels gets uniform probabilities.
         """
         assert self.config is not None
-        per_context = verdict is None and self.config.verdict_workers == "per-context"
+        # ``verdict-workers=per-context`` named with the policy applies to the campaign's verdict
+        per_context = (
+            verdict is None and split_verdict(self.config.policy)[1].workers == "per-context"
+        )
         verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
         if verdict in ("posterior", "paper"):
             # the policy's own model, ties broken as the verdict says (policies/verdict.py),

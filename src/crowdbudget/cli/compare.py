@@ -19,7 +19,7 @@ COMPARE_POLICIES = [
     "kg-random",
     "opt-kg",
     f"opt-kg:verdict={DEFAULT_VERDICT}",  # the default verdict (docs/calibration.md)
-    "opt-kg:workers=one-coin",
+    "opt-kg:posterior=one-coin",
 ]
 
 #: Worker-aware policies rescore every unused pair of the labeling worker after each label, so

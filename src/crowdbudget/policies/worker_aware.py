@@ -351,7 +351,7 @@ class TwoCoinKnowledgeGradient(OneCoinKnowledgeGradient):
     0.917). Opt-KG scores a pair by its better label, and a worker with a lopsided posterior
     (high sensitivity, low specificity) has one very informative but unlikely answer, so the
     optimistic rule keeps asking the lopsided workers. The expected-reward rule does not have
-    this bias: ``kg:workers=two-coin:tie-break=random`` measured 0.856 at 800 and 0.893 at
+    this bias: ``kg:posterior=two-coin:tie-break=random`` measured 0.856 at 800 and 0.893 at
     1,600 labels (2 replays), the best of the worker-aware rules at small budgets. The paper
     only names the two-coin extension (§4) and reports no numbers for it.
 

@@ -2,7 +2,7 @@
 
 Engines:
 
-- ``fast``: the compiled engine, :func:`crowdbudget.simulation.fast.run_campaign_fast`
+- ``fast``: the compiled engine, :func:`crowdbudget.engine.fast.run_campaign_fast`
   (compile / cache-load time excluded: one warm-up call first);
 - ``reference``: :func:`crowdbudget.experiments.runner.run_campaign` — the Python loop of
   ``policy.select`` / ``env.step`` / ``policy.observe`` with the ``ScoreBuckets`` index;
@@ -36,12 +36,12 @@ import numba
 import numpy as np
 import scipy
 
+from crowdbudget.engine.fast import run_campaign_fast
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies._index import canonical_scores
 from crowdbudget.policies.knowledge_gradient import OptimisticKnowledgeGradient
 from crowdbudget.posteriors.beta_bernoulli import optimistic_reward
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
-from crowdbudget.simulation.fast import run_campaign_fast
 from crowdbudget.types import Assignment
 
 SIZES = (1_000, 100_000, 1_000_000)

@@ -37,12 +37,12 @@ from typing import Any
 
 import numpy as np
 
+from crowdbudget.engine.fast import run_campaign_fast
 from crowdbudget.experiments.continuous import run_continuous_campaign
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
-from crowdbudget.simulation.fast import run_campaign_fast
 from crowdbudget.types import CampaignState, LabelEvent, Problem
 
 R, MU = 0.1, 0.4

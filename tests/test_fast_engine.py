@@ -1,4 +1,4 @@
-"""The compiled engine (simulation.fast) reproduces the reference run_campaign exactly."""
+"""The compiled engine (engine.fast) reproduces the reference run_campaign exactly."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from crowdbudget.engine import fast as fast_module
+from crowdbudget.engine.fast import COMPILED_ENGINE, run_campaign_fast, supports_fast_path
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.runner import run_campaign, run_experiment
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.index_policy import BetaIndexPolicy
+from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
-from crowdbudget.simulation import fast as fast_module
-from crowdbudget.simulation.fast import run_campaign_fast, supports_fast_path
 from crowdbudget.simulation.workers import WorkerPrior
-from crowdbudget.types import CampaignState, LabelEvent, Problem
+from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
 
 POLICIES = ["kg", "opt-kg", "cvar-kg:alpha=0.3", "uniform"]
 
@@ -124,7 +125,7 @@ def test_policy_and_world_end_consistent(policy_id: str) -> None:
     fast_rng = np.random.default_rng(9)
     run_campaign_fast(fast_policy, fast_env, [90], world_seed=8, policy_rng=fast_rng)
     assert ref_rng.bit_generator.state == fast_rng.bit_generator.state
-    assert np.array_equal(ref_env._asked, fast_env._asked)
+    assert np.array_equal(ref_env.answers_given, fast_env.answers_given)
     if isinstance(ref_policy, BetaIndexPolicy):
         assert isinstance(fast_policy, BetaIndexPolicy)
         assert np.array_equal(ref_policy.posterior_.a, fast_policy.posterior_.a)
@@ -190,3 +191,88 @@ def test_run_experiment_engines_agree(monkeypatch: pytest.MonkeyPatch) -> None:
         run_experiment(["opt-kg"], env, [15], engine="fast", mode="pull", **kwargs)
     with pytest.raises(InvalidParameterError):
         run_experiment(["opt-kg"], env, [15], engine="numba", **kwargs)
+
+
+def test_engine_chooses_where_it_applies() -> None:
+    env = SyntheticBernoulliEnvironment(5)
+    assert COMPILED_ENGINE.supports(make_policy("opt-kg"), env, "push")
+    assert not COMPILED_ENGINE.supports(make_policy("opt-kg"), env, "pull")
+    assert not COMPILED_ENGINE.supports(make_policy("kg-random"), env, "push")
+    rows = COMPILED_ENGINE.run(
+        make_policy("opt-kg"), env, [4, 9], world_seed=1, policy_rng=np.random.default_rng(2)
+    )
+    ref = run_campaign(
+        make_policy("opt-kg"), env, [4, 9], world_seed=1, policy_rng=np.random.default_rng(2)
+    )
+    assert _comparable(rows) == _comparable(ref)
+
+
+def test_engine_uses_public_hooks_only() -> None:
+    """engine/fast.py reads no private attribute of another object (DESIGN §11: public hooks
+    of policy and environment); its own names (``self._...``, module ``_...``) are fine."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(fast_module.__file__).read_text())
+    private = [
+        f"{ast.unparse(node.value)}.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+    assert private == []
+
+
+def test_environment_hooks() -> None:
+    env = SyntheticBernoulliEnvironment(70_000, theta=np.linspace(0.0, 1.0, 70_000))
+    assert env.answers_follow_tiles
+    tile_items, tile_labels = env.answer_tile_shape
+    env.reset(seed=3)
+    tile = env.noiseless_answer_tile(1, 2)  # the last, partial item block
+    assert tile.dtype == np.int8 and tile.shape == (70_000 - tile_items, tile_labels)
+    item = tile_items + 17
+    stream = env.label_stream(item, 3 * tile_labels)
+    assert np.array_equal(tile[17], stream[2 * tile_labels :])
+    assert np.array_equal(env.answers_given, np.zeros(70_000, dtype=np.int64))
+    counts = np.zeros(70_000, dtype=np.int64)
+    counts[item] = 2 * tile_labels + 5
+    env.set_answers_given(counts)
+    event = env.step(Assignment(item=item)).event
+    assert event is not None and event.label == tile[17, 5]
+    assert env.answers_given[item] == 2 * tile_labels + 6
+    with pytest.raises(InvalidParameterError):
+        env.set_answers_given(np.zeros(3))
+    assert not SyntheticBernoulliEnvironment(5, workers=WorkerPrior(3)).answers_follow_tiles
+
+    class Shifted(SyntheticBernoulliEnvironment):
+        def step(self, assignment: Assignment) -> StepResult:
+            return super().step(assignment)
+
+    assert not Shifted(5).answers_follow_tiles
+    assert not supports_fast_path(make_policy("opt-kg"), Shifted(5))
+
+
+def test_policy_hooks() -> None:
+    policy = make_policy("opt-kg")
+    assert isinstance(policy, BetaIndexPolicy) and policy.pure_index
+    policy.reset(Problem(n_items=4, budget=10), np.random.default_rng(0))
+    policy.observe(LabelEvent(item=2, worker=0, label=1))
+    post = policy.posterior_
+    assert isinstance(post, BetaBernoulliPosterior)
+    scores_now = policy.index_scores(post.a, post.b, post.thresholds)
+    assert np.array_equal(scores_now, policy.scores())
+    assert scores_now[2] == policy.item_score(2)
+    scores = np.array([0.1, 0.3, 0.3, 0.2])
+    policy.restore_scores(scores)
+    state = CampaignState.initial(Problem(n_items=4, budget=10))
+    chosen = policy.select(state)
+    assert chosen is not None and chosen.item == 1  # largest score, first index among ties
+
+    class Greedy(type(policy)):  # type: ignore[misc]
+        def observe(self, event: LabelEvent) -> None:
+            super().observe(event)
+
+    assert not Greedy().pure_index
+    assert not supports_fast_path(Greedy(), SyntheticBernoulliEnvironment(5))

@@ -239,9 +239,9 @@ def _task(
     for run_budgets in runs:
         rng = np.random.default_rng(policy_seed)
         if fast:
-            from crowdbudget.simulation.fast import run_campaign_fast  # imports Numba
+            from crowdbudget.engine.fast import COMPILED_ENGINE  # imports Numba
 
-            campaign = run_campaign_fast(
+            campaign = COMPILED_ENGINE.run(
                 policy,
                 env,
                 run_budgets,
@@ -269,15 +269,15 @@ def _task(
 def _use_fast_engine(
     policy: AllocationPolicy, env: LabelingEnvironment, mode: str, engine: str
 ) -> bool:
-    """Whether to run ``policy`` with the compiled engine (``simulation.fast``): same runs,
+    """Whether to run ``policy`` with the compiled engine (``engine.fast``): same runs,
     faster; ``"fast"`` insists on it."""
     if engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "reference":
         return False
-    from crowdbudget.simulation.fast import supports_fast_path  # imports Numba
+    from crowdbudget.engine.fast import COMPILED_ENGINE  # imports Numba
 
-    supported = mode == "push" and supports_fast_path(policy, env)
+    supported = COMPILED_ENGINE.supports(policy, env, mode)
     if engine == "fast" and not supported:
         raise InvalidParameterError(
             f"engine='fast' does not support {policy!r} on {type(env).__name__} in {mode} mode "
@@ -444,7 +444,7 @@ def run_experiment(
         n_jobs: processes (None: all CPU cores; 1: in this process).
         progress: show a progress bar on stderr (appears after 2 s).
         engine: ``"auto"`` runs the campaigns the compiled engine supports
-            (:func:`~crowdbudget.simulation.fast.supports_fast_path`) with it and the others with
+            (:func:`~crowdbudget.engine.fast.supports_fast_path`) with it and the others with
             :func:`run_campaign` — the results are identical; ``"reference"`` always uses
             :func:`run_campaign`; ``"fast"`` requires the compiled engine for every policy
             (InvalidParameterError otherwise). Campaigns with an aggregator verdict run on

@@ -112,6 +112,27 @@ class BetaIndexPolicy(AllocationPolicy):
             return canonical_scores(self.score_dirichlet_states(post.alpha))
         return canonical_scores(self.score_states(post.a, post.b, post.thresholds))
 
+    # ---- the compiled engine's hooks (crowdbudget.engine.fast) -------------------------------
+    @property
+    def pure_index(self) -> bool:
+        """Whether every decision is the argmax of :meth:`index_scores` over the eligible items
+        (ties as ``tie_break``) and ``posterior_`` is the policy's only state: the subclass
+        defines its scores only (this class's ``reset``, ``select``, ``observe``,
+        ``item_score`` and ``final_labels`` unchanged) — the compiled engine's hook."""
+        names = ("_reset", "select", "observe", "item_score", "final_labels")
+        return all(getattr(type(self), n) is getattr(BetaIndexPolicy, n) for n in names)
+
+    def index_scores(self, a: FloatArray, b: FloatArray, threshold: FloatArray) -> FloatArray:
+        """The scores the index compares for Beta states (``score_states`` made canonical, as
+        ``select`` sees them) — the compiled engine's hook."""
+        return canonical_scores(self.score_states(a, b, threshold))
+
+    def restore_scores(self, scores: FloatArray) -> None:
+        """Rebuild the score index from the items' current :meth:`index_scores`, shape
+        (n_items,) — the compiled engine's hook: it advances ``posterior_`` in place and hands
+        the final scores back, so the policy goes on exactly as after the reference loop."""
+        self._index = ScoreBuckets(np.asarray(scores, dtype=float), self.tie_break)
+
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         price = self._price(state, worker)
         if not state.can_afford(price):

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from crowdbudget._random import as_seed_sequence, child_seed
 from crowdbudget._validation import check_positive_int, check_prior, check_thresholds
@@ -32,6 +32,16 @@ from crowdbudget.types import (
     PairAvailability,
     Problem,
     StepResult,
+)
+
+#: what SyntheticBernoulliEnvironment.answers_follow_tiles needs a subclass to inherit unchanged
+_TILE_STREAM_METHODS = (
+    "reset",
+    "step",
+    "_uniform",
+    "_tile_uniform",
+    "noiseless_answer_tile",
+    "set_answers_given",
 )
 
 
@@ -172,6 +182,54 @@ class SyntheticBernoulliEnvironment(LabelingEnvironment):
         return np.array(
             [int(self._uniform(item, k) < self.theta[item]) for k in range(n)], dtype=np.int64
         )
+
+    # ---- the compiled engine's hooks (crowdbudget.engine.fast) -------------------------------
+    @property
+    def answer_tile_shape(self) -> tuple[int, int]:
+        """(items, labels) of one tile of the answer stream: the k-th answer of item i is in
+        tile ``(i // items, k // labels)`` — the compiled engine's hook."""
+        return self._TILE_ITEMS, self._TILE_LABELS
+
+    @property
+    def answers_follow_tiles(self) -> bool:
+        """Whether :meth:`step` answers the k-th assignment of item i with
+        :meth:`noiseless_answer_tile`'s entry for it: anonymous noiseless workers
+        (``workers=None``) and this class's ``reset``, ``step`` and answer stream, not
+        overridden — the compiled engine's hook."""
+        base = SyntheticBernoulliEnvironment
+        return self.workers is None and all(
+            getattr(type(self), name) is getattr(base, name) for name in _TILE_STREAM_METHODS
+        )
+
+    def noiseless_answer_tile(self, item_block: int, label_block: int) -> NDArray[np.int8]:
+        """The noiseless answers ``1{u_ik < θ_i}`` of one tile (after ``reset``): items
+        ``item_block * items ...`` (as many as exist), answers ``label_block * labels ...``,
+        shape (rows, labels), 0/1 as int8 (``answer_tile_shape`` = (items, labels)).
+
+        The very numbers :meth:`step` gives, from the same cached uniforms — the compiled
+        engine's hook: it reads the answers in tiles instead of one ``step`` at a time.
+        """
+        first = item_block * self._TILE_ITEMS
+        self._tile_uniform(self._stream_seq, self._tiles, first, label_block * self._TILE_LABELS)
+        uniforms = self._tiles[(item_block, label_block)]
+        rows = uniforms.shape[0]
+        return (uniforms < self.theta[first : first + rows, None]).astype(np.int8)
+
+    @property
+    def answers_given(self) -> IntArray:
+        """How many answers each item has given since ``reset``, shape (n_items,) (a copy)."""
+        return self._asked.copy()
+
+    def set_answers_given(self, counts: ArrayLike) -> None:
+        """Set how many answers each item has given, as if :meth:`step` had been called that
+        many times per item: the next answer of item i is its ``counts[i]``-th — the
+        compiled engine's hook, after it has read the answers from the tiles itself."""
+        asked = np.asarray(counts)
+        if asked.shape != (self.n_items,) or np.any(asked < 0):
+            raise InvalidParameterError(
+                f"counts must be {self.n_items} numbers >= 0, got shape {asked.shape}"
+            )
+        self._asked = asked.astype(np.int64)
 
     def step(self, assignment: Assignment) -> StepResult:
         item = assignment.item

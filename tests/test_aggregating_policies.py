@@ -9,7 +9,7 @@ from crowdbudget.aggregation import BeliefPropagation, make_aggregator
 from crowdbudget.datasets import load_dataset
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies.aggregating import KOSAllocation, RandomBP
-from crowdbudget.policies.verdict import log_label_data
+from crowdbudget.policies.verdict import log_label_data, make_verdict
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
@@ -133,6 +133,7 @@ def test_random_bp_on_replay_labels_with_bp_of_its_log(mode: str) -> None:
         policy_rng=np.random.default_rng(2),
         mode=mode,
         metrics=lambda state, *_: states.append(state) or {},
+        verdict=make_verdict("paper"),  # BP's own labels, its own tie-breaking
     )
     assert row["labels_used"] == 3000 and len(states[-1].label_log) == 3000
     log = log_label_data(states[-1])

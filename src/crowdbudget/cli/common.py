@@ -87,9 +87,11 @@ def add_verdict_argument(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="ID",
         help="the verdict of every policy id that names none: 'posterior' (default: each "
-        "policy's own model, as in the papers) or an aggregator id fitted on the labels "
-        "received (ds, one-coin-em, mace, bds, ...; see 'crowdbudget aggregate --help'); an "
-        "id names its own with :verdict=, e.g. opt-kg:verdict=ds",
+        "policy's own model; an even vote goes to the class the decided items say is more "
+        "common, never to a fixed class), 'paper' (the papers' rule: binary ties to class 1, "
+        "what reproduce uses) or an aggregator id fitted on the labels received (ds, "
+        "one-coin-em, mace, bds, ...; 'crowdbudget aggregators'); an id names its own with "
+        ":verdict=, e.g. opt-kg:verdict=ds",
     )
 
 

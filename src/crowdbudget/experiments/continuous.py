@@ -37,7 +37,8 @@ from crowdbudget.experiments.runner import (
     summarize,
 )
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.registry import make_policy
+from crowdbudget.policies.verdict import Verdict, make_verdict
+from crowdbudget.registry import Spec, VerdictSpec, make_policy, split_verdict
 from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment, posterior_reward
 from crowdbudget.types import CampaignState
 
@@ -60,6 +61,7 @@ def run_continuous_campaign(
     world_seed: int | np.random.SeedSequence | None,
     policy_rng: np.random.Generator,
     metrics: MetricsHook | None = None,
+    verdict: Verdict | None = None,
 ) -> dict[str, Any]:
     """Run one continuous-time campaign with at most ``budget`` = U workers (Hu & Frazier
     §6): :func:`~crowdbudget.engine.loop.drive` with an
@@ -72,7 +74,9 @@ def run_continuous_campaign(
         correctly classified tasks, :func:`posterior_reward`), ``reward_per_item``,
         ``accuracy`` (final labels vs truth on ``env.base.evaluation_mask``), ``correct``,
         ``workers_hired``, ``labels_used``, ``cancelled`` (pending at the horizon),
-        ``max_labels_per_item``, ``end_time``, ``seconds`` and the hook's metrics.
+        ``max_labels_per_item``, ``end_time``, ``seconds`` and the hook's metrics. The
+        final labels are ``verdict``'s (reset after the policy from ``policy_rng``, which it
+        does not advance; None: ``make_verdict()``, the policy's own model).
     """
     budget = check_positive_int(budget, "budget")
     env.check_budget(budget)
@@ -87,10 +91,12 @@ def run_continuous_campaign(
     start = time.perf_counter()
     policy = _prepare_policy(policy, env)
     policy.reset(problem, policy_rng)
+    verdict = verdict if verdict is not None else make_verdict()
+    verdict.reset(problem, policy_rng)
     # the money budget is U labels at price 1; ArrivalClock stops hiring at U, so the
     # recorder never ends the campaign
     outcome = drive(policy, env, state, ArrivalClock(env, max_assignments=budget), StopAtSpend())
-    labels = policy.final_labels(state)
+    labels = verdict.labels(state, policy)
     truth = env.true_labels
     mask = (
         np.ones(problem.n_items, dtype=bool)
@@ -119,7 +125,7 @@ def run_continuous_campaign(
 
 
 def _continuous_task(
-    policy_id: str,
+    entry: tuple[Spec, VerdictSpec, str],
     env: ContinuousTimeEnvironment,
     budget: int,
     replications: list[int],
@@ -127,18 +133,19 @@ def _continuous_task(
     policy_seeds: list[np.random.SeedSequence],
     metrics: MetricsHook | None,
 ) -> list[dict[str, Any]]:
+    policy_spec, verdict_spec, label = entry
     rows = []
     for r, world_seed, policy_seed in zip(replications, world_seeds, policy_seeds, strict=True):
-        policy = make_policy(policy_id)
         row = run_continuous_campaign(
-            policy,
+            make_policy(policy_spec),
             env,
             budget,
             world_seed=world_seed,
             policy_rng=np.random.default_rng(policy_seed),
             metrics=metrics,
+            verdict=verdict_spec.build(),
         )
-        rows.append({"policy": policy_id, "replication": r, **row})
+        rows.append({"policy": label, "replication": r, **row})
     return rows
 
 
@@ -157,6 +164,7 @@ def run_continuous_experiment(
     metrics: MetricsHook | None = None,
     chunk_size: int | None = None,
     executor: str | None = None,
+    verdict: str | None = None,
 ) -> ExperimentResult:
     """Every policy × budget × replication in continuous time (common random numbers).
 
@@ -168,6 +176,10 @@ def run_continuous_experiment(
     driver's one executor (:func:`~crowdbudget.experiments.runner.execute`: ``executor``
     serial, processes or Dask, one progress bar).
 
+    ``verdict`` is the verdict of every id that names none (``posterior``, the default: the
+    policy's own model with ties by the estimated class prior; ``paper``: the papers' rule;
+    or an aggregator id), as in :func:`~crowdbudget.experiments.runner.run_experiment`.
+
     Returns:
         :class:`~crowdbudget.experiments.runner.ExperimentResult`; ``summary`` has, per
         (policy, budget), mean/std/95% t-interval of every metric of
@@ -176,8 +188,10 @@ def run_continuous_experiment(
     policies = list(policies)
     if not policies:
         raise InvalidParameterError("at least one policy is needed")
-    for pid in policies:
-        make_policy(pid)  # fail fast on unknown ids
+    # parsed once (unknown ids fail here): the policy's spec, its verdict's, the row label
+    entries = {pid: (*split_verdict(pid, verdict), str(pid)) for pid in policies}
+    for policy_spec, _, _ in entries.values():
+        make_policy(policy_spec)
     budget_list = sorted({check_positive_int(int(b), "budget") for b in budgets})
     if not budget_list:
         raise InvalidParameterError("at least one budget is needed")
@@ -193,7 +207,7 @@ def run_continuous_experiment(
                 reps = list(range(lo, min(n_reps, lo + size)))
                 tasks.append(
                     (
-                        pid,
+                        entries[pid],
                         env,
                         budget,
                         reps,

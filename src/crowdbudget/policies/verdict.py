@@ -54,8 +54,9 @@ POSTERIOR = "posterior"
 #: the policy's own model with the papers' tie rule (issue 15)
 PAPER = "paper"
 
-#: how the ``posterior`` verdict breaks ties (:class:`PosteriorVerdict`)
-POSTERIOR_TIES = "paper"
+#: how the ``posterior`` verdict breaks ties (:class:`PosteriorVerdict`): by the estimated
+#: class prior (issue 15); ``paper`` keeps the papers' rule
+POSTERIOR_TIES = "prior"
 
 #: two class probabilities closer than this (relative to the largest) are a tie: the Beta
 #: posterior's P(θ ≥ 1/2) at a = b is 1/2 up to rounding (betainc's last bits), not exactly

@@ -2,5 +2,6 @@
 ``check_env``): run them on your own policy or environment before using it."""
 
 from crowdbudget.testing.checks import check_environment, check_policy
+from crowdbudget.testing.posterior_checks import check_posterior
 
-__all__ = ["check_environment", "check_policy"]
+__all__ = ["check_environment", "check_policy", "check_posterior"]

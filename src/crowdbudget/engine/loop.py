@@ -31,7 +31,7 @@ Every campaign in the package runs here: discrete-time experiments
 (:func:`crowdbudget.experiments.runner.run_campaign`, the priced-worker experiments of
 :mod:`crowdbudget.experiments.papers.rangi2018`), continuous-time ones and the conformance
 kit. A live :class:`~crowdbudget.campaign.Campaign` applies the same state transitions from
-events as they arrive; the compiled engine (:mod:`crowdbudget.simulation.fast`) reproduces
+events as they arrive; the compiled engine (:mod:`crowdbudget.engine.fast`) reproduces
 this loop bit for bit where it applies.
 """
 

@@ -51,3 +51,27 @@ def test_the_cli_reports_the_change_and_a_symmetric_policy_does_not_move(
         assert row["standard_error"] >= 0
         flagged = abs(row["difference"]) > 2 * row["standard_error"] + 1e-12
         assert row["beyond_two_standard_errors"] == flagged
+
+
+@pytest.mark.parametrize(("dataset", "per_item"), [("temp", "1,2"), ("wsd", "1,2")])
+def test_every_default_policy_and_verdict_is_invariant_to_the_coding(
+    dataset: str, per_item: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 15's target: with the default verdict (ties by the estimated class prior), no
+    default policy of ``compare`` moves beyond two standard errors when the class codes or the
+    worker ids are permuted (the papers' rule moved uniform and round-robin by up to 0.11)."""
+    from crowdbudget.cli.compare import COMPARE_POLICIES
+    from crowdbudget.registry import parse_policy
+    from crowdbudget.types import Problem
+
+    data = load_dataset(dataset)
+    problem = Problem(n_items=2, budget=1, n_classes=data.n_classes, n_workers=data.n_workers)
+    policies = [p for p in COMPARE_POLICIES if parse_policy(p).refusal(problem) is None]
+    argv = ["replay", "--dataset", dataset, "--policies", ",".join(policies)]
+    argv += ["--budget-per-item", per_item, "--reps", "8", "--permute-classes"]
+    argv += ["--permute-workers", "--no-progress", "--jobs", "1", "--json"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)["fairness"]
+    assert {r["policy"] for r in rows} == set(policies)
+    moved = [r for r in rows if r["beyond_two_standard_errors"]]
+    assert moved == []

@@ -159,7 +159,8 @@ class CrowdWorld(LabelingEnvironment):
 
 class _LiveRules:
     """The policy as the engine sees it, under the live rule that a worker never labels an
-    item twice (``select_excluding`` the worker's items); records the decisions."""
+    item twice (the worker's items are ``state.excluded`` for the question; a policy that does
+    not search past them may name one, which is no answer); records the decisions."""
 
     def __init__(self, policy: AllocationPolicy) -> None:
         self.policy = policy
@@ -168,7 +169,10 @@ class _LiveRules:
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         own = self.labeled_by.get(worker, set()) if worker is not None else set()
-        assignment = self.policy.select_excluding(state, own, worker=worker)
+        with state.excluding(own):
+            assignment = self.policy.select(state, worker=worker)
+        if assignment is not None and assignment.item in own:
+            assignment = None
         if assignment is not None:
             self.decisions.append((assignment.item, assignment.worker))
             if assignment.worker is not None:
@@ -184,7 +188,7 @@ def run_offline(
 ) -> tuple[float, list[tuple[int, int | None]]]:
     """The engine on ``world`` with the generators a live campaign of ``seed`` gives its
     policy ([seed, 0] at reset, then [seed, 1]) and the live rule that a worker never labels
-    an item twice (``select_excluding`` the worker's items); returns the accuracy and the
+    an item twice (the worker's items excluded); returns the accuracy and the
     decisions."""
     world.reset(seed=seed)
     policy = make_policy(policy_id)

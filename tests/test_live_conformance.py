@@ -314,7 +314,10 @@ class _LiveRule:
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Any:
         assert worker is not None
-        assignment = self.policy.select_excluding(state, self.own.get(worker, set()), worker=worker)
+        own = self.own.get(worker, set())
+        with state.excluding(own):
+            assignment = self.policy.select(state, worker=worker)
+        assert assignment is None or assignment.item not in own
         if assignment is not None:
             self.given.append((assignment.item, worker))
             self.own.setdefault(worker, set()).add(assignment.item)
@@ -334,9 +337,9 @@ def _pull_equality_policies() -> list[str]:
 def test_a_sequential_live_pull_run_makes_the_offline_engines_decisions(policy: str) -> None:
     """Workers ask one at a time and answer at once: the live campaign and the engine in pull
     mode (same generators, same answers, the live rule) give the same assignments. (Every
-    pull policy whose ``select_excluding`` searches past a worker's own items; the others are
-    asked once per request live, and a refused request ends an engine run, so their runs part
-    at the first item a worker already has.)"""
+    pull policy whose ``select`` searches past a worker's own items (``state.excluded``,
+    ``searches_past_excluded``); the others are asked once per request live, and a refused
+    request ends an engine run, so their runs part at the first item a worker already has.)"""
     from crowdbudget.registry import make_policy, parse_policy
 
     rng = np.random.default_rng(5)

@@ -178,19 +178,29 @@ def test_best_excluding_is_argmax_outside_the_excluded(
     assert buckets.best(np.random.default_rng(0)) is not None  # nothing was removed
 
 
-@pytest.mark.parametrize("policy_id", ["opt-kg", "kg-random", "uniform", "round-robin"])
-def test_select_excluding_never_returns_an_excluded_item(policy_id: str) -> None:
+@pytest.mark.parametrize(
+    "policy_id", ["opt-kg", "kg-random", "uniform", "ucb1-tuned", "gittins", "requallo"]
+)
+def test_select_never_returns_an_excluded_item(policy_id: str) -> None:
     problem = Problem(n_items=6, budget=30)
     policy = make_policy(policy_id)
+    assert policy.searches_past_excluded
     policy.reset(problem, np.random.default_rng(1))
     state = CampaignState.initial(problem)
     for excluded in ({0, 1, 2}, {3}, set(range(5))):
-        assignment = policy.select_excluding(state, excluded)
-        # the default (round-robin) may answer None; the others must find an item
-        if policy_id != "round-robin":
-            assert assignment is not None
-        assert assignment is None or assignment.item not in excluded
-    assert policy.select_excluding(state, set(range(6))) is None
+        with state.excluding(excluded):
+            assignment = policy.select(state)
+        assert assignment is not None and assignment.item not in excluded
+        assert not state.excluded  # one question only
+    with state.excluding(set(range(6))):
+        assert policy.select(state) is None
+    assert state.eligible.all()  # nothing was made ineligible for good
+
+
+def test_a_policy_whose_select_moves_its_state_does_not_search_past_excluded() -> None:
+    """Round-robin's ``select`` advances its cycle, so a live campaign asks it once and
+    refuses an excluded answer: it does not claim to search."""
+    assert not make_policy("round-robin").searches_past_excluded
 
 
 def test_variant_id_with_a_colon_is_an_alias() -> None:

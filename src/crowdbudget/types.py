@@ -12,6 +12,8 @@ posterior are updated from the event in O(1).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,7 +253,8 @@ class Problem:
 
 @dataclass(frozen=True)
 class PairAvailability:
-    """Which (item, worker) pairs can still be asked (replay of a fixed data set).
+    """Which (item, worker) pairs can still be asked (replay of a fixed data set): the
+    *recorded* kind of a state's availability (see :class:`CampaignState`).
 
     Attributes:
         items, workers: the distinct pairs, shape (n_pairs,) each.
@@ -325,6 +328,12 @@ class LabelLog:
 class CampaignState:
     """What has happened so far, as arrays (what policies may look at).
 
+    Availability — which (item, worker) pairs may be asked now — has three kinds, read from
+    ``eligible``, ``pairs`` and ``excluded``: *all* pairs of eligible items (a synthetic world:
+    ``pairs`` None, ``excluded`` empty), the *recorded* pairs with an unused label (a replay:
+    ``pairs``), and *live*: not yet held or labeled by the asking worker (a live campaign:
+    ``excluded``, set for one question). :meth:`is_open` answers for one item.
+
     Attributes:
         problem: the problem being solved.
         label_counts: votes per item and class, shape (n_items, n_classes).
@@ -338,6 +347,14 @@ class CampaignState:
         time: the current time (continuous-time environments), else the number of events.
         pairs: the (item, worker) pairs that can still be asked, or None when every pair can
             (synthetic worlds, live campaigns).
+        excluded: items the question being asked may not name (empty: none). A live campaign
+            sets it around each ``select`` (:meth:`excluding`): in pull mode the items the
+            asking worker already holds or labeled (and, first, the items with work pending),
+            in push mode the items with work pending; offline it stays empty. It is small (one
+            worker's items), so policies search past it; it is never permanent, unlike
+            ``eligible``. Every policy whose ``searches_past_excluded`` is True never answers
+            an excluded item; another may (its ``select`` moves its own state, so it is asked
+            once), and the asker then treats the answer as "no work for this worker now".
         remaining_capacity: labels each worker may still give, shape (n_workers,), or None
             when the problem's workers have no capacities: ``workers.capacities`` minus the
             labels received from each worker and the assignments pending with it.
@@ -355,6 +372,7 @@ class CampaignState:
     time: float = 0.0
     pairs: PairAvailability | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    excluded: Collection[int] = ()
     remaining_capacity: IntArray | None = None
     label_log: LabelLog = field(default_factory=LabelLog)
 
@@ -387,6 +405,22 @@ class CampaignState:
         """Whether one more assignment of ``price`` fits in the budget (1e-9 slack for
         float sums of prices)."""
         return price <= self.remaining + 1e-9
+
+    @contextmanager
+    def excluding(self, items: Collection[int]) -> Iterator[CampaignState]:
+        """``excluded`` is ``items`` inside the block (one question: ``select``), and what it
+        was before after it."""
+        before = self.excluded
+        self.excluded = items
+        try:
+            yield self
+        finally:
+            self.excluded = before
+
+    def is_open(self, item: int) -> bool:
+        """Whether ``item`` may be named now: eligible and not excluded (on a replay, the
+        pairs of the asking worker are a policy's to check: ``pairs``)."""
+        return bool(self.eligible[item]) and item not in self.excluded
 
     def n_labels(self, item: int) -> int:
         """Labels received for ``item``."""

@@ -1055,16 +1055,26 @@ class Campaign:
         # pull mode: the policy is told who asks (a worker it knows from earlier events; a
         # newcomer has no index yet), so e.g. Requallo refuses a worker it blocked as a spammer
         if self.policy.searches_past_excluded:
-            choice = self.policy.select_excluding(self.state, excluded | self._busy, worker=worker)
+            choice = self._ask(excluded | self._busy, worker)
             if choice is None and self._busy:  # only items with pending work are left
-                choice = self.policy.select_excluding(self.state, excluded, worker=worker)
+                choice = self._ask(excluded, worker)
         else:
             # one question only: this policy's select moves its own state (a plan, counters,
             # a generator), so asking twice would skip a decision
-            choice = self.policy.select_excluding(self.state, excluded, worker=worker)
+            choice = self._ask(excluded, worker)
         if choice is None:
             return None
         return self._assign(choice.item, worker_id, price)
+
+    def _ask(self, excluded: set[int], worker: int | None) -> Assignment | None:
+        """The policy's answer with ``excluded`` closed for this one question
+        (``state.excluded``); a policy that does not search past excluded items may name one,
+        which is no answer ("no work for this worker now")."""
+        with self.state.excluding(excluded):
+            choice = self.policy.select(self.state, worker=worker)
+        if choice is not None and choice.item in excluded:
+            return None
+        return choice
 
     def _assign(self, item: int, worker_id: str, price: float) -> PendingAssignment:
         """Commit an ``assigned`` event (checked by the caller) and return it."""
@@ -1127,7 +1137,7 @@ class Campaign:
         out: list[PendingAssignment] = []
         for _ in range(int(count)):
             if self.policy.searches_past_excluded:
-                choice = self.policy.select_excluding(self.state, self._busy)
+                choice = self._ask(self._busy, None)
                 if choice is None and self._busy:
                     choice = self.policy.select(self.state)
             else:  # asked once (see next_assignment); B-KUBE puts several workers on a task

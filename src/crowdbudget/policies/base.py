@@ -16,9 +16,10 @@ conformance suite every registered policy passes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -76,16 +77,34 @@ class AllocationPolicy(ABC):
         replay_pull: in pull mode on a replay (``state.pairs`` set) the policy only offers
             the arriving worker items they have an unused recorded label for (item–worker
             policies do by construction; item-only ones via :meth:`_items_for_worker`).
+        searches_past_excluded: ``select`` never names an item in ``state.excluded`` (a live
+            worker's own items, the items with work pending): it searches past them. When
+            False, ``select`` may name one — it moves the policy's own state (a plan,
+            counters, a generator), so a live campaign asks it once per request and refuses
+            an excluded answer. A subclass that defines ``select`` is False unless it says
+            otherwise (or ``reads_eligibility_afresh``).
         reads_eligibility_afresh: every ``select`` reads ``state.eligible`` anew and keeps
-            nothing derived from it, so :meth:`select_excluding` may hide the excluded items
-            for one call by marking them ineligible (and restoring them after).
+            nothing derived from it, so the base class honours ``state.excluded`` for it by
+            marking the excluded items ineligible for the call (and restoring them after);
+            such a policy searches past excluded items.
     """
 
     budget_aware: ClassVar[bool] = False
     chooses_workers: ClassVar[bool] = False
     binary_only: ClassVar[bool] = True
     replay_pull: ClassVar[bool] = False
+    searches_past_excluded: ClassVar[bool] = False
     reads_eligibility_afresh: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if cls.reads_eligibility_afresh:
+            cls.searches_past_excluded = True
+            if "select" in own:
+                cls.select = _hiding_excluded(own["select"])  # type: ignore[method-assign]
+        elif "select" in own and "searches_past_excluded" not in own:
+            cls.searches_past_excluded = False
 
     # ---- scikit-learn style parameter access -------------------------------------------------
     @classmethod
@@ -130,48 +149,8 @@ class AllocationPolicy(ABC):
 
     @abstractmethod
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        """The next assignment, or None when the policy stops (or nothing is affordable)."""
-
-    def select_excluding(
-        self,
-        state: CampaignState,
-        excluded: Collection[int],
-        *,
-        worker: int | None = None,
-    ) -> Assignment | None:
-        """Like :meth:`select`, but never an item in ``excluded`` — in a live campaign, the
-        items the arriving worker has already labeled or holds (a worker should not label an
-        item twice). ``excluded`` is small (one worker's items), so policies search past it
-        rather than marking items ineligible (which is permanent).
-
-        Default: for a policy that ``reads_eligibility_afresh``, :meth:`select` with the
-        excluded items marked ineligible for the call (O(|excluded|) to mark and restore);
-        otherwise :meth:`select`, and None ("no work for this worker now") when its item is
-        excluded. Index policies and the baselines override this with a real search.
-        """
-        if self.reads_eligibility_afresh and excluded:
-            hidden = np.fromiter(excluded, dtype=np.int64, count=len(excluded))
-            was = state.eligible[hidden].copy()
-            state.eligible[hidden] = False
-            try:
-                return self.select(state, worker=worker)
-            finally:
-                state.eligible[hidden] = was
-        assignment = self.select(state, worker=worker)
-        if assignment is None or assignment.item not in excluded:
-            return assignment
-        return None
-
-    @property
-    def searches_past_excluded(self) -> bool:
-        """Whether :meth:`select_excluding` searches past the excluded items (an override, or
-        ``reads_eligibility_afresh``) rather than the default, which calls :meth:`select`
-        once and answers None if its item is excluded. A live campaign asks a policy that
-        does not search once only: a second ``select`` would advance its state twice."""
-        return (
-            self.reads_eligibility_afresh
-            or type(self).select_excluding is not AllocationPolicy.select_excluding
-        )
+        """The next assignment, or None when the policy stops (or nothing is affordable);
+        never an item in ``state.excluded`` when :attr:`searches_past_excluded`."""
 
     def observe(self, event: LabelEvent) -> None:  # noqa: B027 - optional hook
         """Learn from a label that came back (default: nothing to learn)."""
@@ -227,3 +206,28 @@ class AllocationPolicy(ABC):
         mine = self._worker_order_[self._worker_ptr_[worker] : self._worker_ptr_[worker + 1]]
         items = pairs.items[mine[pairs.remaining[mine] > 0]]
         return np.unique(items[state.eligible[items]])
+
+
+def _hiding_excluded(select: Callable[..., Assignment | None]) -> Callable[..., Assignment | None]:
+    """``select`` of a policy that ``reads_eligibility_afresh``, honouring ``state.excluded``:
+    the excluded items are marked ineligible for the call (O(|excluded|) to mark and restore)
+    and ``excluded`` reads empty inside it. Nothing excluded: one check, then ``select``."""
+
+    @functools.wraps(select)
+    def wrapper(
+        self: AllocationPolicy, state: CampaignState, *, worker: int | None = None
+    ) -> Assignment | None:
+        excluded = state.excluded
+        if not excluded:
+            return select(self, state, worker=worker)
+        hidden = np.fromiter(excluded, dtype=np.int64, count=len(excluded))
+        was = state.eligible[hidden].copy()
+        state.eligible[hidden] = False
+        state.excluded = ()
+        try:
+            return select(self, state, worker=worker)
+        finally:
+            state.eligible[hidden] = was
+            state.excluded = excluded
+
+    return wrapper

@@ -21,6 +21,7 @@ class UniformPolicy(AllocationPolicy):
 
     binary_only = False
     replay_pull = True
+    searches_past_excluded = True
 
     def __init__(self) -> None:
         pass
@@ -33,12 +34,17 @@ class UniformPolicy(AllocationPolicy):
         price = self._price(state, worker)
         if not state.can_afford(price):
             return None
+        excluded = state.excluded
         mine = self._items_for_worker(state, worker)
         if mine is not None:  # pull mode on a replay: uniform over the worker's items
+            if excluded:
+                mine = mine[~np.isin(mine, np.fromiter(excluded, dtype=np.int64))]
             if mine.shape[0] == 0:
                 return None
             item = int(mine[int(self.rng_.integers(mine.shape[0]))])
             return Assignment(item=item, worker=worker, price=price)
+        if excluded:
+            return self._select_outside(state, excluded, worker, price)
         while self._n_alive > 0:
             slot = int(self.rng_.integers(self._n_alive))
             item = int(self._alive[slot])
@@ -49,21 +55,12 @@ class UniformPolicy(AllocationPolicy):
             self._alive[slot] = self._alive[self._n_alive]
         return None
 
-    def select_excluding(
-        self,
-        state: CampaignState,
-        excluded: Collection[int],
-        *,
-        worker: int | None = None,
+    def _select_outside(
+        self, state: CampaignState, excluded: Collection[int], worker: int | None, price: float
     ) -> Assignment | None:
-        """Uniform over eligible items outside ``excluded``: rejection sampling (a few draws),
-        then a scan of the remaining items in random order (O(n_items), only when the worker
-        has labeled most items)."""
-        if not excluded:
-            return self.select(state, worker=worker)
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
+        """Uniform over eligible items outside ``excluded`` (``state.excluded``, live):
+        rejection sampling (a few draws), then a scan of the remaining items in random order
+        (O(n_items), only when the worker has labeled most items)."""
         alive = self._alive[: self._n_alive]
         for _ in range(16):
             if alive.shape[0] == 0:

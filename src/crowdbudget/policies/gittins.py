@@ -177,6 +177,7 @@ class FiniteHorizonGittins(AllocationPolicy):
     """
 
     budget_aware: ClassVar[bool] = True
+    searches_past_excluded: ClassVar[bool] = True
 
     def __init__(self, solver: Solver = "dinkelbach", tie_break: TieBreak = "first") -> None:
         self.solver = solver
@@ -389,20 +390,11 @@ class FiniteHorizonGittins(AllocationPolicy):
         return math.floor(state.remaining / price + 1e-9)
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        return self.select_excluding(state, (), worker=worker)
-
-    def select_excluding(
-        self,
-        state: CampaignState,
-        excluded: Collection[int],
-        *,
-        worker: int | None = None,
-    ) -> Assignment | None:
         price = self._price(state, worker)
         horizon = self._horizon_left(state, price)
         if horizon < 1 or not state.can_afford(price):
             return None
-        item = self._choose(state, excluded, horizon)
+        item = self._choose(state, state.excluded, horizon)
         return None if item is None else Assignment(item=item, worker=worker, price=price)
 
     def observe(self, event: LabelEvent) -> None:

@@ -10,7 +10,6 @@ O(n_items).
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Collection
 from typing import ClassVar
 
 import numpy as np
@@ -38,6 +37,7 @@ class BetaIndexPolicy(AllocationPolicy):
     tie_break_default: ClassVar[TieBreak] = "first"
     posterior_: BetaBernoulliPosterior | DirichletPosterior
     replay_pull: ClassVar[bool] = True
+    searches_past_excluded: ClassVar[bool] = True
 
     def __init__(self, tie_break: TieBreak = "first") -> None:
         self.tie_break = tie_break
@@ -139,6 +139,11 @@ class BetaIndexPolicy(AllocationPolicy):
             return None
         if worker is not None and state.pairs is not None:
             return self._select_for_worker(state, worker, price)
+        if state.excluded:  # live: the best item outside them, nothing removed
+            item = self._index.best_excluding(
+                state.excluded, lambda i: bool(state.eligible[i]), self.rng_
+            )
+            return None if item is None else Assignment(item=item, worker=worker, price=price)
         while True:
             item = self._index.best(self.rng_)
             if item is None:
@@ -154,27 +159,14 @@ class BetaIndexPolicy(AllocationPolicy):
         read from the score structure; ties as ``tie_break``)."""
         items = self._items_for_worker(state, worker)
         assert items is not None
+        if state.excluded:
+            items = items[~np.isin(items, np.fromiter(state.excluded, dtype=np.int64))]
         if items.shape[0] == 0:
             return None
         scores = self._index.scores_of(items)
         best = np.flatnonzero(scores == scores.max())
         pick = int(self.rng_.integers(best.shape[0])) if self.tie_break == "random" else 0
         return Assignment(item=int(items[best[pick]]), worker=worker, price=price)
-
-    def select_excluding(
-        self,
-        state: CampaignState,
-        excluded: Collection[int],
-        *,
-        worker: int | None = None,
-    ) -> Assignment | None:
-        if not excluded:
-            return self.select(state, worker=worker)
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        item = self._index.best_excluding(excluded, lambda i: bool(state.eligible[i]), self.rng_)
-        return None if item is None else Assignment(item=item, worker=worker, price=price)
 
     def observe(self, event: LabelEvent) -> None:
         self.posterior_.update(event)

@@ -76,7 +76,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any, ClassVar
 
 import numpy as np
@@ -221,6 +220,7 @@ class RequalloPolicy(AllocationPolicy):
     """
 
     binary_only: ClassVar[bool] = False
+    searches_past_excluded: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -369,6 +369,13 @@ class RequalloPolicy(AllocationPolicy):
             return None
         if worker is not None and worker in self.blocked_:
             return None  # a blocked spammer gets no work (§3.2)
+        if state.excluded:  # live: the best item outside them, nothing removed
+            item = self._index.best_excluding(
+                state.excluded,
+                lambda i: bool(state.eligible[i]) and self._index.score(i) > _POSITIVE_EPS,
+                self.rng_,
+            )
+            return None if item is None else Assignment(item=item, worker=worker, price=price)
         while True:
             item = self._index.best(self.rng_)
             if item is None:
@@ -381,25 +388,6 @@ class RequalloPolicy(AllocationPolicy):
                 self.stopped_early_ = True
                 return None
             return Assignment(item=item, worker=worker, price=price)
-
-    def select_excluding(
-        self,
-        state: CampaignState,
-        excluded: Collection[int],
-        *,
-        worker: int | None = None,
-    ) -> Assignment | None:
-        if not excluded:
-            return self.select(state, worker=worker)
-        price = self._price(state, worker)
-        if not state.can_afford(price) or (worker is not None and worker in self.blocked_):
-            return None
-        item = self._index.best_excluding(
-            excluded,
-            lambda i: bool(state.eligible[i]) and self._index.score(i) > _POSITIVE_EPS,
-            self.rng_,
-        )
-        return None if item is None else Assignment(item=item, worker=worker, price=price)
 
     def observe(self, event: LabelEvent) -> None:
         item, worker, label = event.item, event.worker, event.label

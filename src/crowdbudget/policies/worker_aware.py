@@ -90,6 +90,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     """
 
     chooses_workers = True
+    searches_past_excluded = True
 
     worker_model = "one-coin"
 
@@ -209,18 +210,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._scores[shared] = scores[own.shape[0] :][inverse]
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        return self._choose(state, worker, ())
-
-    def select_excluding(
-        self,
-        state: CampaignState,
-        excluded: Collection[int],
-        *,
-        worker: int | None = None,
-    ) -> Assignment | None:
-        """:meth:`select` searching past ``excluded`` items (a live worker's own items and
-        the items with work pending): the best pair whose item is not excluded."""
-        return self._choose(state, worker, excluded)
+        """The best available pair (of ``worker``, in pull mode) whose item is not in
+        ``state.excluded`` (live: the worker's own items and the items with work pending)."""
+        return self._choose(state, worker, state.excluded)
 
     def _choose(
         self, state: CampaignState, worker: int | None, excluded: Collection[int]

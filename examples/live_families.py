@@ -45,6 +45,7 @@ from crowdbudget.datasets import load_dataset
 from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.verdict import make_verdict
 from crowdbudget.registry import make_policy
 from crowdbudget.service.local import LocalServer
 from crowdbudget.simulation.environment import LabelingEnvironment
@@ -199,7 +200,11 @@ def run_offline(
     state.pairs = world.pairs
     rules = _LiveRules(policy)
     drive(rules, world, state, Clock(mode), StopAtSpend(budget))  # type: ignore[arg-type]
-    labels = policy.final_labels(state)
+    # the campaign's verdict: the policy's own model, ties by the estimated class prior, its
+    # draws seeded by the campaign's seed (Campaign.verdict_probabilities)
+    verdict = make_verdict("posterior")
+    verdict.reset(problem, np.random.default_rng(seed))
+    labels = verdict.labels(state, policy)
     mask = world.evaluation_mask if world.evaluation_mask is not None else slice(None)
     return float(np.mean(labels[mask] == world.true_labels[mask])), rules.decisions
 

@@ -75,3 +75,14 @@ def test_every_default_policy_and_verdict_is_invariant_to_the_coding(
     assert {r["policy"] for r in rows} == set(policies)
     moved = [r for r in rows if r["beyond_two_standard_errors"]]
     assert moved == []
+
+
+def test_the_papers_tie_rule_fails_the_same_check(capsys: pytest.CaptureFixture[str]) -> None:
+    """The check can fail: the papers' rule (ties to class 1) moves uniform and round-robin."""
+    argv = ["replay", "--dataset", "temp", "--policies", "uniform,round-robin"]
+    argv += ["--budget-per-item", "1,2", "--reps", "8", "--permute-classes", "--verdict"]
+    argv += ["paper", "--no-progress", "--jobs", "1", "--json"]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)["fairness"]
+    moved = {(r["policy"], r["budget"]) for r in rows if r["beyond_two_standard_errors"]}
+    assert ("round-robin", 924.0) in moved and ("uniform", 462.0) in moved

@@ -784,3 +784,17 @@ def make_environment(text: str | Spec) -> LabelingEnvironment:
     except InvalidParameterError as error:  # the world's own checks: name the id as typed
         raise InvalidParameterError(f"environment {str(spec)!r}: {error}") from None
     return env
+
+
+# --------------------------------------------------------------------------- reproductions
+
+#: The paper reproductions (``crowdbudget.experiments.papers.builtin`` registers them): one
+#: entry per figure or table with its paper, figure, replications and typical times
+#: (``crowdbudget reproduce --list [--json]``); its factory runs it:
+#: ``REPRODUCTIONS.build("chen2013-fig2a:quick=true:progress=false")`` → ``ReproductionResult``.
+REPRODUCTIONS = Registry("reproduction", "crowdbudget.experiments.papers.builtin")
+
+
+def registered_reproductions() -> dict[str, ComponentSpec]:
+    """Every registered reproduction, by id (in the order of ``reproduce --list``)."""
+    return REPRODUCTIONS.entries()

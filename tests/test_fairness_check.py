@@ -73,7 +73,14 @@ def test_every_default_policy_and_verdict_is_invariant_to_the_coding(
     assert main(argv) == 0
     rows = json.loads(capsys.readouterr().out)["fairness"]
     assert {r["policy"] for r in rows} == set(policies)
-    moved = [r for r in rows if r["beyond_two_standard_errors"]]
+    # a permuted class coding gives the same replays up to the verdict's seeded draws: two
+    # standard errors. Permuted worker ids give a worker-aware policy other (equally likely)
+    # random tie-breaks, i.e. an independent replay: over these rows two standard errors would
+    # flag about one row in twenty by chance, so that check allows three.
+    limit = {"classes": 2.0, "workers": 3.0}
+    moved = [
+        r for r in rows if abs(r["difference"]) > limit[r["permuted"]] * r["standard_error"] + 1e-12
+    ]
     assert moved == []
 
 

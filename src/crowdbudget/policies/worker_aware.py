@@ -22,15 +22,17 @@ pair is chosen), so the registry's ``opt-kg:posterior=...`` uses random ties. Me
 (20 replays, 3,200 labels): random 0.917, first 0.909 (the first-pair rule sends every fresh
 item to the lowest-numbered workers first, so fewer workers' reliabilities get learned).
 
-``refit=N`` (our variant, not in the paper): the online moment matching reads each label with
-the worker belief of the moment it arrived — a worker's early labels are weighed with the
-Beta(4, 1) prior and never re-read once the worker is known better. Every N labels the variant
-re-reads all labels so far in three rounds of a variational-EM-like sweep inside the paper's
-own model: (items) every item restarts from its prior and takes its labels in arrival order by
-the paper's moment matching with the worker Betas held fixed; (workers) every worker's Beta
-becomes prior + expected agreements with a noiseless worker, ``c_j = c0 + Σ P(agree)``,
-``d_j = d0 + n_j − Σ P(agree)`` with P(agree) = E[θ_i] for a label 1 and 1 − E[θ_i] for a 0.
-(A Dawid–Skene EM in place of the item step was tried and fails: with one label per item its
+``refit=N`` (our variant, not in the paper; ``refit=10`` is the registry's default for
+``posterior=one-coin`` since issue 15, ``refit=0`` the paper's rule that the reproductions name
+— docs/reproductions.md, "The worker-aware default"): the online moment matching reads each
+label with the worker belief of the moment it arrived — a worker's early labels are weighed with
+the Beta(4, 1) prior and never re-read once the worker is known better. Every N labels the
+variant re-reads all labels so far in three rounds of a variational-EM-like sweep inside the
+paper's own model: (items) every item restarts from its prior and takes its labels in arrival
+order by the paper's moment matching with the worker Betas held fixed; (workers) every worker's
+Beta becomes prior + expected agreements with a noiseless worker, ``c_j = c0 + Σ P(agree)``,
+``d_j = d0 + n_j − Σ P(agree)`` with P(agree) = E[θ_i] for a label 1 and 1 − E[θ_i] for a 0. (A
+Dawid–Skene EM in place of the item step was tried and fails: with one label per item its
 maximum-likelihood class posteriors are certain, so every worker looks perfect.) Then every
 available pair is rescored. Cost per refit: O(labels so far) vectorised plus one scoring pass
 over the pairs.

@@ -81,8 +81,8 @@ HELP_EXAMPLES = {
         "--budget 500 --json",
     ],
     "reproduce": [
-        "crowdbudget reproduce --list",
         "crowdbudget reproduce chen2013-fig2a --quick --out results/",
+        "crowdbudget reproduce --all --quick --jobs 2",
     ],
     "replay": [
         "crowdbudget replay --dataset temp --policies uniform,opt-kg --budget-per-item 1,3,5",

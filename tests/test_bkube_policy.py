@@ -159,3 +159,14 @@ def test_registered_b_kube_variants_make_the_simulations_decisions(
         np.testing.assert_array_equal(chosen, expected.selections)
         np.testing.assert_array_equal(policy.predicted_, expected.predicted)
         np.testing.assert_array_equal(policy.labels_per_task_, expected.labels_per_task)
+
+
+def test_run_case_gives_the_same_rows_on_any_executor() -> None:
+    """rangi2018.run_case runs its replications on the experiment driver's executor; each
+    replication carries §6's own seeds, so serial and process-pool runs are the same rows."""
+    from crowdbudget.experiments.papers import rangi2018
+
+    serial = rangi2018.run_case(20, (60.0,), 3, 0, n_jobs=1)
+    pooled = rangi2018.run_case(20, (60.0,), 3, 0, n_jobs=2, executor="processes")
+    assert serial.equals(pooled)
+    assert sorted(serial["replication"].unique()) == [0, 1, 2]

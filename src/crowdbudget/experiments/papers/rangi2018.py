@@ -19,18 +19,16 @@ O(log B)) with a fit ``R = a + b ln B``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.experiments.papers.base import ExtraPlot, ReproductionResult
-from crowdbudget.experiments.runner import summarize
+from crowdbudget.experiments.runner import execute, summarize
 from crowdbudget.policies.bandits.knapsack import exact_bounded_knapsack
 from crowdbudget.policies.bandits.kube import BKubePolicy
 from crowdbudget.policies.base import AllocationPolicy
@@ -154,39 +152,67 @@ REGRET_BUDGETS = (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0)
 REGRET_CAPACITY_TASKS = 1000
 
 
+def _replication_rows(
+    n_tasks: int, budgets: tuple[float, ...], rep: int, seed: int
+) -> list[dict[str, Any]]:
+    """Replication ``rep`` of one T: every policy on sets A and B at every budget."""
+    rows = []
+    set_a, set_b = rangi_worker_sets(n_tasks, np.random.default_rng([seed, rep, n_tasks]))
+    for name, pool in (("A", set_a), ("B", set_b)):
+        for budget in budgets:
+            for policy_id, run in ALL_POLICIES.items():
+                # the same answer-stream seed for every policy (common random numbers)
+                rng = np.random.default_rng([seed, rep, n_tasks, int(budget), 1])
+                outcome = run(pool, budget, n_tasks, rng)
+                rows.append(
+                    {
+                        "policy_id": policy_id,
+                        "worker_set": name,
+                        "n_tasks": n_tasks,
+                        "budget": budget,
+                        "replication": rep,
+                        "error": outcome.error,
+                        "tasks_completed": outcome.tasks_completed,
+                        "spent": outcome.spent,
+                    }
+                )
+    return rows
+
+
 def run_case(
-    n_tasks: int, budgets: tuple[float, ...], reps: int, seed: int, *, progress: bool = False
+    n_tasks: int,
+    budgets: tuple[float, ...],
+    reps: int,
+    seed: int,
+    *,
+    progress: bool = False,
+    n_jobs: int | None = 1,
+    executor: str | None = None,
 ) -> pd.DataFrame:
     """Raw rows (policy_id, worker_set, n_tasks, budget, replication, error, tasks_completed,
-    spent) for one T over sets A and B; ``progress`` shows a bar over replications (stderr)."""
-    rows = []
-    for rep in tqdm(
-        range(reps),
+    spent) for one T over sets A and B; ``progress`` shows a bar over replications (stderr).
+
+    Replications run on the experiment driver's executor
+    (:func:`~crowdbudget.experiments.runner.execute`: serial, processes or Dask). Their seeds
+    are §6's own: the world and the policy of one (replication, T, budget) share one generator,
+    ``default_rng([seed, rep, T, B, 1])``, as the paper's per-task simulation draws answers
+    and choices from one stream (the registered policies make that simulation's decisions
+    exactly, tests/test_bkube_policy.py) — so they are not the runner's
+    :func:`~crowdbudget.experiments.runner.replication_seeds` (a world and a policy stream
+    apart), and the results do not depend on the executor."""
+    tasks = [(n_tasks, tuple(budgets), rep, seed) for rep in range(reps)]
+    rows = execute(
+        _replication_rows,
+        tasks,
+        [1.0] * len(tasks),
+        n_jobs=n_jobs,
+        executor=executor,
+        progress=progress,
         desc=f"T={n_tasks} replications",
         unit="rep",
-        delay=2.0,
-        disable=not progress,
-        file=sys.stderr,
-    ):
-        set_a, set_b = rangi_worker_sets(n_tasks, np.random.default_rng([seed, rep, n_tasks]))
-        for name, pool in (("A", set_a), ("B", set_b)):
-            for budget in budgets:
-                for policy_id, run in ALL_POLICIES.items():
-                    # the same answer-stream seed for every policy (common random numbers)
-                    rng = np.random.default_rng([seed, rep, n_tasks, int(budget), 1])
-                    outcome = run(pool, budget, n_tasks, rng)
-                    rows.append(
-                        {
-                            "policy_id": policy_id,
-                            "worker_set": name,
-                            "n_tasks": n_tasks,
-                            "budget": budget,
-                            "replication": rep,
-                            "error": outcome.error,
-                            "tasks_completed": outcome.tasks_completed,
-                            "spent": outcome.spent,
-                        }
-                    )
+    )
+    # the serial order: by replication (stable: each replication's rows come in order)
+    rows.sort(key=lambda row: int(row["replication"]))
     return pd.DataFrame(rows)
 
 
@@ -370,9 +396,10 @@ def _figure(
     quick: bool,
     with_regret: bool,
     progress: bool = True,
+    n_jobs: int | None = None,
 ) -> ReproductionResult:
     reps = 2 if quick else 100
-    raw = run_case(n_tasks, BUDGETS, reps, seed, progress=progress)
+    raw = run_case(n_tasks, BUDGETS, reps, seed, progress=progress, n_jobs=n_jobs)
     summary = summarize_cases(raw)
     tables = [claims(summary)]
     settings: dict[str, object] = {
@@ -476,11 +503,21 @@ def fig1(
     *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
 ) -> ReproductionResult:
     """T = 50, sets A and B, plus the regret curve."""
-    return _figure("bkube-fig1", 50, seed=seed, quick=quick, with_regret=True, progress=progress)
+    return _figure(
+        "bkube-fig1", 50, seed=seed, quick=quick, with_regret=True, progress=progress, n_jobs=n_jobs
+    )
 
 
 def fig2(
     *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
 ) -> ReproductionResult:
     """T = 100, sets A and B."""
-    return _figure("bkube-fig2", 100, seed=seed, quick=quick, with_regret=False, progress=progress)
+    return _figure(
+        "bkube-fig2",
+        100,
+        seed=seed,
+        quick=quick,
+        with_regret=False,
+        progress=progress,
+        n_jobs=n_jobs,
+    )

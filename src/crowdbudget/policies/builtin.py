@@ -18,7 +18,11 @@ from crowdbudget.policies.knowledge_gradient import (
     KnowledgeGradient,
     OptimisticKnowledgeGradient,
 )
-from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient, TwoCoinKnowledgeGradient
+from crowdbudget.policies.worker_aware import TwoCoinKnowledgeGradient
+from crowdbudget.policies.worker_aware_multiclass import (
+    CategoricalWorkerKnowledgeGradient,
+    OneCoinAnyClassKnowledgeGradient,
+)
 from crowdbudget.registry import (
     Capabilities,
     Param,
@@ -32,8 +36,10 @@ CHEN2013 = "Chen, Lin, Zhou (2013) Optimistic Knowledge Gradient Policy ..."
 
 #: posteriors the KG family (kg, opt-kg, cvar-kg) is parametrised by (DESIGN §11): ``beta``
 #: (anonymous workers, the Beta fast path), ``one-coin`` and ``two-coin`` (named workers, §4 of
-#: Chen et al.: the policy then picks (item, worker) pairs)
-POSTERIORS = ("beta", "one-coin", "two-coin")
+#: Chen et al.: the policy then picks (item, worker) pairs), ``confusion`` (a Dirichlet
+#: confusion matrix per worker, issue 15); one-coin and confusion take any number of classes
+#: (crowdbudget.policies.worker_aware_multiclass), two-coin is binary
+POSTERIORS = ("beta", "one-coin", "two-coin", "confusion")
 
 #: ``workers=`` is the old spelling of ``posterior=`` (``none`` is ``beta``)
 WORKER_MODELS = ("none", "one-coin", "two-coin")
@@ -94,9 +100,20 @@ def _with_workers(
     unused = [name.replace("_", "-") for name in _FEATURE_PARAMS if name in kwargs]
     if unused:
         raise InvalidParameterError(f"{', '.join(unused)} needs features=logistic")
-    if workers not in WORKER_MODELS:
+    if workers not in WORKER_MODELS and workers != "confusion":
         raise InvalidParameterError(
             f"workers must be one of {', '.join(WORKER_MODELS)}, got {workers!r}"
+        )
+    if workers == "confusion":
+        # a Dirichlet confusion matrix per worker, any K >= 2 (issue 15)
+        if "refit" in kwargs:
+            raise InvalidParameterError("refit needs posterior=one-coin or features=logistic")
+        return CategoricalWorkerKnowledgeGradient(
+            "confusion",
+            optimistic=optimistic,
+            worker_prior=worker_prior or (4.0, 1.0),
+            tie_break=kwargs.get("tie_break", "random"),
+            alpha=alpha,
         )
     if workers in ("one-coin", "two-coin"):
         # Worker-aware KG picks (item, worker) pairs. Opt-KG breaks ties at random by default
@@ -109,7 +126,10 @@ def _with_workers(
         # worker after a lucky start — temp, 20 replays: std 0.054–0.085 at 2–5 labels per
         # item against 0.003–0.007 with refit=10, which is also more accurate at every budget
         # on rte and temp (docs/reproductions.md, "The worker-aware default").
-        aware = OneCoinKnowledgeGradient if workers == "one-coin" else TwoCoinKnowledgeGradient
+        # one-coin: the binary policy on two classes, the categorical one on more (issue 15)
+        aware = (
+            OneCoinAnyClassKnowledgeGradient if workers == "one-coin" else TwoCoinKnowledgeGradient
+        )
         default_refit = DEFAULT_ONE_COIN_REFIT if workers == "one-coin" else 0
         return aware(
             optimistic=optimistic,
@@ -119,7 +139,9 @@ def _with_workers(
             alpha=alpha,
         )
     if worker_prior is not None:
-        raise InvalidParameterError("worker-prior needs posterior=one-coin or posterior=two-coin")
+        raise InvalidParameterError(
+            "worker-prior needs posterior=one-coin, posterior=two-coin or posterior=confusion"
+        )
     if "refit" in kwargs:
         raise InvalidParameterError("refit needs posterior=one-coin or features=logistic")
     if alpha is not None:
@@ -184,14 +206,16 @@ _WORKER_BANDIT = Capabilities(
 _POSTERIOR = Param(
     "posterior",
     str,
-    "the posterior: beta (anonymous workers), or one-coin/two-coin reliability per worker (§4)",
+    "the posterior: beta (anonymous workers), or one-coin/two-coin reliability per worker (§4; "
+    "two-coin binary), or confusion: a Dirichlet confusion matrix per worker",
     "beta",
     choices=POSTERIORS,
 )
 _WORKER_PRIOR = Param(
     "worker-prior",
     read_pair,
-    "Beta prior a,b of a worker's reliability (posterior=one-coin|two-coin)",
+    "Beta prior a,b of a worker's reliability (posterior=one-coin|two-coin; confusion: rows "
+    "Dirichlet with a(K-1) on the diagonal, b off it)",
     (4.0, 1.0),
 )
 
@@ -226,8 +250,13 @@ _KG_PARAMS = {
 
 def _kg_capabilities(binary_only: bool) -> Any:
     def rule(values: Mapping[str, Any]) -> Capabilities:
-        if values.get("workers", "none") != "none" or values.get("posterior", "beta") != "beta":
-            return Capabilities(binary_only=True, needs_workers=True, chooses_workers=True)
+        workers, posterior = values.get("workers", "none"), values.get("posterior", "beta")
+        if workers != "none" or posterior != "beta":
+            # one-coin and confusion take any number of classes (issue 15), two-coin is binary
+            model = posterior if workers == "none" else workers
+            return Capabilities(
+                binary_only=model == "two-coin", needs_workers=True, chooses_workers=True
+            )
         if values.get("features", "none") != "none":
             return Capabilities(binary_only=True, needs_features=True)
         return Capabilities(binary_only=binary_only)

@@ -1,0 +1,418 @@
+"""KG, Opt-KG and CVaR-KG over (item, worker) pairs for any number of classes K ≥ 2 (issue 15).
+
+The worker-aware policies of :mod:`crowdbudget.policies.worker_aware` (Chen, Lin, Zhou 2013,
+§4) model the item as a Beta soft label and are binary. Here the item is a categorical belief
+q_i over its true class and the worker is either one-coin ("probability ρ_j correct, else a
+uniformly wrong class", ρ_j ~ Beta) or a Dirichlet confusion matrix (Dawid–Skene); both
+posteriors are in :mod:`crowdbudget.posteriors.categorical_workers` (derivations there).
+
+Reward. The expected accuracy of an item's Bayes label is h(q) = max_k q(k). A label l from
+worker j on item i moves q_i to q'_il (exactly: the item update integrates the worker out)
+with predictive probability P(l); the stage reward of l is R_l = h(q'_il) − h(q_i), read from
+``posterior.lookahead(workers, items=...)`` (the :class:`~crowdbudget.posteriors.base.Lookahead`
+contract). Opt-KG scores the pair by max_l R_l, KG by Σ_l P(l) R_l, CVaR-KG (α) by the mean of
+the upper α-tail of the reward distribution (α = 1: KG, α → 0: Opt-KG; for K = 2 the two-point
+formula of the binary policies). Rewards below 1e-12 in absolute value are read as 0: KG's
+gain is exactly 0 whenever no label can change the item's Bayes label (Σ_l P(l) q'_l(k*) =
+q(k*)), and what is left is rounding, which would otherwise order the tied pairs. Scores are
+then rounded to 40 bits (:func:`~crowdbudget.policies._index.canonical_scores`) and ties broken
+as ``tie_break`` (the registry: random).
+
+Modes and availability as the binary policies: push mode picks the best pair, pull mode
+(``select(state, worker=j)``) the best item for the arriving worker; on a replay only the
+recorded pairs with an unused label (``state.pairs``) are candidates; ``state.excluded`` is
+searched past.
+
+Cost per label: the label changes item i and worker j only, so the scores of item i's pairs and
+of worker j's pairs are recomputed (vectorised, O(K²) each) — never all pairs; used-up replay
+pairs are skipped; the pairs of still unlabeled items share one score per worker when every
+item has the same prior. The choice is an argmax over the candidate pairs.
+
+:class:`OneCoinAnyClassKnowledgeGradient` is what the registry builds for
+``opt-kg:posterior=one-coin`` (and ``kg:``, ``cvar-kg:``): on a binary problem it *is* the
+binary :class:`~crowdbudget.policies.worker_aware.OneCoinKnowledgeGradient` (same code, same
+decisions); on K > 2 classes it hands the campaign to a
+:class:`CategoricalWorkerKnowledgeGradient` with the one-coin model. ``posterior=confusion``
+builds :class:`CategoricalWorkerKnowledgeGradient` with the confusion model for any K ≥ 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+
+from crowdbudget._validation import check_probability
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
+from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
+from crowdbudget.posteriors.base import kg_rewards
+from crowdbudget.posteriors.categorical_workers import (
+    ConfusionPosterior,
+    OneCoinCategoricalPosterior,
+    confusion_prior,
+)
+from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
+
+#: worker models of :class:`CategoricalWorkerKnowledgeGradient`
+CATEGORICAL_WORKER_MODELS = ("one-coin", "confusion")
+
+#: |reward| below this is a zero gain up to rounding (module docstring)
+_ZERO = 1e-12
+
+
+def tail_mean(rewards: FloatArray, probabilities: FloatArray, alpha: float) -> FloatArray:
+    """CVaR-α of discrete rewards: the mean of the best α of the probability mass, row-wise.
+
+    Args:
+        rewards, probabilities: shape (n, L); probability rows sum to 1.
+        alpha: the level in [0, 1] (1: the expectation; 0: the largest reward).
+    """
+    order = np.argsort(-rewards, axis=1, kind="stable")
+    r = np.take_along_axis(rewards, order, axis=1)
+    p = np.take_along_axis(probabilities, order, axis=1)
+    level = max(alpha, 1e-300)
+    cum = np.cumsum(p, axis=1)
+    upto = np.minimum(cum, level)
+    mass = np.diff(upto, axis=1, prepend=0.0)
+    if alpha >= 1.0:
+        mass = p
+        level = 1.0
+    return np.asarray((mass * r).sum(axis=1) / level, dtype=float)
+
+
+class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
+    """(Optimistic / CVaR) knowledge gradient over (item, worker) pairs, any K ≥ 2 classes
+    (module docstring).
+
+    Args:
+        worker_model: ``"one-coin"`` (ρ_j ~ Beta, else a uniformly wrong class) or
+            ``"confusion"`` (Dirichlet rows of a confusion matrix).
+        optimistic: True for Opt-KG (max over labels), False for KG (expectation).
+        worker_prior: Beta(c, d) of the one-coin reliability (paper: (4, 1)); the confusion
+            model's rows get c(K−1) on the diagonal and d off it (same mean diagonal c/(c+d);
+            :func:`~crowdbudget.posteriors.categorical_workers.confusion_prior`).
+        tie_break: ``"first"`` (first candidate pair) or ``"random"`` (uniform among ties).
+        alpha: None, or the CVaR level α of CVaR-KG, which then replaces ``optimistic``.
+
+    Fitted attributes:
+        posterior_: the one-coin or confusion posterior
+            (:mod:`crowdbudget.posteriors.categorical_workers`).
+    """
+
+    binary_only = False
+    chooses_workers = True
+    searches_past_excluded = True
+
+    def __init__(
+        self,
+        worker_model: str = "one-coin",
+        optimistic: bool = True,
+        worker_prior: tuple[float, float] = (4.0, 1.0),
+        tie_break: TieBreak = "first",
+        alpha: float | None = None,
+    ) -> None:
+        self.worker_model = worker_model
+        self.optimistic = optimistic
+        self.worker_prior = worker_prior
+        self.tie_break = tie_break
+        self.alpha = alpha
+
+    def validate_params(self) -> None:
+        if self.worker_model not in CATEGORICAL_WORKER_MODELS:
+            raise InvalidParameterError(
+                f"worker_model must be one of {', '.join(CATEGORICAL_WORKER_MODELS)}, "
+                f"got {self.worker_model!r}"
+            )
+        check_tie_break(self.tie_break)
+        c, d = self.worker_prior
+        if not (c > 0 and d > 0):
+            raise InvalidParameterError(
+                f"worker_prior must be two numbers > 0, got {self.worker_prior}"
+            )
+        if self.alpha is not None:
+            check_probability(self.alpha, "alpha")
+
+    def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        if problem.n_workers is None:
+            raise InvalidParameterError(
+                "a worker-aware policy needs a problem with workers (n_workers); "
+                "use a homogeneous policy such as opt-kg for anonymous workers"
+            )
+        self._rng = rng
+        c, d = self.worker_prior
+        prior = problem.prior_array
+        self.posterior_: OneCoinCategoricalPosterior | ConfusionPosterior
+        if self.worker_model == "one-coin":
+            self.posterior_ = OneCoinCategoricalPosterior(
+                prior, (d, c), problem.n_items, problem.n_workers
+            )
+        else:
+            self.posterior_ = ConfusionPosterior(
+                prior,
+                problem.n_items,
+                problem.n_workers,
+                confusion_prior(problem.n_classes, c, d),
+            )
+        self._pairs_built = False
+
+    # ---- scores -----------------------------------------------------------------------------
+    def _build_pairs(self, state: CampaignState) -> None:
+        problem = state.problem
+        assert problem.n_workers is not None
+        if state.pairs is None:
+            k, m = problem.n_items, problem.n_workers
+            self._pair_items = np.repeat(np.arange(k, dtype=np.int64), m)
+            self._pair_workers = np.tile(np.arange(m, dtype=np.int64), k)
+            self._remaining: IntArray | None = None
+        else:
+            self._pair_items = state.pairs.items
+            self._pair_workers = state.pairs.workers
+            self._remaining = state.pairs.remaining
+        self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
+        self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
+        q = self.posterior_.q
+        self._item_error = 1.0 - q.max(axis=1)
+        # items still at the prior share one score per worker when every item has the same
+        # prior (bit for bit: the score is a function of the q row and the worker)
+        prior = problem.prior_array
+        self._share = bool(np.all(prior == prior[0]))
+        at_prior = prior[:1] / prior[:1].sum(axis=1, keepdims=True)
+        self._fresh = np.all(q == at_prior, axis=1) & self._share
+        # scores; -inf for a pair that can never be asked again (its item left the eligible
+        # set, or its recorded labels are used up: both are for good)
+        self._scores = np.full(self._pair_items.shape[0], -np.inf)
+        every = np.arange(self._pair_items.shape[0])
+        if self._remaining is not None:
+            every = every[self._remaining > 0]
+        every = every[state.eligible[self._pair_items[every]]]
+        self._rescore(every)
+        # per worker: the best score of its pairs and how many pairs have it (push mode picks
+        # among the best workers' best pairs instead of scanning every pair)
+        self._worker_best = np.full(problem.n_workers, -np.inf)
+        self._worker_count = np.zeros(problem.n_workers, dtype=np.int64)
+        self._refresh(np.arange(problem.n_workers, dtype=np.int64))
+        self._pairs_built = True
+
+    def _score_pairs(self, pairs: IntArray) -> FloatArray:
+        """Scores of ``pairs`` from the look-ahead of those (item, worker) pairs."""
+        items = self._pair_items[pairs]
+        look = self.posterior_.lookahead(self._pair_workers[pairs], items=items)
+        rewards = kg_rewards(look, self._item_error[items])
+        rewards = np.where(np.abs(rewards) < _ZERO, 0.0, rewards)
+        if self.alpha is None and self.optimistic:
+            return canonical_scores(rewards.max(axis=1))
+        p = look.label_probabilities
+        if self.alpha is None:
+            kg = (p * rewards).sum(axis=1)
+            return canonical_scores(np.where(np.abs(kg) < _ZERO, 0.0, kg))
+        cvar = tail_mean(rewards, p, float(self.alpha))
+        return canonical_scores(np.where(np.abs(cvar) < _ZERO, 0.0, cvar))
+
+    def _rescore(self, pairs: IntArray) -> None:
+        """Recompute the scores of ``pairs``; the pairs of unlabeled items are scored once per
+        worker."""
+        if pairs.shape[0] == 0:
+            return
+        fresh = self._fresh[self._pair_items[pairs]]
+        if not fresh.any():
+            self._scores[pairs] = self._score_pairs(pairs)
+            return
+        shared = pairs[fresh]
+        _, first, inverse = np.unique(
+            self._pair_workers[shared], return_index=True, return_inverse=True
+        )
+        own = pairs[~fresh]
+        scores = self._score_pairs(np.concatenate([own, shared[first]]))
+        self._scores[own] = scores[: own.shape[0]]
+        self._scores[shared] = scores[own.shape[0] :][inverse]
+
+    def _worker_pairs(self, workers: IntArray) -> tuple[IntArray, IntArray]:
+        """The pairs of ``workers`` (concatenated in that order) and each worker's count."""
+        lo = self._worker_ptr[workers]
+        lengths = self._worker_ptr[workers + 1] - lo
+        total = int(lengths.sum())
+        starts = np.cumsum(lengths) - lengths
+        positions = np.arange(total) + np.repeat(lo - starts, lengths)
+        return self._worker_order[positions], lengths
+
+    def _refresh(self, workers: IntArray) -> None:
+        """Recompute the best score of ``workers`` (distinct) and its multiplicity."""
+        pairs, lengths = self._worker_pairs(workers)
+        has = lengths > 0
+        best = np.full(workers.shape[0], -np.inf)
+        count = np.zeros(workers.shape[0], dtype=np.int64)
+        if pairs.shape[0]:
+            values = self._scores[pairs]
+            starts = (np.cumsum(lengths) - lengths)[has]
+            best[has] = np.maximum.reduceat(values, starts)
+            at_best = values == np.repeat(best, lengths)
+            count[has] = np.add.reduceat(at_best.astype(np.int64), starts)
+        count[best == -np.inf] = 0
+        self._worker_best[workers] = best
+        self._worker_count[workers] = count
+
+    # ---- the contract -----------------------------------------------------------------------
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        """The best available pair (of ``worker``, in pull mode) whose item is not in
+        ``state.excluded``."""
+        if not self._pairs_built:
+            self._build_pairs(state)
+        if worker is not None:
+            if not 0 <= worker < self._worker_ptr.shape[0] - 1:
+                return None
+            lo, hi = self._worker_ptr[worker], self._worker_ptr[worker + 1]
+            pair = self._best_among(state, self._worker_order[lo:hi], state.excluded)
+        elif state.excluded:
+            # live push with work pending: the excluded items are few but not for good, so
+            # scan every pair (O(pairs)) rather than disturb the per-worker bests
+            pair = self._best_among(state, np.arange(self._scores.shape[0]), state.excluded)
+        else:
+            pair = self._best_pair(state)
+        if pair is None:
+            return None
+        chosen_worker = int(self._pair_workers[pair])
+        price = state.problem.price_of(chosen_worker)
+        if not state.can_afford(price):
+            return None
+        return Assignment(item=int(self._pair_items[pair]), worker=chosen_worker, price=price)
+
+    def _usable(self, state: CampaignState, pairs: IntArray) -> np.ndarray:
+        """Which of ``pairs`` can be asked now (item eligible, a recorded label left)."""
+        ok = state.eligible[self._pair_items[pairs]]
+        if self._remaining is not None:
+            ok &= self._remaining[pairs] > 0
+        return np.asarray(ok)
+
+    def _best_among(
+        self, state: CampaignState, candidates: IntArray, excluded: Collection[int]
+    ) -> int | None:
+        """The best usable pair of ``candidates`` whose item is not excluded (a scan)."""
+        scores = self._scores[candidates]
+        ok = self._usable(state, candidates) & (scores > -np.inf)
+        if excluded:
+            items = self._pair_items[candidates]
+            ok &= ~np.isin(items, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
+        if not np.any(ok):
+            return None
+        masked = np.where(ok, scores, -np.inf)
+        best = int(np.argmax(masked))
+        if self.tie_break == "random":
+            tied = np.flatnonzero(masked == masked[best])
+            if tied.shape[0] > 1:
+                best = int(tied[self._rng.integers(tied.shape[0])])
+        return int(candidates[best])
+
+    def _best_pair(self, state: CampaignState) -> int | None:
+        """Push mode: a pair of the largest score among every usable pair (the first, or one
+        uniformly at random). Reads the best workers' pairs only; a pair found unusable gets
+        score -inf and its worker's best is recomputed (O(n_workers + that worker's pairs))."""
+        while True:
+            top = float(self._worker_best.max(initial=-np.inf))
+            if top == -np.inf:
+                return None
+            workers = np.flatnonzero(self._worker_best == top)
+            if self.tie_break == "random":
+                # a worker with probability ∝ its number of tied pairs, then one of them
+                counts = self._worker_count[workers]
+                pick = int(self._rng.integers(int(counts.sum())))
+                w = workers[int(np.searchsorted(np.cumsum(counts), pick, side="right"))]
+                pairs, _ = self._worker_pairs(np.array([w]))
+                tied = pairs[self._scores[pairs] == top]
+                pair = np.array([tied[self._rng.integers(tied.shape[0])]])
+            else:
+                pairs, _ = self._worker_pairs(workers)
+                tied = pairs[self._scores[pairs] == top]
+                pair = np.array([tied.min()])
+            if self._usable(state, pair)[0]:
+                return int(pair[0])
+            # the pair can never be asked again: drop it (and every such pair of the tied ones)
+            bad = tied[~self._usable(state, tied)]
+            self._scores[bad] = -np.inf
+            self._refresh(np.unique(self._pair_workers[bad]))
+
+    def observe(self, event: LabelEvent) -> None:
+        self.posterior_.update(event)
+        if not self._pairs_built:
+            return
+        i, j = event.item, event.worker
+        self._item_error[i] = 1.0 - float(self.posterior_.q[i].max())
+        self._fresh[i] = False
+        changed = np.concatenate(
+            [
+                self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]],
+                self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]],
+            ]
+        )
+        # pairs already dropped stay dropped; used-up pairs are dropped now
+        changed = changed[self._scores[changed] > -np.inf]
+        if self._remaining is not None:
+            used = self._remaining[changed] <= 0
+            self._scores[changed[used]] = -np.inf
+            live = changed[~used]
+        else:
+            live = changed
+        self._rescore(live)
+        self._refresh(np.unique(self._pair_workers[changed]))
+
+    def final_labels(self, state: CampaignState) -> IntArray:
+        return self.posterior_.predict()
+
+
+class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
+    """``posterior=one-coin`` for any number of classes: the binary
+    :class:`~crowdbudget.policies.worker_aware.OneCoinKnowledgeGradient` on two classes (its
+    code, its decisions), a one-coin :class:`CategoricalWorkerKnowledgeGradient` on more
+    (chosen at ``reset``, when the problem is known; the registry builds before). ``refit``
+    applies to two classes only (the binary model's re-reading of its labels; the registry's
+    default is refit=10): a K > 2 campaign runs the online update alone, whatever ``refit``
+    says — re-reading every label every N labels costs O(labels) per refit, and the
+    categorical item update is exact already (only the worker Betas are projected).
+
+    Fitted attributes:
+        multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,
+            or None on a binary one (then ``posterior_`` is the binary one-coin posterior).
+    """
+
+    binary_only = False
+    searches_past_excluded = True
+
+    def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
+        self.multiclass_: CategoricalWorkerKnowledgeGradient | None = None
+        if problem.n_classes == 2:
+            super()._reset(problem, rng)
+            return
+        # refit (re-reading every label every N labels) belongs to the binary Beta-item model;
+        # on K > 2 classes the item update is exact and the campaign runs without it
+        self.__dict__.pop("posterior_", None)
+        delegate = CategoricalWorkerKnowledgeGradient(
+            "one-coin",
+            optimistic=self.optimistic,
+            worker_prior=self.worker_prior,
+            tie_break=self.tie_break,
+            alpha=self.alpha,
+        )
+        delegate.reset(problem, rng)
+        self.multiclass_ = delegate
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        if self.multiclass_ is not None:
+            return self.multiclass_.select(state, worker=worker)
+        return super().select(state, worker=worker)
+
+    def observe(self, event: LabelEvent) -> None:
+        if self.multiclass_ is not None:
+            self.multiclass_.observe(event)
+        else:
+            super().observe(event)
+
+    def final_labels(self, state: CampaignState) -> IntArray:
+        if self.multiclass_ is not None:
+            return self.multiclass_.final_labels(state)
+        return super().final_labels(state)
+
+    def final_probabilities(self, state: CampaignState) -> FloatArray:
+        if self.multiclass_ is not None:
+            return self.multiclass_.final_probabilities(state)
+        return super().final_probabilities(state)

@@ -14,6 +14,10 @@ import pytest
 import crowdbudget.posteriors
 from crowdbudget.posteriors.base import LabelPosterior
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
+from crowdbudget.posteriors.categorical_workers import (
+    ConfusionPosterior,
+    OneCoinCategoricalPosterior,
+)
 from crowdbudget.posteriors.dirichlet import DirichletPosterior
 from crowdbudget.posteriors.logistic import LogisticGaussianPosterior, prepare_features
 from crowdbudget.posteriors.one_coin import OneCoinPosterior
@@ -54,6 +58,16 @@ CASES: dict[str, tuple[Callable[[], Any], str, bool]] = {
         lambda: TwoCoinPosterior(
             [1.0, 1.0], [[1.0, 4.0, 2.0, 3.0]] * 3, n_items=6, n_workers=3, thresholds=0.6
         ),
+        "disjoint",
+        True,
+    ),
+    "one-coin-categorical": (
+        lambda: OneCoinCategoricalPosterior([1.0, 1.0, 1.0], [1.0, 4.0], n_items=5, n_workers=3),
+        "disjoint",
+        True,
+    ),
+    "confusion": (
+        lambda: ConfusionPosterior([1.0, 2.0, 1.0], n_items=5, n_workers=3),
         "disjoint",
         True,
     ),

@@ -160,7 +160,7 @@ def test_adding_items_a_policy_refuses_stores_nothing_and_breaks_nothing(api: Ap
         {"seed": 2**63},
         {"policy": "kg", "classes": ["a", "b", "c"]},
         {"policy": "bbta", "classes": ["a", "b", "c"]},
-        {"policy": "opt-kg:posterior=one-coin", "classes": ["a", "b", "c"]},
+        {"policy": "opt-kg:posterior=two-coin", "classes": ["a", "b", "c"]},
         {"policy": "opt-kg:features=logistic"},
         {"policy": "gittins", "classes": ["a", "b", "c"]},
         {"policy": "opt-kg", "prior": [1.0, -1.0]},

@@ -23,9 +23,7 @@ def bench(n_tasks: int, n_workers: int, steps: int, n_contexts: int = 5) -> floa
     contexts = rng.integers(0, n_contexts, n_tasks)
     answers = rng.integers(0, 2, (n_tasks, n_workers))
     budget = n_contexts * n_workers + steps
-    problem = Problem(
-        n_items=n_tasks, budget=budget, n_workers=n_workers, contexts=contexts
-    )
+    problem = Problem(n_items=n_tasks, budget=budget, n_workers=n_workers, contexts=contexts)
     policy = BanditTaskAssignment(n_explore=1)
     policy.reset(problem, np.random.default_rng(1))
     state = CampaignState.initial(problem)

@@ -154,14 +154,25 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
     assert _wait_for(lambda: annotators.annotations >= budget // 3, timeout=600), (
         f"annotators stalled at {annotators.annotations}: {annotators.logs}"
     )
-    _log(f"kill -9 the sync at {annotators.annotations} annotations")
+    # kill it while Label Studio shows open slots, so that annotations do arrive while it is
+    # down: annotators faster than a loaded sync can drain every slot, and a kill at that moment
+    # left nothing to label for two minutes once (CI). Pause them, let the sync catch up, kill.
+    annotators.pause()
+
+    def open_tasks() -> int:
+        return sum(not t["is_labeled"] for t in api.tasks(project_id))
+
+    assert _wait_for(lambda: open_tasks() >= 4, timeout=120), (
+        f"the sync did not reopen slots while the annotators paused: {open_tasks()} open"
+    )
+    _log(f"kill -9 the sync at {annotators.annotations} annotations, {open_tasks()} tasks open")
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     at_kill = annotators.annotations
-    # annotators keep filling the slots that were open; their webhooks reach nobody. Wait for
-    # some to arrive (a fixed 3 s sleep saw none once, on a loaded machine), then a little more
+    annotators.resume()
+    # annotators fill the slots that were open; their webhooks reach nobody
     _wait_for(lambda: annotators.annotations > at_kill, timeout=120, step=0.2)
-    time.sleep(1)
+    time.sleep(2)
     during_downtime = annotators.annotations - at_kill
     second = subprocess.run(
         [*command[: command.index("--budget")], *command[command.index("--budget") + 2 :]],

@@ -125,6 +125,9 @@ class SimulatedAnnotators:
         self.seeds = rng.integers(0, 2**63 - 1, size=len(tokens))
         self.logs = [AnnotatorLog() for _ in tokens]
         self.stop = threading.Event()
+        # cleared by :meth:`pause`: annotators finish the task in hand and ask for no new one
+        self._working = threading.Event()
+        self._working.set()
         self._threads: list[threading.Thread] = []
 
     def start(self, project_id: int, deadline: float) -> SimulatedAnnotators:
@@ -138,12 +141,21 @@ class SimulatedAnnotators:
             thread.start()
         return self
 
+    def pause(self) -> None:
+        """Ask for no new task until :meth:`resume` (a task in hand is still submitted)."""
+        self._working.clear()
+
+    def resume(self) -> None:
+        """Take tasks again after :meth:`pause`."""
+        self._working.set()
+
     def running(self) -> bool:
         """Whether any annotator is still working."""
         return any(thread.is_alive() for thread in self._threads)
 
     def join(self) -> None:
         self.stop.set()
+        self._working.set()
         for thread in self._threads:
             thread.join(timeout=60)
 
@@ -154,6 +166,8 @@ class SimulatedAnnotators:
         wait = self.poll
         try:
             while not self.stop.is_set() and time.monotonic() < end:
+                if not self._working.wait(timeout=self.poll):
+                    continue
                 try:
                     task = api.request("GET", f"/api/projects/{project_id}/next")
                 except LabelStudioError as error:

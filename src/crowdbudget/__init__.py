@@ -34,7 +34,13 @@ from crowdbudget.policies import (
     UniformPolicy,
 )
 from crowdbudget.posteriors import BetaBernoulliPosterior
-from crowdbudget.registry import make_policy, register_policy, registered_policies
+from crowdbudget.registry import (
+    make_environment,
+    make_policy,
+    register_policy,
+    registered_environments,
+    registered_policies,
+)
 from crowdbudget.simulation import LabelingEnvironment, SyntheticBernoulliEnvironment
 from crowdbudget.types import (
     Assignment,
@@ -100,8 +106,10 @@ __all__ = [
     "__version__",
     "load_dataset",
     "make_aggregator",
+    "make_environment",
     "make_policy",
     "register_policy",
+    "registered_environments",
     "registered_policies",
     "run_experiment",
 ]

@@ -208,6 +208,7 @@ def test_dashboard_renders_charts_in_headless_chromium(tmp_path: Path) -> None:
                 work = w.next_assignment(cid)
                 if work is not None:
                     w.submit_label(cid, work["assignment_id"], str(int(rng.integers(2))))
+        boss.put_gold(cid, {f"i{k}": str(k % 2) for k in range(12)})  # the calibration panel
         url = f"{base}/dashboard/{cid}#key={created['requester_key']}"
         common = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
         dom = subprocess.run(
@@ -220,12 +221,13 @@ def test_dashboard_renders_charts_in_headless_chromium(tmp_path: Path) -> None:
         assert 'data-ready="1"' in dom, dom[-2000:]
         assert dom.count("<polyline") >= 2 and dom.count("<rect") >= 5
         assert "campaign demo" in dom and ">30<" in dom  # labels received
+        assert ">ECE (equal width)<" in dom and dom.count("<circle") >= 1  # gold: calibration
         shot = tmp_path / "dash.png"
         subprocess.run(
             [
                 *common,
                 "--virtual-time-budget=4000",
-                "--window-size=1200,900",
+                "--window-size=1200,1400",  # the calibration panel is below the others
                 f"--screenshot={shot}",
                 url,
             ],
@@ -237,6 +239,8 @@ def test_dashboard_renders_charts_in_headless_chromium(tmp_path: Path) -> None:
         blue = np.all(np.abs(pixels - np.array([0x25, 0x63, 0xEB]) / 255) < 0.08, axis=-1)
         purple = np.all(np.abs(pixels - np.array([0x7C, 0x3A, 0xED]) / 255) < 0.08, axis=-1)
         assert blue.sum() > 100 and purple.sum() > 100  # the spend line and the bars are drawn
+        cyan = np.all(np.abs(pixels - np.array([0x6B, 0xBD, 0xD3]) / 255) < 0.08, axis=-1)
+        assert cyan.sum() > 100  # the reliability diagram's bars (#0891b2 at 60% on white)
     finally:
         proc.kill()
         proc.wait(timeout=10)
@@ -364,3 +368,37 @@ def test_shutdown_closes_the_event_store_and_loses_nothing(tmp_path: Path) -> No
     with TestClient(create_app(url)) as again:
         status = again.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()
     assert status["n_labels"] == 1 and status["spent"] == 1.0
+
+
+def test_client_gold_and_calibration(api: TestClient) -> None:
+    """The Python client's gold methods against the app (through the TestClient's transport):
+    put / get / replace / delete, calibration as the service reports it, errors as
+    :class:`ServiceError`."""
+    transport = api._transport  # the in-process ASGI transport of the TestClient
+    cid, key = _campaign(api)
+    boss = Client("http://testserver", key, transport=transport)
+    alice = boss.with_key(_worker(api, cid, key, "alice"))
+    for _ in range(3):
+        work = alice.next_assignment(cid)
+        assert work is not None
+        alice.submit_label(cid, work["assignment_id"], "yes")
+    with pytest.raises(ServiceError) as none_yet:
+        boss.calibration(cid)
+    assert none_yet.value.status == 404 and "no gold" in none_yet.value.detail
+    boss.put_gold(cid, {"c": "yes", "a": "no"})
+    assert boss.get_gold(cid) == {"a": "no", "c": "yes"}  # item order
+    boss.put_gold(cid, [("b", "yes")])  # replaces
+    assert boss.get_gold(cid) == {"b": "yes"}
+    found = boss.calibration(cid)
+    direct = api.get(f"/v1/campaigns/{cid}/calibration", headers=_bearer(key)).json()
+    assert found == direct and (found["n_gold"], found["n_scored"]) == (1, 1)
+    assert boss.calibration(cid, verdict="mv")["verdict"] == "mv"
+    with pytest.raises(ServiceError) as refused:
+        boss.put_gold(cid, {"b": "maybe"})
+    assert refused.value.status == 422 and "not a class" in refused.value.detail
+    with pytest.raises(ServiceError) as worker_key:
+        alice.put_gold(cid, {"b": "no"})
+    assert worker_key.value.status == 403
+    assert boss.get_gold(cid) == {"b": "yes"}
+    boss.delete_gold(cid)
+    assert boss.get_gold(cid) == {}

@@ -11,6 +11,8 @@ Example (against a running service)::
     work = alice.next_assignment(created["campaign_id"])       # None: no work now
     alice.submit_label(created["campaign_id"], work["assignment_id"], "1")
     print(boss.status(created["campaign_id"]))
+    boss.put_gold(created["campaign_id"], {"q1": "1"})         # gold for a sample of items
+    print(boss.calibration(created["campaign_id"])["ece"])
 
 Errors come back as :class:`ServiceError` carrying the HTTP status and the service's
 one-line message.
@@ -18,6 +20,7 @@ one-line message.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 try:
@@ -135,6 +138,33 @@ class Client:
         params = {} if verdict is None else {"verdict": verdict}
         result: list[dict[str, Any]] = self._call(
             "GET", f"/campaigns/{campaign_id}/results", params=params
+        )
+        return result
+
+    def put_gold(self, campaign_id: str, gold: Mapping[str, str] | Iterable[Sequence[str]]) -> None:
+        """Replace the campaign's gold labels (``{item: label}`` or ``(item, label)`` pairs):
+        true classes for a sample of the items, used only to measure the verdict
+        (:meth:`calibration`, the dashboard)."""
+        rows = gold.items() if isinstance(gold, Mapping) else gold
+        body = [{"item": item, "label": label} for item, label in rows]
+        self._call("PUT", f"/campaigns/{campaign_id}/gold", json=body)
+
+    def get_gold(self, campaign_id: str) -> dict[str, str]:
+        """The campaign's gold labels, ``{item: label}`` in item order (empty: none)."""
+        rows: list[dict[str, str]] = self._call("GET", f"/campaigns/{campaign_id}/gold")
+        return {row["item"]: row["label"] for row in rows}
+
+    def delete_gold(self, campaign_id: str) -> None:
+        """Remove the campaign's gold labels (without gold: nothing happens)."""
+        self._call("DELETE", f"/campaigns/{campaign_id}/gold")
+
+    def calibration(self, campaign_id: str, verdict: str | None = None) -> dict[str, Any]:
+        """Accuracy, ECE (equal-width and equal-mass), NLL, Brier score and the reliability
+        bins of the verdict on the gold items that have labels (``verdict``: another
+        verdict); a :class:`ServiceError` 404 while the campaign has no gold."""
+        params = {} if verdict is None else {"verdict": verdict}
+        result: dict[str, Any] = self._call(
+            "GET", f"/campaigns/{campaign_id}/calibration", params=params
         )
         return result
 

@@ -29,7 +29,12 @@ and gets the same state (tested). Event kinds and payloads:
 - ``imported``: ``{"rows": [[item, worker, label], ...]}`` — labels collected elsewhere; they
   inform the posterior and the results but cost nothing from this campaign's budget;
 - ``settings_changed``: ``{"ttl": ..., "max_pending_per_worker": ...}`` (either or both) —
-  for assignments handed out from then on.
+  for assignments handed out from then on;
+- ``gold_set``: ``{"rows": [[item, label], ...]}`` (indices, in item order) — the requester's
+  gold labels for a sample of the items, replacing any earlier gold; ``gold_removed``: ``{}``.
+  Gold is an evaluation aid only (:meth:`Campaign.calibration`): neither the policy nor the
+  verdict reads it, and gold events do not count in the policy's random stream (below), so
+  uploading gold never changes an allocation.
 
 Validate, then commit: an event is stored only once the code that applies it is known to
 succeed — ``created`` and ``items_added`` build the problem and reset the policy before the
@@ -57,7 +62,8 @@ every worker, or the ``pairs`` given at creation (a qualification table, or the 
 of a data set being replayed live), each usable once — a worker labels an item at most once.
 
 Policy randomness: the policy's generator is ``default_rng([seed, n])`` where n is the number of
-events when the campaign was created or loaded, so a reloaded campaign is deterministic; its
+events when the campaign was created or loaded (gold events not counted: they are no part of
+the allocation), so a reloaded campaign is deterministic; its
 decisions after a reload are valid draws of the policy, not the ones the never-restarted
 process would have made (the state — counts, spending, posterior — is identical).
 
@@ -78,7 +84,7 @@ import heapq
 import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -87,6 +93,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crowdbudget.aggregation.calibration import DEFAULT_BINS, calibration_metrics
 from crowdbudget.aggregation.registry import make_aggregator
 from crowdbudget.campaign.store import (
     CommitTicket,
@@ -118,6 +125,10 @@ from crowdbudget.types import (
 )
 
 _EPOCHS = itertools.count(1)
+
+#: events that only evaluate the campaign (gold labels): no part of the allocation, so they do
+#: not count in the policy's random stream (see :attr:`Campaign._policy_seq`)
+_EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed"})
 
 #: a worker's capacity when the requester sets none: more labels than any campaign buys
 _UNLIMITED = 2**40
@@ -354,6 +365,8 @@ class Campaign:
         self.store = store
         self.clock = clock
         self._seq = 0
+        self._evaluation_events = 0  # gold events so far (not in the policy's stream)
+        self._gold: dict[int, int] = {}  # item -> gold class (evaluation only)
         self._epoch = next(_EPOCHS)  # names this in-memory copy for deferred durability
         self._deferring = False
         self._last_ticket: CommitTicket | None = None
@@ -602,6 +615,8 @@ class Campaign:
         handler = getattr(self, f"_on_{event.kind}")
         handler(event.payload)
         self._seq = event.seq
+        if event.kind in _EVALUATION_EVENTS:
+            self._evaluation_events += 1
         if event.kind in ("labeled", "imported"):
             spent = float(self._ledger.spent)
             self._timeline.append((event.created_at, spent, len(self._log_items)))
@@ -701,6 +716,18 @@ class Campaign:
     def _on_settings_changed(self, p: dict[str, Any]) -> None:
         assert self.config is not None
         self.config = replace(self.config, **p)
+
+    def _on_gold_set(self, p: dict[str, Any]) -> None:
+        self._gold = {int(item): int(label) for item, label in p["rows"]}
+
+    def _on_gold_removed(self, p: dict[str, Any]) -> None:
+        self._gold = {}
+
+    @property
+    def _policy_seq(self) -> int:
+        """The event count that seeds the policy's generator: every event but the gold ones,
+        so a campaign with gold makes exactly the decisions it makes without."""
+        return self._seq - self._evaluation_events
 
     def _on_imported(self, p: dict[str, Any]) -> None:
         for item, worker_id, label in p["rows"]:
@@ -826,7 +853,7 @@ class Campaign:
             for worker, pending in self._worker_pending.items():
                 state.remaining_capacity[worker] -= len(pending)
         policy: AllocationPolicy = make_policy(split_verdict(self.config.policy)[0])
-        policy.reset(problem, np.random.default_rng([self.config.seed, self._seq]))
+        policy.reset(problem, np.random.default_rng([self.config.seed, self._policy_seq]))
         for item, worker, label, cost in zip(
             self._log_items, self._log_workers, self._log_labels, self._log_costs, strict=True
         ):
@@ -931,7 +958,7 @@ class Campaign:
 
     def _start_policy_stream(self) -> None:
         assert self.config is not None
-        self.policy.rng_ = np.random.default_rng([self.config.seed, self._seq])
+        self.policy.rng_ = np.random.default_rng([self.config.seed, self._policy_seq])
 
     # ------------------------------------------------------------------ the public operations
     @property
@@ -1260,6 +1287,116 @@ class Campaign:
             self._commit("imported", {"rows": rows})
         return len(rows)
 
+    # ------------------------------------------------------------------ gold (evaluation)
+    def set_gold(self, gold: Mapping[str, str] | Iterable[Sequence[str]]) -> int:
+        """Store the requester's gold labels for a sample of the items (replacing any earlier
+        gold): ``{item id: class}`` or ``(item id, class)`` pairs. Returns how many.
+
+        Gold only measures the verdict (:meth:`calibration`); the policy and the verdict
+        never read it, so it changes no allocation and no result. Refused (nothing stored):
+        no rows, more rows than the campaign has items, an unknown item or class, an item
+        given twice. The same gold again stores nothing."""
+        assert self.config is not None
+        rows = list(gold.items()) if isinstance(gold, Mapping) else list(gold)
+        if not rows:
+            raise InvalidParameterError(
+                "the gold is empty: give at least one (item, label) pair (remove_gold / "
+                "DELETE removes the gold)"
+            )
+        n_items = len(self.item_ids)
+        if len(rows) > n_items:
+            raise InvalidParameterError(
+                f"{len(rows)} gold rows for a campaign of {n_items} items: at most one per item"
+            )
+        codes: dict[int, int] = {}
+        for row in rows:
+            if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) != 2:
+                raise DataFormatError(f"a gold row is (item id, label), got {_short(row)}")
+            item_id, label = row
+            item = self._item_index.get(str(item_id))
+            if item is None:
+                raise DataFormatError(f"gold for unknown item {_short(item_id)}")
+            code = self._class_index.get(str(label))
+            if code is None:
+                raise DataFormatError(
+                    f"gold label {_short(label)} of item {_short(item_id)} is not a class; "
+                    "classes: " + _clip(", ".join(self.config.classes), 200)
+                )
+            if item in codes:
+                raise DataFormatError(f"item {_short(item_id)} appears more than once in the gold")
+            codes[item] = code
+        if codes == self._gold:
+            return len(codes)  # a retry of the same upload
+        self._commit("gold_set", {"rows": [[i, codes[i]] for i in sorted(codes)]})
+        return len(codes)
+
+    def remove_gold(self) -> bool:
+        """Remove the gold labels; returns whether there were any (none: nothing stored)."""
+        if not self._gold:
+            return False
+        self._commit("gold_removed", {})
+        return True
+
+    def gold(self) -> dict[str, str]:
+        """The gold labels, ``{item id: class}`` in item order (empty: no gold)."""
+        assert self.config is not None
+        classes = self.config.classes
+        return {self.item_ids[i]: classes[self._gold[i]] for i in sorted(self._gold)}
+
+    def calibration(
+        self, verdict: str | None = None, *, n_bins: int = DEFAULT_BINS
+    ) -> dict[str, Any] | None:
+        """Accuracy and calibration of the verdict on the gold sample, None without gold.
+
+        The probabilities are those :meth:`results` reports (the campaign's verdict, or
+        ``verdict``); the metrics are :func:`~crowdbudget.aggregation.calibration.
+        calibration_metrics` on the gold items with at least one label (``n_scored`` of
+        ``n_gold``: an item without labels shows only the prior, which says nothing about
+        the verdict). Metrics are None while no gold item has a label."""
+        if not self._gold:
+            return None
+        labels, probabilities = self.verdict_probabilities(verdict)
+        return self._calibration(labels, probabilities, verdict, n_bins)
+
+    def _calibration(
+        self,
+        labels: IntArray,
+        probabilities: FloatArray,
+        verdict: str | None = None,
+        n_bins: int = DEFAULT_BINS,
+    ) -> dict[str, Any]:
+        """:meth:`calibration` on a verdict already computed (the dashboard's)."""
+        assert self.config is not None
+        gold = np.full(len(self.item_ids), -1, dtype=np.int64)
+        items = np.fromiter(self._gold, dtype=np.int64, count=len(self._gold))
+        gold[items] = np.fromiter(self._gold.values(), dtype=np.int64, count=len(self._gold))
+        gold[self.state.label_counts.sum(axis=1) == 0] = -1  # scored: gold items with labels
+        metrics = calibration_metrics(probabilities, gold, labels=labels, n_bins=n_bins)
+        scored = gold >= 0
+        confidence = probabilities[np.arange(labels.shape[0]), labels][scored]
+        correct = (labels[scored] == gold[scored]).astype(float)
+        # the equal-width bins of the ECE and the reliability diagram
+        bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
+        size = np.bincount(bins, minlength=n_bins)
+        conf_sum = np.bincount(bins, weights=confidence, minlength=n_bins)
+        hits = np.bincount(bins, weights=correct, minlength=n_bins)
+        return {
+            "verdict": check_verdict(verdict or self.config.verdict, len(self.config.classes)),
+            "n_gold": len(self._gold),
+            "n_scored": int(scored.sum()),
+            **{k: (None if np.isnan(v) else v) for k, v in metrics.items()},
+            "bins": [
+                {
+                    "lower": b / n_bins,
+                    "upper": (b + 1) / n_bins,
+                    "count": int(size[b]),
+                    "confidence": float(conf_sum[b] / size[b]) if size[b] else None,
+                    "accuracy": float(hits[b] / size[b]) if size[b] else None,
+                }
+                for b in range(n_bins)
+            ],
+        }
+
     # ------------------------------------------------------------------ reading
     def class_probabilities(self) -> np.ndarray:
         """Posterior class probabilities per item from the prior and the votes,
@@ -1390,10 +1527,15 @@ class Campaign:
     def worker_reliability(self) -> pd.DataFrame:
         """Per worker: labels given and agreement with the current final labels (a quick
         reliability estimate, the one majority-vote aggregators report as ``skills_``)."""
-        n_workers = len(self.worker_ids)
         if not self._log_items:
+            return self._worker_agreement(None)
+        return self._worker_agreement(self.verdict_probabilities()[0])
+
+    def _worker_agreement(self, labels: IntArray | None) -> pd.DataFrame:
+        """:meth:`worker_reliability` against the verdict's ``labels`` (None: no labels yet)."""
+        n_workers = len(self.worker_ids)
+        if labels is None or not self._log_items:
             return pd.DataFrame({"worker": [], "n_labels": [], "agreement": []})
-        labels, _ = self.verdict_probabilities()
         items = np.asarray(self._log_items, dtype=np.int64)
         workers = np.asarray(self._log_workers, dtype=np.int64)
         agree = (labels[items] == np.asarray(self._log_labels)).astype(float)
@@ -1405,16 +1547,22 @@ class Campaign:
 
     def dashboard_data(self, max_points: int = 400, max_workers: int = 30) -> dict[str, Any]:
         """What the dashboard draws: status, spend over time (at most ``max_points``),
-        the histogram of labels per item, and the most active workers' reliability."""
+        the histogram of labels per item, the most active workers' reliability, and with
+        gold the verdict's ``calibration`` on it (:meth:`calibration`; one verdict fit
+        serves both)."""
         status = self.status()
+        verdict = self.verdict_probabilities() if self._log_items or self._gold else None
         timeline = self._timeline
         if len(timeline) > max_points:
             keep = np.linspace(0, len(timeline) - 1, max_points).round().astype(int)
             timeline = [timeline[k] for k in keep]
         counts = self.state.label_counts.sum(axis=1)
         histogram = np.bincount(counts) if counts.size else np.zeros(1, dtype=np.int64)
-        workers = self.worker_reliability().sort_values("n_labels", ascending=False)
-        workers = workers.head(max_workers)
+        workers = self._worker_agreement(None if verdict is None else verdict[0])
+        workers = workers.sort_values("n_labels", ascending=False).head(max_workers)
+        extra = {}
+        if verdict is not None and self._gold:
+            extra["calibration"] = self._calibration(*verdict)
         return {
             "status": status,
             "spend": [{"time": t, "spent": s, "labels": n} for t, s, n in timeline],
@@ -1423,4 +1571,5 @@ class Campaign:
                 {"worker": str(w), "n_labels": int(n), "agreement": float(a)}
                 for w, n, a in workers.itertuples(index=False)
             ],
+            **extra,
         }

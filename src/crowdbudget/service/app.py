@@ -8,7 +8,8 @@ package (no CDN: they work offline). Access:
   lists campaigns; without one, anyone who reaches the server may create campaigns, so
   ``serve`` then binds only to loopback;
 - creating a campaign returns its **requester key** (full control: items, worker tokens,
-  status, results, export, pending assignments, cancel, settings; rotate it with
+  status, results, export, pending assignments, cancel, settings, gold labels and the
+  calibration on them; rotate it with
   ``POST /v1/campaigns/{id}/requester-key``);
 - the requester issues **worker tokens** (``POST /v1/campaigns/{id}/workers``); a worker token
   can only ask for work and answer or cancel its own assignments;
@@ -28,9 +29,9 @@ A refused request changes nothing: campaigns validate an event before they store
 
 Errors are always JSON ``{"detail": "<one line: what is wrong and what is allowed>"}`` and
 never echo more than a short prefix of the input: 401/403 keys, 404 unknown campaign or
-assignment, 409 an assignment that cannot take the request (expired, cancelled, already
-answered differently, another worker's), 413 a body over the limit, 422 malformed input, 500
-(with no detail) a fault of the server.
+assignment (or no gold to calibrate on), 409 an assignment that cannot take the request
+(expired, cancelled, already answered differently, another worker's), 413 a body over the
+limit, 422 malformed input, 500 (with no detail) a fault of the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
@@ -82,6 +83,7 @@ from crowdbudget.service.schemas import (
     CampaignCreate,
     CampaignCreated,
     CampaignSettingsUpdate,
+    GoldLabel,
     ItemsAdd,
     LabelSubmit,
     RequesterKey,
@@ -993,8 +995,66 @@ def create_app(
     @app.get("/v1/campaigns/{campaign_id}/dashboard")
     def dashboard_data(campaign_id: str, _: RequesterDep) -> dict[str, Any]:
         """Everything the dashboard draws (status, spend over time, labels per item,
-        worker agreement)."""
+        worker agreement, and with gold the ``calibration`` on it, as ``…/calibration``)."""
         return service.run(campaign_id, lambda c: c.dashboard_data(), read=True)
+
+    @app.put("/v1/campaigns/{campaign_id}/gold", status_code=204)
+    def put_gold(campaign_id: str, body: list[GoldLabel], _: RequesterDep) -> Response:
+        """Replace the campaign's gold labels: true classes for a sample of its items (at
+        most one row per item). They measure the verdict (``GET …/calibration``, the
+        dashboard) and nothing else: the policy and the verdict never read them, so they
+        change no assignment and no result. Stored as a ``gold_set`` event; the same gold
+        again stores nothing."""
+        if len(body) > limits.max_items_per_request:
+            raise InvalidParameterError(
+                f"{len(body)} gold rows in one request; this server takes at most "
+                f"{limits.max_items_per_request}"
+            )
+        service.check_ids([row.item for row in body], "gold item")
+        longest = max((len(row.label) for row in body), default=0)
+        if longest > limits.max_id_length:
+            raise InvalidParameterError(
+                f"a gold label of {longest} characters; this server takes at most "
+                f"{limits.max_id_length}"
+            )
+        rows = [(row.item, row.label) for row in body]
+        # caught up first (read=True) although it writes: "the same gold again stores
+        # nothing" must compare with the stored gold, not a stale copy's
+        service.run(campaign_id, lambda c: c.set_gold(rows), read=True)
+        return Response(status_code=204)
+
+    @app.get("/v1/campaigns/{campaign_id}/gold", response_model=list[GoldLabel])
+    def get_gold(campaign_id: str, _: RequesterDep) -> list[GoldLabel]:
+        """The gold labels, in item order (an empty list: none)."""
+        gold = service.run(campaign_id, lambda c: c.gold(), read=True)
+        return [GoldLabel(item=item, label=label) for item, label in gold.items()]
+
+    @app.delete("/v1/campaigns/{campaign_id}/gold", status_code=204)
+    def delete_gold(campaign_id: str, _: RequesterDep) -> Response:
+        """Remove the gold labels (a ``gold_removed`` event; without gold, nothing)."""
+        service.run(campaign_id, lambda c: c.remove_gold(), read=True)  # as put_gold
+        return Response(status_code=204)
+
+    @app.get("/v1/campaigns/{campaign_id}/calibration")
+    def calibration(
+        campaign_id: str,
+        _: RequesterDep,
+        verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    ) -> dict[str, Any]:
+        """Accuracy and calibration of the verdict's probabilities (those ``…/results``
+        reports; ``verdict``: another verdict) on the gold items with at least one label:
+        ``n_gold``, ``n_scored``, ``accuracy``, ``confidence`` (mean), ``ece``,
+        ``ece_mass``, ``nll``, ``brier`` and the reliability diagram's ``bins`` (10
+        equal-width bins of the confidence: ``count``, mean ``confidence``, ``accuracy``).
+        404 while the campaign has no gold."""
+        found = service.run(campaign_id, lambda c: c.calibration(verdict), read=True)
+        if found is None:
+            raise HTTPException(
+                404,
+                f"campaign {campaign_id} has no gold labels; upload them with "
+                f"PUT /v1/campaigns/{campaign_id}/gold",
+            )
+        return found
 
     @app.get("/dashboard/{campaign_id}", response_class=HTMLResponse, include_in_schema=False)
     def dashboard_page(campaign_id: str) -> HTMLResponse:

@@ -134,6 +134,15 @@ class LabelSubmit(StrictRequest):
     label: str
 
 
+class GoldLabel(StrictRequest):
+    """One gold label: a campaign item id and its true class (one of the campaign's
+    classes). ``PUT …/gold`` takes a list of these (at most one per item) and replaces the
+    campaign's gold; ``GET …/gold`` returns the same list."""
+
+    item: str = Field(min_length=1, description="an item id of the campaign")
+    label: str = Field(min_length=1, description="the item's true class")
+
+
 class AssignmentOut(BaseModel):
     assignment_id: str
     item_id: str

@@ -12,16 +12,17 @@ from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, WorkerSpec
 
-# (policy id, n_items, budget, worker asking): deterministic ties, so an exclusion must give
+# (policy id, n_items, budget, worker asking): deterministic ties (the smallest index,
+# ``tie-break=first``: random ties are the default since issue 15), so an exclusion must give
 # exactly the decision of the same policy with the excluded items ineligible
 DETERMINISTIC = [
-    ("opt-kg", 8, 40, None),
+    ("opt-kg:tie-break=first", 8, 40, None),
     ("kg", 8, 40, None),
-    ("cvar-kg", 8, 40, None),
-    ("label-uncertainty", 8, 40, None),
-    ("gittins-inf", 8, 40, None),
-    ("gittins", 8, 40, None),
-    ("requallo", 8, 40, None),
+    ("cvar-kg:tie-break=first", 8, 40, None),
+    ("label-uncertainty:tie-break=first", 8, 40, None),
+    ("gittins-inf:tie-break=first", 8, 40, None),
+    ("gittins:tie-break=first", 8, 40, None),
+    ("requallo:tie-break=first", 8, 40, None),
     ("ucb1-tuned", 8, 40, None),
     ("dp", 4, 8, None),
     ("opt-kg:posterior=one-coin", 8, 40, 1),

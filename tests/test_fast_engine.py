@@ -20,7 +20,19 @@ from crowdbudget.simulation import SyntheticBernoulliEnvironment
 from crowdbudget.simulation.workers import WorkerPrior
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
 
-POLICIES = ["kg", "opt-kg", "cvar-kg:alpha=0.3", "uniform"]
+#: random ties (the default of opt-kg, cvar-kg and label-uncertainty since issue 15; kg-random)
+#: and the smallest index (kg, the papers' ``tie-break=first``)
+POLICIES = [
+    "kg",
+    "opt-kg",
+    "opt-kg:tie-break=first",
+    "cvar-kg:alpha=0.3",
+    "cvar-kg:alpha=0.3:tie-break=first",
+    "kg-random",
+    "label-uncertainty",
+    "uniform",
+]
+INDEX_POLICIES = [p for p in POLICIES if p != "uniform"]
 
 
 def _reference(
@@ -99,7 +111,7 @@ def test_budget_below_one_label(policy_id: str) -> None:
     _check_same(policy_id, env, [0.5, 1.0, 3.999999, 4.5], seed=1)
 
 
-@pytest.mark.parametrize("policy_id", ["kg", "opt-kg", "cvar-kg:alpha=0.3"])
+@pytest.mark.parametrize("policy_id", INDEX_POLICIES)
 def test_growth_paths_deep_states(policy_id: str) -> None:
     # few items, many labels each: deep states (score-table growth, long lookahead), many
     # label tiles per item (tile-directory growth); capacity 1 forces every growth step
@@ -113,6 +125,16 @@ def test_several_item_tiles() -> None:
     env = SyntheticBernoulliEnvironment(n_items)
     _check_same("uniform", env, [1000, 6000], seed=3, initial_capacity=1)
     _check_same("opt-kg", env, [n_items - 200, n_items + 700], seed=3, initial_capacity=1)
+    _check_same("opt-kg:tie-break=first", env, [n_items + 700], seed=3, initial_capacity=1)
+
+
+@pytest.mark.parametrize("policy_id", ["opt-kg", "kg-random", "cvar-kg:alpha=0.3"])
+def test_random_ties_many_groups(policy_id: str) -> None:
+    # random ties with many score groups at once (theta spread, a non-symmetric prior) and
+    # groups moving to larger slices (capacity 1); several seeds of the tie draws
+    env = SyntheticBernoulliEnvironment(300, prior=(1.3, 0.8))
+    for seed in range(3):
+        _check_same(policy_id, env, [150, 900, 2400], seed=seed, initial_capacity=1)
 
 
 @pytest.mark.parametrize("policy_id", POLICIES)
@@ -146,7 +168,9 @@ def test_supports_fast_path() -> None:
     env = SyntheticBernoulliEnvironment(5)
     for policy_id in POLICIES:
         assert supports_fast_path(make_policy(policy_id), env)
-    for policy_id in ["kg-random", "round-robin", "dp", "opt-kg:tie-break=random"]:
+    for policy_id in ["kg-random", "opt-kg:tie-break=random", "kg:tie-break=random"]:
+        assert supports_fast_path(make_policy(policy_id), env)  # random ties (issue 15)
+    for policy_id in ["round-robin", "dp", "thompson", "opt-kg:posterior=one-coin"]:
         assert not supports_fast_path(make_policy(policy_id), env)
     opt_kg = make_policy("opt-kg")
     assert not supports_fast_path(opt_kg, SyntheticBernoulliEnvironment(5, workers=WorkerPrior(3)))
@@ -156,7 +180,7 @@ def test_supports_fast_path() -> None:
     assert not supports_fast_path(opt_kg, SyntheticBernoulliEnvironment(2, thresholds=[0.5, 0.4]))
     with pytest.raises(InvalidParameterError):
         run_campaign_fast(
-            make_policy("kg-random"), env, [5], world_seed=0, policy_rng=np.random.default_rng(0)
+            make_policy("round-robin"), env, [5], world_seed=0, policy_rng=np.random.default_rng(0)
         )
 
 
@@ -166,7 +190,7 @@ def _without_seconds(frame: pd.DataFrame) -> pd.DataFrame:
 
 def test_run_experiment_engines_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     env = SyntheticBernoulliEnvironment(30)
-    policies = ["opt-kg", "kg", "cvar-kg:alpha=0.3", "uniform", "kg-random"]
+    policies = ["opt-kg", "kg", "cvar-kg:alpha=0.3", "uniform", "kg-random", "round-robin"]
     kwargs: dict[str, Any] = {"n_reps": 3, "seed": 7, "n_jobs": 1, "progress": False}
     calls: list[str] = []
 
@@ -178,15 +202,17 @@ def test_run_experiment_engines_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     ref = run_experiment(policies, env, [15, 60, 150], engine="reference", **kwargs)
     assert calls == []
     auto = run_experiment(policies, env, [15, 60, 150], engine="auto", **kwargs)
-    assert len(calls) == 4 * 3  # every supported policy, every replication; not kg-random
-    fast = run_experiment(policies[:4], env, [15, 60, 150], engine="fast", **kwargs)
+    assert len(calls) == 5 * 3  # every supported policy, every replication; not round-robin
+    fast = run_experiment(policies[:5], env, [15, 60, 150], engine="fast", **kwargs)
     pd.testing.assert_frame_equal(_without_seconds(ref.summary), _without_seconds(auto.summary))
     pd.testing.assert_frame_equal(
-        _without_seconds(ref.summary[ref.summary["policy"] != "kg-random"]).reset_index(drop=True),
+        _without_seconds(ref.summary[ref.summary["policy"] != "round-robin"]).reset_index(
+            drop=True
+        ),
         _without_seconds(fast.summary),
     )
     with pytest.raises(InvalidParameterError):
-        run_experiment(["kg-random"], env, [15], engine="fast", **kwargs)
+        run_experiment(["round-robin"], env, [15], engine="fast", **kwargs)
     with pytest.raises(InvalidParameterError):
         run_experiment(["opt-kg"], env, [15], engine="fast", mode="pull", **kwargs)
     with pytest.raises(InvalidParameterError):
@@ -197,7 +223,8 @@ def test_engine_chooses_where_it_applies() -> None:
     env = SyntheticBernoulliEnvironment(5)
     assert COMPILED_ENGINE.supports(make_policy("opt-kg"), env, "push")
     assert not COMPILED_ENGINE.supports(make_policy("opt-kg"), env, "pull")
-    assert not COMPILED_ENGINE.supports(make_policy("kg-random"), env, "push")
+    assert COMPILED_ENGINE.supports(make_policy("kg-random"), env, "push")
+    assert not COMPILED_ENGINE.supports(make_policy("round-robin"), env, "push")
     rows = COMPILED_ENGINE.run(
         make_policy("opt-kg"), env, [4, 9], world_seed=1, policy_rng=np.random.default_rng(2)
     )
@@ -255,7 +282,7 @@ def test_environment_hooks() -> None:
 
 
 def test_policy_hooks() -> None:
-    policy = make_policy("opt-kg")
+    policy = make_policy("opt-kg:tie-break=first")
     assert isinstance(policy, BetaIndexPolicy) and policy.pure_index
     policy.reset(Problem(n_items=4, budget=10), np.random.default_rng(0))
     policy.observe(LabelEvent(item=2, worker=0, label=1))

@@ -164,5 +164,5 @@ def test_cvar_kg_takes_a_posterior_and_spans_kg_to_opt_kg() -> None:
     )
     assert (
         repr(make_policy("cvar-kg:alpha=0.3"))
-        == "CVaRKnowledgeGradient(alpha=0.3, tie_break='first')"
+        == "CVaRKnowledgeGradient(alpha=0.3, tie_break='random')"
     )

@@ -81,7 +81,7 @@ def test_m3_spends_exactly_three_labels_per_item_and_stops() -> None:
 
 
 def test_complete_items_leave_and_easy_items_go_first() -> None:
-    policy = RequalloPolicy(fisher=0.2, max_labels=14)
+    policy = RequalloPolicy(fisher=0.2, max_labels=14, tie_break="first")
     problem = Problem(n_items=4, budget=200)
     state, chosen = _drive(policy, problem, lambda i: 1, 200)
     # unanimous answers: with one pseudo-vote per class, 3 real votes give (4, 1), p = 0.1875

@@ -51,14 +51,26 @@ class LabelData:
     def n_items(self) -> int:
         return int(self.item_ids.shape[0])
 
-    def permuted(self, *, classes: bool = False, workers: bool = False, seed: int = 0) -> LabelData:
+    def permuted(
+        self, *, classes: bool = False, workers: bool = False, seed: int = 0, items: bool = False
+    ) -> LabelData:
         """The same labels under another coding (issue 15's fairness check): with
         ``classes``, class code c becomes (c + 1) mod L — labels, gold and the class names
         move together, so every answer and its truth are unchanged, only the codes; with
-        ``workers``, the worker indices are shuffled (a seeded permutation). A policy and
+        ``workers``, the worker indices are shuffled (a seeded permutation); with ``items``,
+        the item order is reversed (item i becomes n − 1 − i, with its ids, gold, contexts
+        and labels: the order a smallest-index tie rule is most sensitive to). A policy and
         verdict that do not depend on the coding give the same accuracy up to Monte-Carlo
         error."""
         labels, gold, names = self.labels, self.gold, self.classes
+        item_codes, item_ids, contexts = self.items, self.item_ids, self.contexts
+        if items:
+            item_codes = (self.n_items - 1) - self.items
+            item_ids = self.item_ids[::-1].copy()
+            if gold is not None:
+                gold = gold[::-1].copy()
+            if contexts is not None:
+                contexts = tuple(reversed(contexts))
         if classes:
             shift = np.roll(np.arange(self.n_classes), -1)  # new code of class c: (c+1) mod L
             labels = shift[self.labels]
@@ -72,9 +84,14 @@ class LabelData:
             worker_codes = order[self.workers]
             worker_ids = np.empty_like(self.worker_ids)
             worker_ids[order] = self.worker_ids
-        what = " and ".join(w for w, on in (("classes", classes), ("workers", workers)) if on)
+        what = " and ".join(
+            w for w, on in (("classes", classes), ("workers", workers), ("items", items)) if on
+        )
         return replace(
             self,
+            items=np.asarray(item_codes, dtype=np.int64),
+            item_ids=item_ids,
+            contexts=contexts,
             labels=np.asarray(labels, dtype=np.int64),
             gold=None if gold is None else np.asarray(gold, dtype=np.int64),
             classes=names,

@@ -694,6 +694,28 @@ def split_verdict(
     return policy_spec, chosen
 
 
+def pin_paper_ties(spec: Spec) -> Spec:
+    """``spec`` (a policy's, without verdict) with the papers' rule among tied items pinned.
+
+    Since issue 15 the item-selecting policies (``opt-kg``, ``cvar-kg``, ``gittins``,
+    ``gittins-inf``, ``label-uncertainty``, ``requallo``, ``opt-kg:features=logistic``) break
+    a tie among items at random by default; the papers take the smallest index
+    (``tie-break=first``). This adds ``tie-break=<the class's paper_tie_break>`` where the id
+    names no rule, its entry fixes none (``kg``, ``kg-random``) and the policy's default
+    differs from the paper's (worker-aware variants, random by design, stay as they are).
+    ``str()`` of the result is that of ``spec``: rows keep the id's label. The faithful
+    reproductions run every id through it (``ties="paper"`` of ``run_experiment``)."""
+    spec = POLICIES.spec(spec)
+    entry = POLICIES.entry(spec.id)
+    if "tie-break" not in entry.params or "tie-break" in spec.raw or "tie_break" in entry.defaults:
+        return spec
+    policy = POLICIES.build(spec)
+    paper = getattr(policy, "paper_tie_break", None)
+    if paper is None or getattr(policy, "tie_break", paper) == paper:
+        return spec
+    return Spec(spec.id, (*spec.params, ("tie-break", str(paper))), str(spec), spec.kind)
+
+
 #: The aggregators (``crowdbudget.aggregation.registry`` registers the built-in ones and keeps
 #: ``make_aggregator``): ``ds:n-iter=50:seed=3``; the table of every id:
 #: ``crowdbudget aggregators [--json]``.

@@ -69,6 +69,12 @@ def add_data_arguments(p: argparse.ArgumentParser, default_hint: str) -> None:
         action="store_true",
         help="fairness check: rerun with the worker ids shuffled and report the change",
     )
+    p.add_argument(
+        "--permute-items",
+        action="store_true",
+        help="fairness check: rerun with the item order reversed (item i becomes n-1-i; "
+        "the answers and the truth unchanged) and report the change",
+    )
 
 
 def load_label_data(args: argparse.Namespace) -> Any:
@@ -172,11 +178,18 @@ def run_replay(
     # issue 15's fairness check: the same runs with the class codes / worker ids permuted
     fairness_rows: list[dict[str, Any]] = []
     fairness_lines: list[str] = []
-    for flag, permutation in (("permute_classes", "classes"), ("permute_workers", "workers")):
+    for flag, permutation in (
+        ("permute_classes", "classes"),
+        ("permute_workers", "workers"),
+        ("permute_items", "items"),
+    ):
         if not getattr(args, flag, False):
             continue
         permuted = data.permuted(
-            classes=permutation == "classes", workers=permutation == "workers", seed=args.seed
+            classes=permutation == "classes",
+            workers=permutation == "workers",
+            items=permutation == "items",
+            seed=args.seed,
         )
         again = run_policies(args, ReplayEnvironment.from_label_data(permuted), budgets)
         rows, lines = _fairness(result.summary, again.summary, args.reps, permutation)

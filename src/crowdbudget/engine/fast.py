@@ -90,7 +90,7 @@ _LOOKAHEAD_MIN, _LOOKAHEAD_MAX = 16, 4096  # states computed ahead along an item
 _EMPTY = -1
 _HASH_MULTIPLIER = 6364136223846793005  # < 2**63: stays an int64 inside Numba
 
-_DONE, _NEED_TILE, _NEED_SCORES = 0, 1, 2
+_DONE, _NEED_TILE, _NEED_SCORES, _NEED_SPACE = 0, 1, 2, 3
 _PLAN_CHUNK = 1 << 20
 
 # methods the uniform policy (its ``_reset`` is AllocationPolicy's subclass hook) and the world
@@ -115,12 +115,18 @@ def _hash_find(keys: IntArray, key: int) -> int:
 
 @njit(cache=True, nogil=True)
 def _hash_insert_many(
-    keys: IntArray, scores: FloatArray, new_keys: IntArray, new_scores: FloatArray
+    keys: IntArray,
+    scores: FloatArray,
+    groups: IntArray,
+    new_keys: IntArray,
+    new_scores: FloatArray,
+    new_groups: IntArray,
 ) -> None:
     for j in range(new_keys.shape[0]):
         h = _hash_find(keys, new_keys[j])
         keys[h] = new_keys[j]
         scores[h] = new_scores[j]
+        groups[h] = new_groups[j]
 
 
 @njit(cache=True, nogil=True)
@@ -234,6 +240,148 @@ def _campaign_loop(
     return _DONE
 
 
+@njit(cache=True, nogil=True)
+def _campaign_loop_random(
+    target: int,
+    st: IntArray,
+    counts: IntArray,
+    a: FloatArray,
+    b: FloatArray,
+    rng: np.random.Generator,
+    item_group: IntArray,
+    position: IntArray,
+    members: IntArray,
+    g_start: IntArray,
+    g_size: IntArray,
+    g_cap: IntArray,
+    g_score: FloatArray,
+    in_heap: np.ndarray,
+    gheap: IntArray,
+    tile_dir: IntArray,
+    tile_pool: np.ndarray,
+    item_shift: int,
+    label_shift: int,
+    keys: IntArray,
+    groups: IntArray,
+    record_items: bool,
+    items_out: IntArray,
+) -> int:
+    """The index loop with ties broken at random: ``ScoreBuckets(..., "random")`` step by step.
+
+    Items are grouped by score (group ids: ``groups`` of the score table; one group per
+    distinct canonical score). Group g's members are ``members[g_start[g]:g_start[g] +
+    g_size[g]]`` in the order the reference keeps them (a new member is appended, a leaving
+    one is replaced by the last), ``position[i]`` is item i's place in its group. ``gheap``
+    (``st[4]`` entries) is a max-heap of group ids on ``g_score`` holding every non-empty
+    group (and, lazily, emptied ones). A decision takes the top non-empty group and, when it
+    has more than one member, the member at ``rng.integers(0, size)`` — the draw
+    ``ScoreBuckets.best`` makes, from the same generator (NumPy's own algorithm, shared
+    state). The chosen item waits in ``st[3]`` while the loop returns for a tile or a score
+    (the draw is made once); ``_NEED_SPACE``: the group in ``st[1]`` is full (Python moves
+    it to a larger slice of ``members``); nothing is changed before the loop returns.
+    """
+    item_mask = (1 << item_shift) - 1
+    label_mask = (1 << label_shift) - 1
+    s = st[0]
+    while s < target:
+        item = st[3]
+        if item < 0:
+            n_heap = st[4]
+            while g_size[gheap[0]] == 0:  # lazy deletion of emptied groups
+                g = gheap[0]
+                in_heap[g] = False
+                n_heap -= 1
+                last = gheap[n_heap]
+                key = g_score[last]
+                pos = 0
+                while True:
+                    c = 2 * pos + 1
+                    if c >= n_heap:
+                        break
+                    if c + 1 < n_heap and g_score[gheap[c + 1]] > g_score[gheap[c]]:
+                        c += 1
+                    if g_score[gheap[c]] > key:
+                        gheap[pos] = gheap[c]
+                        pos = c
+                    else:
+                        break
+                gheap[pos] = last
+            st[4] = n_heap
+            g = gheap[0]
+            size = g_size[g]
+            pick = rng.integers(0, size) if size > 1 else 0  # the reference draws for 2+
+            item = members[g_start[g] + pick]
+            st[3] = item
+        n_pos = counts[item, 1]
+        n_neg = counts[item, 0]
+        k = n_pos + n_neg
+        ib = item >> item_shift
+        lb = k >> label_shift
+        off = tile_dir[ib, lb] if lb < tile_dir.shape[1] else _EMPTY
+        if off == _EMPTY:
+            st[0] = s
+            st[1] = ib
+            st[2] = lb
+            return _NEED_TILE
+        label = tile_pool[off + ((item & item_mask) << label_shift) + (k & label_mask)]
+        if label:
+            n_pos += 1
+        else:
+            n_neg += 1
+        h = _hash_find(keys, (n_pos << 32) | n_neg)
+        if keys[h] == _EMPTY:
+            st[0] = s
+            st[1] = item
+            return _NEED_SCORES
+        new_group = groups[h]
+        old_group = item_group[item]
+        if new_group != old_group:  # the reference's update: an unchanged score stays put
+            if g_size[new_group] == g_cap[new_group]:
+                st[0] = s
+                st[1] = new_group
+                return _NEED_SPACE
+            # discard from the old group: the last member takes the item's place
+            start = g_start[old_group]
+            p = position[item]
+            last_member = members[start + g_size[old_group] - 1]
+            g_size[old_group] -= 1
+            if last_member != item:
+                members[start + p] = last_member
+                position[last_member] = p
+            # append to the new group
+            size = g_size[new_group]
+            members[g_start[new_group] + size] = item
+            position[item] = size
+            g_size[new_group] = size + 1
+            item_group[item] = new_group
+            if not in_heap[new_group]:
+                in_heap[new_group] = True
+                n_heap = st[4]
+                key = g_score[new_group]
+                pos = n_heap
+                while pos > 0:
+                    parent = (pos - 1) >> 1
+                    if g_score[gheap[parent]] < key:
+                        gheap[pos] = gheap[parent]
+                        pos = parent
+                    else:
+                        break
+                gheap[pos] = new_group
+                st[4] = n_heap + 1
+        if label:
+            a[item] += 1.0
+            counts[item, 1] += 1
+        else:
+            b[item] += 1.0
+            counts[item, 0] += 1
+        if record_items:
+            items_out[s] = item
+        st[3] = -1
+        s += 1
+    st[0] = s
+    return _DONE
+
+
 # ---- eligibility ---------------------------------------------------------------------------
 def _inherits(obj: object, base: type, names: Sequence[str]) -> bool:
     return all(getattr(type(obj), name) is getattr(base, name) for name in names)
@@ -248,12 +396,12 @@ def supports_fast_path(policy: AllocationPolicy, env: LabelingEnvironment) -> bo
     mode.
 
     True for an index policy (a :class:`BetaIndexPolicy` subclass that only defines its
-    scores) with ``tie_break="first"``, or :class:`UniformPolicy`, on a
+    scores; ties ``"first"`` or ``"random"``), or :class:`UniformPolicy`, on a
     :class:`SyntheticBernoulliEnvironment` without worker model whose items share one prior
     row and one threshold.
     """
     if isinstance(policy, BetaIndexPolicy):
-        if policy.tie_break != "first" or not policy.pure_index:
+        if policy.tie_break not in ("first", "random") or not policy.pure_index:
             return False
     elif isinstance(policy, UniformPolicy):
         if not _inherits(policy, UniformPolicy, _UNIFORM_METHODS):
@@ -294,7 +442,9 @@ def _grown(array: np.ndarray, length: int, fill: float | int) -> np.ndarray:
 
 class _ScoreTable:
     """Canonical scores of label-count states ``(p, q)``, computed on demand, in an
-    open-addressing hash table the compiled loop reads (key ``p << 32 | q``)."""
+    open-addressing hash table the compiled loop reads (key ``p << 32 | q``), with the id of
+    each state's score group (one per distinct score, in order of appearance: the groups of
+    random tie-breaking, ``group_scores``)."""
 
     def __init__(
         self, policy: BetaIndexPolicy, prior_a: float, prior_b: float, threshold: float, cap: int
@@ -308,7 +458,10 @@ class _ScoreTable:
         capacity = max(2, 1 << max(1, cap - 1).bit_length())
         self.keys = np.full(capacity, _EMPTY, dtype=np.int64)
         self.scores = np.zeros(capacity)
+        self.groups = np.zeros(capacity, dtype=np.int64)
         self.size = 0
+        self.group_of: dict[float, int] = {}
+        self.group_scores: list[float] = []
 
     @staticmethod
     def _cumulative(prior: float, length: int) -> FloatArray:
@@ -331,21 +484,88 @@ class _ScoreTable:
             self.b_values = self._cumulative(self.prior_b, max(top_q, 2 * self.b_values.shape[0]))
         a, b = self.a_values[p], self.b_values[q]
         scores = self.policy.index_scores(a, b, np.full(a.shape, self.threshold))
+        groups = np.empty(keys.shape[0], dtype=np.int64)
+        for j, score in enumerate(scores.tolist()):  # equal floats, one group (as a dict key)
+            group = self.group_of.get(score)
+            if group is None:
+                group = self.group_of[score] = len(self.group_scores)
+                self.group_scores.append(score)
+            groups[j] = group
         self.size += keys.shape[0]
         if 2 * self.size > self.keys.shape[0]:
             capacity = self.keys.shape[0]
             while 2 * self.size > capacity:
                 capacity *= 2
             live = self.keys != _EMPTY
-            old_keys, old_scores = self.keys[live], self.scores[live]
+            old = self.keys[live], self.scores[live], self.groups[live]
             self.keys = np.full(capacity, _EMPTY, dtype=np.int64)
             self.scores = np.zeros(capacity)
-            _hash_insert_many(self.keys, self.scores, old_keys, old_scores)
-        _hash_insert_many(self.keys, self.scores, keys, scores)
+            self.groups = np.zeros(capacity, dtype=np.int64)
+            _hash_insert_many(self.keys, self.scores, self.groups, *old)
+        _hash_insert_many(self.keys, self.scores, self.groups, keys, scores, groups)
 
     def score(self, p: int, q: int) -> float:
         self.add(np.array([p], dtype=np.int64), np.array([q], dtype=np.int64))
         return float(self.scores[_hash_find(self.keys, (p << 32) | q)])
+
+    def group(self, p: int, q: int) -> int:
+        self.add(np.array([p], dtype=np.int64), np.array([q], dtype=np.int64))
+        return int(self.groups[_hash_find(self.keys, (p << 32) | q)])
+
+
+class _Groups:
+    """The score groups of random tie-breaking (:func:`_campaign_loop_random`): every item in
+    one group (at first all in ``first_group``, in index order, as ``ScoreBuckets``), the
+    members of each group in a slice of one pool, moved to a slice twice as large when full
+    (amortised O(1); the pool holds O(n_items + decisions))."""
+
+    def __init__(self, n_items: int, first_group: int) -> None:
+        self.item_group = np.full(n_items, first_group, dtype=np.int64)
+        self.position = np.arange(n_items, dtype=np.int64)
+        self.members = np.arange(max(n_items, 1) * 2, dtype=np.int64)
+        self.used = n_items
+        size = max(16, first_group + 1)
+        self.start = np.zeros(size, dtype=np.int64)
+        self.size = np.zeros(size, dtype=np.int64)
+        self.cap = np.zeros(size, dtype=np.int64)
+        self.in_heap = np.zeros(size, dtype=np.bool_)
+        self.heap = np.zeros(size, dtype=np.int64)
+        self.scores = np.zeros(size)
+        self.known = 0
+        self.size[first_group] = self.cap[first_group] = n_items
+        self.in_heap[first_group] = True
+        self.heap[0] = first_group
+
+    def sync(self, group_scores: list[float]) -> None:
+        """Make room for every group the score table has named (new ones empty)."""
+        n = len(group_scores)
+        if n > self.start.shape[0]:
+            size = max(n, 2 * self.start.shape[0])
+            self.start = _grown(self.start, size, 0)
+            self.size = _grown(self.size, size, 0)
+            self.cap = _grown(self.cap, size, 0)
+            self.in_heap = _grown(self.in_heap, size, False)
+            self.heap = _grown(self.heap, size, 0)
+            self.scores = _grown(self.scores, size, 0.0)
+        self.scores[self.known : n] = group_scores[self.known : n]
+        self.known = n
+
+    def make_room(self, group: int) -> None:
+        """Move ``group``'s members to a fresh slice of twice its capacity (at least 4)."""
+        cap = max(4, 2 * int(self.cap[group]))
+        self.members = _grown(self.members, self.used + cap, 0)
+        start, size = int(self.start[group]), int(self.size[group])
+        self.members[self.used : self.used + size] = self.members[start : start + size]
+        self.start[group] = self.used
+        self.cap[group] = cap
+        self.used += cap
+
+    def order(self) -> IntArray:
+        """The items, group by group, each group's members in their order."""
+        live = np.flatnonzero(self.size)
+        return np.concatenate(
+            [self.members[self.start[g] : self.start[g] + self.size[g]] for g in live]
+        )
 
 
 class _Tiles:
@@ -464,7 +684,7 @@ def run_campaign_fast(
     if not supports_fast_path(policy, env):
         raise InvalidParameterError(
             f"the fast engine does not support {policy!r} on {type(env).__name__} (it needs "
-            "an index policy with tie_break='first' or uniform, a synthetic world without "
+            "an index policy that only defines its scores or uniform, a synthetic world without "
             "workers, and one prior and threshold for all items)"
         )
     assert isinstance(env, SyntheticBernoulliEnvironment)
@@ -519,6 +739,7 @@ def run_campaign_fast(
     counts = state.label_counts
     tiles = _Tiles(env, initial_capacity)
     index_policy = isinstance(policy, BetaIndexPolicy)
+    groups: _Groups | None = None  # random ties: the score groups
     if isinstance(policy, BetaIndexPolicy):
         posterior = policy.posterior_
         assert isinstance(posterior, BetaBernoulliPosterior)  # the fast path is binary only
@@ -534,6 +755,9 @@ def run_campaign_fast(
         heap = np.empty((n_items, 2))
         heap[:, 0] = new_table.score(0, 0)  # one shared prior: all equal, so index order is a heap
         heap[:, 1] = np.arange(n_items, dtype=float)
+        if policy.tie_break == "random":
+            groups = _Groups(n_items, new_table.group(0, 0))
+            groups.sync(new_table.group_scores)
     else:
         table = None
         a_arr = b_arr = np.zeros(0)
@@ -543,37 +767,70 @@ def run_campaign_fast(
     items_out = np.zeros(final if record_items else 0, dtype=np.int64)
     plan = np.zeros(0, dtype=np.int64)
     plan_start = 0
-    st = np.zeros(3, dtype=np.int64)
+    # decisions made, what the loop waits for (2), the item drawn (random ties), heap size
+    st = np.array([0, 0, 0, -1, 1], dtype=np.int64)
+    random_ties = groups is not None
 
     def advance(target: int) -> None:
         nonlocal plan, plan_start
         while int(st[0]) < target:
             stop_at = target
-            if not index_policy:
-                if int(st[0]) >= plan_start + plan.shape[0]:
-                    plan_start = int(st[0])
-                    size = min(_PLAN_CHUNK, final - plan_start)
-                    plan = policy_rng.integers(n_items, size=size).astype(np.int64)
-                stop_at = min(target, plan_start + plan.shape[0])
-            status = _campaign_loop(
-                stop_at,
-                st,
-                counts,
-                a_arr,
-                b_arr,
-                index_policy,
-                heap,
-                plan,
-                plan_start,
-                tiles.directory,
-                tiles.pool,
-                tiles.item_shift,
-                tiles.label_shift,
-                table.keys if table is not None else dummy_keys,
-                table.scores if table is not None else dummy_scores,
-                record_items,
-                items_out,
-            )
+            if groups is not None:
+                assert table is not None
+                status = _campaign_loop_random(
+                    stop_at,
+                    st,
+                    counts,
+                    a_arr,
+                    b_arr,
+                    policy.rng_,
+                    groups.item_group,
+                    groups.position,
+                    groups.members,
+                    groups.start,
+                    groups.size,
+                    groups.cap,
+                    groups.scores,
+                    groups.in_heap,
+                    groups.heap,
+                    tiles.directory,
+                    tiles.pool,
+                    tiles.item_shift,
+                    tiles.label_shift,
+                    table.keys,
+                    table.groups,
+                    record_items,
+                    items_out,
+                )
+                if status == _NEED_SPACE:
+                    groups.make_room(int(st[1]))
+                    continue
+            else:
+                if not index_policy:
+                    if int(st[0]) >= plan_start + plan.shape[0]:
+                        plan_start = int(st[0])
+                        size = min(_PLAN_CHUNK, final - plan_start)
+                        plan = policy_rng.integers(n_items, size=size).astype(np.int64)
+                    stop_at = min(target, plan_start + plan.shape[0])
+                status = _campaign_loop(
+                    stop_at,
+                    st,
+                    counts,
+                    a_arr,
+                    b_arr,
+                    index_policy,
+                    heap,
+                    plan,
+                    plan_start,
+                    tiles.directory,
+                    tiles.pool,
+                    tiles.item_shift,
+                    tiles.label_shift,
+                    table.keys if table is not None else dummy_keys,
+                    table.scores if table is not None else dummy_scores,
+                    record_items,
+                    items_out,
+                )
             if status == _NEED_TILE:
                 tiles.add(int(st[1]), int(st[2]))
             elif status == _NEED_SCORES:
@@ -586,6 +843,8 @@ def run_campaign_fast(
                 ahead = np.cumsum(tiles.answers(item, n_pos + n_neg, depth), dtype=np.int64)
                 steps = np.arange(1, depth + 1, dtype=np.int64)
                 table.add(n_pos + ahead, n_neg + steps - ahead)
+                if groups is not None:
+                    groups.sync(table.group_scores)
 
     decisions = 0
     while True:
@@ -605,7 +864,8 @@ def run_campaign_fast(
 
     env.set_answers_given(counts.sum(axis=1))
     if isinstance(policy, BetaIndexPolicy) and sync_policy and table is not None:
-        policy.restore_scores(_gather_scores(counts, table.keys, table.scores))
+        order = groups.order() if random_ties and groups is not None else None
+        policy.restore_scores(_gather_scores(counts, table.keys, table.scores), order)
     if record_items:
         return rows, items_out
     return rows

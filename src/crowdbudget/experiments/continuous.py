@@ -38,7 +38,7 @@ from crowdbudget.experiments.runner import (
 )
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.verdict import Verdict, make_verdict
-from crowdbudget.registry import Spec, VerdictSpec, make_policy, split_verdict
+from crowdbudget.registry import Spec, VerdictSpec, make_policy, pin_paper_ties, split_verdict
 from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment, posterior_reward
 from crowdbudget.types import CampaignState
 
@@ -165,6 +165,7 @@ def run_continuous_experiment(
     chunk_size: int | None = None,
     executor: str | None = None,
     verdict: str | None = None,
+    ties: str = "default",
 ) -> ExperimentResult:
     """Every policy × budget × replication in continuous time (common random numbers).
 
@@ -178,7 +179,8 @@ def run_continuous_experiment(
 
     ``verdict`` is the verdict of every id that names none (``posterior``, the default: the
     policy's own model with ties by the estimated class prior; ``paper``: the papers' rule;
-    or an aggregator id), as in :func:`~crowdbudget.experiments.runner.run_experiment`.
+    or an aggregator id), as in :func:`~crowdbudget.experiments.runner.run_experiment`;
+    ``ties="paper"`` pins the papers' rule among tied items as there.
 
     Returns:
         :class:`~crowdbudget.experiments.runner.ExperimentResult`; ``summary`` has, per
@@ -190,6 +192,10 @@ def run_continuous_experiment(
         raise InvalidParameterError("at least one policy is needed")
     # parsed once (unknown ids fail here): the policy's spec, its verdict's, the row label
     entries = {pid: (*split_verdict(pid, verdict), str(pid)) for pid in policies}
+    if ties == "paper":
+        entries = {pid: (pin_paper_ties(p), v, label) for pid, (p, v, label) in entries.items()}
+    elif ties != "default":
+        raise InvalidParameterError(f"ties must be 'default' or 'paper', got {ties!r}")
     for policy_spec, _, _ in entries.values():
         make_policy(policy_spec)
     budget_list = sorted({check_positive_int(int(b), "budget") for b in budgets})

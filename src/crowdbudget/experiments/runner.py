@@ -30,7 +30,7 @@ from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, driv
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.verdict import Verdict, make_verdict
-from crowdbudget.registry import Spec, VerdictSpec, make_policy, split_verdict
+from crowdbudget.registry import Spec, VerdictSpec, make_policy, pin_paper_ties, split_verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import CampaignState
 
@@ -426,6 +426,7 @@ def run_experiment(
     metrics: MetricsHook | None = None,
     verdict: str | None = None,
     executor: str | None = None,
+    ties: str = "default",
 ) -> ExperimentResult:
     """Run every policy id on ``n_reps`` worlds of ``env`` at every budget.
 
@@ -451,6 +452,11 @@ def run_experiment(
             the reference engine.
         metrics: optional module-level hook adding metrics per checkpoint
             (:data:`MetricsHook`); campaigns then run on the reference engine.
+        ties: ``"default"`` (each policy's own rule among tied items: random for the
+            item-selecting policies since issue 15, bar deterministic ``kg``) or ``"paper"``:
+            the papers' rule (``tie-break=first``) for every id that names none
+            (:func:`~crowdbudget.registry.pin_paper_ties`; rows keep the ids as given) —
+            what the faithful reproductions use.
 
     Returns:
         :class:`ExperimentResult` with ``runs`` (columns ``RUN_COLUMNS``) and ``summary``.
@@ -461,6 +467,10 @@ def run_experiment(
     # parsed and checked once here; the specs (not the strings) go to the worker processes:
     # (the policy's spec, its verdict's, the row label)
     specs = {pid: (*split_verdict(pid, verdict), str(pid)) for pid in policies}
+    if ties == "paper":
+        specs = {pid: (pin_paper_ties(p), v, label) for pid, (p, v, label) in specs.items()}
+    elif ties != "default":
+        raise InvalidParameterError(f"ties must be 'default' or 'paper', got {ties!r}")
     for policy_spec, verdict_spec, _ in specs.values():
         # fail fast on unknown ids and unsupported engines, before any work
         if verdict_spec.is_posterior or engine == "fast":

@@ -27,6 +27,17 @@ from crowdbudget.types import FloatArray, IntArray
 
 TieBreak = Literal["first", "random"]
 
+#: How the item-selecting policies break a tie among items by default (issue 15): uniformly at
+#: random, so a result does not depend on the order of the items in the file. The smallest
+#: index (``"first"``, what ``np.argmax`` does) made a replay's accuracy a function of the
+#: item order; it stays available as ``tie-break=first``.
+DEFAULT_TIE_BREAK: TieBreak = "random"
+
+#: The papers' rule (the smallest index among the best — deterministic KG of Chen et al.'s
+#: Prop. 3.1, Algorithm 1's ``argmax``): what every faithful reproduction pins
+#: (:func:`crowdbudget.registry.pin_paper_ties`).
+PAPER_TIE_BREAK: TieBreak = "first"
+
 
 def csr_groups(keys: IntArray, n: int) -> tuple[IntArray, IntArray]:
     """Group the indices of ``keys`` (values 0..n−1) by key: ``(ptr, order)`` with
@@ -65,9 +76,15 @@ class ScoreBuckets:
     Args:
         scores: canonical scores, shape (n_items,).
         tie_break: ``"first"`` (smallest item index among the best) or ``"random"``.
+        order: ``"random"`` only: a permutation of the items giving the order of the members
+            inside each score group (default ascending) — the draw ``rng.integers(size)``
+            picks a position in it, so restoring a structure exactly (the compiled engine's
+            ``restore_scores``) needs it.
     """
 
-    def __init__(self, scores: FloatArray, tie_break: TieBreak = "first") -> None:
+    def __init__(
+        self, scores: FloatArray, tie_break: TieBreak = "first", order: IntArray | None = None
+    ) -> None:
         scores = np.asarray(scores, dtype=float)
         self.n_items = scores.shape[0]
         self.tie_break = tie_break
@@ -77,11 +94,16 @@ class ScoreBuckets:
         self._members: dict[float, list[int]] = {}
         self._position = np.zeros(self.n_items, dtype=np.int64)  # "random": index in members
         keys, inverse = np.unique(scores, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")  # items grouped by key, ascending inside
+        inverse = inverse.reshape(-1)
+        if order is None or tie_break != "random":
+            order = np.argsort(inverse, kind="stable")  # items grouped by key, ascending inside
+        else:  # grouped by key, in the given order inside
+            order = np.asarray(order, dtype=np.int64)
+            order = order[np.argsort(inverse[order], kind="stable")]
         bounds = np.searchsorted(inverse[order], np.arange(keys.shape[0] + 1))
         for k, key in enumerate(keys.tolist()):
             group = order[bounds[k] : bounds[k + 1]]
-            self._members[key] = group.tolist()  # sorted ascending: already a valid min-heap
+            self._members[key] = group.tolist()  # "first": ascending, a valid min-heap
             self._count[key] = int(group.shape[0])
             if tie_break == "random":
                 self._position[group] = np.arange(group.shape[0])

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak
+from crowdbudget.policies._index import DEFAULT_TIE_BREAK, PAPER_TIE_BREAK, TieBreak
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
 from crowdbudget.policies.dynamic_programming import ExactDPPolicy
@@ -189,11 +189,25 @@ def _kg_posterior(posterior: str | None, workers: str | None) -> str:
     return "none" if chosen == "beta" else chosen
 
 
-#: ``tie-break``: the smallest index or a uniformly random one among equal scores
+#: ``tie-break``: the smallest index or a uniformly random one among equal scores. Random is
+#: the default of every item-selecting policy but deterministic KG (issue 15): with "first" a
+#: result depended on the order of the items in the file; ``first`` is the papers' rule, which
+#: every faithful reproduction pins (crowdbudget.registry.pin_paper_ties)
 TIE_BREAK = Param(
     "tie-break",
     str,
-    "on equal scores: the smallest index or a random one",
+    "on equal scores among items: a random one (so results do not depend on the item order) "
+    "or the smallest index (first: the papers' rule, what the reproductions use)",
+    default=DEFAULT_TIE_BREAK,
+    choices=get_args(TieBreak),
+)
+#: ``kg``'s row: deterministic KG (Prop. 3.1) keeps the smallest index
+_KG_TIE_BREAK = Param(
+    "tie-break",
+    str,
+    "on equal scores among items: the smallest index (first: deterministic KG, Prop. 3.1) or "
+    "a random one (kg-random)",
+    default=PAPER_TIE_BREAK,
     choices=get_args(TieBreak),
 )
 
@@ -276,10 +290,10 @@ register_policy(
     PolicySpec(
         "kg",
         _knowledge_gradient,
-        "deterministic knowledge gradient (smallest index on ties); posterior=one-coin|two-coin: "
-        "KG over (item, worker) pairs with worker reliability (§4); features=logistic: "
-        "theta = sigmoid(w.x), Laplace updates (§5)",
-        params=_KG_PARAMS,
+        "deterministic knowledge gradient (smallest index on ties, as Prop. 3.1; kg-random: "
+        "random ties); posterior=one-coin|two-coin: KG over (item, worker) pairs with worker "
+        "reliability (§4); features=logistic: theta = sigmoid(w.x), Laplace updates (§5)",
+        params={**_KG_PARAMS, "tie-break": _KG_TIE_BREAK},
         defaults={"tie_break": "first"},
         paper=CHEN2013,
         capabilities=_kg_capabilities(binary_only=True),
@@ -299,9 +313,10 @@ register_policy(
     PolicySpec(
         "opt-kg",
         _optimistic_knowledge_gradient,
-        "optimistic knowledge gradient (Algorithm 1); posterior=one-coin|two-coin: over (item, "
-        "worker) pairs with worker reliability ~ Beta(4,1), random ties (§4); "
-        "features=logistic: theta = sigmoid(w.x), Laplace updates (§5)",
+        "optimistic knowledge gradient (Algorithm 1), random ties among items (tie-break=first: "
+        "the paper's smallest index); posterior=one-coin|two-coin: over (item, worker) pairs "
+        "with worker reliability ~ Beta(4,1) (§4); features=logistic: theta = sigmoid(w.x), "
+        "Laplace updates (§5)",
         params=_KG_PARAMS,
         paper=CHEN2013,
         capabilities=_kg_capabilities(binary_only=False),
@@ -311,8 +326,9 @@ register_policy(
     PolicySpec(
         "cvar-kg",
         _cvar_knowledge_gradient,
-        "CVaR-alpha knowledge gradient (alpha=1: KG, alpha=0: Opt-KG); posterior=one-coin|"
-        "two-coin: over (item, worker) pairs with worker reliability (§4)",
+        "CVaR-alpha knowledge gradient (alpha=1: KG, alpha=0: Opt-KG), random ties among items "
+        "(tie-break=first: smallest index); posterior=one-coin|two-coin: over (item, worker) "
+        "pairs with worker reliability (§4)",
         params={
             "alpha": Param("alpha", float, "CVaR level (1: KG, 0: Opt-KG)", 0.5, low=0.0, high=1.0),
             "tie-break": TIE_BREAK,
@@ -396,7 +412,8 @@ register_policy(
     PolicySpec(
         "gittins",
         FiniteHorizonGittins,
-        "finite-horizon Gittins index rule, horizon = labels left (calibration, Nino-Mora 2011)",
+        "finite-horizon Gittins index rule, horizon = labels left (calibration, Nino-Mora 2011); "
+        "random ties (tie-break=first: smallest index)",
         params={"solver": _SOLVER, "tie-break": TIE_BREAK},
         paper=CHEN2013,
         capabilities=_GITTINS,
@@ -406,7 +423,8 @@ register_policy(
     PolicySpec(
         "gittins-inf",
         GittinsInf,
-        "infinite-horizon discounted Gittins index, alpha = 1 - 1/T (Xie & Frazier 2013)",
+        "infinite-horizon discounted Gittins index, alpha = 1 - 1/T (Xie & Frazier 2013); random "
+        "ties (tie-break=first: smallest index)",
         params={
             "truncation": Param(
                 "truncation", float, "truncation depth of the index, per budget unit", low=0.0
@@ -552,7 +570,8 @@ register_policy(
         "requallo",
         RequalloPolicy,
         "Requallo: largest optimistic completeness reward under a quality requirement, stops "
-        "when no item gains (default fisher=0.2:max-labels=14)",
+        "when no item gains (default fisher=0.2:max-labels=14); random ties (tie-break=first: "
+        "Algorithm 1's argmax)",
         params={
             "ratio": Param("ratio", float, "requirement: majority-to-minority vote ratio"),
             "fisher": Param("fisher", float, "requirement: Fisher exact test p-value"),
@@ -580,7 +599,7 @@ register_policy(
         "label-uncertainty",
         LabelUncertainty,
         "label uncertainty LU (Sheng, Provost, Ipeirotis 2008 eq. 4): largest Beta tail "
-        "probability of the minority class",
+        "probability of the minority class; random ties (tie-break=first: smallest index)",
         params={"tie-break": TIE_BREAK},
         paper=LI2016,
         capabilities=_BINARY,

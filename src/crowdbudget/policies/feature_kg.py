@@ -35,12 +35,18 @@ model's noisy answers, the homogeneous-worker setting of §2 extended by feature
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break
+from crowdbudget.policies._index import (
+    DEFAULT_TIE_BREAK,
+    PAPER_TIE_BREAK,
+    TieBreak,
+    canonical_scores,
+    check_tie_break,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.logistic import (
     LogisticGaussianPosterior,
@@ -62,7 +68,9 @@ class FeatureKnowledgeGradient(AllocationPolicy):
         reward: ``"global"`` (the MDP's reward, every item's accuracy; the paper) or ``"local"``
             (the labeled item's only; cheaper).
         standardize, intercept: feature preparation (module docstring).
-        tie_break: ``"first"`` or ``"random"``.
+        tie_break: ``"random"`` (default since issue 15: a result does not depend on the item
+            order) or ``"first"`` (smallest index, the papers' rule, ``tie-break=first``;
+            ``kg:features=logistic`` keeps it, as deterministic KG).
         max_global_items: largest n_items for ``reward="global"`` (memory O(n_items²)).
 
     Fitted attributes:
@@ -72,6 +80,8 @@ class FeatureKnowledgeGradient(AllocationPolicy):
     reads_eligibility_afresh = True  # select scans state.eligible anew each call
 
     replay_pull = True
+    #: the papers' rule among tied items (:func:`crowdbudget.registry.pin_paper_ties`)
+    paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
     def __init__(
         self,
@@ -80,7 +90,7 @@ class FeatureKnowledgeGradient(AllocationPolicy):
         reward: Reward = "global",
         standardize: bool = True,
         intercept: bool = True,
-        tie_break: TieBreak = "first",
+        tie_break: TieBreak = DEFAULT_TIE_BREAK,
         max_global_items: int = 5000,
         refit: int = 0,
     ) -> None:

@@ -81,7 +81,13 @@ from crowdbudget.bounds.gittins_index import (
     finite_horizon_gittins_index as finite_horizon_gittins_index,
 )
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break
+from crowdbudget.policies._index import (
+    DEFAULT_TIE_BREAK,
+    PAPER_TIE_BREAK,
+    TieBreak,
+    canonical_scores,
+    check_tie_break,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.index_policy import BetaIndexPolicy
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
@@ -102,7 +108,9 @@ class GittinsInf(BetaIndexPolicy):
             hours at T = 8,000) or ``"fixed"`` (always the full L, the reference).
         max_levels: the adaptive rule's largest depth (default 1,600).
         solver: ``"dinkelbach"`` or ``"bisection"``.
-        tie_break: ``"first"`` or ``"random"`` among equal indices.
+        tie_break: ``"random"`` (default since issue 15: a result does not depend on the
+            item order) or ``"first"`` (smallest index, the papers' rule, ``tie-break=first``)
+            among equal indices.
     """
 
     budget_aware: ClassVar[bool] = True
@@ -111,7 +119,7 @@ class GittinsInf(BetaIndexPolicy):
         self,
         truncation: float = 4.0,
         solver: Solver = "dinkelbach",
-        tie_break: TieBreak = "first",
+        tie_break: TieBreak = DEFAULT_TIE_BREAK,
         truncation_rule: str = "adaptive",
         max_levels: int = ADAPTIVE_MAX_LEVELS,
     ) -> None:
@@ -169,7 +177,10 @@ class FiniteHorizonGittins(AllocationPolicy):
 
     Args:
         solver: ``"dinkelbach"`` (default) or ``"bisection"``.
-        tie_break: ``"first"`` (smallest item index among equal indices) or ``"random"``.
+        tie_break: ``"random"`` (default since issue 15: with a shared prior every unlabeled
+            item ties, and the smallest index made a result depend on the item order) or
+            ``"first"`` (smallest item index among equal indices: the papers' rule, which the
+            reproductions pin, ``tie-break=first``).
 
     Fitted attributes:
         posterior_: the :class:`BetaBernoulliPosterior` of the items.
@@ -178,8 +189,12 @@ class FiniteHorizonGittins(AllocationPolicy):
 
     budget_aware: ClassVar[bool] = True
     searches_past_excluded: ClassVar[bool] = True
+    #: the papers' rule among tied items (:func:`crowdbudget.registry.pin_paper_ties`)
+    paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
-    def __init__(self, solver: Solver = "dinkelbach", tie_break: TieBreak = "first") -> None:
+    def __init__(
+        self, solver: Solver = "dinkelbach", tie_break: TieBreak = DEFAULT_TIE_BREAK
+    ) -> None:
         self.solver = solver
         self.tie_break = tie_break
 

@@ -15,7 +15,14 @@ from typing import ClassVar
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import ScoreBuckets, TieBreak, canonical_scores, check_tie_break
+from crowdbudget.policies._index import (
+    DEFAULT_TIE_BREAK,
+    PAPER_TIE_BREAK,
+    ScoreBuckets,
+    TieBreak,
+    canonical_scores,
+    check_tie_break,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 from crowdbudget.posteriors.dirichlet import DirichletPosterior
@@ -26,20 +33,24 @@ class BetaIndexPolicy(AllocationPolicy):
     """Label the eligible item of largest score ``f(a_i, b_i, d_i)``.
 
     Args:
-        tie_break: ``"first"`` — smallest item index among the best (deterministic);
-            ``"random"`` — uniformly among the best.
+        tie_break: ``"random"`` — uniformly among the best (the default of the subclasses
+            since issue 15, bar deterministic KG); ``"first"`` — smallest item index among
+            the best (deterministic; the papers' rule, ``tie-break=first``).
 
     Fitted attributes:
         posterior_: the :class:`BetaBernoulliPosterior` of the items (a
             :class:`DirichletPosterior` for more than two classes, when supported).
     """
 
-    tie_break_default: ClassVar[TieBreak] = "first"
+    tie_break_default: ClassVar[TieBreak] = DEFAULT_TIE_BREAK
+    #: the papers' rule among tied items, which the faithful reproductions pin
+    #: (:func:`crowdbudget.registry.pin_paper_ties`)
+    paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
     posterior_: BetaBernoulliPosterior | DirichletPosterior
     replay_pull: ClassVar[bool] = True
     searches_past_excluded: ClassVar[bool] = True
 
-    def __init__(self, tie_break: TieBreak = "first") -> None:
+    def __init__(self, tie_break: TieBreak = DEFAULT_TIE_BREAK) -> None:
         self.tie_break = tie_break
 
     @abstractmethod
@@ -127,11 +138,13 @@ class BetaIndexPolicy(AllocationPolicy):
         ``select`` sees them) — the compiled engine's hook."""
         return canonical_scores(self.score_states(a, b, threshold))
 
-    def restore_scores(self, scores: FloatArray) -> None:
+    def restore_scores(self, scores: FloatArray, order: IntArray | None = None) -> None:
         """Rebuild the score index from the items' current :meth:`index_scores`, shape
         (n_items,) — the compiled engine's hook: it advances ``posterior_`` in place and hands
-        the final scores back, so the policy goes on exactly as after the reference loop."""
-        self._index = ScoreBuckets(np.asarray(scores, dtype=float), self.tie_break)
+        the final scores back, so the policy goes on exactly as after the reference loop.
+        ``order`` (random ties): the items in the order of the members of each tied group
+        (:class:`ScoreBuckets`), as the compiled loop left them."""
+        self._index = ScoreBuckets(np.asarray(scores, dtype=float), self.tie_break, order)
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         price = self._price(state, worker)

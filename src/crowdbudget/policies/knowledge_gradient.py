@@ -3,6 +3,15 @@
 Chen, Lin, Zhou (2013), "Optimistic Knowledge Gradient Policy for Optimal Budget Allocation in
 Crowdsourcing": KG (eq. 12; deterministic = smallest index on ties, randomized = uniform on
 ties), optimistic KG (Algorithm 1) and the CVaR-α family of §3.2 that joins them.
+
+Ties among items (issue 15). Opt-KG and CVaR-α KG break a tie uniformly at random by default:
+with a shared prior every unlabeled item ties, and so does every pair of items in the same
+state, so "the smallest index" made the labels — and a replay's accuracy — depend on the
+order of the items in the file. The paper does not say how Algorithm 1 breaks ties; its
+``argmax`` (smallest index) is ``tie-break=first``, which every faithful reproduction pins.
+:class:`KnowledgeGradient` keeps ``"first"``: ``kg`` is the paper's *deterministic* KG of
+Prop. 3.1 (smallest index on ties, the rule the proposition is about); ``kg-random`` is the
+randomized KG.
 """
 
 from __future__ import annotations
@@ -10,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from crowdbudget._validation import check_probability
-from crowdbudget.policies._index import TieBreak
+from crowdbudget.policies._index import DEFAULT_TIE_BREAK, PAPER_TIE_BREAK, TieBreak
 from crowdbudget.policies.index_policy import BetaIndexPolicy
 from crowdbudget.posteriors.beta_bernoulli import cvar_reward, kg_reward, optimistic_reward
 from crowdbudget.posteriors.dirichlet import dirichlet_rewards
@@ -35,7 +44,7 @@ class KnowledgeGradient(BetaIndexPolicy):
         0
     """
 
-    def __init__(self, tie_break: TieBreak = "first") -> None:
+    def __init__(self, tie_break: TieBreak = PAPER_TIE_BREAK) -> None:
         super().__init__(tie_break=tie_break)
 
     def score_states(self, a: FloatArray, b: FloatArray, threshold: FloatArray) -> FloatArray:
@@ -45,14 +54,17 @@ class KnowledgeGradient(BetaIndexPolicy):
 class OptimisticKnowledgeGradient(BetaIndexPolicy):
     """Optimistic KG (Algorithm 1): label the item of largest ``R+(a, b) = max(R1, R2)``.
 
-    Consistent (Thm. 3.2): accuracy → 1 as the budget grows. Ties go to the smallest index by
-    default; the paper does not say how it breaks ties, and with the consistent optimistic
-    reward the choice does not matter for consistency.
+    Consistent (Thm. 3.2): accuracy → 1 as the budget grows. Ties among items are broken
+    uniformly at random by default (issue 15: the smallest index made a result depend on the
+    item order); the paper does not say how it breaks ties, and with the consistent
+    optimistic reward the choice does not matter for consistency. ``tie_break="first"``
+    (``opt-kg:tie-break=first``) is the ``argmax`` of Algorithm 1, the rule the faithful
+    reproductions pin.
     """
 
     binary_only = False
 
-    def __init__(self, tie_break: TieBreak = "first") -> None:
+    def __init__(self, tie_break: TieBreak = DEFAULT_TIE_BREAK) -> None:
         super().__init__(tie_break=tie_break)
 
     def score_states(self, a: FloatArray, b: FloatArray, threshold: FloatArray) -> FloatArray:
@@ -71,10 +83,11 @@ class CVaRKnowledgeGradient(BetaIndexPolicy):
 
     Args:
         alpha: in [0, 1]; 1 is KG, 0 is optimistic KG. Consistent for every α < 1.
-        tie_break: as for :class:`KnowledgeGradient`.
+        tie_break: ``"random"`` (default, issue 15: a result does not depend on the item
+            order) or ``"first"`` (smallest index, the papers' rule, ``tie-break=first``).
     """
 
-    def __init__(self, alpha: float = 0.5, tie_break: TieBreak = "first") -> None:
+    def __init__(self, alpha: float = 0.5, tie_break: TieBreak = DEFAULT_TIE_BREAK) -> None:
         super().__init__(tie_break=tie_break)
         self.alpha = alpha
 

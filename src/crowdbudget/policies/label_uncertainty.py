@@ -29,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from crowdbudget.policies._index import TieBreak
+from crowdbudget.policies._index import DEFAULT_TIE_BREAK, TieBreak
 from crowdbudget.policies.index_policy import BetaIndexPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.types import FloatArray
@@ -39,10 +39,13 @@ class LabelUncertainty(BetaIndexPolicy):
     """Label the item of largest label uncertainty ``min(I, 1 − I)`` (Sheng et al. 2008 eq. 4).
 
     Args:
-        tie_break: ``"first"`` (smallest index among the most uncertain) or ``"random"``.
+        tie_break: ``"random"`` (default since issue 15: with a shared prior every unlabeled
+            item ties, and the smallest index made a result depend on the item order) or
+            ``"first"`` (smallest index among the most uncertain: the rule the ``requallo-*``
+            reproductions pin, ``tie-break=first``).
     """
 
-    def __init__(self, tie_break: TieBreak = "first") -> None:
+    def __init__(self, tie_break: TieBreak = DEFAULT_TIE_BREAK) -> None:
         super().__init__(tie_break=tie_break)
 
     def score_states(self, a: FloatArray, b: FloatArray, threshold: FloatArray) -> FloatArray:

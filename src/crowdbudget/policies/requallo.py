@@ -83,7 +83,14 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import ScoreBuckets, TieBreak, canonical_scores, check_tie_break
+from crowdbudget.policies._index import (
+    DEFAULT_TIE_BREAK,
+    PAPER_TIE_BREAK,
+    ScoreBuckets,
+    TieBreak,
+    canonical_scores,
+    check_tie_break,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.requirements import Requirement, as_requirement, combine, make_rule
 from crowdbudget.types import (
@@ -209,7 +216,10 @@ class RequalloPolicy(AllocationPolicy):
         workers: ``"none"``, ``"spammer"`` or ``"weighted"`` (§3.2).
         worker_reliability: known θ_j, shape (n_workers,), for ``workers="weighted"``.
         spammer_alpha, spammer_min_labels: the spammer test (``workers="spammer"``).
-        tie_break: ``"first"`` (smallest index, Algorithm 1's argmax) or ``"random"``.
+        tie_break: ``"random"`` (default since issue 15: every item starts tied, and the
+            smallest index made a result depend on the item order) or ``"first"`` (smallest
+            index, Algorithm 1's argmax: what the ``requallo-*`` reproductions pin,
+            ``tie-break=first``).
 
     Fitted attributes:
         requirement_: the combined requirement.
@@ -221,6 +231,8 @@ class RequalloPolicy(AllocationPolicy):
 
     binary_only: ClassVar[bool] = False
     searches_past_excluded: ClassVar[bool] = True
+    #: the papers' rule among tied items (:func:`crowdbudget.registry.pin_paper_ties`)
+    paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
     def __init__(
         self,
@@ -235,7 +247,7 @@ class RequalloPolicy(AllocationPolicy):
         worker_reliability: ArrayLike | None = None,
         spammer_alpha: float = 0.05,
         spammer_min_labels: int = 20,
-        tie_break: TieBreak = "first",
+        tie_break: TieBreak = DEFAULT_TIE_BREAK,
     ) -> None:
         self.ratio = ratio
         self.fisher = fisher

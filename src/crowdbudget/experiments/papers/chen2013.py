@@ -50,6 +50,7 @@ def fig2a(
         n_jobs=n_jobs,
         progress=progress,
         verdict="paper",  # the papers' tie rule: a faithful reproduction
+        ties="paper",  # the papers' rule among tied items (tie-break=first)
     )
     notes = [
         "paper values are read off Fig. 2(a) at T = 10K and are approximate",
@@ -108,6 +109,7 @@ def fig2b(
         n_jobs=n_jobs,
         progress=progress,
         verdict="paper",  # the papers' tie rule: a faithful reproduction
+        ties="paper",  # the papers' rule among tied items (tie-break=first)
     )
     notes = [
         "every policy faces the same θ and worker draws per simulation (common random numbers)",
@@ -218,6 +220,7 @@ def _rte(
         n_jobs=n_jobs,
         progress=progress,
         verdict="paper",  # the papers' tie rule: a faithful reproduction
+        ties="paper",  # the papers' rule among tied items (tie-break=first)
     )
     notes = [
         "RTE replay (Snow et al. 2008: 800 items, 164 workers, 10 labels each); an item-only "
@@ -356,6 +359,7 @@ def features(
                 n_jobs=n_jobs,
                 progress=progress,
                 verdict="paper",
+                ties="paper",  # the papers' rule among tied items (tie-break=first)
             )
             frame = result.summary.copy()
             frame.insert(1, "policy_id", frame["policy"])

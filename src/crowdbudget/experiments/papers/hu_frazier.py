@@ -87,6 +87,7 @@ def fig1(
             n_jobs=n_jobs,
             progress=progress,
             verdict="paper",  # the papers' tie rule: a faithful reproduction
+            ties="paper",  # the papers' rule among tied items (tie-break=first)
         )
         summary = result.summary.copy()
         summary["n_items"] = n_items
@@ -284,6 +285,7 @@ def fig2(
             n_jobs=n_jobs,
             progress=progress,
             verdict="paper",  # the papers' tie rule: a faithful reproduction
+            ties="paper",  # the papers' rule among tied items (tie-break=first)
         )
         summary = result.summary.copy()
         summary["n_items"] = n_items

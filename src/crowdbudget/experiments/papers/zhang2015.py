@@ -94,6 +94,7 @@ def _run_case(
             n_jobs=n_jobs,
             progress=progress,
             verdict="paper",  # the papers' tie rule: a faithful reproduction
+            ties="paper",  # the papers' rule among tied items (tie-break=first)
             metrics=spent_metric,
         )
         summary = res.summary.copy()

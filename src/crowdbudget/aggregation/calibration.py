@@ -50,6 +50,44 @@ def _gold_rows(
     return p[mask], truth[mask], chosen[mask]
 
 
+def reliability_bins(
+    probas: npt.ArrayLike,
+    gold: npt.ArrayLike,
+    *,
+    labels: npt.ArrayLike | None = None,
+    n_bins: int = DEFAULT_BINS,
+) -> list[dict[str, Any]]:
+    """The equal-width bins of the ECE and the reliability diagram, on the gold items: per bin
+    ``lower``, ``upper``, ``count``, ``confidence`` (mean top-class probability) and
+    ``accuracy`` (None where the bin is empty). Shapes as :func:`expected_calibration_error`."""
+    size, confidence_sum, hits = _equal_width_sums(probas, gold, labels, n_bins)
+    return [
+        {
+            "lower": b / n_bins,
+            "upper": (b + 1) / n_bins,
+            "count": int(size[b]),
+            "confidence": float(confidence_sum[b] / size[b]) if size[b] else None,
+            "accuracy": float(hits[b] / size[b]) if size[b] else None,
+        }
+        for b in range(n_bins)
+    ]
+
+
+def _equal_width_sums(
+    probas: npt.ArrayLike, gold: npt.ArrayLike, labels: npt.ArrayLike | None, n_bins: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per equal-width bin [b/B, (b+1)/B) (the last closed): items, sum of their top-class
+    probabilities, and how many are right — the one binning of the ECE and the diagram."""
+    p, truth, chosen = _gold_rows(probas, gold, labels)
+    confidence = p[np.arange(truth.shape[0]), chosen]
+    bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
+    return (
+        np.bincount(bins, minlength=n_bins),
+        np.bincount(bins, weights=confidence, minlength=n_bins),
+        np.bincount(bins, weights=(chosen == truth).astype(float), minlength=n_bins),
+    )
+
+
 def expected_calibration_error(
     probas: npt.ArrayLike,
     gold: npt.ArrayLike,
@@ -181,14 +219,8 @@ def reliability_diagram(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    p, truth, chosen = _gold_rows(probas, gold, labels)
-    n = truth.shape[0]
-    confidence = p[np.arange(n), chosen]
-    correct = (chosen == truth).astype(float)
-    bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
-    size = np.bincount(bins, minlength=n_bins)
-    hits = np.bincount(bins, weights=correct, minlength=n_bins)
-    conf = np.bincount(bins, weights=confidence, minlength=n_bins)
+    size, conf, hits = _equal_width_sums(probas, gold, labels, n_bins)
+    n = int(size.sum())
     filled = size > 0
     left = np.arange(n_bins) / n_bins
     fig, (top, bottom) = plt.subplots(
@@ -232,6 +264,7 @@ __all__ = [
     "calibration_metrics",
     "expected_calibration_error",
     "negative_log_likelihood",
+    "reliability_bins",
     "reliability_diagram",
     "verdict_calibration",
 ]

@@ -93,7 +93,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crowdbudget.aggregation.calibration import DEFAULT_BINS, calibration_metrics
+from crowdbudget.aggregation.calibration import (
+    DEFAULT_BINS,
+    calibration_metrics,
+    reliability_bins,
+)
 from crowdbudget.aggregation.registry import make_aggregator
 from crowdbudget.campaign.store import (
     CommitTicket,
@@ -1372,29 +1376,12 @@ class Campaign:
         gold[items] = np.fromiter(self._gold.values(), dtype=np.int64, count=len(self._gold))
         gold[self.state.label_counts.sum(axis=1) == 0] = -1  # scored: gold items with labels
         metrics = calibration_metrics(probabilities, gold, labels=labels, n_bins=n_bins)
-        scored = gold >= 0
-        confidence = probabilities[np.arange(labels.shape[0]), labels][scored]
-        correct = (labels[scored] == gold[scored]).astype(float)
-        # the equal-width bins of the ECE and the reliability diagram
-        bins = np.minimum((confidence * n_bins).astype(np.int64), n_bins - 1)
-        size = np.bincount(bins, minlength=n_bins)
-        conf_sum = np.bincount(bins, weights=confidence, minlength=n_bins)
-        hits = np.bincount(bins, weights=correct, minlength=n_bins)
         return {
             "verdict": check_verdict(verdict or self.config.verdict, len(self.config.classes)),
             "n_gold": len(self._gold),
-            "n_scored": int(scored.sum()),
+            "n_scored": int(np.count_nonzero(gold >= 0)),
             **{k: (None if np.isnan(v) else v) for k, v in metrics.items()},
-            "bins": [
-                {
-                    "lower": b / n_bins,
-                    "upper": (b + 1) / n_bins,
-                    "count": int(size[b]),
-                    "confidence": float(conf_sum[b] / size[b]) if size[b] else None,
-                    "accuracy": float(hits[b] / size[b]) if size[b] else None,
-                }
-                for b in range(n_bins)
-            ],
+            "bins": reliability_bins(probabilities, gold, labels=labels, n_bins=n_bins),
         }
 
     # ------------------------------------------------------------------ reading

@@ -251,58 +251,45 @@ def slowest_first(ids: list[str], quick: bool) -> list[str]:
     return sorted(ids, key=key)
 
 
+def _run_one_unit(*task: Any) -> list[_Outcome]:
+    """:func:`_run_one` as a unit of :func:`~crowdbudget.experiments.runner.execute`."""
+    return [_run_one(*task)]
+
+
 def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str, int]:
     """Run ``order`` (slowest first); ``done(outcome)`` as each finishes. Returns how they ran
-    and on how many workers."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    and on how many workers.
 
-    from crowdbudget.experiments import runner
+    One reproduction per unit of the runner's executor (:func:`~crowdbudget.experiments.
+    runner.execute`, unchunked, started in this order), each on one core — its numbers do
+    not depend on it. Alone on one worker (``--jobs 1``, or one id), an id runs in this
+    process with ``--jobs`` processes of its own and its progress bar."""
+    from crowdbudget.experiments.runner import execute, resolve_executor
 
-    progress = not args.no_progress
     data_dir = None if args.data_dir is None else str(args.data_dir)
-    session = runner._SCHEDULER.get()  # set by main() for --scheduler
-    if session is not None:
-        from dask.distributed import as_completed as dask_completed
-
-        client = session.client()
-        futures = [
-            # one reproduction per Dask task, each on one core; priority: slowest first
-            client.submit(
-                _run_one,
-                rid,
-                args.seed,
-                args.quick,
-                1,
-                False,
-                data_dir,
-                key=f"reproduce-{rid}-{os.getpid()}-{time.time_ns()}",
-                priority=len(order) - k,
-                pure=False,
-            )
-            for k, rid in enumerate(order)
-        ]
-        for future in dask_completed(futures):
-            done(future.result())
-        return "Dask workers", max(1, sum(client.nthreads().values()))
-    workers = min(len(order), args.jobs or os.cpu_count() or 1)
-    if workers <= 1:
+    executor, workers = resolve_executor(None, args.jobs, len(order))
+    if executor == "serial":
+        progress = not args.no_progress
         for rid in order:
             done(_run_one(rid, args.seed, args.quick, args.jobs, progress, data_dir))
         return "process", 1
-    pool = ProcessPoolExecutor(max_workers=workers)
-    try:
-        # each reproduction in one worker process on one core (its numbers do not depend on
-        # it); submitted slowest first, so the longest do not start last
-        pending = [
-            pool.submit(_run_one, rid, args.seed, args.quick, 1, False, data_dir) for rid in order
-        ]
-        for future in as_completed(pending):
-            done(future.result())
-    except BaseException:
-        runner._stop_pool(pool)
-        raise
-    pool.shutdown()
-    return "worker processes", workers
+    tasks = [(rid, args.seed, args.quick, 1, False, data_dir) for rid in order]
+
+    def finished(outcomes: list[_Outcome]) -> None:
+        for outcome in outcomes:
+            done(outcome)
+
+    execute(
+        _run_one_unit,
+        tasks,
+        [1.0] * len(tasks),
+        n_jobs=args.jobs,
+        executor=executor,
+        progress=False,  # one line per finished id instead (done)
+        chunked=False,
+        on_done=finished,
+    )
+    return ("Dask workers" if executor == "dask" else "worker processes"), workers
 
 
 def _duration(seconds: float) -> str:

@@ -122,9 +122,7 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _chunk(
-    run: Callable[..., list[dict[str, Any]]], tasks: Sequence[tuple[Any, ...]]
-) -> list[dict[str, Any]]:
+def _chunk(run: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Run several campaigns in one scheduled task (one pickle of the shared world, one
     round trip to the scheduler); each keeps its own seeds, so results do not depend on it."""
     return [row for task in tasks for row in run(*task)]
@@ -302,30 +300,12 @@ def replication_seeds(
     return world_root.spawn(n_reps), policy_root.spawn(n_reps)
 
 
-def execute(
-    run: Callable[..., list[dict[str, Any]]],
-    tasks: list[tuple[Any, ...]],
-    weights: Sequence[float],
-    *,
-    n_jobs: int | None = None,
-    executor: str | None = None,
-    progress: bool = True,
-    desc: str = "labels",
-    unit: str = "label",
-) -> list[dict[str, Any]]:
-    """``run(*task)`` for every task, on one executor, with one progress bar; the rows in any
-    order (callers sort them: every task carries its own seeds, so the results do not depend
-    on the executor, the number of processes or the order).
+def resolve_executor(executor: str | None, n_jobs: int | None, n_tasks: int) -> tuple[str, int]:
+    """The executor :func:`execute` uses and on how many workers: ``(executor, n_workers)``.
 
-    Args:
-        run: a module-level function (pickled to worker processes) returning rows.
-        weights: each task's share of the progress bar (e.g. labels to buy).
-        n_jobs: processes (None: all CPU cores; 1: in this process).
-        executor: ``"serial"`` (this process), ``"processes"`` (a process pool of
-            ``n_jobs``), ``"dask"`` (the cluster of the enclosing :func:`dask_scheduler`);
-            None: Dask inside :func:`dask_scheduler`, else processes when ``n_jobs`` > 1 and
-            there is more than one task, else serial.
-    """
+    None picks Dask inside :func:`dask_scheduler`, else processes when ``n_jobs`` > 1 and
+    there is more than one task, else serial. Refuses an unknown executor, and ``"dask"``
+    outside :func:`dask_scheduler`."""
     if executor is not None and executor not in EXECUTORS:
         raise InvalidParameterError(
             f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}"
@@ -339,11 +319,51 @@ def execute(
     if executor is None:
         if session is not None:
             executor = "dask"
-        elif n_jobs == 1 or len(tasks) <= 1:
+        elif n_jobs == 1 or n_tasks <= 1:
             executor = "serial"
         else:
             executor = "processes"
+    if executor == "dask":
+        assert session is not None
+        return executor, max(1, sum(session.client().nthreads().values()))
+    if executor == "serial":
+        return executor, 1
+    return executor, max(1, min(n_jobs, n_tasks))
+
+
+def execute(
+    run: Callable[..., list[Any]],
+    tasks: list[tuple[Any, ...]],
+    weights: Sequence[float],
+    *,
+    n_jobs: int | None = None,
+    executor: str | None = None,
+    progress: bool = True,
+    desc: str = "labels",
+    unit: str = "label",
+    chunked: bool = True,
+    on_done: Callable[[list[Any]], None] | None = None,
+) -> list[Any]:
+    """``run(*task)`` for every task, on one executor, with one progress bar; the rows in any
+    order (callers sort them: every task carries its own seeds, so the results do not depend
+    on the executor, the number of processes or the order).
+
+    Args:
+        run: a module-level function (pickled to worker processes) returning rows.
+        weights: each task's share of the progress bar (e.g. labels to buy).
+        n_jobs: processes (None: all CPU cores; 1: in this process).
+        executor: ``"serial"`` (this process), ``"processes"`` (a process pool of
+            ``n_jobs``), ``"dask"`` (the cluster of the enclosing :func:`dask_scheduler`);
+            None: :func:`resolve_executor`.
+        chunked: several tasks per scheduled unit (:func:`_chunks`: many small campaigns);
+            False: one unit per task, started in the order given (long tasks — whole
+            reproductions — listed slowest first, so none starts last; Dask priorities too).
+        on_done: called in this process with each unit's rows as it finishes.
+    """
+    executor, workers = resolve_executor(executor, n_jobs, len(tasks))
     weight = {id(task): w for task, w in zip(tasks, weights, strict=True)}
+    units = _chunks(tasks, workers) if chunked else [[task] for task in tasks]
+    sizes = [sum(weight[id(t)] for t in unit) for unit in units]
     bar = tqdm(
         total=float(sum(weights)),
         desc=desc,
@@ -353,38 +373,42 @@ def execute(
         disable=not progress,
         file=sys.stderr,
     )
-    rows: list[dict[str, Any]] = []
+    rows: list[Any] = []
+
+    def finished(unit_rows: list[Any], size: float) -> None:
+        rows.extend(unit_rows)
+        bar.update(size)
+        if on_done is not None:
+            on_done(unit_rows)
+
     try:
         if executor == "dask":
             from dask.distributed import as_completed as dask_completed
 
+            session = _SCHEDULER.get()
             assert session is not None
             client = session.client()
-            chunks = _chunks(tasks, max(1, sum(client.nthreads().values())))
-            # retries: a task lost with its worker is run again, never silently dropped
-            futures = client.map(_chunk, [run] * len(chunks), chunks, retries=2, pure=False)
-            sizes = {
-                future.key: sum(weight[id(t)] for t in chunk)
-                for future, chunk in zip(futures, chunks, strict=True)
-            }
+            # retries: a task lost with its worker is run again, never silently dropped;
+            # priorities: the units start in the order given
+            futures = [
+                client.submit(_chunk, run, chunk, retries=2, pure=False, priority=len(units) - k)
+                for k, chunk in enumerate(units)
+            ]
+            size_of = {future.key: size for future, size in zip(futures, sizes, strict=True)}
             for future in dask_completed(futures):
-                rows.extend(future.result())
-                bar.update(sizes[future.key])
+                finished(future.result(), size_of[future.key])
         elif executor == "serial":
-            for task in tasks:
-                rows.extend(run(*task))
-                bar.update(weight[id(task)])
+            for chunk, size in zip(units, sizes, strict=True):
+                finished(_chunk(run, chunk), size)
         else:
-            workers = max(1, min(n_jobs, len(tasks)))
             pool = ProcessPoolExecutor(max_workers=workers)
             try:
                 pending = {
-                    pool.submit(_chunk, run, c): sum(weight[id(t)] for t in c)
-                    for c in _chunks(tasks, workers)
+                    pool.submit(_chunk, run, chunk): size
+                    for chunk, size in zip(units, sizes, strict=True)
                 }
                 for future in as_completed(pending):
-                    rows.extend(future.result())
-                    bar.update(pending[future])
+                    finished(future.result(), pending[future])
             except BaseException:
                 # Ctrl-C (or a failed campaign): stop now, not after the queued chunks — a
                 # plain shutdown waits for every running chunk (measured ~45 s on compare)

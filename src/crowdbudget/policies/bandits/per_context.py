@@ -13,6 +13,15 @@ the S instances share no parameter and behave exactly as S separate OptKG runs. 
 of asking j about i is ``max(R_1, R_0)`` (:func:`one_coin_rewards`); within a context the pair
 of largest score is asked (smallest pair index on ties).
 
+Speed (issue 21). After a label from worker j on item i, the pairs of i and of the virtual
+worker s·K + j are rescored: at d = 0.5 through :func:`_half_after`, the item half of the
+moment-matched update and both outcomes' errors in one ``betainc`` call (bit-identical to
+``one_coin_update`` + ``error_probability``, about a third less work); the pairs are held
+grouped by context, so the argmax of a context is one ``argmax`` over a slice. A lazy variant
+(stale pairs bounded by ``now_i`` ≥ score) was measured and dropped: on the BBTA worlds the
+bound never prunes (every pair's ``now_i`` stays above the best score, which runs at about a
+third of ``now_i``), see benchmarks/README.md.
+
 Sub-budgets without knowing T. A run of the experiment runner records every budget of a sweep
 along one campaign, so the policy cannot split a T it does not know. Instead it serves, at each
 step, the context furthest below its share: ``argmax_s (n + 1) N_s / N − n_s`` (n labels
@@ -32,13 +41,19 @@ unused recorded label are candidates (``state.pairs``); in a synthetic world wit
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import canonical_scores, csr_groups
 from crowdbudget.policies.bandits.bbta import CONTEXT_MODES, check_unit_prices
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
-from crowdbudget.posteriors.one_coin import OneCoinPosterior, one_coin_rewards, one_coin_update
+from crowdbudget.posteriors.one_coin import (
+    _S_FLOOR,
+    OneCoinPosterior,
+    one_coin_rewards,
+    one_coin_update,
+)
 from crowdbudget.types import (
     Assignment,
     CampaignState,
@@ -53,6 +68,42 @@ from crowdbudget.types import (
 def _half_error(a: FloatArray, b: FloatArray) -> FloatArray:
     """P(Bayes label wrong) under Beta(a, b) at threshold 1/2 (the smaller tail), shape of a."""
     return error_probability(a, b, 0.5)
+
+
+def _half_after(a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray) -> FloatArray:
+    """``min(err(a₁, b₁), err(a₀, b₀))`` at d = 0.5, (a_z, b_z) the item posterior after label
+    z from worker Beta(c, d): bit-identical to :func:`one_coin_update` + :func:`_half_error`.
+
+    The same floating-point operations in the same order as those functions, minus what this
+    score does not use: the worker half of the update (its moments beyond the mean, its
+    matched Beta), the ``np.where`` on the label, and the swap back after z = 0 (the error at
+    1/2 is symmetric in (a, b) and evaluated on ``max``/``min``, so the swap changes no bit);
+    both outcomes go through one ``betainc`` call (elementwise: the same bits per element).
+    """
+    r1 = c / (c + d)
+    q1 = 1.0 - r1
+    m = a.shape[0]
+    lo = np.empty(2 * m)
+    hi = np.empty(2 * m)
+    for k, (ta, tb) in enumerate(((a, b), (b, a))):
+        n = ta + tb
+        t1 = ta / n
+        t2 = t1 * (ta + 1.0) / (n + 1.0)
+        t3 = t2 * (ta + 2.0) / (n + 2.0)
+        t1m = t1 * tb / (n + 1.0)
+        t21m = t2 * tb / (n + 2.0)
+        z1 = t1 * r1 + (1.0 - t1) * q1
+        mean = (t2 * r1 + t1m * q1) / z1
+        second = (t3 * r1 + t21m * q1) / z1
+        spread = mean * (1.0 - mean)
+        var = np.maximum(second - mean * mean, spread * 1e-15)
+        size = np.maximum(spread / var - 1.0, _S_FLOOR)
+        na = mean * size
+        nb = (1.0 - mean) * size
+        np.minimum(na, nb, out=lo[k * m : (k + 1) * m])
+        np.maximum(na, nb, out=hi[k * m : (k + 1) * m])
+    err = np.where(lo == hi, 0.5, special.betainc(hi, lo, 0.5))
+    return np.minimum(err[:m], err[m:])
 
 
 class PerContextOptKG(AllocationPolicy):
@@ -116,15 +167,22 @@ class PerContextOptKG(AllocationPolicy):
     def _build(self, state: CampaignState) -> None:
         n, k = state.problem.n_items, self.n_workers_
         if state.pairs is None:
-            self._items = np.repeat(np.arange(n, dtype=np.int64), k)
-            self._workers = np.tile(np.arange(k, dtype=np.int64), n)
+            items = np.repeat(np.arange(n, dtype=np.int64), k)
+            workers = np.tile(np.arange(k, dtype=np.int64), n)
             self._remaining: IntArray | None = None
         else:
-            self._items = state.pairs.items
-            self._workers = state.pairs.workers
+            items = state.pairs.items
+            workers = state.pairs.workers
             self._remaining = state.pairs.remaining
+        # internal layout: the pairs grouped by context, ascending pair index inside a context
+        # (position p holds pair _perm[p]), so a context is a slice and "smallest position"
+        # is "smallest pair index" wherever the argmax runs (inside one context)
+        self._ctx_ptr, perm = csr_groups(self.contexts_[items], self.n_contexts_)
+        identity = bool(np.array_equal(perm, np.arange(perm.shape[0])))
+        self._perm: IntArray | None = None if identity else perm
+        self._items = items if identity else items[perm]
+        self._workers = workers if identity else workers[perm]
         self._virtual = self.contexts_[self._items] * k + self._workers
-        self._ctx_ptr, self._ctx_order = csr_groups(self.contexts_[self._items], self.n_contexts_)
         self._item_ptr, self._item_order = csr_groups(self._items, n)
         self._virt_ptr, self._virt_order = csr_groups(self._virtual, self.n_contexts_ * k)
         self._scores = self._score(np.arange(self._items.shape[0]))
@@ -141,29 +199,59 @@ class PerContextOptKG(AllocationPolicy):
             return canonical_scores(np.maximum(r1, r0))
         # d = 0.5 fast path, the same numbers as one_coin_rewards: with lo <= hi the error
         # min(I, 1 - I) is the upper tail betaincc(lo, hi, 1/2), one call instead of two
-        # (evaluated as betainc(hi, lo, 1/2), see _half_error)
-        now = self._now[i]
-        a1, b1, _, _, _ = one_coin_update(post.a[i], post.b[i], post.c[v], post.d[v], 1)
-        a0, b0, _, _, _ = one_coin_update(post.a[i], post.b[i], post.c[v], post.d[v], 0)
-        best_after = np.minimum(_half_error(a1, b1), _half_error(a0, b0))
+        # (evaluated as betainc(hi, lo, 1/2), see _half_error); the item half of the
+        # moment-matched update is fused (_half_after), the same bits as one_coin_update
         # canonical: the symmetric states (a, b) and (b, a), which tie mathematically, reach
         # us with last-bit noise from the moment matching; rounded, they tie exactly and the
         # smallest pair index wins instead of the noise
-        return canonical_scores(now - best_after)
+        best_after = _half_after(post.a[i], post.b[i], post.c[v], post.d[v])
+        return canonical_scores(self._now[i] - best_after)
+
+    def _score_reference(self, pairs: IntArray) -> FloatArray:
+        """:meth:`_score` through :func:`one_coin_update` and :func:`_half_error` (d = 0.5):
+        the computation the fused path must reproduce bit for bit (tests)."""
+        post = self.posterior_
+        i = self._items[pairs]
+        v = self._virtual[pairs]
+        a1, b1, _, _, _ = one_coin_update(post.a[i], post.b[i], post.c[v], post.d[v], 1)
+        a0, b0, _, _, _ = one_coin_update(post.a[i], post.b[i], post.c[v], post.d[v], 0)
+        best_after = np.minimum(_half_error(a1, b1), _half_error(a0, b0))
+        return canonical_scores(self._now[i] - best_after)
 
     def _best_in_context(
         self, state: CampaignState, s: int, worker: int | None
     ) -> tuple[int, int] | None:
-        pairs = self._ctx_order[self._ctx_ptr[s] : self._ctx_ptr[s + 1]]
-        if worker is not None:
-            pairs = pairs[self._workers[pairs] == worker]
-        ok = state.eligible[self._items[pairs]]
+        lo, hi = int(self._ctx_ptr[s]), int(self._ctx_ptr[s + 1])
+        scores = self._scores[lo:hi]
+        items = self._items[lo:hi]
+        remaining = None
         if self._remaining is not None:
-            ok &= self._remaining[pairs] > 0
-        if not np.any(ok):
+            remaining = (
+                self._remaining[lo:hi] if self._perm is None else self._remaining[self._perm[lo:hi]]
+            )
+        chosen = None
+        if worker is not None:
+            chosen = np.flatnonzero(self._workers[lo:hi] == worker)
+            scores, items = scores[chosen], items[chosen]
+            if remaining is not None:
+                remaining = remaining[chosen]
+        if scores.shape[0] == 0:
             return None
-        best = int(pairs[int(np.argmax(np.where(ok, self._scores[pairs], -np.inf)))])
-        return int(self._items[best]), int(self._workers[best])
+        if remaining is None and chosen is None and state.eligible.all():
+            return self._at(lo + int(np.argmax(scores)))
+        ok = state.eligible[items]
+        if remaining is not None:
+            ok &= remaining > 0
+        if ok.all():
+            at = int(np.argmax(scores))
+        elif not ok.any():
+            return None
+        else:
+            at = int(np.argmax(np.where(ok, scores, -np.inf)))
+        return self._at(lo + (at if chosen is None else int(chosen[at])))
+
+    def _at(self, position: int) -> tuple[int, int]:
+        return int(self._items[position]), int(self._workers[position])
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         if not self._built:

@@ -299,7 +299,7 @@ def test_registry_builds_and_dispatches() -> None:
     assert refusal is not None and "\n" not in refusal
     assert "'opt-kg:posterior=two-coin'" in refusal and "3 classes" in refusal
     with pytest.raises(InvalidParameterError, match="refit needs posterior=one-coin"):
-        make_policy("opt-kg:posterior=confusion:refit=5")
+        make_policy("opt-kg:refit=5")
 
 
 def test_binary_one_coin_decisions_are_the_binary_policy_s() -> None:

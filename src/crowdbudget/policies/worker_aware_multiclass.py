@@ -23,6 +23,19 @@ Modes and availability as the binary policies: push mode picks the best pair, pu
 recorded pairs with an unused label (``state.pairs``) are candidates; ``state.excluded`` is
 searched past.
 
+``refit=N`` (ours, not in the paper; the registry's default for ``posterior=one-coin`` is
+``refit=10`` on any number of classes since issue 15, ``refit=0`` the paper's sequential rule;
+docs/reproductions.md, "Worker-aware allocation for any number of classes"): every N labels
+the posterior re-reads all labels so far — rounds of (items from the prior with the workers
+fixed; workers = prior + expected right answers / soft counts), starting from the worker prior
+(derivation: :mod:`crowdbudget.posteriors.categorical_workers`, "Refit") — and then every live
+pair is rescored in one vectorised pass: a pair of a worker with no label yet is scored once
+per item (every such worker is at the prior), the others one by one; dropped and used-up
+pairs stay dropped, and every worker's best is recomputed. Cost per refit: O(labels so far)
+plus O(live pairs of labelled workers + items). On millionaire (214,658 recorded pairs, 37,332
+players) it is what makes refit affordable: 6.6 s instead of 22.9 s for one replay at 1 label
+per item (profiled, loaded machine).
+
 Cost per label: the label changes item i and worker j only, so the scores of item i's pairs and
 of worker j's pairs are recomputed (vectorised, O(K²) each) — never all pairs; used-up replay
 pairs are skipped; the pairs of still unlabeled items share one score per worker when every
@@ -95,6 +108,8 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
             :func:`~crowdbudget.posteriors.categorical_workers.confusion_prior`).
         tie_break: ``"first"`` (first candidate pair) or ``"random"`` (uniform among ties).
         alpha: None, or the CVaR level α of CVaR-KG, which then replaces ``optimistic``.
+        refit: re-read all labels every this many labels (0: never, the paper's sequential
+            rule; module docstring, "Refit").
 
     Fitted attributes:
         posterior_: the one-coin or confusion posterior
@@ -105,6 +120,10 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
     chooses_workers = True
     searches_past_excluded = True
 
+    #: a refit's first round starts from the worker prior (True), or from the current worker
+    #: beliefs (False: the binary refit's choice; kept to measure against)
+    refit_from_prior = True
+
     def __init__(
         self,
         worker_model: str = "one-coin",
@@ -112,12 +131,14 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         worker_prior: tuple[float, float] = (4.0, 1.0),
         tie_break: TieBreak = "first",
         alpha: float | None = None,
+        refit: int = 0,
     ) -> None:
         self.worker_model = worker_model
         self.optimistic = optimistic
         self.worker_prior = worker_prior
         self.tie_break = tie_break
         self.alpha = alpha
+        self.refit = refit
 
     def validate_params(self) -> None:
         if self.worker_model not in CATEGORICAL_WORKER_MODELS:
@@ -133,6 +154,10 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
             )
         if self.alpha is not None:
             check_probability(self.alpha, "alpha")
+        if not (isinstance(self.refit, int | np.integer) and self.refit >= 0):
+            raise InvalidParameterError(
+                f"refit must be an integer >= 0 (0: never), got {self.refit!r}"
+            )
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -156,6 +181,9 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
                 confusion_prior(problem.n_classes, c, d),
             )
         self._pairs_built = False
+        # the labels so far (for refit): rows (item, worker, label), grown by doubling
+        self._log = np.empty((64, 3), dtype=np.int64)
+        self._n_log = 0
 
     # ---- scores -----------------------------------------------------------------------------
     def _build_pairs(self, state: CampaignState) -> None:
@@ -334,6 +362,14 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
 
     def observe(self, event: LabelEvent) -> None:
         self.posterior_.update(event)
+        if self.refit:
+            if self._n_log == self._log.shape[0]:
+                self._log = np.concatenate([self._log, np.empty_like(self._log)])
+            self._log[self._n_log] = (event.item, event.worker, event.label)
+            self._n_log += 1
+            if self._n_log % self.refit == 0:
+                self._refit_beliefs()
+                return
         if not self._pairs_built:
             return
         i, j = event.item, event.worker
@@ -356,6 +392,38 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         self._rescore(live)
         self._refresh(np.unique(self._pair_workers[changed]))
 
+    def _refit_beliefs(self) -> None:
+        """Re-read every label (module docstring, "Refit"), then rescore every live pair in
+        one pass and recompute every worker's best."""
+        log = self._log[: self._n_log]
+        self.posterior_.refit(log[:, 0], log[:, 1], log[:, 2], from_prior=self.refit_from_prior)
+        if not self._pairs_built:
+            return
+        q = self.posterior_.q
+        self._item_error = 1.0 - q.max(axis=1)
+        prior = self.problem_.prior_array
+        at_prior = prior[:1] / prior[:1].sum(axis=1, keepdims=True)
+        self._fresh = np.all(q == at_prior, axis=1) & self._share
+        # pairs dropped stay dropped; used-up pairs are dropped now; the rest are rescored
+        live = np.flatnonzero(self._scores > -np.inf)
+        if self._remaining is not None:
+            used = self._remaining[live] <= 0
+            self._scores[live[used]] = -np.inf
+            live = live[~used]
+        # a worker with no label is still at the prior (the refit adds 0.0 to it), the same for
+        # every such worker, so its pairs' score is a function of the item alone: one score per
+        # item for all of them (millionaire: 37,332 players, most never asked)
+        answered = np.bincount(log[:, 1], minlength=self._worker_best.shape[0]) > 0
+        known = answered[self._pair_workers[live]]
+        self._rescore(live[known])
+        unknown = live[~known]
+        if unknown.shape[0]:
+            _, first, inverse = np.unique(
+                self._pair_items[unknown], return_index=True, return_inverse=True
+            )
+            self._scores[unknown] = self._score_pairs(unknown[first])[inverse]
+        self._refresh(np.arange(self._worker_best.shape[0], dtype=np.int64))
+
     def final_labels(self, state: CampaignState) -> IntArray:
         return self.posterior_.predict()
 
@@ -365,10 +433,8 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
     :class:`~crowdbudget.policies.worker_aware.OneCoinKnowledgeGradient` on two classes (its
     code, its decisions), a one-coin :class:`CategoricalWorkerKnowledgeGradient` on more
     (chosen at ``reset``, when the problem is known; the registry builds before). ``refit``
-    applies to two classes only (the binary model's re-reading of its labels; the registry's
-    default is refit=10): a K > 2 campaign runs the online update alone, whatever ``refit``
-    says — re-reading every label every N labels costs O(labels) per refit, and the
-    categorical item update is exact already (only the worker Betas are projected).
+    applies to both (the registry's default is refit=10): the binary Beta-item refit on two
+    classes, the categorical one (module docstring) on more.
 
     Fitted attributes:
         multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,
@@ -383,8 +449,6 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
         if problem.n_classes == 2:
             super()._reset(problem, rng)
             return
-        # refit (re-reading every label every N labels) belongs to the binary Beta-item model;
-        # on K > 2 classes the item update is exact and the campaign runs without it
         self.__dict__.pop("posterior_", None)
         delegate = CategoricalWorkerKnowledgeGradient(
             "one-coin",
@@ -392,6 +456,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             worker_prior=self.worker_prior,
             tie_break=self.tie_break,
             alpha=self.alpha,
+            refit=self.refit,
         )
         delegate.reset(problem, rng)
         self.multiclass_ = delegate

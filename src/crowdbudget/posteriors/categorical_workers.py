@@ -76,6 +76,36 @@ mixture is wider than either component), and a worker's rows for classes that ar
 truth received thousands of such small-w updates on ``adult`` and collapsed to concentrations
 near 1e-16 (0/0 in the next match). The soft count has no such failure.
 
+**Refit** (``refit(items, workers, labels)``; ours, not in the paper). The online update reads
+each label once, with the worker belief of the moment it arrived: a worker whose first answers
+land on fresh items is credited with w = μ per answer (for a fresh item q_i(l) = 1/K, so
+Z_l = 1/K and w = μ), and the later labels of other workers on the same items move the items,
+not that worker's belief — the lock-in of issue 15. Chen, Lin, Zhou (2013, §4) approximate
+the posterior of (items, workers) after each label by independent factors (their moment
+matching); a refit recomputes the same kind of factorised posterior from *all* labels so far
+by coordinate ascent on the mean-field objective (variational EM in the model above), in
+``n_rounds`` (3) rounds:
+
+- *items*, the workers fixed: restart every item from its prior and take its labels. With the
+  workers fixed, the item update above is exact and is a product of the labels'
+  likelihoods, q_i(k) ∝ q0_i(k) Π_labels L_j(l | k) (one-coin: L = μ_j if k = l, else
+  (1 − μ_j)/(K−1); confusion: L = E[π_j[k, l]]), so the arrival order does not matter; it is
+  computed in the log domain in one vectorised pass. An item without a label keeps its prior
+  bit for bit.
+- *workers*, the items fixed: prior + expected counts, with P(the label was right) = q_i(l)
+  (the item's posterior, all its labels read):
+  one-coin c_j = c0 + Σ_{j's labels} q_i(l), d_j = d0 + n_j − Σ q_i(l) (the binary refit of
+  :mod:`crowdbudget.policies.worker_aware` with K classes); confusion
+  α_jkl = α0_jkl + Σ_{j's labels l on items i} q_i(k) (Dawid–Skene's variational M-step, the
+  soft count above summed over all labels at once).
+
+The first round starts from the worker *prior* (``from_prior=True``, the default), so the
+result is a function of the set of labels alone — neither their order nor the online beliefs
+— and a lucky start cannot outlive the next refit. (The binary refit starts from the current
+beliefs; here that keeps the lucky start of tests/test_multiclass_refit.py: three rounds from
+"the first worker is right" converge to it.) A worker without labels stays at its prior
+exactly (c0 + 0.0), which the policies use to score all such workers' pairs once per item.
+
 Both posteriors: a label moves its own item and its own worker only, so two labels sharing
 neither commute (``order="disjoint"`` of :func:`crowdbudget.testing.check_posterior`).
 ``lookahead(worker, items=...)`` gives, for the pairs (items[p], worker[p]), P(next label = l)
@@ -117,6 +147,30 @@ def _item_prior(item_prior: ArrayLike, n_items: int) -> FloatArray:
 def _check_label(label: int, n_classes: int) -> None:
     if not (isinstance(label, int | np.integer) and 0 <= label < n_classes):
         raise InvalidParameterError(f"labels are 0..{n_classes - 1}, got {label!r}")
+
+
+def _check_log(
+    items: ArrayLike, workers: ArrayLike, labels: ArrayLike, n_classes: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """The label log of a refit as three aligned int64 arrays (labels checked)."""
+    i, j, lab = (np.asarray(x, dtype=np.int64).ravel() for x in (items, workers, labels))
+    if not (i.shape == j.shape == lab.shape):
+        raise InvalidParameterError("items, workers and labels must have the same length")
+    if lab.shape[0] and (lab.min() < 0 or lab.max() >= n_classes):
+        raise InvalidParameterError(f"labels are 0..{n_classes - 1}")
+    return i, j, lab
+
+
+def _items_from_log_likelihood(q0: FloatArray, extra: FloatArray, items: IntArray) -> FloatArray:
+    """q_i ∝ q0_i · exp(extra_i) row-wise (in the log domain, no underflow); the items that
+    have no label keep q0 bit for bit (they are "at the prior" for the policies' sharing)."""
+    logq = np.log(q0) + extra
+    logq -= logq.max(axis=1, keepdims=True)
+    q = np.exp(logq)
+    q /= q.sum(axis=1, keepdims=True)
+    unlabeled = np.bincount(items, minlength=q0.shape[0]) == 0
+    q[unlabeled] = q0[unlabeled]
+    return np.asarray(q, dtype=float)
 
 
 def _perfect_lookahead(q: FloatArray) -> Lookahead:
@@ -216,6 +270,10 @@ class OneCoinCategoricalPosterior:
         self.n_classes = int(self.q.shape[1])
         self.c: FloatArray = workers[:, 1].copy()
         self.d: FloatArray = workers[:, 0].copy()
+        # the priors, for refit
+        self._q0: FloatArray = self.q.copy()
+        self._c0: FloatArray = self.c.copy()
+        self._d0: FloatArray = self.d.copy()
 
     def update(self, event: LabelEvent) -> None:
         """Exact item update and moment-matched worker update (module docstring)."""
@@ -223,6 +281,40 @@ class OneCoinCategoricalPosterior:
         i, j = event.item, event.worker
         q, c, d, _ = one_coin_categorical_update(self.q[i], self.c[j], self.d[j], event.label)
         self.q[i], self.c[j], self.d[j] = q, c, d
+
+    def refit(
+        self,
+        items: ArrayLike,
+        workers: ArrayLike,
+        labels: ArrayLike,
+        n_rounds: int = 3,
+        from_prior: bool = True,
+    ) -> None:
+        """Re-read all labels (items, workers, labels aligned, arrival order): ``n_rounds``
+        rounds of (items: the prior times each label's likelihood with the workers fixed;
+        workers: prior + expected right answers), the first round's workers at their prior
+        (``from_prior``) or at the current beliefs — module docstring, "Refit"."""
+        i, j, lab = _check_log(items, workers, labels, self.n_classes)
+        answered = np.bincount(j, minlength=self.n_workers).astype(float)
+        if from_prior:
+            self.c, self.d = self._c0.copy(), self._d0.copy()
+        for _ in range(n_rounds):
+            mu = self.c / (self.c + self.d)
+            log_right = np.log(mu)
+            log_wrong = np.log((1.0 - mu) / (self.n_classes - 1))
+            # log q_i(k) = log q0_i(k) + Σ_labels [log((1 − μ_j)/(K−1)) + 1{k = l} log-ratio]
+            extra = np.zeros((self.n_items, self.n_classes))
+            extra += np.bincount(i, weights=log_wrong[j], minlength=self.n_items)[:, None]
+            flat = np.bincount(
+                i * self.n_classes + lab,
+                weights=(log_right - log_wrong)[j],
+                minlength=self.n_items * self.n_classes,
+            )
+            extra += flat.reshape(self.n_items, self.n_classes)
+            self.q = _items_from_log_likelihood(self._q0, extra, i)
+            right = np.bincount(j, weights=self.q[i, lab], minlength=self.n_workers)
+            self.c = np.asarray(self._c0 + right, dtype=float)
+            self.d = np.asarray(self._d0 + (answered - right), dtype=float)
 
     def lookahead(
         self, worker: int | IntArray | None = None, items: IntArray | None = None
@@ -313,6 +405,9 @@ class ConfusionPosterior:
         self.n_classes = n_classes
         self.alpha: FloatArray = np.broadcast_to(arr, (n_workers, n_classes, n_classes)).copy()
         self._mean: FloatArray = self.alpha / self.alpha.sum(axis=2, keepdims=True)
+        # the priors, for refit
+        self._q0: FloatArray = self.q.copy()
+        self._alpha0: FloatArray = self.alpha.copy()
 
     def update(self, event: LabelEvent) -> None:
         """Exact item update, soft-count rows of the worker (module docstring)."""
@@ -323,6 +418,40 @@ class ConfusionPosterior:
         self.alpha[j] = _soft_count(self.alpha[j], label, after)
         self._mean[j] = self.alpha[j] / self.alpha[j].sum(axis=1, keepdims=True)
         self.q[i] = after
+
+    def refit(
+        self,
+        items: ArrayLike,
+        workers: ArrayLike,
+        labels: ArrayLike,
+        n_rounds: int = 3,
+        from_prior: bool = True,
+    ) -> None:
+        """Re-read all labels: ``n_rounds`` rounds of (items: the prior times each label's
+        likelihood E[π_j[k, l]] with the workers fixed; workers: prior + expected counts, row k
+        column l += q_i(k)), the first round's workers at their prior (``from_prior``) or at
+        the current beliefs — module docstring, "Refit"."""
+        i, j, lab = _check_log(items, workers, labels, self.n_classes)
+        n_classes = self.n_classes
+        cell = j * n_classes + lab  # (worker, column l) of each label
+        if from_prior:
+            self.alpha = self._alpha0.copy()
+            self._mean = self.alpha / self.alpha.sum(axis=2, keepdims=True)
+        for _ in range(n_rounds):
+            log_mean = np.log(self._mean)  # (m, K (true class), K (label))
+            like = log_mean[j, :, lab]  # (n, K): log E[π_j[k, l]] for every class k
+            extra = np.empty((self.n_items, n_classes))
+            for k in range(n_classes):
+                extra[:, k] = np.bincount(i, weights=like[:, k], minlength=self.n_items)
+            self.q = _items_from_log_likelihood(self._q0, extra, i)
+            alpha = self._alpha0.copy()
+            for k in range(n_classes):
+                counts = np.bincount(
+                    cell, weights=self.q[i, k], minlength=self.n_workers * n_classes
+                )
+                alpha[:, k, :] += counts.reshape(self.n_workers, n_classes)
+            self.alpha = alpha
+            self._mean = alpha / alpha.sum(axis=2, keepdims=True)
 
     def lookahead(
         self, worker: int | IntArray | None = None, items: IntArray | None = None

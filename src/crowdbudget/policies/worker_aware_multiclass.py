@@ -58,6 +58,7 @@ import numpy as np
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
+from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 from crowdbudget.posteriors.base import kg_rewards
@@ -218,9 +219,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         self._rescore(every)
         # per worker: the best score of its pairs and how many pairs have it (push mode picks
         # among the best workers' best pairs instead of scanning every pair)
-        self._worker_best = np.full(problem.n_workers, -np.inf)
-        self._worker_count = np.zeros(problem.n_workers, dtype=np.int64)
-        self._refresh(np.arange(problem.n_workers, dtype=np.int64))
+        self._best = WorkerBest(self._scores, self._worker_ptr, self._worker_order)
         self._pairs_built = True
 
     def _score_pairs(self, pairs: IntArray) -> FloatArray:
@@ -255,31 +254,6 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         scores = self._score_pairs(np.concatenate([own, shared[first]]))
         self._scores[own] = scores[: own.shape[0]]
         self._scores[shared] = scores[own.shape[0] :][inverse]
-
-    def _worker_pairs(self, workers: IntArray) -> tuple[IntArray, IntArray]:
-        """The pairs of ``workers`` (concatenated in that order) and each worker's count."""
-        lo = self._worker_ptr[workers]
-        lengths = self._worker_ptr[workers + 1] - lo
-        total = int(lengths.sum())
-        starts = np.cumsum(lengths) - lengths
-        positions = np.arange(total) + np.repeat(lo - starts, lengths)
-        return self._worker_order[positions], lengths
-
-    def _refresh(self, workers: IntArray) -> None:
-        """Recompute the best score of ``workers`` (distinct) and its multiplicity."""
-        pairs, lengths = self._worker_pairs(workers)
-        has = lengths > 0
-        best = np.full(workers.shape[0], -np.inf)
-        count = np.zeros(workers.shape[0], dtype=np.int64)
-        if pairs.shape[0]:
-            values = self._scores[pairs]
-            starts = (np.cumsum(lengths) - lengths)[has]
-            best[has] = np.maximum.reduceat(values, starts)
-            at_best = values == np.repeat(best, lengths)
-            count[has] = np.add.reduceat(at_best.astype(np.int64), starts)
-        count[best == -np.inf] = 0
-        self._worker_best[workers] = best
-        self._worker_count[workers] = count
 
     # ---- the contract -----------------------------------------------------------------------
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
@@ -337,20 +311,20 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         uniformly at random). Reads the best workers' pairs only; a pair found unusable gets
         score -inf and its worker's best is recomputed (O(n_workers + that worker's pairs))."""
         while True:
-            top = float(self._worker_best.max(initial=-np.inf))
+            top = float(self._best.best.max(initial=-np.inf))
             if top == -np.inf:
                 return None
-            workers = np.flatnonzero(self._worker_best == top)
+            workers = np.flatnonzero(self._best.best == top)
             if self.tie_break == "random":
                 # a worker with probability ∝ its number of tied pairs, then one of them
-                counts = self._worker_count[workers]
+                counts = self._best.count[workers]
                 pick = int(self._rng.integers(int(counts.sum())))
                 w = workers[int(np.searchsorted(np.cumsum(counts), pick, side="right"))]
-                pairs, _ = self._worker_pairs(np.array([w]))
+                pairs, _ = self._best.pairs_of(np.array([w]))
                 tied = pairs[self._scores[pairs] == top]
                 pair = np.array([tied[self._rng.integers(tied.shape[0])]])
             else:
-                pairs, _ = self._worker_pairs(workers)
+                pairs, _ = self._best.pairs_of(workers)
                 tied = pairs[self._scores[pairs] == top]
                 pair = np.array([tied.min()])
             if self._usable(state, pair)[0]:
@@ -358,7 +332,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
             # the pair can never be asked again: drop it (and every such pair of the tied ones)
             bad = tied[~self._usable(state, tied)]
             self._scores[bad] = -np.inf
-            self._refresh(np.unique(self._pair_workers[bad]))
+            self._best.refresh(np.unique(self._pair_workers[bad]))
 
     def observe(self, event: LabelEvent) -> None:
         self.posterior_.update(event)
@@ -390,7 +364,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         else:
             live = changed
         self._rescore(live)
-        self._refresh(np.unique(self._pair_workers[changed]))
+        self._best.refresh(np.unique(self._pair_workers[changed]))
 
     def _refit_beliefs(self) -> None:
         """Re-read every label (module docstring, "Refit"), then rescore every live pair in
@@ -413,7 +387,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         # a worker with no label is still at the prior (the refit adds 0.0 to it), the same for
         # every such worker, so its pairs' score is a function of the item alone: one score per
         # item for all of them (millionaire: 37,332 players, most never asked)
-        answered = np.bincount(log[:, 1], minlength=self._worker_best.shape[0]) > 0
+        answered = np.bincount(log[:, 1], minlength=self._best.best.shape[0]) > 0
         known = answered[self._pair_workers[live]]
         self._rescore(live[known])
         unknown = live[~known]
@@ -422,7 +396,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
                 self._pair_items[unknown], return_index=True, return_inverse=True
             )
             self._scores[unknown] = self._score_pairs(unknown[first])[inverse]
-        self._refresh(np.arange(self._worker_best.shape[0], dtype=np.int64))
+        self._best.refresh(np.arange(self._best.best.shape[0], dtype=np.int64))
 
     def final_labels(self, state: CampaignState) -> IntArray:
         return self.posterior_.predict()

@@ -236,11 +236,14 @@ def test_calibration_equals_the_metrics_on_the_results_probabilities(
     )
     assert expected["nll"] == pytest.approx(negative_log_likelihood(probas, scored))
     assert expected["brier"] == pytest.approx(brier_score(probas, scored))
-    for name, value in expected.items():  # ``…/results`` JSON keeps 10 digits
+    for name, value in expected.items():  # ``…/results`` JSON keeps 15 digits
         assert found[name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
     # and exactly, on the probabilities the campaign computes
     campaign = api.client.app.state.service.campaign(api.cid)  # type: ignore[attr-defined]
     labels, probas = campaign.verdict_probabilities(verdict)
+    reported = np.array([r["confidence"] for r in results])
+    exact_confidence = probas[np.arange(labels.shape[0]), labels]
+    np.testing.assert_allclose(reported, exact_confidence, rtol=1e-14, atol=0)
     exact = calibration_metrics(probas, scored, labels=labels)
     assert {name: found[name] for name in exact} == exact
     # the reliability bins: every scored item once, and they give back the ECE

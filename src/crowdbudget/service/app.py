@@ -989,7 +989,11 @@ def create_app(
         labels per item, from the campaign's verdict or the ``verdict`` asked for
         (``posterior`` or an aggregator id such as ``ds``)."""
         frame = service.run(campaign_id, lambda c: c.results(verdict), read=True)
-        records: list[dict[str, Any]] = json.loads(frame.reset_index().to_json(orient="records"))
+        # 15 digits, pandas' most: its default of 10 would print an EM confidence of
+        # 1 - 1e-12 as 1.0 (the calibration endpoint reports full precision too)
+        records: list[dict[str, Any]] = json.loads(
+            frame.reset_index().to_json(orient="records", double_precision=15)
+        )
         return records
 
     @app.get("/v1/campaigns/{campaign_id}/dashboard")

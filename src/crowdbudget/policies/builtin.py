@@ -92,6 +92,10 @@ def _with_workers(
         raise InvalidParameterError(
             f"features must be one of {', '.join(FEATURE_MODELS)}, got {features!r}"
         )
+    if "refit_growth" in kwargs and (features != "none" or workers != "one-coin"):
+        # the growing schedule is the one-coin policy's (binary here; the multi-class one-coin
+        # class takes it through OneCoinAnyClassKnowledgeGradient)
+        raise InvalidParameterError("refit-growth needs posterior=one-coin")
     if features == "logistic":
         if workers != "none" or worker_prior is not None:
             raise InvalidParameterError(
@@ -142,6 +146,7 @@ def _with_workers(
             tie_break=kwargs.get("tie_break", "random"),
             refit=kwargs.get("refit", default_refit),
             alpha=alpha,
+            refit_growth=kwargs.get("refit_growth", 0.0),
         )
     if worker_prior is not None:
         raise InvalidParameterError(
@@ -266,6 +271,14 @@ _KG_PARAMS = {
         "posterior=one-coin (any number of classes; default 10), posterior=confusion "
         "(default 0), features=logistic (default 0)",
         low=0,
+    ),
+    "refit-growth": Param(
+        "refit-growth",
+        float,
+        "posterior=one-coin: after a refit at n labels the next is at n + max(refit, "
+        "ceil(g*n)) labels (0: every refit labels; g > 0: a few refits per doubling of the "
+        "labels, so their total cost no longer grows quadratically)",
+        low=0.0,
     ),
 }
 

@@ -4,13 +4,19 @@ default of ``opt-kg:posterior=one-coin`` on any number of classes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from crowdbudget.datasets import load_dataset
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.runner import run_campaign
-from crowdbudget.policies.worker_aware_multiclass import CategoricalWorkerKnowledgeGradient
+from crowdbudget.policies.worker_aware_multiclass import (
+    CategoricalWorkerKnowledgeGradient,
+    OneCoinAnyClassKnowledgeGradient,
+    next_refit_at,
+)
 from crowdbudget.posteriors.categorical_workers import (
     ConfusionPosterior,
     OneCoinCategoricalPosterior,
@@ -187,7 +193,7 @@ def test_push_choice_after_refits_is_a_best_pair_from_scratch(model: str) -> Non
         checked.append(fresh[chosen])
         return assignment
 
-    policy.select = checking  # type: ignore[method-assign]
+    policy.select = checking  # type: ignore[method-assign,assignment]
     run_campaign(policy, env, [300.0], world_seed=0, policy_rng=np.random.default_rng(0))
     assert len(checked) == 300
 
@@ -219,14 +225,18 @@ def test_refit_lowers_the_spread_over_replays_on_a_synthetic_world() -> None:
             select = policy.select
 
             def recording(
-                state: object, *, worker: int | None = None, _s=select, _a=asked
+                state: object,
+                *,
+                worker: int | None = None,
+                _s: Any = select,
+                _a: list[int] = asked,
             ) -> object:
-                assignment = _s(state, worker=worker)  # type: ignore[arg-type]
+                assignment = _s(state, worker=worker)
                 if assignment is not None:
                     _a.append(assignment.worker)
                 return assignment
 
-            policy.select = recording  # type: ignore[method-assign]
+            policy.select = recording  # type: ignore[method-assign,assignment]
             rows = run_campaign(
                 policy, env, [120.0], world_seed=seed, policy_rng=np.random.default_rng(seed)
             )
@@ -239,3 +249,82 @@ def test_refit_lowers_the_spread_over_replays_on_a_synthetic_world() -> None:
     assert acc10.mean() > acc0.mean() + 0.02, (acc0, acc10)
     assert acc10.std() < acc0.std(), (acc0, acc10)
     assert acc10.min() > acc0.min(), (acc0, acc10)
+
+
+def _refit_points_and_choices(
+    refit: int, refit_growth: float | None, budget: float
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """One wsd replay (three classes): the label counts at which the posterior was refitted
+    and the (item, worker) pairs chosen, in order. ``refit_growth`` None: the argument left
+    at its default."""
+    env = ReplayEnvironment.from_label_data(load_dataset("wsd"))
+    if refit_growth is None:
+        policy = CategoricalWorkerKnowledgeGradient("one-coin", tie_break="random", refit=refit)
+    else:
+        policy = CategoricalWorkerKnowledgeGradient(
+            "one-coin", tie_break="random", refit=refit, refit_growth=refit_growth
+        )
+    points: list[int] = []
+    choices: list[tuple[int, int]] = []
+    refit_beliefs = policy._refit_beliefs
+    select = policy.select
+
+    def counting() -> None:
+        points.append(policy._n_log)
+        refit_beliefs()
+
+    def recording(state: object, *, worker: int | None = None) -> object:
+        assignment = select(state, worker=worker)  # type: ignore[arg-type]
+        if assignment is not None:
+            assert assignment.worker is not None
+            choices.append((assignment.item, assignment.worker))
+        return assignment
+
+    policy._refit_beliefs = counting  # type: ignore[method-assign]
+    policy.select = recording  # type: ignore[method-assign,assignment]
+    run_campaign(policy, env, [budget], world_seed=0, policy_rng=np.random.default_rng(0))
+    return points, choices
+
+
+def test_growing_refit_schedule() -> None:
+    """After a refit at n labels the next is at n + max(refit, ⌈growth · n⌉): every 10 labels
+    up to 200 (0.05 · 200 = 10), then 210, 221 (⌈10.5⌉ = 11), 233 (⌈11.05⌉ = 12), ..."""
+    points, _ = _refit_points_and_choices(10, 0.05, 400.0)
+    expected = [*range(10, 210, 10), 210, 221, 233, 245, 258, 271, 285, 300, 315, 331]
+    expected += [348, 366, 385]
+    assert points == expected
+    assert next_refit_at(200, 10, 0.05) == 210
+    assert next_refit_at(210, 10, 0.05) == 221
+    assert next_refit_at(1000, 10, 0.0) == 1010
+    assert next_refit_at(1000, 10, 0.5) == 1500
+
+
+def test_growth_zero_is_the_fixed_interval_with_the_same_decisions() -> None:
+    """refit_growth=0 refits at every multiple of refit and decides as the policy without the
+    argument; a growing schedule decides the same until its first refit that differs."""
+    fixed, chose_fixed = _refit_points_and_choices(7, 0.0, 300.0)
+    assert fixed == list(range(7, 301, 7))
+    default, chose_default = _refit_points_and_choices(7, None, 300.0)
+    assert default == fixed and chose_default == chose_fixed
+    grown, chose_grown = _refit_points_and_choices(7, 0.1, 300.0)
+    # 7, 14, ..., 70, then 70 + max(7, ⌈7.0⌉) = 77 (shared), then 77 + ⌈7.7⌉ = 85 (fixed: 84)
+    assert grown[:12] == [*fixed[:11], 85] and grown[12] == 85 + 9
+    # the first 84 choices come before the first refit the two schedules do not share
+    assert chose_grown[:84] == chose_fixed[:84]
+    assert chose_grown != chose_fixed
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), "0.05", True, None])
+def test_refit_growth_is_validated(bad: object) -> None:
+    policy = CategoricalWorkerKnowledgeGradient("one-coin", refit=10, refit_growth=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="refit_growth must be a finite number"):
+        policy.reset(
+            Problem(n_items=4, budget=8, n_classes=3, n_workers=3), np.random.default_rng(0)
+        )
+
+
+def test_any_class_one_coin_passes_refit_growth_to_its_delegate() -> None:
+    policy = OneCoinAnyClassKnowledgeGradient(refit=10)
+    policy.refit_growth = 0.05  # the parent's argument (worker_aware.OneCoinKnowledgeGradient)
+    policy.reset(Problem(n_items=4, budget=8, n_classes=3, n_workers=3), np.random.default_rng(0))
+    assert policy.multiclass_ is not None and policy.multiclass_.refit_growth == 0.05

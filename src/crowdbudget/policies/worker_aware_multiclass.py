@@ -36,6 +36,16 @@ plus O(live pairs of labelled workers + items). On millionaire (214,658 recorded
 players) it is what makes refit affordable: 6.6 s instead of 22.9 s for one replay at 1 label
 per item (profiled, loaded machine).
 
+Refit schedule. ``refit_growth=g`` (ours, issue 15): after a refit at n labels the next one
+is at n + max(refit, ⌈g·n⌉) labels — every ``refit`` labels while g·n ≤ refit, then
+geometrically (a factor 1 + g per refit). A refit costs O(labels so far + live pairs), so the
+fixed interval costs O(n²/refit) over a campaign of n labels — quadratic (adult at 1 label per
+item: 262 s per replay); the growing one O(n·(1/g + log n)) — about n/(g·n) = 1/g refits
+per doubling of the labels. g = 0 (the default) is the fixed interval, the same decisions as
+before. The refit's purpose (undoing a lucky start) needs the early refits most: a worker's
+belief from its first labels is the one that can lock in; later, at most a fraction ≈ g of
+all labels has been read only online since the last refit.
+
 Cost per label: the label changes item i and worker j only, so the scores of item i's pairs and
 of worker j's pairs are recomputed (vectorised, O(K²) each) — never all pairs; used-up replay
 pairs are skipped; the pairs of still unlabeled items share one score per worker when every
@@ -51,6 +61,7 @@ builds :class:`CategoricalWorkerKnowledgeGradient` with the confusion model for 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 
 import numpy as np
@@ -96,6 +107,26 @@ def tail_mean(rewards: FloatArray, probabilities: FloatArray, alpha: float) -> F
     return np.asarray((mass * r).sum(axis=1) / level, dtype=float)
 
 
+def check_refit_growth(refit_growth: object) -> None:
+    """``refit_growth`` must be a finite number >= 0 (InvalidParameterError otherwise)."""
+    if not (
+        isinstance(refit_growth, int | float | np.integer | np.floating)
+        and not isinstance(refit_growth, bool)
+        and math.isfinite(float(refit_growth))
+        and float(refit_growth) >= 0.0
+    ):
+        raise InvalidParameterError(
+            f"refit_growth must be a finite number >= 0 (0: every refit labels), "
+            f"got {refit_growth!r}"
+        )
+
+
+def next_refit_at(n_labels: int, refit: int, refit_growth: float) -> int:
+    """After a refit at ``n_labels`` labels, the label count of the next refit:
+    n + max(refit, ⌈refit_growth · n⌉) (module docstring, "Refit schedule")."""
+    return n_labels + max(int(refit), math.ceil(float(refit_growth) * n_labels))
+
+
 class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
     """(Optimistic / CVaR) knowledge gradient over (item, worker) pairs, any K ≥ 2 classes
     (module docstring).
@@ -111,6 +142,9 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         alpha: None, or the CVaR level α of CVaR-KG, which then replaces ``optimistic``.
         refit: re-read all labels every this many labels (0: never, the paper's sequential
             rule; module docstring, "Refit").
+        refit_growth: a growing refit schedule (0: every ``refit`` labels): after a refit at
+            n labels the next one is at n + max(refit, ⌈refit_growth · n⌉) labels (module
+            docstring, "Refit schedule").
 
     Fitted attributes:
         posterior_: the one-coin or confusion posterior
@@ -133,6 +167,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         tie_break: TieBreak = "first",
         alpha: float | None = None,
         refit: int = 0,
+        refit_growth: float = 0.0,
     ) -> None:
         self.worker_model = worker_model
         self.optimistic = optimistic
@@ -140,6 +175,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         self.tie_break = tie_break
         self.alpha = alpha
         self.refit = refit
+        self.refit_growth = refit_growth
 
     def validate_params(self) -> None:
         if self.worker_model not in CATEGORICAL_WORKER_MODELS:
@@ -159,6 +195,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
             raise InvalidParameterError(
                 f"refit must be an integer >= 0 (0: never), got {self.refit!r}"
             )
+        check_refit_growth(self.refit_growth)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -185,6 +222,9 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         # the labels so far (for refit): rows (item, worker, label), grown by doubling
         self._log = np.empty((64, 3), dtype=np.int64)
         self._n_log = 0
+        # the number of labels at which the next refit happens (module docstring, "Refit
+        # schedule"); with refit_growth = 0 it is every multiple of refit, as before
+        self._next_refit = int(self.refit)
 
     # ---- scores -----------------------------------------------------------------------------
     def _build_pairs(self, state: CampaignState) -> None:
@@ -341,7 +381,8 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
                 self._log = np.concatenate([self._log, np.empty_like(self._log)])
             self._log[self._n_log] = (event.item, event.worker, event.label)
             self._n_log += 1
-            if self._n_log % self.refit == 0:
+            if self._n_log == self._next_refit:
+                self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
                 self._refit_beliefs()
                 return
         if not self._pairs_built:
@@ -431,6 +472,8 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             tie_break=self.tie_break,
             alpha=self.alpha,
             refit=self.refit,
+            # the parent's constructor argument (worker_aware.OneCoinKnowledgeGradient)
+            refit_growth=getattr(self, "refit_growth", 0.0),
         )
         delegate.reset(problem, rng)
         self.multiclass_ = delegate

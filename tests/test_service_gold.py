@@ -18,6 +18,8 @@ from crowdbudget.aggregation.calibration import (
     brier_score,
     calibration_metrics,
     expected_calibration_error,
+    fit_probability_floor,
+    floor_calibration,
     negative_log_likelihood,
 )
 from crowdbudget.campaign import Campaign, EventStore
@@ -246,6 +248,14 @@ def test_calibration_equals_the_metrics_on_the_results_probabilities(
     np.testing.assert_allclose(reported, exact_confidence, rtol=1e-14, atol=0)
     exact = calibration_metrics(probas, scored, labels=labels)
     assert {name: found[name] for name in exact} == exact
+    # the probability floor the gold supports, and its cross-fitted metrics (folds from the
+    # campaign's seed)
+    floor = floor_calibration(
+        probas, scored, labels=labels, rng=np.random.default_rng(campaign.config.seed)
+    )
+    assert found["floor"]["epsilon"] == floor["floor"] == fit_probability_floor(probas, scored)
+    assert found["floor"]["n_folds"] == floor["n_folds"] == min(5, found["n_scored"])
+    assert found["floor"]["cross_fitted"] == floor["cross_fitted"]
     # the reliability bins: every scored item once, and they give back the ECE
     bins = found["bins"]
     assert len(bins) == 10 and sum(b["count"] for b in bins) == found["n_scored"]

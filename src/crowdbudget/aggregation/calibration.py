@@ -202,6 +202,96 @@ def verdict_calibration(
     }
 
 
+#: the largest probability floor :func:`fit_probability_floor` returns: a weight above 1/2 on
+#: the uniform distribution would say the verdict is noise more often than information
+MAX_FLOOR = 0.5
+#: folds of :func:`floor_calibration`'s cross-fitting (leave-one-out below this many items)
+FLOOR_FOLDS = 5
+
+
+def apply_probability_floor(probas: npt.ArrayLike, floor: float) -> np.ndarray:
+    """``(1 − ε) p + ε / C``, shape (n_items, C): the verdict mixed with the uniform
+    distribution with weight ``floor`` = ε. Each row keeps its order (so its label) and sums
+    to 1; no class falls below ε / C."""
+    p = np.asarray(probas, dtype=float)
+    return (1.0 - floor) * p + floor / p.shape[1]
+
+
+def fit_probability_floor(probas: npt.ArrayLike, gold: npt.ArrayLike) -> float:
+    """The floor ε in [0, :data:`MAX_FLOOR`] under which the gold items are most likely:
+    argmax_ε Σ_i log((1 − ε) p_i + ε / C), p_i the verdict's probability of item i's gold
+    class (``probas`` (n_items, C), ``gold`` (n_items,), −1 for no gold).
+
+    Why: EM verdicts assume every item's labels are independent given its class, so an item
+    on which many workers agree gets a probability within 1e-10 of 1 — and when the gold
+    disagrees with such an item (RTE, temp and adult each have some) its NLL term is
+    ~25 nats. ε is the rate of those disagreements the model cannot see. It is not
+    identifiable from crowd labels (they look the same either way; fitted by leave-one-label-
+    out likelihood it comes out ~1e-5, docs/calibration.md) but it is from a gold sample.
+
+    The log-likelihood L(ε) is a sum of logs of affine functions of ε, so it is concave and
+    its derivative L'(ε) = Σ (1/C − p_i) / ((1 − ε) p_i + ε / C) decreases: the maximiser is
+    0 when L' ≤ 0 just above 0, :data:`MAX_FLOOR` when L' ≥ 0 there, else L''s one root
+    (Brent's method; L' is finite on (0, 1] since every denominator is at least ε / C > 0).
+    """
+    from scipy.optimize import brentq
+
+    p, truth, _ = _gold_rows(probas, gold, None)
+    if truth.shape[0] == 0:
+        return 0.0
+    n_classes = p.shape[1]
+    p_gold = p[np.arange(truth.shape[0]), truth]
+
+    def slope(eps: float) -> float:
+        return float(np.sum((1.0 / n_classes - p_gold) / ((1.0 - eps) * p_gold + eps / n_classes)))
+
+    low = 1e-12
+    if slope(low) <= 0.0:
+        return 0.0
+    if slope(MAX_FLOOR) >= 0.0:
+        return MAX_FLOOR
+    return float(brentq(slope, low, MAX_FLOOR, xtol=1e-12))
+
+
+def floor_calibration(
+    probas: npt.ArrayLike,
+    gold: npt.ArrayLike,
+    *,
+    labels: npt.ArrayLike | None = None,
+    n_folds: int = FLOOR_FOLDS,
+    rng: np.random.Generator | None = None,
+    n_bins: int = DEFAULT_BINS,
+) -> dict[str, Any]:
+    """A probability floor fitted on the gold items, and how well it would do on gold it has
+    not seen: ``floor`` (ε fitted on every gold item, :func:`fit_probability_floor`) and
+    ``cross_fitted`` (:func:`calibration_metrics` of the floored probabilities where each
+    gold item's ε was fitted on the other folds: ``n_folds`` random folds, one item per fold
+    below that many items). Metrics on the same items the fit saw would flatter the floor;
+    cross-fitting is the honest estimate. ``cross_fitted`` is None with fewer than 2 gold
+    items. ``rng`` draws the folds (default: seed 0, so the report is the same every time)."""
+    p = np.asarray(probas, dtype=float)
+    truth = np.asarray(gold, dtype=np.int64).reshape(-1)
+    floor = fit_probability_floor(p, truth)
+    scored = np.flatnonzero(truth >= 0)
+    out: dict[str, Any] = {"floor": floor, "cross_fitted": None, "n_folds": 0}
+    if scored.shape[0] < 2:
+        return out
+    rng = np.random.default_rng(0) if rng is None else rng
+    k = min(int(n_folds), scored.shape[0])
+    fold_of = rng.permutation(scored.shape[0]) % k
+    floored = p.copy()
+    for fold in range(k):
+        held, fitting = scored[fold_of == fold], scored[fold_of != fold]
+        only_fitting = np.full_like(truth, -1)
+        only_fitting[fitting] = truth[fitting]
+        floored[held] = apply_probability_floor(p[held], fit_probability_floor(p, only_fitting))
+    only_scored = np.full_like(truth, -1)
+    only_scored[scored] = truth[scored]
+    out["cross_fitted"] = calibration_metrics(floored, only_scored, labels=labels, n_bins=n_bins)
+    out["n_folds"] = k
+    return out
+
+
 def reliability_diagram(
     probas: npt.ArrayLike,
     gold: npt.ArrayLike,
@@ -259,10 +349,15 @@ def reliability_diagram(
 __all__ = [
     "BINNINGS",
     "DEFAULT_BINS",
+    "FLOOR_FOLDS",
+    "MAX_FLOOR",
     "NLL_CLIP",
+    "apply_probability_floor",
     "brier_score",
     "calibration_metrics",
     "expected_calibration_error",
+    "fit_probability_floor",
+    "floor_calibration",
     "negative_log_likelihood",
     "reliability_bins",
     "reliability_diagram",

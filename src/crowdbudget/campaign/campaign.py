@@ -96,6 +96,7 @@ import pandas as pd
 from crowdbudget.aggregation.calibration import (
     DEFAULT_BINS,
     calibration_metrics,
+    floor_calibration,
     reliability_bins,
 )
 from crowdbudget.aggregation.registry import make_aggregator
@@ -1376,12 +1377,29 @@ class Campaign:
         gold[items] = np.fromiter(self._gold.values(), dtype=np.int64, count=len(self._gold))
         gold[self.state.label_counts.sum(axis=1) == 0] = -1  # scored: gold items with labels
         metrics = calibration_metrics(probabilities, gold, labels=labels, n_bins=n_bins)
+        # the probability floor the gold sample supports, scored on gold it was not fitted on
+        # (folds drawn from the campaign's seed, outside the policy's stream)
+        floor = floor_calibration(
+            probabilities,
+            gold,
+            labels=labels,
+            n_bins=n_bins,
+            rng=np.random.default_rng(self.config.seed),
+        )
+        fitted = floor["cross_fitted"]
         return {
             "verdict": check_verdict(verdict or self.config.verdict, len(self.config.classes)),
             "n_gold": len(self._gold),
             "n_scored": int(np.count_nonzero(gold >= 0)),
             **{k: (None if np.isnan(v) else v) for k, v in metrics.items()},
             "bins": reliability_bins(probabilities, gold, labels=labels, n_bins=n_bins),
+            "floor": {
+                "epsilon": floor["floor"],
+                "n_folds": floor["n_folds"],
+                "cross_fitted": None
+                if fitted is None
+                else {k: (None if np.isnan(v) else v) for k, v in fitted.items()},
+            },
         }
 
     # ------------------------------------------------------------------ reading

@@ -8,8 +8,12 @@ rows — the confidence is the aggregator's probability of the label it chose �
 ``--gold`` it also reports accuracy and calibration on the gold tasks (ECE over
 ``--bins`` equal-width and equal-mass bins, NLL, Brier:
 :func:`crowdbudget.experiments.metrics.calibration_metrics`), and ``--reliability PNG``
-draws the reliability diagram; with ``--json`` it prints one JSON document (the method,
-sizes, metrics and where the rows went).
+draws the reliability diagram; ``--fit-floor`` fits a probability floor on the gold tasks
+(:func:`crowdbudget.aggregation.calibration.fit_probability_floor`: the verdict mixed with the
+uniform distribution at the weight under which the gold is most likely), writes the floored
+probabilities and reports their metrics cross-fitted over 5 folds of the gold (each gold
+task scored with a floor fitted on the others). With ``--json`` it prints one JSON document
+(the method, sizes, metrics and where the rows went).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ def _methods_help() -> str:
 
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
+    from crowdbudget.aggregation.calibration import apply_probability_floor, floor_calibration
     from crowdbudget.aggregation.registry import make_aggregator
     from crowdbudget.datasets.loaders import read_labels_csv
     from crowdbudget.experiments.metrics import calibration_metrics, reliability_diagram
@@ -47,6 +52,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         raise DataFormatError(f"gold file {args.gold!r} not found (a CSV task,label)")
     if args.reliability is not None and args.gold is None:
         raise DataFormatError("--reliability needs --gold (a CSV task,label) to compare with")
+    if args.fit_floor and args.gold is None:
+        raise DataFormatError("--fit-floor needs --gold (a CSV task,label) to fit the floor on")
     if args.bins < 1:
         raise DataFormatError(f"--bins must be an integer >= 1, got {args.bins}")
     if args.out is not None:
@@ -57,13 +64,28 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
     )
     aggregator.fit(data)
+    probas = aggregator.probas_
+    floor: dict[str, Any] | None = None
+    has_gold = data.gold is not None and bool((data.gold >= 0).any())
+    if args.fit_floor and has_gold:
+        assert data.gold is not None
+        floor = floor_calibration(
+            probas,
+            data.gold,
+            labels=aggregator.labels_,
+            n_bins=args.bins,
+            rng=np.random.default_rng(args.seed),
+        )
+        # the rows carry the floored probabilities (ε fitted on every gold task); the
+        # labels do not change: the floor keeps each row's order
+        probas = apply_probability_floor(probas, floor["floor"])
     tasks = pd.Series(data.item_ids, name="task")
     if args.proba:
-        rows = pd.DataFrame(aggregator.probas_, columns=list(data.classes))
+        rows = pd.DataFrame(probas, columns=list(data.classes))
         rows.insert(0, "task", tasks)
     else:
         classes = pd.Series(list(data.classes), dtype=object)
-        confidence = aggregator.probas_[np.arange(data.n_items), aggregator.labels_]
+        confidence = probas[np.arange(data.n_items), aggregator.labels_]
         rows = pd.DataFrame(
             {
                 "task": tasks,
@@ -73,7 +95,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         )
     accuracy = None
     calibration: dict[str, float] | None = None
-    if data.gold is not None and (data.gold >= 0).any():
+    if has_gold:
+        assert data.gold is not None
         accuracy = data.accuracy(aggregator.labels_)
         calibration = calibration_metrics(
             aggregator.probas_, data.gold, labels=aggregator.labels_, n_bins=args.bins
@@ -97,6 +120,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             "gold": args.gold,
             "method": args.method,
             "bins": args.bins,
+            "fit_floor": args.fit_floor,
         },
         "results": {
             "n_tasks": data.n_items,
@@ -105,6 +129,13 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             "classes": list(data.classes),
             "accuracy": accuracy,
             "calibration": calibration,
+            "floor": None
+            if floor is None
+            else {
+                "epsilon": floor["floor"],
+                "n_folds": floor["n_folds"],
+                "cross_fitted": floor["cross_fitted"],
+            },
             "reliability": args.reliability if calibration is not None else None,
             "gold_tasks_without_labels": int(data.extra.get("gold_without_labels", 0)),
             "out": args.out,
@@ -135,6 +166,16 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
                 f"{calibration['confidence']:.4f}",
                 file=sys.stderr,
             )
+        if floor is not None:
+            fitted = floor["cross_fitted"]
+            line = f"probability floor fitted on the gold tasks: ε = {floor['floor']:.4f}"
+            if fitted is not None:
+                line += (
+                    f"; floored, cross-fitted over {floor['n_folds']} folds of the gold: "
+                    f"ECE {fitted['ece']:.4f}, NLL {fitted['nll']:.4f}, Brier "
+                    f"{fitted['brier']:.4f}, mean confidence {fitted['confidence']:.4f}"
+                )
+            print(line, file=sys.stderr)
         if args.reliability is not None:
             print(f"reliability diagram → {args.reliability}", file=sys.stderr)
     return 0
@@ -170,6 +211,14 @@ def add_aggregate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--reliability", default=None, help="with --gold: write a reliability diagram PNG here"
     )
     p.add_argument("--bins", type=int, default=10, help="ECE / diagram bins (default 10)")
+    p.add_argument(
+        "--fit-floor",
+        action="store_true",
+        help="with --gold: mix the probabilities with the uniform distribution at the weight "
+        "that makes the gold most likely, write those, and report their calibration "
+        "cross-fitted over 5 folds of the gold (EM verdicts are over-confident where the "
+        "gold disagrees with many workers; crowd labels alone cannot tell how often)",
+    )
     p.add_argument(
         "--proba",
         action="store_true",

@@ -12,11 +12,13 @@ import pytest
 from crowdbudget.datasets import load_dataset
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.runner import run_campaign
+from crowdbudget.policies._index import canonical_scores
 from crowdbudget.policies.worker_aware_multiclass import (
     CategoricalWorkerKnowledgeGradient,
     OneCoinAnyClassKnowledgeGradient,
     next_refit_at,
 )
+from crowdbudget.posteriors.base import kg_rewards
 from crowdbudget.posteriors.categorical_workers import (
     ConfusionPosterior,
     OneCoinCategoricalPosterior,
@@ -328,3 +330,48 @@ def test_any_class_one_coin_passes_refit_growth_to_its_delegate() -> None:
     policy.refit_growth = 0.05  # the parent's argument (worker_aware.OneCoinKnowledgeGradient)
     policy.reset(Problem(n_items=4, budget=8, n_classes=3, n_workers=3), np.random.default_rng(0))
     assert policy.multiclass_ is not None and policy.multiclass_.refit_growth == 0.05
+
+
+def _lookahead_best(post: OneCoinCategoricalPosterior, workers: np.ndarray, items: np.ndarray):  # type: ignore[no-untyped-def]
+    return post.lookahead(workers, items=items).class_probabilities.max(axis=-1)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 4, 5, 7, 8, 9])
+def test_one_coin_best_after_is_the_lookahead_bit_for_bit(n_classes: int) -> None:
+    """The Opt-KG fast path (max_k q'_l(k) without the (n, K, K) look-ahead) gives the same
+    floats as the look-ahead: random beliefs spanning 16 orders of magnitude, peaked and
+    flat items, reliabilities from near 0 to near 1 (K ≥ 8 takes the look-ahead itself)."""
+    rng = np.random.default_rng(n_classes)
+    n_items, n_workers = 4000, 50
+    post = OneCoinCategoricalPosterior(np.ones(n_classes), (1.0, 4.0), n_items, n_workers)
+    raw = rng.random((n_items, n_classes)) * 10.0 ** rng.integers(-16, 1, (n_items, n_classes))
+    raw[:100] = 1.0  # flat items (ties between labels)
+    post.q = raw / raw.sum(axis=1, keepdims=True)
+    post.c = rng.uniform(0.01, 500.0, n_workers)
+    post.d = rng.uniform(0.01, 500.0, n_workers)
+    items = rng.integers(n_items, size=20000)
+    workers = rng.integers(n_workers, size=20000)
+    fast = post.best_after(workers, items)
+    np.testing.assert_array_equal(fast, _lookahead_best(post, workers, items))
+
+
+def test_one_coin_opt_kg_scores_equal_the_lookahead_scores_on_adult() -> None:
+    """At several points of an adult replay (after refits and online updates) every live
+    pair's Opt-KG score from the fast path equals the score from the full look-ahead."""
+    env = ReplayEnvironment.from_label_data(load_dataset("adult"))
+    policy = CategoricalWorkerKnowledgeGradient(
+        "one-coin", tie_break="random", refit=10, refit_growth=0.5
+    )
+    for budget in (25.0, 1500.0):
+        run_campaign(policy, env, [budget], world_seed=0, policy_rng=np.random.default_rng(0))
+        post = policy.posterior_
+        assert isinstance(post, OneCoinCategoricalPosterior)
+        pairs = np.flatnonzero(policy._scores > -np.inf)
+        items = policy._pair_items[pairs]
+        workers = policy._pair_workers[pairs]
+        look = post.lookahead(workers, items=items)
+        rewards = kg_rewards(look, policy._item_error[items])
+        rewards = np.where(np.abs(rewards) < 1e-12, 0.0, rewards)
+        expected = canonical_scores(rewards.max(axis=1))
+        np.testing.assert_array_equal(policy._score_pairs(pairs), expected)
+        np.testing.assert_array_equal(policy._scores[pairs], expected)

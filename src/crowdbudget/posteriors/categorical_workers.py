@@ -245,6 +245,40 @@ def _one_coin_after(q: FloatArray, mu: FloatArray) -> tuple[FloatArray, FloatArr
     return p / p.sum(axis=1, keepdims=True), after
 
 
+#: numpy sums a row of fewer than 8 entries left to right (its pairwise summation unrolls
+#: blocks of 8 only from 8 entries on); :func:`_one_coin_best_after` relies on it for K < 8
+_SEQUENTIAL_SUM_BELOW = 8
+
+
+def _one_coin_best_after(q: FloatArray, mu: FloatArray) -> FloatArray:
+    """max_k q'_l(k) for each label l, shape (n, K) — the same numbers, bit for bit, as
+    ``_one_coin_after(q, mu)[1].max(axis=2)``, without the (n, K, K) array.
+
+    Args:
+        q: item beliefs, shape (n, K) with K < 8; mu: worker means, shape (n,).
+
+    Why bit for bit: after label l the unnormalised row is u_l(k) = q(k)(1 − μ)/(K−1) for
+    k ≠ l and q(l)μ for k = l, exactly the entries :func:`_one_coin_after` builds; its
+    normaliser S_l = Σ_k u_l(k) is summed here left to right, the order numpy uses for a row
+    of K < 8 entries (checked in tests/test_multiclass_refit.py); and since rounding is
+    monotone, max_k fl(u_l(k)/S_l) = fl(max_k u_l(k) / S_l) for S_l > 0.
+    """
+    n_classes = q.shape[1]
+    off = (1.0 - mu) / (n_classes - 1)
+    base = q * off[:, None]
+    right = q * mu[:, None]
+    best = np.empty_like(q)
+    for label in range(n_classes):
+        row = [right[:, k] if k == label else base[:, k] for k in range(n_classes)]
+        total = row[0].copy()
+        top = row[0].copy()
+        for k in range(1, n_classes):
+            total += row[k]
+            np.maximum(top, row[k], out=top)
+        best[:, label] = top / total
+    return best
+
+
 class OneCoinCategoricalPosterior:
     """Categorical item beliefs and one-coin worker Betas, any K ≥ 2 (module docstring).
 
@@ -329,6 +363,18 @@ class OneCoinCategoricalPosterior:
         mu = np.broadcast_to(np.asarray(c / (c + d), dtype=float), (q.shape[0],))
         p, after = _one_coin_after(q, mu)
         return Lookahead(p, after)
+
+    def best_after(self, worker: IntArray, items: IntArray) -> FloatArray:
+        """For the pairs (items[p], worker[p]): max_k of the item's class probabilities after
+        each label l, shape (n_pairs, K) — ``lookahead(worker, items).class_probabilities
+        .max(axis=-1)`` bit for bit, in O(n K²) time without the (n, K, K) array when K < 8
+        (:func:`_one_coin_best_after`; the Opt-KG rewards need nothing else)."""
+        if self.n_classes >= _SEQUENTIAL_SUM_BELOW:
+            return np.asarray(
+                self.lookahead(worker, items=items).class_probabilities.max(axis=-1), dtype=float
+            )
+        c, d = self.c[worker], self.d[worker]
+        return _one_coin_best_after(self.q[items], np.asarray(c / (c + d), dtype=float))
 
     def class_probabilities(self) -> FloatArray:
         """q, shape (n_items, K) (a copy)."""

@@ -36,9 +36,9 @@ def test_the_refits_happen_at_the_schedule_points() -> None:
     seen: list[int] = []
     refit = policy._refit_beliefs  # type: ignore[attr-defined]
 
-    def spy() -> None:
+    def spy(*args: int) -> None:
         seen.append(policy._n_log)  # type: ignore[attr-defined]
-        refit()
+        refit(*args)
 
     policy._refit_beliefs = spy  # type: ignore[attr-defined]
     with warnings.catch_warnings():
@@ -61,13 +61,15 @@ def test_growth_is_refused_where_refit_is_and_without_refit() -> None:
         "opt-kg:posterior=two-coin:refit-growth=0.1",
         "opt-kg:features=logistic:refit-growth=0.1",
     ):
-        with pytest.raises(InvalidParameterError, match="refit-growth needs posterior=one-coin"):
+        with pytest.raises(InvalidParameterError, match="refit-growth needs posterior=one-coin or"):
             make_policy(policy_id)
     with pytest.raises(InvalidParameterError, match="refit_growth needs refit >= 1"):
         make_policy("opt-kg:posterior=one-coin:refit=0:refit-growth=0.1")
     with pytest.raises(InvalidParameterError, match="refit-growth"):
         make_policy("opt-kg:posterior=one-coin:refit-growth=-1")
     check_policy("opt-kg:posterior=one-coin:refit=3:refit-growth=0.2", n_items=5, budget=14)
+    confusion = make_policy("opt-kg:posterior=confusion:refit=5:refit-growth=0.2")
+    assert confusion.refit_growth == 0.2  # type: ignore[attr-defined]
 
 
 def _decisions(policy_id: str, budget: int) -> tuple[list[tuple[int, int]], list[float]]:

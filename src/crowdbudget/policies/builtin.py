@@ -80,6 +80,12 @@ FEATURE_MODELS = ("none", "logistic")
 _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 
 
+#: refit variants of the binary one-coin policy, passed only when given (issue 15)
+_ONE_COIN_REFIT_PARAMS = ("refit_items", "refit_rounds", "refit_final")
+#: the worker models whose refit takes ``refit-growth``
+GROWING_REFITS = ("one-coin", "confusion")
+
+
 def _with_workers(
     optimistic: bool,
     workers: str,
@@ -92,10 +98,13 @@ def _with_workers(
         raise InvalidParameterError(
             f"features must be one of {', '.join(FEATURE_MODELS)}, got {features!r}"
         )
-    if "refit_growth" in kwargs and (features != "none" or workers != "one-coin"):
-        # the growing schedule is the one-coin policy's (binary here; the multi-class one-coin
-        # class takes it through OneCoinAnyClassKnowledgeGradient)
-        raise InvalidParameterError("refit-growth needs posterior=one-coin")
+    if "refit_growth" in kwargs and (features != "none" or workers not in GROWING_REFITS):
+        # the growing schedule is the worker-aware policies' (one-coin: binary and, through
+        # OneCoinAnyClassKnowledgeGradient, multi-class; confusion), not the feature model's
+        raise InvalidParameterError("refit-growth needs posterior=one-coin or posterior=confusion")
+    for key in _ONE_COIN_REFIT_PARAMS:
+        if key in kwargs and (features != "none" or workers != "one-coin"):
+            raise InvalidParameterError(f"{key.replace('_', '-')} needs posterior=one-coin")
     if features == "logistic":
         if workers != "none" or worker_prior is not None:
             raise InvalidParameterError(
@@ -119,6 +128,7 @@ def _with_workers(
             tie_break=kwargs.get("tie_break", "random"),
             alpha=alpha,
             refit=kwargs.get("refit", 0),
+            refit_growth=kwargs.get("refit_growth", 0.0),
         )
     if workers in ("one-coin", "two-coin"):
         # Worker-aware KG picks (item, worker) pairs. Opt-KG breaks ties at random by default
@@ -147,6 +157,7 @@ def _with_workers(
             refit=kwargs.get("refit", default_refit),
             alpha=alpha,
             refit_growth=kwargs.get("refit_growth", 0.0),
+            **{key: kwargs[key] for key in _ONE_COIN_REFIT_PARAMS if key in kwargs},
         )
     if worker_prior is not None:
         raise InvalidParameterError(
@@ -279,6 +290,22 @@ _KG_PARAMS = {
         "ceil(g*n)) labels (0: every refit labels; g > 0: a few refits per doubling of the "
         "labels, so their total cost no longer grows quadratically)",
         low=0.0,
+    ),
+    "refit-items": Param(
+        "refit-items",
+        str,
+        "posterior=one-coin, two classes: a refit's item step — sequential (the paper's moment "
+        "matching label by label) or exact (all an item's labels at once, matched once)",
+        choices=("sequential", "exact"),
+    ),
+    "refit-final": Param(
+        "refit-final",
+        read_flag,
+        "posterior=one-coin, two classes: the verdict reads a refit of all labels (of a copy; "
+        "the allocation's beliefs unchanged) when labels arrived since the last refit",
+    ),
+    "refit-rounds": Param(
+        "refit-rounds", int, "posterior=one-coin, two classes: rounds of a refit (default 3)", low=1
     ),
 }
 

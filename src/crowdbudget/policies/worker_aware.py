@@ -75,6 +75,7 @@ Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Collection
 
@@ -92,10 +93,15 @@ from crowdbudget.posteriors.one_coin import (
     _S_FLOOR,
     OneCoinPosterior,
     _theta_after,
+    exact_item_beliefs,
     one_coin_update,
 )
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
+
+#: the item step of a refit: the paper's moment matching label by label in arrival order, or
+#: the exact posterior of all an item's labels matched once (module docstring)
+REFIT_ITEM_STEPS = ("sequential", "exact")
 
 
 class OneCoinKnowledgeGradient(AllocationPolicy):
@@ -135,6 +141,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         refit: int = 0,
         alpha: float | None = None,
         refit_growth: float = 0.0,
+        refit_items: str = "sequential",
+        refit_rounds: int = 3,
+        refit_final: bool = False,
     ) -> None:
         self.optimistic = optimistic
         self.worker_prior = worker_prior
@@ -142,6 +151,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self.refit = refit
         self.alpha = alpha
         self.refit_growth = refit_growth
+        self.refit_items = refit_items
+        self.refit_rounds = refit_rounds
+        self.refit_final = refit_final
 
     def validate_params(self) -> None:
         check_tie_break(self.tie_break)
@@ -168,6 +180,15 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             )
         if growth and self.worker_model != "one-coin":
             raise InvalidParameterError("refit_growth is implemented for posterior=one-coin only")
+        if self.refit_items not in REFIT_ITEM_STEPS:
+            raise InvalidParameterError(
+                f"refit_items must be one of {', '.join(REFIT_ITEM_STEPS)}, "
+                f"got {self.refit_items!r}"
+            )
+        if not (isinstance(self.refit_rounds, int) and self.refit_rounds >= 1):
+            raise InvalidParameterError(
+                f"refit_rounds must be an integer >= 1, got {self.refit_rounds!r}"
+            )
         if growth and not self.refit:
             raise InvalidParameterError("refit_growth needs refit >= 1 (refit=0 never refits)")
         if self.alpha is not None:
@@ -187,6 +208,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._n_log = 0
         # the number of labels at which the next refit runs (refit_schedule)
         self._next_refit = self.refit
+        self._last_refit = 0
 
     def _make_posterior(self, problem: Problem) -> OneCoinPosterior | TwoCoinPosterior:
         assert problem.n_workers is not None
@@ -574,7 +596,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._n_log += 1
             if self._n_log >= self._next_refit:
                 self._next_refit = self._n_log + self._refit_interval(self._n_log)
-                self._refit_beliefs()
+                self._refit_beliefs(self.refit_rounds)
                 return
         if not self._pairs_built:
             return
@@ -627,7 +649,31 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         return points
 
     def _refit_beliefs(self, n_rounds: int = 3) -> None:
-        """Re-estimate every item and worker Beta from all labels (module docstring)."""
+        """Re-estimate every item and worker Beta from all labels (module docstring), then
+        rescore every pair."""
+        self._reestimate_beliefs(n_rounds)
+        self._last_refit = self._n_log
+        post = self.posterior_
+        if not self._pairs_built:
+            return
+        self._item_error = error_probability(post.a, post.b, post.thresholds)
+        if self._fast:
+            self._rescore_all()
+            self._best.refresh(np.arange(post.n_workers, dtype=np.int64))
+            return
+        if self._share:
+            self._fresh = (post.a == self._fresh_state[0]) & (post.b == self._fresh_state[1])
+        every = np.arange(self._pair_items.shape[0])
+        if self._remaining is not None:
+            every = every[self._remaining > 0]
+        if self._share:
+            self._rescore(every)
+        else:
+            self._scores[every] = self._score_pairs(every)
+
+    def _reestimate_beliefs(self, n_rounds: int) -> None:
+        """The refit's rounds (module docstring): every item and worker Beta of
+        ``posterior_`` re-estimated from the labels so far (new arrays, none changed in place)."""
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)
         log = self._log[: self._n_log]
@@ -645,7 +691,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             # items: the prior, then each item's labels in arrival order with the workers
             # fixed; rank k of every item at once (an item appears once per rank)
             a, b = prior[:, 1].copy(), prior[:, 0].copy()
-            if self.reference:
+            if self.refit_items == "exact":
+                reliability = post.c / (post.c + post.d)
+                a, b = exact_item_beliefs(a, b, items, labels, reliability[workers])
+            elif self.reference:
                 for sel in by_rank:
                     i, j = items[sel], workers[sel]
                     a[i], b[i], _, _, _ = one_coin_update(
@@ -669,24 +718,30 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             )
             post.c = np.asarray(c0 + right, dtype=float)
             post.d = np.asarray(d0 + (answered - right), dtype=float)
-        if self._pairs_built:
-            self._item_error = error_probability(post.a, post.b, post.thresholds)
-            if self._fast:
-                self._rescore_all()
-                self._best.refresh(np.arange(post.n_workers, dtype=np.int64))
-                return
-            if self._share:
-                self._fresh = (post.a == self._fresh_state[0]) & (post.b == self._fresh_state[1])
-            every = np.arange(self._pair_items.shape[0])
-            if self._remaining is not None:
-                every = every[self._remaining > 0]
-            if self._share:
-                self._rescore(every)
-            else:
-                self._scores[every] = self._score_pairs(every)
+
+    def _final_posterior(self) -> OneCoinPosterior | TwoCoinPosterior:
+        """The posterior the verdict reads: with ``refit_final`` and labels since the last
+        refit, a refit of a copy (the policy's own beliefs, and so its next choices, are
+        unchanged — a verdict may be asked mid-campaign)."""
+        if not (self.refit and self.refit_final and self._n_log > self._last_refit):
+            return self.posterior_
+        saved = self.posterior_
+        self.posterior_ = copy.copy(saved)
+        try:
+            self._reestimate_beliefs(self.refit_rounds)
+            return self.posterior_
+        finally:
+            self.posterior_ = saved
 
     def final_labels(self, state: CampaignState) -> IntArray:
-        return self.posterior_.predict()
+        return self._final_posterior().predict()
+
+    def final_probabilities(self, state: CampaignState) -> FloatArray:
+        final = self._final_posterior()
+        if final is self.posterior_:
+            return super().final_probabilities(state)
+        assert isinstance(final, OneCoinPosterior)
+        return final.class_probabilities()
 
 
 class TwoCoinKnowledgeGradient(OneCoinKnowledgeGradient):

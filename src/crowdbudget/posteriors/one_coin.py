@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import special
 
 from crowdbudget._validation import check_prior, check_thresholds
 from crowdbudget.exceptions import InvalidParameterError
@@ -311,3 +312,74 @@ class OneCoinPosterior:
     def worker_reliability(self) -> FloatArray:
         """Posterior mean of ρ_j, shape (n_workers,)."""
         return self.c / (self.c + self.d)
+
+
+def exact_item_beliefs(
+    prior_a: FloatArray,
+    prior_b: FloatArray,
+    items: IntArray,
+    labels: IntArray,
+    reliability: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """Every item's θ posterior given all its labels with the workers held fixed, computed
+    exactly and then moment-matched to one Beta (the ``refit_items="exact"`` item step).
+
+    With the worker beliefs fixed and independent of θ, a label z of a worker of mean
+    reliability r multiplies the density of θ by ``rθ + (1−r)(1−θ)`` (z = 1) or
+    ``(1−r)θ + r(1−θ)`` (z = 0) — exact: the likelihood is linear in ρ, so integrating ρ out
+    of its Beta gives its mean (§4, eq. 13). After n labels the product is a polynomial
+    ``Σ_k w_k θ^k (1−θ)^(n−k)`` (Bernstein basis), so the posterior is the mixture
+    ``Σ_k π_k Beta(a+k, b+n−k)`` with ``π_k ∝ w_k B(a+k, b+n−k)``. Its first two moments are
+    matched by one Beta, once, instead of label by label in arrival order (the paper's
+    sequential rule, whose result depends on the order of the labels).
+
+    Args:
+        prior_a, prior_b: shape (n_items,), every item's prior Beta.
+        items, labels: shape (n_labels,), the labels (0/1) and their items.
+        reliability: shape (n_labels,), the mean reliability c/(c+d) of each label's worker.
+
+    Returns:
+        ``(a, b)``, shape (n_items,): the matched Betas (an item without labels keeps its
+        prior exactly).
+    """
+    n_items = prior_a.shape[0]
+    counts = np.bincount(items, minlength=n_items)
+    order = np.argsort(items, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0]) - np.searchsorted(items[order], items[order])
+    width = int(counts.max()) + 1 if counts.shape[0] else 1
+    # weights[i, k]: the coefficient of θ^k (1−θ)^(n_i−k); each row is rescaled to sum 1
+    # after every label (a common factor of a row does not change its π), so no underflow
+    weights = np.zeros((n_items, width))
+    weights[:, 0] = 1.0
+    up = labels == 1
+    for k in range(width - 1):
+        sel = np.flatnonzero(rank == k)
+        i = items[sel]
+        p_theta = np.where(up[sel], reliability[sel], 1.0 - reliability[sel])[:, None]
+        row = weights[i, : k + 1]
+        new = np.zeros((i.shape[0], k + 2))
+        new[:, 1:] += p_theta * row
+        new[:, :-1] += (1.0 - p_theta) * row
+        weights[i, : k + 2] = new / new.sum(axis=1, keepdims=True)
+    k_idx = np.arange(width)[None, :]
+    n = counts[:, None]
+    ka = prior_a[:, None] + k_idx
+    kb = prior_b[:, None] + (n - k_idx)
+    valid = (k_idx <= n) & (weights > 0)
+    # log π_k up to a per-item constant; exp after subtracting the row max is in (0, 1]
+    safe_a, safe_b = np.where(valid, ka, 1.0), np.where(valid, kb, 1.0)
+    log_pi = np.where(
+        valid,
+        np.log(np.where(valid, weights, 1.0)) + special.betaln(safe_a, safe_b),
+        -np.inf,
+    )
+    pi = np.exp(log_pi - log_pi.max(axis=1, keepdims=True))
+    pi /= pi.sum(axis=1, keepdims=True)
+    total = prior_a + prior_b + counts
+    mean_k = safe_a / total[:, None]
+    mean = np.sum(pi * mean_k, axis=1)
+    second = np.sum(pi * mean_k * (safe_a + 1.0) / (total[:, None] + 1.0), axis=1)
+    a, b = _match(mean, second)
+    unlabeled = counts == 0
+    return np.where(unlabeled, prior_a, a), np.where(unlabeled, prior_b, b)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from crowdbudget.bounds.lagrangian import lagrangian_bound
 from crowdbudget.experiments.continuous import run_continuous_experiment
 from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy, StateBuckets
-from crowdbudget.policies.ucb import ucb1_tuned_scores
+from crowdbudget.policies.ucb import UCB1TunedPolicy, ucb1_tuned_scores
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.continuous_time import (
     ContinuousTimeEnvironment,
@@ -116,11 +116,18 @@ def test_ucb1_tuned_scores_by_hand_and_unlabeled_tasks_first() -> None:
     assert score[0] == pytest.approx(width - 0.25)
     assert score[1] == math.inf
     problem = Problem(n_items=3, budget=10)
-    policy = make_policy("ucb1-tuned")
-    policy.reset(problem, np.random.default_rng(0))
     state = CampaignState.initial(problem)
     state.label_counts[0] = [1, 1]
+    # unlabeled tasks first: the smallest index with the papers' rule, either of them at random
+    policy = UCB1TunedPolicy(tie_break="first")
+    policy.reset(problem, np.random.default_rng(0))
     assert policy.select(state).item == 1  # type: ignore[union-attr]
+    policy = UCB1TunedPolicy()
+    picks = set()
+    for seed in range(40):
+        policy.reset(problem, np.random.default_rng(seed))
+        picks.add(policy.select(state).item)  # type: ignore[union-attr]
+    assert picks == {1, 2}
 
 
 def test_index_policy_refuses_prices_and_bad_parameters() -> None:

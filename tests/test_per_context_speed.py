@@ -61,6 +61,9 @@ class Reference(PerContextOptKG):
 def _run(policy_id: str, env: object, budgets: list[float], seed: int, mode: str, ref: bool):
     policy = make_policy(policy_id)
     assert isinstance(policy, PerContextOptKG)
+    # the reference takes the smallest pair index among equal scores (the rule before issue
+    # 15's random default): compare the layouts and scores under that rule
+    policy.tie_break = "first"
     if ref:
         policy.__class__ = Reference
     log: list[tuple[int, int, int]] = []

@@ -28,6 +28,9 @@ RANDOM_BY_DEFAULT = [
     "opt-kg:features=logistic",
     "kg-random",
     "opt-kg:posterior=one-coin",
+    "ucb1-tuned",
+    "opt-kg-per-context",
+    "bbta",
 ]
 
 
@@ -63,6 +66,9 @@ def test_the_policies_listing_shows_the_default() -> None:
         ("opt-kg:posterior=one-coin:refit=0", False),  # worker-aware: random, as the papers'
         ("uniform", False),
         ("lagrangian-index", False),
+        ("ucb1-tuned", True),
+        ("opt-kg-per-context", True),
+        ("bbta:n-explore=1", True),
     ],
 )
 def test_pin_paper_ties(policy_id: str, pinned: bool) -> None:
@@ -111,3 +117,24 @@ def test_score_buckets_keep_a_given_member_order() -> None:
     draws = [int(np.random.default_rng(s).integers(3)) for s in range(3)]
     assert picks == [[4, 2, 1][d] for d in draws]
     assert ScoreBuckets(scores, "first", order).best() == 1
+
+
+@pytest.mark.parametrize("policy_id", ["ucb1-tuned", "opt-kg-per-context", "bbta:n-explore=0"])
+def test_the_bandit_policies_pick_among_tied_tasks_at_random(policy_id: str) -> None:
+    """At the start every task ties (no labels); ``tie-break=first`` takes task 0, the default
+    any of them."""
+    n_workers = 2
+    problem = Problem(n_items=5, budget=100, n_workers=n_workers)
+    state = CampaignState.initial(problem)
+    picks = set()
+    for seed in range(60):
+        policy = make_policy(policy_id)
+        policy.reset(problem, np.random.default_rng(seed))
+        chosen = policy.select(state)
+        assert chosen is not None
+        picks.add(chosen.item)
+    assert picks == set(range(5))
+    first = make_policy(f"{policy_id}:tie-break=first")
+    first.reset(problem, np.random.default_rng(0))
+    chosen = first.select(state)
+    assert chosen is not None and chosen.item == 0

@@ -440,7 +440,9 @@ register_policy(
     PolicySpec(
         "ucb1-tuned",
         UCB1TunedPolicy,
-        "UCB1-tuned: the task whose confidence interval reaches deepest across its threshold",
+        "UCB1-tuned: the task whose confidence interval reaches deepest across its threshold; "
+        "random ties (tie-break=first: smallest index)",
+        params={"tie-break": TIE_BREAK},
         paper=HU_FRAZIER,
         capabilities=_BINARY,
     )
@@ -510,10 +512,12 @@ register_policy(
     PolicySpec(
         "bbta",
         BanditTaskAssignment,
-        "BBTA (Algorithm 1): pure exploration, per-context Exp3 worker choice, weighted vote",
+        "BBTA (Algorithm 1): pure exploration, per-context Exp3 worker choice, weighted vote; "
+        "random ties among the least confident tasks (tie-break=first: smallest index)",
         params={
             "n-explore": Param("n-explore", int, "exploration labels per worker (N')", low=0),
             "contexts": _CONTEXTS,
+            "tie-break": TIE_BREAK,
         },
         paper=ZHANG2015,
         capabilities=_WORKER_BANDIT,
@@ -561,8 +565,8 @@ register_policy(
         "opt-kg-per-context",
         PerContextOptKG,
         "OptKG (Multi.) of Zhang et al. 2015: one-coin OptKG per task context, sub-budgets by "
-        "context size",
-        params={"contexts": _CONTEXTS},
+        "context size; random ties among pairs (tie-break=first: smallest pair index)",
+        params={"contexts": _CONTEXTS, "tie-break": TIE_BREAK},
         paper=ZHANG2015,
         capabilities=_WORKER_BANDIT,
         aliases=("opt-kg:per-context",),

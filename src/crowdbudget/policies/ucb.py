@@ -6,7 +6,7 @@ The paper names UCB1-tuned without saying how a bandit built to find the *best* 
 into a labeling rule. Our decision, the closest frequentist analogue of "label the task whose
 class is least certain":
 
-- every task is labeled once first (UCB's initialisation), smallest index first;
+- every task is labeled once first (UCB's initialisation: an unlabeled task scores +inf);
 - then, with n_x labels on task x, θ̂_x = n⁺_x / n_x, t = labels received so far (+1), the
   UCB1-tuned width (Auer et al., §4)
 
@@ -15,6 +15,13 @@ class is least certain":
   and the task with the largest c_x − |θ̂_x − d_x| is labeled: the one whose confidence
   interval [θ̂_x − c_x, θ̂_x + c_x] reaches deepest across its threshold d_x.
 
+Ties (issue 15): ``tie_break="random"`` (the default) picks uniformly among the tasks of
+largest score, compared after rounding to 40 significant bits
+(:func:`~crowdbudget.policies._index.canonical_scores`: the symmetric states n⁺ = k and
+n⁺ = n − k tie mathematically but reach us with last-bit noise from ``|θ̂ − d|``) — so the
+initial round visits the tasks in random order; ``"first"`` takes the smallest index on the
+raw scores, the rule before issue 15 and what the ``hu-frazier-*`` reproductions pin.
+
 No prior is used (frequentist); the final labels are the default Bayes rule on the posterior
 (:meth:`AllocationPolicy.final_labels`). Cost: O(n_items) vectorised per decision (ln t changes
 every step, so every width changes).
@@ -22,8 +29,17 @@ every step, so every width changes).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
+from crowdbudget.policies._index import (
+    DEFAULT_TIE_BREAK,
+    PAPER_TIE_BREAK,
+    TieBreak,
+    canonical_scores,
+    check_tie_break,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, Problem
 
@@ -44,8 +60,12 @@ def ucb1_tuned_scores(
 class UCB1TunedPolicy(AllocationPolicy):
     """UCB1-tuned adapted to labeling (module docstring).
 
+    Args:
+        tie_break: ``"random"`` (default) or ``"first"`` among the tasks of largest score
+            (module docstring, "Ties").
+
     Example:
-        >>> policy = UCB1TunedPolicy()
+        >>> policy = UCB1TunedPolicy(tie_break="first")
         >>> problem = Problem(n_items=3, budget=4)
         >>> policy.reset(problem, np.random.default_rng(0))
         >>> policy.select(CampaignState.initial(problem)).item
@@ -55,9 +75,14 @@ class UCB1TunedPolicy(AllocationPolicy):
     reads_eligibility_afresh = True  # select scans state.eligible anew each call
 
     binary_only = True
+    #: the rule the papers' reproductions pin (``registry.pin_paper_ties``)
+    paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
-    def __init__(self) -> None:
-        pass
+    def __init__(self, tie_break: TieBreak = DEFAULT_TIE_BREAK) -> None:
+        self.tie_break = tie_break
+
+    def validate_params(self) -> None:
+        check_tie_break(self.tie_break)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         self._thresholds = problem.threshold_array
@@ -73,4 +98,12 @@ class UCB1TunedPolicy(AllocationPolicy):
         totals = counts.sum(axis=1)
         t = float(state.label_counts.sum()) + 1.0
         scores = ucb1_tuned_scores(counts[:, 1], totals, self._thresholds[items], t)
-        return Assignment(item=int(items[int(np.argmax(scores))]), worker=worker, price=price)
+        if self.tie_break == "first":
+            best = int(np.argmax(scores))
+        else:
+            rounded = canonical_scores(scores)
+            tied = np.flatnonzero(rounded == rounded.max())
+            best = (
+                int(tied[self.rng_.integers(tied.shape[0])]) if tied.shape[0] > 1 else int(tied[0])
+            )
+        return Assignment(item=int(items[best]), worker=worker, price=price)

@@ -16,7 +16,7 @@ Algorithm 1.
    generator) are labeled by every worker; each is aggregated by majority vote (eq. 2) and the
    cumulative losses start as ``L^s_{j,0} = Σ_{i ∈ I_1^s} 1{y_ij ≠ ŷ_i}``. These tasks then leave.
 2. *Adaptive assignment* (lines 16–27), one label per step: the available task of lowest
-   confidence ``i_t = argmin |ȳ_i|`` (smallest index on exact ties, like ``argmin``); its context
+   confidence ``i_t = argmin |ȳ_i|`` (ties: see below); its context
    s: ``t^s += 1``, ``η = sqrt(ln K / (t^s K))``, ``w_j = exp(−η L^s_j)``, worker
    ``j_t ~ p_j = w_j / Σ w``; after the label, ``l = 1{ŷ_i ≠ y_ij}`` against the weighted vote of
    the task *including* the new label, and the importance-weighted loss ``l / p_{j_t}`` is added
@@ -34,6 +34,14 @@ each of them):
   at ``reset``, so ``final_labels`` is a pure function of the campaign;
 - the "current" weights of context s, used for confidence scores and final labels, are
   ``exp(−η^s L^s)`` with the context's latest η (η for t^s = 1 before its first step);
+- ties of ``argmin |ȳ_i|`` (issue 15): every task without labels has ȳ = 0, so after the
+  exploration the whole context ties. ``tie_break="random"`` (the default) picks uniformly
+  among the tied tasks (confidences compared after
+  :func:`~crowdbudget.policies._index.canonical_scores`, so last-bit noise of the weighted sums
+  does not decide), in a context and then among contexts of equal best confidence; pull mode
+  ranks equal confidences in random order. ``"first"`` takes the smallest task index (the
+  paper's code: numpy's ``argmin``), the rule before issue 15 and what the ``bbta-*``
+  reproductions pin — with it the tasks are labeled in file order;
 - the weights are shifted by ``min_j L^s_j`` before exponentiating (a common factor, so p and
   ȳ are unchanged) to avoid underflow when importance-weighted losses grow large.
 
@@ -69,10 +77,18 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._index import (
+    DEFAULT_TIE_BREAK,
+    PAPER_TIE_BREAK,
+    TieBreak,
+    canonical_scores,
+    check_tie_break,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.types import (
     Assignment,
@@ -104,6 +120,16 @@ def exp3_probabilities(cumulative_loss: FloatArray, eta: float) -> FloatArray:
     """p_j = w_j / Σ w (Algorithm 1, line 20), shape (K,)."""
     w = exp3_weights(cumulative_loss, eta)
     return w / w.sum()
+
+
+def check_context_options(contexts: str, tie_break: object) -> None:
+    """Refuse a bad ``contexts`` (one of :data:`CONTEXT_MODES`) or ``tie_break`` — the options
+    BBTA and OptKG per context share."""
+    if contexts not in CONTEXT_MODES:
+        raise InvalidParameterError(
+            f"contexts must be one of {', '.join(CONTEXT_MODES)}, got {contexts!r}"
+        )
+    check_tie_break(tie_break)
 
 
 def check_unit_prices(problem: Problem, name: str) -> float:
@@ -186,20 +212,22 @@ class BanditTaskAssignment(AllocationPolicy):
 
     chooses_workers = True
     binary_only = True
+    #: the rule the papers' reproductions pin (``registry.pin_paper_ties``)
+    paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
-    def __init__(self, n_explore: int = 1, contexts: str = "given") -> None:
+    def __init__(
+        self, n_explore: int = 1, contexts: str = "given", tie_break: TieBreak = DEFAULT_TIE_BREAK
+    ) -> None:
         self.n_explore = n_explore
         self.contexts = contexts
+        self.tie_break = tie_break
 
     def validate_params(self) -> None:
         if not isinstance(self.n_explore, int | np.integer) or self.n_explore < 0:
             raise InvalidParameterError(
                 f"n_explore must be an integer >= 0, got {self.n_explore!r}"
             )
-        if self.contexts not in CONTEXT_MODES:
-            raise InvalidParameterError(
-                f"contexts must be one of {', '.join(CONTEXT_MODES)}, got {self.contexts!r}"
-            )
+        check_context_options(self.contexts, self.tie_break)
 
     # ---- setup ------------------------------------------------------------------------------
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
@@ -288,6 +316,11 @@ class BanditTaskAssignment(AllocationPolicy):
         else:
             scores = np.where(ok, np.abs(self.num_[members]), np.inf)
             local = int(np.argmin(scores))
+            if self.tie_break == "random":
+                rounded = canonical_scores(scores)
+                tied = np.flatnonzero(rounded == rounded[local])
+                if tied.shape[0] > 1:
+                    local = int(tied[self.rng_.integers(tied.shape[0])])
             self._best_item[s] = members[local]
             self._best_score[s] = scores[local] / self.weights_[s].sum()
         self._dirty[s] = False
@@ -301,9 +334,17 @@ class BanditTaskAssignment(AllocationPolicy):
                 self._context_best(s)
             if not np.any(self._best_item >= 0):
                 return None
-            # smallest score; ties by smallest task index (argmin over all tasks)
-            order = np.lexsort((self._best_item, self._best_score))
-            s = int(order[0])
+            if self.tie_break == "first":
+                # smallest score; ties by smallest task index (argmin over all tasks)
+                s = int(np.lexsort((self._best_item, self._best_score))[0])
+            else:
+                rounded = canonical_scores(self._best_score)
+                tied = np.flatnonzero(rounded == rounded.min())
+                s = (
+                    int(tied[self.rng_.integers(tied.shape[0])])
+                    if tied.shape[0] > 1
+                    else int(tied[0])
+                )
             item = int(self._best_item[s])
             if item < 0:
                 return None
@@ -357,7 +398,14 @@ class BanditTaskAssignment(AllocationPolicy):
         candidates = np.flatnonzero(ok)
         if candidates.shape[0] == 0:
             return None
-        ranked = candidates[np.argsort(scores[candidates], kind="stable")]
+        if self.tie_break == "first":
+            ranked = candidates[np.argsort(scores[candidates], kind="stable")]
+        else:  # equal confidences in random order
+            ranked = candidates[
+                np.lexsort(
+                    (self.rng_.random(candidates.shape[0]), canonical_scores(scores[candidates]))
+                )
+            ]
         for item in ranked.tolist():
             if not self._pair_index.allows(item, worker):
                 continue

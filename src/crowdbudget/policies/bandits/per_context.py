@@ -11,7 +11,12 @@ Implementation. One :class:`~crowdbudget.posteriors.one_coin.OneCoinPosterior` w
 the (context, worker) pairs: worker j on a task of context s is the virtual worker s·K + j, so
 the S instances share no parameter and behave exactly as S separate OptKG runs. The Opt-KG score
 of asking j about i is ``max(R_1, R_0)`` (:func:`one_coin_rewards`); within a context the pair
-of largest score is asked (smallest pair index on ties).
+of largest score is asked. Ties (issue 15): ``tie_break="random"`` (the default) picks
+uniformly among the pairs of the context with the largest score (scores compared after
+:func:`~crowdbudget.policies._index.canonical_scores`); ``"first"`` the smallest pair index —
+the rule before issue 15, which the ``bbta-*`` reproductions pin. At the start every pair of a
+context ties (every task at its prior, every worker at Beta(4, 1)), so with ``"first"`` the
+first pairs in file order get the first labels and the result depends on the item order.
 
 Speed (issue 21). After a label from worker j on item i, the pairs of i and of the virtual
 worker s·K + j are rescored: at d = 0.5 through :func:`_half_after`, the item half of the
@@ -40,12 +45,20 @@ unused recorded label are candidates (``state.pairs``); in a synthetic world wit
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from scipy import special
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import canonical_scores, csr_groups
-from crowdbudget.policies.bandits.bbta import CONTEXT_MODES, check_unit_prices
+from crowdbudget.policies._index import (
+    DEFAULT_TIE_BREAK,
+    PAPER_TIE_BREAK,
+    TieBreak,
+    canonical_scores,
+    csr_groups,
+)
+from crowdbudget.policies.bandits.bbta import check_context_options, check_unit_prices
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
@@ -112,6 +125,8 @@ class PerContextOptKG(AllocationPolicy):
     Args:
         worker_prior: Beta(c, d) prior of every worker's reliability per context (paper 4, 1).
         contexts: ``"given"`` (one instance per context) or ``"single"`` (one instance).
+        tie_break: ``"random"`` (default) or ``"first"`` among equal pair scores (module
+            docstring).
 
     Fitted attributes: posterior_ (virtual workers s·K + j), issued_ (labels per context),
     share_ (N_s / N), shape (S,).
@@ -119,12 +134,18 @@ class PerContextOptKG(AllocationPolicy):
 
     chooses_workers = True
     binary_only = True
+    #: the rule the papers' reproductions pin (``registry.pin_paper_ties``)
+    paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
     def __init__(
-        self, worker_prior: tuple[float, float] = (4.0, 1.0), contexts: str = "given"
+        self,
+        worker_prior: tuple[float, float] = (4.0, 1.0),
+        contexts: str = "given",
+        tie_break: TieBreak = DEFAULT_TIE_BREAK,
     ) -> None:
         self.worker_prior = worker_prior
         self.contexts = contexts
+        self.tie_break = tie_break
 
     def validate_params(self) -> None:
         c, d = self.worker_prior
@@ -132,10 +153,7 @@ class PerContextOptKG(AllocationPolicy):
             raise InvalidParameterError(
                 f"worker_prior must be two numbers > 0, got {self.worker_prior}"
             )
-        if self.contexts not in CONTEXT_MODES:
-            raise InvalidParameterError(
-                f"contexts must be one of {', '.join(CONTEXT_MODES)}, got {self.contexts!r}"
-            )
+        check_context_options(self.contexts, self.tie_break)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -237,17 +255,19 @@ class PerContextOptKG(AllocationPolicy):
                 remaining = remaining[chosen]
         if scores.shape[0] == 0:
             return None
-        if remaining is None and chosen is None and state.eligible.all():
-            return self._at(lo + int(np.argmax(scores)))
-        ok = state.eligible[items]
-        if remaining is not None:
-            ok &= remaining > 0
-        if ok.all():
-            at = int(np.argmax(scores))
-        elif not ok.any():
-            return None
-        else:
-            at = int(np.argmax(np.where(ok, scores, -np.inf)))
+        if not (remaining is None and chosen is None and state.eligible.all()):
+            ok = state.eligible[items]
+            if remaining is not None:
+                ok &= remaining > 0
+            if not ok.any():
+                return None
+            if not ok.all():
+                scores = np.where(ok, scores, -np.inf)
+        at = int(np.argmax(scores))
+        if self.tie_break == "random":
+            tied = np.flatnonzero(scores == scores[at])
+            if tied.shape[0] > 1:
+                at = int(tied[self.rng_.integers(tied.shape[0])])
         return self._at(lo + (at if chosen is None else int(chosen[at])))
 
     def _at(self, position: int) -> tuple[int, int]:

@@ -41,7 +41,7 @@ over the pairs.
 campaign of T labels re-read T²/(2N) labels in all — quadratic, ~9 min per replay on trec (88,000
 labels). After a refit at n labels the next one is at ``n + max(N, ceil(g · n))`` labels
 (``refit_schedule``), so from n = N/g on the intervals grow geometrically and a campaign makes
-about N/g + ln(T·g/N)/ln(1 + g) refits re-reading O(T/g) labels in all. g = 0 is the fixed
+about N/g + ln(T·g/N)/ln(1 + g) refits re-reading O(N/g² + T/g) labels in all. g = 0 is the fixed
 interval, decision for decision. The schedule counts labels observed, state-free otherwise
 (``_next_refit``, set at ``reset``). Measured (``crowdbudget replay --dataset rte --budget
 1600,3200 --reps 20 --seed 0 --jobs 1``): g = 0.05 makes a replay 1.6–2.3× faster (0.64 → 0.39 s

@@ -136,9 +136,11 @@ class Param:
 
     @property
     def range_text(self) -> str:
-        low = "-inf" if self.low is None else f"{self.low:g}"
-        high = "inf" if self.high is None else f"{self.high:g}"
-        return f"[{low}, {high}]"
+        """The interval the value must lie in: an open side is unbounded, and infinity itself
+        is refused (``[0, inf)``), so the refusal of ``inf`` reads right."""
+        low = "(-inf" if self.low is None else f"[{self.low:g}"
+        high = "inf)" if self.high is None else f"{self.high:g}]"
+        return f"{low}, {high}"
 
     def describe(self) -> dict[str, Any]:
         """The row as JSON (``crowdbudget policies --json``)."""

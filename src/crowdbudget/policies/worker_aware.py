@@ -107,7 +107,6 @@ Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Collection
 
 import numpy as np
@@ -117,6 +116,11 @@ from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest, representatives
+from crowdbudget.policies._refit_schedule import (
+    check_refit_growth,
+    next_refit_at,
+    refit_schedule,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.base import kg_rewards
 from crowdbudget.posteriors.beta_bernoulli import error_probability
@@ -205,15 +209,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         if self.refit and self.worker_model != "one-coin":
             raise InvalidParameterError("refit is implemented for posterior=one-coin only")
         growth = self.refit_growth
-        if not (
-            isinstance(growth, int | float)
-            and not isinstance(growth, bool)
-            and math.isfinite(growth)
-            and growth >= 0
-        ):
-            raise InvalidParameterError(
-                f"refit_growth must be a finite number >= 0 (0: a fixed interval), got {growth!r}"
-            )
+        check_refit_growth(growth, self.refit)
         if growth and self.worker_model != "one-coin":
             raise InvalidParameterError("refit_growth is implemented for posterior=one-coin only")
         if self.refit_items not in REFIT_ITEM_STEPS:
@@ -225,8 +221,6 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             raise InvalidParameterError(
                 f"refit_rounds must be an integer >= 1, got {self.refit_rounds!r}"
             )
-        if growth and not self.refit:
-            raise InvalidParameterError("refit_growth needs refit >= 1 (refit=0 never refits)")
         if self.alpha is not None:
             check_probability(self.alpha, "alpha")
 
@@ -631,7 +625,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._log[self._n_log] = (event.item, event.worker, event.label)
             self._n_log += 1
             if self._n_log >= self._next_refit:
-                self._next_refit = self._n_log + self._refit_interval(self._n_log)
+                self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
                 self._refit_beliefs(self.refit_rounds)
                 return
         if not self._pairs_built:
@@ -663,26 +657,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         else:
             self._scores[changed] = self._score_pairs(changed)
 
-    def _refit_interval(self, n_labels: int) -> int:
-        """Labels from a refit at ``n_labels`` to the next: ``max(refit, ceil(growth · n))``.
-
-        The product is rounded to 9 decimals before the ceiling so that a product that is an
-        integer in exact arithmetic (0.05 · 200 = 10.000000000000002 in floats) is not pushed
-        to the next integer by its rounding error."""
-        if not self.refit_growth:
-            return self.refit
-        return max(self.refit, math.ceil(round(self.refit_growth * n_labels, 9)))
-
     def refit_schedule(self, n_labels: int) -> list[int]:
-        """The label counts (≤ ``n_labels``) after which this policy refits; [] if refit=0."""
-        points: list[int] = []
-        if not self.refit:
-            return points
-        at = self.refit
-        while at <= n_labels:
-            points.append(at)
-            at += self._refit_interval(at)
-        return points
+        """The label counts (≤ ``n_labels``) after which this policy refits; [] if refit=0
+        (:func:`~crowdbudget.policies._refit_schedule.refit_schedule`)."""
+        return refit_schedule(n_labels, self.refit, self.refit_growth)
 
     def _refit_beliefs(self, n_rounds: int = 3) -> None:
         """Re-estimate every item and worker Beta from all labels (module docstring), then

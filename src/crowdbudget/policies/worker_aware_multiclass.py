@@ -69,7 +69,6 @@ builds :class:`CategoricalWorkerKnowledgeGradient` with the confusion model for 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection
 
 import numpy as np
@@ -78,6 +77,7 @@ from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest, representatives
+from crowdbudget.policies._refit_schedule import check_refit_growth, next_refit_at
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 from crowdbudget.posteriors.base import kg_rewards
@@ -113,26 +113,6 @@ def tail_mean(rewards: FloatArray, probabilities: FloatArray, alpha: float) -> F
         mass = p
         level = 1.0
     return np.asarray((mass * r).sum(axis=1) / level, dtype=float)
-
-
-def check_refit_growth(refit_growth: object) -> None:
-    """``refit_growth`` must be a finite number >= 0 (InvalidParameterError otherwise)."""
-    if not (
-        isinstance(refit_growth, int | float | np.integer | np.floating)
-        and not isinstance(refit_growth, bool)
-        and math.isfinite(float(refit_growth))
-        and float(refit_growth) >= 0.0
-    ):
-        raise InvalidParameterError(
-            f"refit_growth must be a finite number >= 0 (0: every refit labels), "
-            f"got {refit_growth!r}"
-        )
-
-
-def next_refit_at(n_labels: int, refit: int, refit_growth: float) -> int:
-    """After a refit at ``n_labels`` labels, the label count of the next refit:
-    n + max(refit, ⌈refit_growth · n⌉) (module docstring, "Refit schedule")."""
-    return n_labels + max(int(refit), math.ceil(float(refit_growth) * n_labels))
 
 
 class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
@@ -203,7 +183,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
             raise InvalidParameterError(
                 f"refit must be an integer >= 0 (0: never), got {self.refit!r}"
             )
-        check_refit_growth(self.refit_growth)
+        check_refit_growth(self.refit_growth, self.refit)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:

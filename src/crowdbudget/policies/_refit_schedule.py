@@ -1,0 +1,56 @@
+"""When the worker-aware policies re-read all their labels (``refit``, ``refit-growth``;
+issue 15): the one schedule of the binary one-coin policy
+(:mod:`crowdbudget.policies.worker_aware`) and the categorical ones
+(:mod:`crowdbudget.policies.worker_aware_multiclass`).
+
+After a refit at n labels the next one is at ``n + max(refit, ⌈refit_growth · n⌉)`` labels:
+refit_growth = 0 is a refit every ``refit`` labels; g > 0 makes the intervals grow
+geometrically from n = refit / g on, so a campaign of T labels re-reads O(refit/g² + T/g)
+labels in all instead of T² / (2 refit).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from crowdbudget.exceptions import InvalidParameterError
+
+
+def check_refit_growth(refit_growth: object, refit: int) -> None:
+    """Refuse a ``refit_growth`` that is not a finite number >= 0, or one > 0 with ``refit``
+    0 (a campaign that never refits has no schedule to grow), in one line."""
+    if not (
+        isinstance(refit_growth, int | float | np.integer | np.floating)
+        and not isinstance(refit_growth, bool)
+        and math.isfinite(float(refit_growth))
+        and float(refit_growth) >= 0.0
+    ):
+        raise InvalidParameterError(
+            f"refit_growth must be a finite number >= 0 (0: a refit every `refit` labels), "
+            f"got {refit_growth!r}"
+        )
+    if float(refit_growth) > 0.0 and not refit:
+        raise InvalidParameterError("refit_growth needs refit >= 1 (refit=0 never refits)")
+
+
+def next_refit_at(n_labels: int, refit: int, refit_growth: float) -> int:
+    """The label count of the refit after one at ``n_labels``: n + max(refit, ⌈g · n⌉).
+
+    ``g · n`` is rounded to 9 decimals before the ceiling, so a product that is an integer in
+    exact arithmetic but lands a rounding error above it in floats is not pushed to the next
+    integer (labels counts and growth rates of interest are far from 9 decimals)."""
+    if not refit_growth:
+        return n_labels + int(refit)
+    return n_labels + max(int(refit), math.ceil(round(float(refit_growth) * n_labels, 9)))
+
+
+def refit_schedule(n_labels: int, refit: int, refit_growth: float) -> list[int]:
+    """Every label count (≤ ``n_labels``) after which a policy refits; [] when refit = 0."""
+    points: list[int] = []
+    at = int(refit)
+    while refit and at <= n_labels:
+        points.append(at)
+        at = next_refit_at(at, refit, refit_growth)
+    return points

@@ -127,6 +127,8 @@ from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
     _S_FLOOR,
     OneCoinPosterior,
+    _beta_moments,
+    _Real,
     _theta_after,
     exact_item_beliefs,
     one_coin_update,
@@ -137,6 +139,15 @@ from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, L
 #: the item step of a refit: the paper's moment matching label by label in arrival order, or
 #: the exact posterior of all an item's labels matched once (module docstring)
 REFIT_ITEM_STEPS = ("sequential", "exact")
+
+
+def _orientation_moments(ta: _Real, tb: _Real) -> list[_Real]:
+    """The six per-item moments the fused look-ahead reads for one orientation of the item
+    (``(a, b)`` for a label 1, ``(b, a)`` for a label 0): E[θ], 1 − E[θ], E[θ²], E[θ³],
+    E[θ(1−θ)], E[θ²(1−θ)] — arrays or Python floats, the same operations either way
+    (:func:`~crowdbudget.posteriors.one_coin._beta_moments`), so both give the same bits."""
+    m1, m2, m3, m1m, m21m = _beta_moments(ta, tb)
+    return [m1, 1.0 - m1, m2, m3, m1m, m21m]
 
 
 class OneCoinKnowledgeGradient(AllocationPolicy):
@@ -490,41 +501,14 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._moments = np.empty((post.n_items, 2, 6))
         # orientation 0: a label 0 (θ enters as 1 − θ: the swapped item), 1: a label 1
         for k, (ta, tb) in enumerate(((post.b, post.a), (post.a, post.b))):
-            n = ta + tb
-            m1 = ta / n
-            m2 = m1 * (ta + 1.0) / (n + 1.0)
-            self._moments[:, k] = np.column_stack(
-                [
-                    m1,
-                    1.0 - m1,
-                    m2,
-                    m2 * (ta + 2.0) / (n + 2.0),
-                    m1 * tb / (n + 1.0),
-                    m2 * tb / (n + 2.0),
-                ]
-            )
+            self._moments[:, k] = np.column_stack(_orientation_moments(ta, tb))
         self._reliability = post.c / (post.c + post.d)
         self._uniform_half = bool(np.all(post.thresholds == 0.5))
         self._threshold = float(post.thresholds[0])
 
     def _moments_of(self, item: int, a: float, b: float) -> None:
         """The per-item moments of one item (Python floats, the same operations)."""
-        row = []
-        for ta, tb in ((b, a), (a, b)):
-            n = ta + tb
-            m1 = ta / n
-            m2 = m1 * (ta + 1.0) / (n + 1.0)
-            row.append(
-                [
-                    m1,
-                    1.0 - m1,
-                    m2,
-                    m2 * (ta + 2.0) / (n + 2.0),
-                    m1 * tb / (n + 1.0),
-                    m2 * tb / (n + 2.0),
-                ]
-            )
-        self._moments[item] = row
+        self._moments[item] = [_orientation_moments(ta, tb) for ta, tb in ((b, a), (a, b))]
 
     def _score_fused(self, pairs: IntArray) -> FloatArray:
         """:meth:`_score_pairs` of the one-coin model, bit for bit (see ``_fused``)."""

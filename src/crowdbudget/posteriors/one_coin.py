@@ -40,6 +40,8 @@ practice (a + b < 1e6); we clip ``s`` below at 1e-9 as a guard.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
@@ -53,8 +55,13 @@ from crowdbudget.types import FloatArray, IntArray, LabelEvent
 _S_FLOOR = 1e-9
 
 
-def _beta_moments(a: FloatArray, b: FloatArray) -> tuple[FloatArray, ...]:
-    """E[x], E[x²], E[x³], E[x(1−x)], E[x²(1−x)] of Beta(a, b), elementwise."""
+#: arrays or Python floats: the moment arithmetic below is the same IEEE-754 operations on both
+_Real = TypeVar("_Real", float, FloatArray)
+
+
+def _beta_moments(a: _Real, b: _Real) -> tuple[_Real, _Real, _Real, _Real, _Real]:
+    """E[x], E[x²], E[x³], E[x(1−x)], E[x²(1−x)] of Beta(a, b), elementwise (arrays) or on
+    Python floats (the scalar update paths: the same operations, so the same bits)."""
     n = a + b
     m1 = a / n
     m2 = m1 * (a + 1.0) / (n + 1.0)
@@ -118,12 +125,7 @@ def _one_coin_update_scalar(
     ~60 NumPy calls of the array version on scalars (about 40 µs per label).
     """
     ta, tb = (a, b) if label == 1 else (b, a)
-    n = ta + tb
-    t1 = ta / n
-    t2 = t1 * (ta + 1.0) / (n + 1.0)
-    t3 = t2 * (ta + 2.0) / (n + 2.0)
-    t1m = t1 * tb / (n + 1.0)
-    t21m = t2 * tb / (n + 2.0)
+    t1, t2, t3, t1m, t21m = _beta_moments(ta, tb)  # plain arithmetic: floats in, floats out
     m = c + d
     r1 = c / m
     r2 = r1 * (c + 1.0) / (m + 1.0)

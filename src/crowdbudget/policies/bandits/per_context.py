@@ -64,6 +64,7 @@ from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
     _S_FLOOR,
     OneCoinPosterior,
+    _beta_moments,
     one_coin_rewards,
     one_coin_update,
 )
@@ -99,12 +100,7 @@ def _half_after(a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray) -> F
     lo = np.empty(2 * m)
     hi = np.empty(2 * m)
     for k, (ta, tb) in enumerate(((a, b), (b, a))):
-        n = ta + tb
-        t1 = ta / n
-        t2 = t1 * (ta + 1.0) / (n + 1.0)
-        t3 = t2 * (ta + 2.0) / (n + 2.0)
-        t1m = t1 * tb / (n + 1.0)
-        t21m = t2 * tb / (n + 2.0)
+        t1, t2, t3, t1m, t21m = _beta_moments(ta, tb)
         z1 = t1 * r1 + (1.0 - t1) * q1
         mean = (t2 * r1 + t1m * q1) / z1
         second = (t3 * r1 + t21m * q1) / z1

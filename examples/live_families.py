@@ -40,13 +40,15 @@ from typing import Any
 
 import numpy as np
 
+from crowdbudget.aggregation.registry import make_aggregator
 from crowdbudget.client import Client
 from crowdbudget.datasets import load_dataset
 from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.experiments.runner import run_experiment
+from crowdbudget.labels import LabelData
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.verdict import make_verdict
-from crowdbudget.registry import make_policy
+from crowdbudget.registry import make_policy, split_verdict
 from crowdbudget.service.local import LocalServer
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
@@ -200,11 +202,27 @@ def run_offline(
     state.pairs = world.pairs
     rules = _LiveRules(policy)
     drive(rules, world, state, Clock(mode), StopAtSpend(budget))  # type: ignore[arg-type]
-    # the campaign's verdict: the policy's own model, ties by the estimated class prior, its
-    # draws seeded by the campaign's seed (Campaign.verdict_probabilities)
-    verdict = make_verdict("posterior")
-    verdict.reset(problem, np.random.default_rng(seed))
-    labels = verdict.labels(state, policy)
+    # the campaign's verdict (Campaign.verdict_probabilities): the policy's default — its own
+    # model, ties by the estimated class prior, draws seeded by the campaign's seed; or an
+    # aggregator (the worker-aware one-coin policy's MACE) seeded by the campaign's seed and
+    # fitted on every label with the campaign's worker numbering (all known workers)
+    name = split_verdict(policy_id)[1].name
+    if name in ("posterior", "paper"):
+        verdict = make_verdict(name)
+        verdict.reset(problem, np.random.default_rng(seed))
+        labels = verdict.labels(state, policy)
+    else:
+        log = state.label_log
+        n_workers = problem.n_workers or int(log.workers.max(initial=-1)) + 1
+        data = LabelData(
+            items=log.items.copy(),
+            workers=log.workers.copy(),
+            labels=log.labels.copy(),
+            item_ids=np.arange(problem.n_items).astype(str).astype(object),
+            worker_ids=np.arange(n_workers).astype(str).astype(object),
+            classes=tuple(str(c) for c in range(problem.n_classes)),
+        )
+        labels = make_aggregator(f"{name}:seed={seed}").fit(data).labels_
     mask = world.evaluation_mask if world.evaluation_mask is not None else slice(None)
     return float(np.mean(labels[mask] == world.true_labels[mask])), rules.decisions
 

@@ -381,3 +381,19 @@ def test_compare_defaults_include_worker_aware_opt_kg_on_small_sets_only(
     assert "opt-kg:posterior=one-coin" in policies_for(100, 3)
     large = policies_for(COMPARE_WORKER_AWARE_MAX_LABELS // 4 + 1, 4)
     assert "opt-kg:posterior=one-coin" not in large and "opt-kg" in large
+
+
+def test_policy_list_keeps_a_pair_parameter_whole() -> None:
+    """``worker-prior=8,2`` inside ``--policies a,b``: the ``2`` continues the pair (an id
+    starts with a letter), so the list is two ids, not three."""
+    from crowdbudget.cli.common import policy_list
+
+    assert policy_list("opt-kg:posterior=one-coin:worker-prior=8,2,uniform") == [
+        "opt-kg:posterior=one-coin:worker-prior=8,2",
+        "uniform",
+    ]
+    assert policy_list(" uniform , opt-kg ,") == ["uniform", "opt-kg"]
+    args = build_parser().parse_args(
+        ["replay", "--dataset", "rte", "--policies", "opt-kg:worker-prior=2,1,kg", "--budget", "9"]
+    )
+    assert args.policies == ["opt-kg:worker-prior=2,1", "kg"]

@@ -311,3 +311,24 @@ def test_gold_never_changes_an_allocation() -> None:
     assert with_gold == without
     kinds = [e.kind for e in store.events(store.campaign_ids()[0])]
     assert kinds.count("gold_set") == 4 and kinds.count("gold_removed") == 1
+
+
+def test_results_with_the_gold_floor(api: Api) -> None:
+    """``…/results?floor=true``: the confidences under the floor that ``…/calibration``
+    reports (fitted on the gold items with labels), the labels unchanged; refused, changing
+    nothing, while no gold item has a label."""
+    assert "gold" in api.refused("GET", "/results", 422, params={"floor": "true"})
+    api.label(18, np.random.default_rng(1))
+    assert "gold" in api.refused("GET", "/results", 422, params={"floor": "true"})
+    sample = {"i0": "no", "i1": "yes", "i2": "no", "i3": "yes", "i4": "yes", "i6": "no"}
+    assert api.call("PUT", "/gold", json=_rows(sample)).status_code == 204
+    for verdict in (None, "ds"):
+        params = {} if verdict is None else {"verdict": verdict}
+        plain = api.call("GET", "/results", params=params).json()
+        floored = api.call("GET", "/results", params={**params, "floor": "true"}).json()
+        epsilon = api.call("GET", "/calibration", params=params).json()["floor"]["epsilon"]
+        assert epsilon > 0  # this sample's verdicts are overconfident: the floor moves them
+        assert [r["label"] for r in floored] == [r["label"] for r in plain]
+        assert [r["n_labels"] for r in floored] == [r["n_labels"] for r in plain]
+        expected = [(1 - epsilon) * r["confidence"] + epsilon / len(CLASSES) for r in plain]
+        np.testing.assert_allclose([r["confidence"] for r in floored], expected, rtol=1e-12)

@@ -133,9 +133,14 @@ class Client:
         result: dict[str, Any] = self._call("GET", f"/campaigns/{campaign_id}/status")
         return result
 
-    def results(self, campaign_id: str, verdict: str | None = None) -> list[dict[str, Any]]:
-        """Label, confidence and labels used per item (``verdict``: another verdict)."""
-        params = {} if verdict is None else {"verdict": verdict}
+    def results(
+        self, campaign_id: str, verdict: str | None = None, *, floor: bool = False
+    ) -> list[dict[str, Any]]:
+        """Label, confidence and labels used per item (``verdict``: another verdict;
+        ``floor``: confidences under the probability floor fitted on the campaign's gold)."""
+        params: dict[str, Any] = {} if verdict is None else {"verdict": verdict}
+        if floor:
+            params["floor"] = "true"
         result: list[dict[str, Any]] = self._call(
             "GET", f"/campaigns/{campaign_id}/results", params=params
         )

@@ -676,7 +676,9 @@ def split_verdict(
     """A policy id with its verdict parameters (``verdict=``, ``verdict-workers=``; old
     spelling ``final=``) split into the policy's :class:`Spec` (without them) and the
     :class:`VerdictSpec` (``verdict``, e.g. a ``--verdict`` option, applies where ``text``
-    names none; default the posterior). Parse once at the edge; hand both on."""
+    names none; where neither names one, the policy's ``default_verdict``: its own model,
+    ``posterior``, for most policies — :class:`~crowdbudget.policies.base.AllocationPolicy`).
+    Parse once at the edge; hand both on."""
     spec = POLICIES.spec(text)
     own = tuple((k, v) for k, v in spec.params if k not in VERDICT_PARAMS)
     given = {k: v for k, v in spec.params if k in VERDICT_PARAMS}
@@ -690,8 +692,12 @@ def split_verdict(
         )
     elif isinstance(verdict, VerdictSpec):
         chosen = verdict
+    elif verdict:
+        chosen = VerdictSpec(verdict)
     else:
-        chosen = VerdictSpec(verdict or "posterior")
+        chosen = VerdictSpec(
+            str(getattr(POLICIES.build(policy_spec), "default_verdict", "posterior"))
+        )
     chosen.build()  # an unknown aggregator fails here, with the allowed ones
     return policy_spec, chosen
 

@@ -95,7 +95,9 @@ import pandas as pd
 
 from crowdbudget.aggregation.calibration import (
     DEFAULT_BINS,
+    apply_probability_floor,
     calibration_metrics,
+    fit_probability_floor,
     floor_calibration,
     reliability_bins,
 )
@@ -114,7 +116,7 @@ from crowdbudget.exceptions import (
     InvalidParameterError,
 )
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.policies.verdict import check_verdict, make_verdict
+from crowdbudget.policies.verdict import POSTERIOR, check_verdict, make_verdict
 from crowdbudget.posteriors.beta_bernoulli import positive_probability
 from crowdbudget.posteriors.dirichlet import largest_class_probabilities
 from crowdbudget.registry import make_policy, parse_policy, split_verdict
@@ -397,7 +399,7 @@ class Campaign:
         seed: int = 0,
         max_labels_per_item: int | None = None,
         max_pending_per_worker: int | None = None,
-        verdict: str = "posterior",
+        verdict: str | None = None,
         workers: Sequence[str] = (),
         mode: str = "pull",
         pairs: Sequence[Sequence[str]] | None = None,
@@ -430,7 +432,9 @@ class Campaign:
             seed: the policy's random seed (an integer >= 0).
             verdict: where final labels and their confidence come from (:meth:`results`):
                 ``"posterior"`` (the policy's own model) or an aggregator id fitted on the
-                labels (``"ds"``, ``"one-coin-em"``, ``"mv"``, …).
+                labels (``"ds"``, ``"one-coin-em"``, ``"mv"``, …); None: the one the
+                policy id names, else the policy's ``default_verdict`` (``posterior`` for
+                most; ``mace`` for ``…:posterior=one-coin``, issue 15).
             workers: worker ids known from the start (more join with :meth:`add_workers` or
                 by asking for work). A policy that models workers numbers them in this order.
             mode: ``"pull"`` (workers ask for work; they may come and go) or ``"push"`` (the
@@ -498,8 +502,11 @@ class Campaign:
             raise InvalidParameterError(f"seed must be an integer in [0, 2**63), got {seed}")
         # an unknown id or bad parameter fails here, before any work; the id may name the
         # verdict (``opt-kg:verdict=ds``), which must then agree with ``verdict``
-        policy_spec, named = split_verdict(policy)
+        policy_spec, named = split_verdict(policy, POSTERIOR)  # what the id itself names
         make_policy(policy_spec)
+        if verdict is None:
+            # neither names one: the policy's default (its own model for most; issue 15)
+            verdict = split_verdict(policy)[1].name
         verdict = check_verdict(verdict, len(classes_))
         if not named.is_posterior:
             if verdict not in ("posterior", named.name):
@@ -630,8 +637,8 @@ class Campaign:
         self.config = CampaignConfig(**p)
         # a policy id that names its verdict (``…:verdict=ds``, or the first build's
         # ``…:final=ds``) gives the campaign's verdict when none was set apart
-        named = split_verdict(self.config.policy)[1]
-        if self.config.verdict == "posterior" and not named.is_posterior:
+        named = split_verdict(self.config.policy, POSTERIOR)[1]
+        if self.config.verdict == POSTERIOR and not named.is_posterior:
             self.config = replace(self.config, verdict=named.name)
         self.item_ids: list[str] = []
         self._item_index: dict[str, int] = {}
@@ -1363,6 +1370,21 @@ class Campaign:
         labels, probabilities = self.verdict_probabilities(verdict)
         return self._calibration(labels, probabilities, verdict, n_bins)
 
+    def _scored_gold(self, *, required: bool = True) -> IntArray:
+        """Gold class per item, shape (n_items,), −1 where there is none or the item has no
+        label (an unlabelled item shows only the prior: it says nothing about the verdict).
+        ``required``: InvalidParameterError when no item is left."""
+        gold = np.full(len(self.item_ids), -1, dtype=np.int64)
+        items = np.fromiter(self._gold, dtype=np.int64, count=len(self._gold))
+        gold[items] = np.fromiter(self._gold.values(), dtype=np.int64, count=len(self._gold))
+        gold[self.state.label_counts.sum(axis=1) == 0] = -1
+        if required and not np.any(gold >= 0):
+            raise InvalidParameterError(
+                "floor needs gold labels (PUT …/gold) on items that have labels; "
+                f"this campaign has {len(self._gold)} gold items, none labelled yet"
+            )
+        return gold
+
     def _calibration(
         self,
         labels: IntArray,
@@ -1372,10 +1394,7 @@ class Campaign:
     ) -> dict[str, Any]:
         """:meth:`calibration` on a verdict already computed (the dashboard's)."""
         assert self.config is not None
-        gold = np.full(len(self.item_ids), -1, dtype=np.int64)
-        items = np.fromiter(self._gold, dtype=np.int64, count=len(self._gold))
-        gold[items] = np.fromiter(self._gold.values(), dtype=np.int64, count=len(self._gold))
-        gold[self.state.label_counts.sum(axis=1) == 0] = -1  # scored: gold items with labels
+        gold = self._scored_gold(required=False)
         metrics = calibration_metrics(probabilities, gold, labels=labels, n_bins=n_bins)
         # the probability floor the gold sample supports, scored on gold it was not fitted on
         # (folds drawn from the campaign's seed, outside the policy's stream)
@@ -1425,7 +1444,8 @@ class Campaign:
         assert self.config is not None
         # ``verdict-workers=per-context`` named with the policy applies to the campaign's verdict
         per_context = (
-            verdict is None and split_verdict(self.config.policy)[1].workers == "per-context"
+            verdict is None
+            and split_verdict(self.config.policy, POSTERIOR)[1].workers == "per-context"
         )
         verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
         if verdict in ("posterior", "paper"):
@@ -1458,11 +1478,21 @@ class Campaign:
         fitted = make_aggregator(f"{verdict}:seed={self.config.seed}").fit(data)
         return np.asarray(fitted.labels_, dtype=np.int64), np.asarray(fitted.probas_, dtype=float)
 
-    def results(self, verdict: str | None = None) -> pd.DataFrame:
+    def results(self, verdict: str | None = None, *, floor: bool = False) -> pd.DataFrame:
         """Final label, confidence (the verdict's probability of that label) and number of
-        labels per item (``task``-indexed); ``verdict`` overrides the campaign's."""
+        labels per item (``task``-indexed); ``verdict`` overrides the campaign's.
+
+        ``floor=True``: the confidences under the probability floor fitted on the campaign's
+        gold sample (:func:`~crowdbudget.aggregation.calibration.fit_probability_floor` on the
+        gold items with labels — the ``floor.epsilon`` that :meth:`calibration` reports), the
+        labels unchanged (issue 19): what a requester who checked a sample by hand may quote.
+        InvalidParameterError while no gold item has a label."""
         assert self.config is not None
         labels, probabilities = self.verdict_probabilities(verdict)
+        if floor:
+            probabilities = apply_probability_floor(
+                probabilities, fit_probability_floor(probabilities, self._scored_gold())
+            )
         classes = np.asarray(self.config.classes, dtype=object)
         return pd.DataFrame(
             {

@@ -10,6 +10,7 @@ A command module (``simulate``, ``replay``, ``compare``, ...) defines ``cmd_<nam
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from crowdbudget.cli.io import whole_budgets
@@ -38,7 +39,17 @@ def float_list(text: str) -> list[float]:
 
 
 def policy_list(text: str) -> list[str]:
-    ids = [part.strip() for part in text.split(",") if part.strip()]
+    """Comma-separated policy ids. A part that does not start with a letter continues the
+    value before it: ``opt-kg:worker-prior=8,2,uniform`` is two ids (an id starts with a
+    letter; a pair parameter's second number does not)."""
+    ids: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if ids and not part[0].isalpha():
+            ids[-1] += "," + part
+        else:
+            ids.append(part)
     if not ids:
         raise argparse.ArgumentTypeError("expected at least one policy id")
     return ids
@@ -86,13 +97,41 @@ def add_verdict_argument(parser: argparse.ArgumentParser) -> None:
         "--verdict",
         default=None,
         metavar="ID",
-        help="the verdict of every policy id that names none: 'posterior' (default: each "
-        "policy's own model; an even vote goes to the class the decided items say is more "
-        "common, never to a fixed class), 'paper' (the papers' rule: binary ties to class 1, "
+        help="the verdict of every policy id that names none: 'posterior' (each policy's own "
+        "model; an even vote goes to the class the decided items say is more common, never to "
+        "a fixed class; the default for most policies — the worker-aware one-coin policies "
+        "default to mace, reports say so), 'paper' (the papers' rule: binary ties to class 1, "
         "what reproduce uses) or an aggregator id fitted on the labels received (ds, "
         "one-coin-em, mace, bds, ...; 'crowdbudget aggregators'); an id names its own with "
         ":verdict=, e.g. opt-kg:verdict=ds",
     )
+
+
+def default_verdicts(policies: Sequence[str], verdict: str | None) -> dict[str, str]:
+    """The policies among ``policies`` whose verdict is their own default and not their
+    posterior (neither the id nor ``--verdict`` names one; e.g. ``opt-kg:posterior=one-coin``
+    → ``mace``, issue 15), with that verdict: what a report states so that nobody reads a
+    MACE column as the policy's own model."""
+    from crowdbudget.registry import split_verdict
+
+    if verdict:
+        return {}
+    out: dict[str, str] = {}
+    for pid in policies:
+        named = split_verdict(pid, "posterior")[1]
+        chosen = split_verdict(pid)[1]
+        if named.is_posterior and not chosen.is_posterior:
+            out[str(pid)] = chosen.name
+    return out
+
+
+def verdict_note(defaulted: dict[str, str]) -> list[str]:
+    """One text line per policy read by its default verdict (:func:`default_verdicts`)."""
+    return [
+        f"verdict of {pid}: {name} (the policy's default; {pid}:verdict=posterior reads its "
+        "own model)"
+        for pid, name in defaulted.items()
+    ]
 
 
 def label_budgets(args: argparse.Namespace, n_items: int) -> list[float]:

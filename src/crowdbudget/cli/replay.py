@@ -12,6 +12,7 @@ from typing import Any
 from crowdbudget.cli.common import (
     add_common_arguments,
     add_verdict_argument,
+    default_verdicts,
     emit,
     float_list,
     label_budgets,
@@ -19,6 +20,7 @@ from crowdbudget.cli.common import (
     policy_list,
     positive_int,
     run_policies,
+    verdict_note,
 )
 from crowdbudget.cli.io import (
     add_validation_arguments,
@@ -166,6 +168,9 @@ def run_replay(
         "budgets": sorted(set(budgets)),
         "reps": args.reps,
     }
+    defaulted = default_verdicts(args.policies, args.verdict)
+    if defaulted:
+        settings["default_verdicts"] = defaulted
     title = (
         f"{command}: {data.name} ({data.n_items} items, {data.n_labels} labels), {args.reps} reps"
     )
@@ -223,6 +228,7 @@ def run_replay(
             f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)",
             table,
             *extra,
+            *verdict_note(defaulted),
             *note_lines(note_texts),
             *([f"plot written to {plot_path}"] if plot_path else []),
         ]

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 from crowdbudget.cli.common import (
     add_common_arguments,
     add_verdict_argument,
+    default_verdicts,
     emit,
     float_list,
     label_budgets,
     policy_list,
     positive_int,
     run_policies,
+    verdict_note,
 )
 from crowdbudget.cli.io import prepare_output_file
 from crowdbudget.exceptions import InvalidParameterError
@@ -135,13 +137,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             "reps": args.reps,
         }
         title = f"simulate: {spec}, {args.reps} reps"
+    defaulted = default_verdicts(args.policies, args.verdict)
+    if defaulted:
+        settings["default_verdicts"] = defaulted
     if args.plot:
         plot_accuracy(result.summary, args.plot, n_items=args.items, title=title)
     table = accuracy_table(result.summary, args.items)
     document = json_document(
         "simulate", args.seed, settings, results_records(result.summary, args.items)
     )
-    text = f"accuracy (mean ± std over {args.reps} replications)\n{table}"
+    text = "\n".join(
+        [f"accuracy (mean ± std over {args.reps} replications)", table, *verdict_note(defaulted)]
+    )
     if spec.id != DEFAULT_ENVIRONMENT:
         text = f"environment {spec}\n{text}"
     if args.plot:

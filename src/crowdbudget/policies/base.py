@@ -87,6 +87,13 @@ class AllocationPolicy(ABC):
             nothing derived from it, so the base class honours ``state.excluded`` for it by
             marking the excluded items ineligible for the call (and restoring them after);
             such a policy searches past excluded items.
+        default_verdict: the verdict a campaign of this policy uses when neither the id
+            (``…:verdict=ID``) nor the caller (``--verdict``, ``verdict=``) names one:
+            ``"posterior"`` (the policy's own model) for most; an aggregator id where the
+            policy's model allocates well but reads its labels worse than that aggregator
+            (measured: the worker-aware one-coin policies, issue 15). The registry applies it
+            (:func:`crowdbudget.registry.split_verdict`); naming ``verdict=posterior`` keeps
+            the policy's own model.
     """
 
     budget_aware: ClassVar[bool] = False
@@ -95,6 +102,7 @@ class AllocationPolicy(ABC):
     replay_pull: ClassVar[bool] = False
     searches_past_excluded: ClassVar[bool] = False
     reads_eligibility_afresh: ClassVar[bool] = False
+    default_verdict: ClassVar[str] = "posterior"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -984,11 +984,14 @@ def create_app(
         campaign_id: str,
         _: RequesterDep,
         verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        floor: bool = False,
     ) -> list[dict[str, Any]]:
         """Final label, confidence (the verdict's probability of that label) and number of
         labels per item, from the campaign's verdict or the ``verdict`` asked for
-        (``posterior`` or an aggregator id such as ``ds``)."""
-        frame = service.run(campaign_id, lambda c: c.results(verdict), read=True)
+        (``posterior`` or an aggregator id such as ``ds``); ``floor=true``: confidences
+        under the probability floor fitted on the campaign's gold sample (the ``floor``
+        of ``…/calibration``; 422 while no gold item has a label)."""
+        frame = service.run(campaign_id, lambda c: c.results(verdict, floor=floor), read=True)
         # 15 digits, pandas' most: its default of 10 would print an EM confidence of
         # 1 - 1e-12 as 1.0 (the calibration endpoint reports full precision too)
         records: list[dict[str, Any]] = json.loads(

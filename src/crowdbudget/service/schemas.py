@@ -75,12 +75,14 @@ class CampaignCreate(StrictRequest):
         ge=1,
         description="unanswered assignments one worker may hold (default: the server's)",
     )
-    verdict: str = Field(
-        default="posterior",
+    verdict: str | None = Field(
+        default=None,
         min_length=1,
         max_length=MAX_NAME_LENGTH,
         description="final labels and confidence: 'posterior' (the policy's model) or an "
-        "aggregator id ('ds', 'one-coin-em', 'mv', ...)",
+        "aggregator id ('ds', 'one-coin-em', 'mv', ...); default: the one the policy id "
+        "names, else the policy's default (its own model for most; 'mace' for the "
+        "worker-aware one-coin policies)",
     )
 
 

@@ -262,3 +262,69 @@ def test_the_paper_verdict_keeps_the_policy_s_labels() -> None:
     assert paper.labels(state, policy).tolist() == [0, 0, 0, 1]
     assert prior.labels(state, policy).tolist() == [0, 0, 0, 0]
     np.testing.assert_allclose(paper.probabilities(state, policy).sum(axis=1), 1.0)
+
+
+def test_the_worker_aware_one_coin_policies_default_to_mace_and_say_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 15: ``opt-kg:posterior=one-coin`` (and ``kg:``) are read by MACE when nobody
+    names a verdict; the id, ``--verdict`` or a live campaign's ``verdict`` still decide;
+    the report names the default; the allocation is the same whatever reads it."""
+    import json
+
+    from crowdbudget.aggregation import DEFAULT_VERDICT
+    from crowdbudget.campaign import Campaign
+    from crowdbudget.cli import main
+
+    assert DEFAULT_VERDICT == "mace"
+    for pid in ("opt-kg:posterior=one-coin", "kg:posterior=one-coin:refit=0"):
+        assert split_verdict(pid)[1] == VerdictSpec("mace")
+        assert split_verdict(pid, "ds")[1] == VerdictSpec("ds")
+        assert split_verdict(f"{pid}:verdict=posterior")[1] == VerdictSpec("posterior")
+    for pid in ("opt-kg", "uniform", "opt-kg:posterior=two-coin", "bbta"):
+        assert split_verdict(pid)[1] == VerdictSpec("posterior")
+    # the runner: the id alone equals the id with verdict=mace named, row for row
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    alone, named = (
+        run_experiment([pid], env, [400, 800], 2, seed=5, n_jobs=1, progress=False).runs
+        for pid in ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:verdict=mace")
+    )
+    columns = ["budget", "replication", "accuracy", "labels_used"]
+    assert alone[columns].equals(named[columns])
+    own = run_experiment(
+        ["opt-kg:posterior=one-coin:verdict=posterior"],
+        env,
+        [400, 800],
+        2,
+        seed=5,
+        n_jobs=1,
+        progress=False,
+    ).runs
+    assert not own["accuracy"].equals(alone["accuracy"])  # a different reader, same labels
+    # the report says which policy a default verdict reads, and --verdict overrides it
+    argv = ["replay", "--dataset", "rte", "--budget", "400", "--reps", "1", "--no-progress"]
+    argv += ["--policies", "opt-kg,opt-kg:posterior=one-coin"]
+    assert main([*argv, "--json"]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert settings["default_verdicts"] == {"opt-kg:posterior=one-coin": "mace"}
+    assert main(argv) == 0
+    assert "verdict: opt-kg:posterior=one-coin is read by mace" in capsys.readouterr().out
+    assert main([*argv, "--json", "--verdict", "posterior"]) == 0
+    assert "default_verdicts" not in json.loads(capsys.readouterr().out)["settings"]
+    # a live campaign created without a verdict stores the policy's default; one that names
+    # posterior keeps it
+    items, classes = ["a", "b", "c"], ["no", "yes"]
+    live = Campaign.create(
+        items=items, budget=6, classes=classes, policy="opt-kg:posterior=one-coin"
+    )
+    assert live.config is not None and live.config.verdict == "mace"
+    kept = Campaign.create(
+        items=items,
+        budget=6,
+        classes=classes,
+        policy="opt-kg:posterior=one-coin",
+        verdict="posterior",
+    )
+    assert kept.config is not None and kept.config.verdict == "posterior"
+    plain = Campaign.create(items=items, budget=6, classes=classes, policy="opt-kg")
+    assert plain.config is not None and plain.config.verdict == "posterior"

@@ -64,6 +64,9 @@ from crowdbudget.simulation.workers import WorkerPool, WorkerPrior
 from crowdbudget.types import Assignment, StepResult
 
 HASHES_PATH = Path(__file__).with_name("hashes.json")
+#: per case, digests of the same code recorded on other CPUs and why they differ
+#: (``{"case": {"digests": [...], "why": "..."}}``); :func:`main` drops the cases it records
+OTHER_MACHINES_PATH = Path(__file__).with_name("other_machines.json")
 
 # --------------------------------------------------------------------------- canonical form
 
@@ -456,6 +459,10 @@ def main(prefixes: list[str]) -> int:
         hashes[name] = compute(name, make)
         print(f"{time.perf_counter() - start:7.2f}s  {name}", file=sys.stderr)
     HASHES_PATH.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    # a case recorded anew may differ from what other machines gave for the old code
+    others = json.loads(OTHER_MACHINES_PATH.read_text()) if OTHER_MACHINES_PATH.exists() else {}
+    kept = {k: v for k, v in others.items() if not (prefixes and k.startswith(tuple(prefixes)))}
+    OTHER_MACHINES_PATH.write_text(json.dumps(kept if prefixes else {}, indent=1) + "\n")
     print(f"{len(hashes)} hashes written to {HASHES_PATH}", file=sys.stderr)
     return 0
 

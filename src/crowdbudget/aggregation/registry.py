@@ -29,7 +29,7 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
 | ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
-|  |  | ``temperature`` |
+|  |  | ``prior-fit``, ``temperature`` |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
@@ -61,7 +61,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from crowdbudget.aggregation.base import Aggregator
-from crowdbudget.aggregation.bayesian_dawid_skene import BayesianDawidSkene
+from crowdbudget.aggregation.bayesian_dawid_skene import PRIOR_FITS, BayesianDawidSkene
 from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.dawid_skene import DawidSkene
 from crowdbudget.aggregation.glad import GLAD
@@ -450,6 +450,13 @@ for _spec in (
             type_label="pair of positive numbers",
         ),
         _row("pool-below", int, "workers with fewer labels share one confusion matrix", low=0),
+        _row(
+            "prior-fit",
+            str,
+            "empirical-Bayes prior fitted once on the majority-vote start (start) or at every "
+            "iteration (every, the first build's rule)",
+            choices=PRIOR_FITS,
+        ),
         _row(
             "temperature",
             read_temperature,

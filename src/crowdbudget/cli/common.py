@@ -125,13 +125,21 @@ def default_verdicts(policies: Sequence[str], verdict: str | None) -> dict[str, 
     return out
 
 
-def verdict_note(defaulted: dict[str, str]) -> list[str]:
-    """One text line per policy read by its default verdict (:func:`default_verdicts`)."""
-    return [
-        f"verdict of {pid}: {name} (the policy's default; {pid}:verdict=posterior reads its "
-        "own model)"
-        for pid, name in defaulted.items()
-    ]
+def verdict_note(defaulted: dict[str, str], width: int = 118) -> list[str]:
+    """``verdict:`` lines (wrapped to ``width`` columns) naming each policy read by its
+    default verdict (:func:`default_verdicts`)."""
+    import textwrap
+
+    lines: list[str] = []
+    for pid, name in defaulted.items():
+        text = (
+            f"verdict: {pid} is read by {name}, the policy's default "
+            f"({pid}:verdict=posterior reads its own model)"
+        )
+        lines += textwrap.wrap(
+            text, width=width, subsequent_indent="         ", break_on_hyphens=False
+        )
+    return lines
 
 
 def label_budgets(args: argparse.Namespace, n_items: int) -> list[float]:

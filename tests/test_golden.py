@@ -4,7 +4,10 @@
 push and pull mode, the experiment runner, the priced-worker and continuous-time loops, every
 reproduction's quick path, ``simulate``/``replay``/``compare`` with their defaults) and
 recorded their SHA-256 digests in ``tests/golden/hashes.json``. A refactor keeps each digest,
-or regenerates the file and names the change that moved it.
+or regenerates the file and names the change that moved it. A case whose floating point
+differs in the last bits between CPUs (found in stop 27: ``reproduce/bbta-rte``) may also
+match the digest another machine gave for the same code, kept with the reason in
+``tests/golden/other_machines.json``.
 """
 
 from __future__ import annotations

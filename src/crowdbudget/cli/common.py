@@ -128,18 +128,15 @@ def default_verdicts(policies: Sequence[str], verdict: str | None) -> dict[str, 
 def verdict_note(defaulted: dict[str, str], width: int = 118) -> list[str]:
     """``verdict:`` lines (wrapped to ``width`` columns) naming each policy read by its
     default verdict (:func:`default_verdicts`)."""
-    import textwrap
-
-    lines: list[str] = []
-    for pid, name in defaulted.items():
-        text = (
-            f"verdict: {pid} is read by {name}, the policy's default "
+    return wrapped_lines(
+        "verdict",
+        [
+            f"{pid} is read by {name}, the policy's default "
             f"({pid}:verdict=posterior reads its own model)"
-        )
-        lines += textwrap.wrap(
-            text, width=width, subsequent_indent="         ", break_on_hyphens=False
-        )
-    return lines
+            for pid, name in defaulted.items()
+        ],
+        width,
+    )
 
 
 def label_budgets(args: argparse.Namespace, n_items: int) -> list[float]:
@@ -186,13 +183,22 @@ def run_policies(args: argparse.Namespace, env: Any, budgets: Any, metrics: Any 
     )
 
 
-def note_lines(notes: list[str], width: int = 118) -> list[str]:
-    """``note:`` lines wrapped to ``width`` columns (continuations indented)."""
+def wrapped_lines(label: str, texts: list[str], width: int = 118) -> list[str]:
+    """``label: text`` lines wrapped to ``width`` columns, continuations indented under the
+    text."""
     import textwrap
 
     lines: list[str] = []
-    for note in notes:
+    for text in texts:
         lines += textwrap.wrap(
-            f"note: {note}", width=width, subsequent_indent="      ", break_on_hyphens=False
+            f"{label}: {text}",
+            width=width,
+            subsequent_indent=" " * (len(label) + 2),
+            break_on_hyphens=False,
         )
     return lines
+
+
+def note_lines(notes: list[str], width: int = 118) -> list[str]:
+    """``note:`` lines wrapped to ``width`` columns (continuations indented)."""
+    return wrapped_lines("note", notes, width)

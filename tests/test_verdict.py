@@ -328,3 +328,100 @@ def test_the_worker_aware_one_coin_policies_default_to_mace_and_say_so(
     assert kept.config is not None and kept.config.verdict == "posterior"
     plain = Campaign.create(items=items, budget=6, classes=classes, policy="opt-kg")
     assert plain.config is not None and plain.config.verdict == "posterior"
+
+
+def test_one_campaign_read_by_several_verdicts_gives_the_rows_of_separate_runs() -> None:
+    # --verdicts: each campaign is allocated once and read by every verdict; each reading
+    # must be exactly what a run of <id>:verdict=<v> gives (same allocation, same verdict
+    # seed), worker-aware default included (its own verdict is mace: not read twice)
+    env = ReplayEnvironment.from_label_data(load_dataset("temp"))
+    budgets = [231, 462, 924]
+    ids = ["opt-kg", "opt-kg:posterior=one-coin", "uniform:verdict=mv"]
+    read = run_experiment(
+        ids, env, budgets, 2, n_jobs=1, progress=False, verdicts=["ds", "mace", "posterior"]
+    )
+    expected_labels = [
+        "opt-kg",
+        "opt-kg:verdict=ds",
+        "opt-kg:verdict=mace",
+        "opt-kg:posterior=one-coin",
+        "opt-kg:posterior=one-coin:verdict=ds",
+        "opt-kg:posterior=one-coin:verdict=posterior",
+        "uniform:verdict=mv",
+        "uniform:verdict=ds",
+        "uniform:verdict=mace",
+        "uniform:verdict=posterior",
+    ]
+    assert list(read.summary["policy"].unique()) == expected_labels
+    separate = run_experiment(expected_labels, env, budgets, 2, n_jobs=1, progress=False)
+    columns = ["policy", "budget", "replication", "accuracy", "labels_used", "ece", "nll"]
+    assert read.runs[columns].reset_index(drop=True).equals(
+        separate.runs[columns].reset_index(drop=True)
+    )
+    # the readings differ from each other (a test that could fail): ds ≠ posterior on opt-kg
+    by = read.summary.set_index(["policy", "budget"])["accuracy_mean"]
+    assert by[("opt-kg:verdict=ds", 462)] != by[("opt-kg", 462)]
+
+
+def test_a_reading_already_given_as_an_id_is_not_repeated_and_bad_verdicts_fail() -> None:
+    env = SyntheticBernoulliEnvironment(10)
+    result = run_experiment(
+        ["uniform", "uniform:verdict=mv"], env, [10], 1, n_jobs=1, progress=False, verdicts=["mv"]
+    )
+    assert list(result.summary["policy"]) == ["uniform", "uniform:verdict=mv"]
+    with pytest.raises(InvalidParameterError, match="unknown aggregator 'nope'"):
+        run_experiment(["uniform"], env, [10], 1, n_jobs=1, progress=False, verdicts=["nope"])
+
+
+def test_cli_verdicts_option_reads_every_campaign_with_each_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from crowdbudget.cli import main
+
+    base = ["replay", "--dataset", "wsd", "--budget-per-item", "1", "--reps", "2", "--jobs", "1"]
+    assert main([*base, "--policies", "opt-kg", "--verdicts", "ds,mv", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["settings"]["verdicts"] == ["ds", "mv"]
+    assert [row["policy"] for row in document["results"]] == [
+        "opt-kg",
+        "opt-kg:verdict=ds",
+        "opt-kg:verdict=mv",
+    ]
+    # a verdict that cannot read the data: one line, exit status 2, nothing run
+    assert main([*base, "--policies", "opt-kg", "--verdicts", "kos"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "crowdbudget replay: error: --verdicts 'kos': verdict 'kos' takes two classes only; "
+        "this problem has 3 (data set 'wsd' (3 classes: 1, 2, 3))"
+    ]
+
+
+def test_a_verdict_s_seed_depends_on_the_replication_only() -> None:
+    # The runner builds every campaign of a replication from one SeedSequence object; a
+    # verdict that spawned its seed from it moved the object's spawn counter, so the tie
+    # draws of `uniform:verdict=mv` depended on the policies listed before it and on the
+    # executor's chunking. verdict_seed derives the seed without side effects.
+    env = ReplayEnvironment.from_label_data(load_dataset("temp"))
+
+    def accuracies(ids: list[str], jobs: int) -> list[float]:
+        runs = run_experiment(ids, env, [231], 4, n_jobs=jobs, progress=False).runs
+        return runs[runs["policy"] == "uniform:verdict=mv"]["accuracy"].tolist()
+
+    alone = accuracies(["uniform:verdict=mv"], 1)
+    assert accuracies(["opt-kg:verdict=ds", "kg-random", "uniform:verdict=mv"], 1) == alone
+    assert accuracies(["opt-kg:verdict=ds", "uniform:verdict=mv"], 2) == alone
+    assert len(set(alone)) > 1  # the replications differ: the check can fail
+
+
+def test_verdict_seed_neither_advances_nor_spawns_from_the_generator() -> None:
+    from crowdbudget.policies.verdict import verdict_seed
+
+    rng = np.random.default_rng(np.random.SeedSequence(3).spawn(2)[1])
+    state = rng.bit_generator.state
+    first = verdict_seed(rng)
+    assert verdict_seed(rng) == first
+    assert rng.bit_generator.state == state
+    # ... and it is what the first spawn gives (so runs that spawned once are unchanged)
+    assert int(rng.spawn(1)[0].integers(2**62)) == first

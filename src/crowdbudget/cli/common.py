@@ -105,6 +105,23 @@ def add_verdict_argument(parser: argparse.ArgumentParser) -> None:
         "one-coin-em, mace, bds, ...; 'crowdbudget aggregators'); an id names its own with "
         ":verdict=, e.g. opt-kg:verdict=ds",
     )
+    parser.add_argument(
+        "--verdicts",
+        type=verdict_list,
+        default=None,
+        metavar="ID,ID",
+        help="also read every campaign with these verdicts (e.g. posterior,ds,mace,bds): one "
+        "row per policy and verdict, labelled <id>:verdict=<v> — the rows those ids would "
+        "give, at the cost of one allocation",
+    )
+
+
+def verdict_list(text: str) -> list[str]:
+    """Comma-separated verdict ids (``posterior``, ``paper`` or aggregator ids)."""
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise argparse.ArgumentTypeError("expected at least one verdict id")
+    return ids
 
 
 def default_verdicts(policies: Sequence[str], verdict: str | None) -> dict[str, str]:
@@ -180,6 +197,7 @@ def run_policies(args: argparse.Namespace, env: Any, budgets: Any, metrics: Any 
         mode=args.mode,
         metrics=metrics,
         verdict=getattr(args, "verdict", None),
+        verdicts=getattr(args, "verdicts", None) or (),
     )
 
 

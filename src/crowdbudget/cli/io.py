@@ -116,11 +116,16 @@ def whole_budgets(values: Sequence[float], flag: str) -> list[float]:
 
 
 def check_policies_apply(
-    policy_ids: Sequence[str], problem: Any, what: str, verdict: str | None = None
+    policy_ids: Sequence[str],
+    problem: Any,
+    what: str,
+    verdict: str | None = None,
+    verdicts: Sequence[str] | None = None,
 ) -> None:
     """Refuse, naming the id typed, a policy that cannot run on ``problem`` (its declared
     needs, :meth:`crowdbudget.registry.PolicySpec.refusal`; then its verdict's — the id's or
-    ``verdict`` —; then what ``reset`` refuses)."""
+    ``verdict`` —; then what ``reset`` refuses), and a verdict of ``verdicts`` (``--verdicts``)
+    that cannot read it."""
     import numpy as np
 
     from crowdbudget.registry import make_policy, parse_policy, policies_for, split_verdict
@@ -146,3 +151,11 @@ def check_policies_apply(
             if reason.startswith(name):
                 reason = repr(policy_id) + reason[len(name) :]
             raise InvalidParameterError(f"{reason} ({what}){instead()}") from None
+    from crowdbudget.registry import VerdictSpec
+
+    for name in verdicts or ():
+        spec = VerdictSpec(name)
+        spec.build()  # an unknown aggregator fails here, with the allowed ones
+        refused = spec.refusal(problem)
+        if refused is not None:
+            raise InvalidParameterError(f"--verdicts {name!r}: {refused} ({what})")

@@ -148,6 +148,7 @@ def run_replay(
         Problem(n_items=2, budget=1, n_classes=data.n_classes, n_workers=data.n_workers),
         f"data set {data.name!r} ({data.n_classes} classes: {', '.join(data.classes)})",
         args.verdict,
+        args.verdicts,
     )
     # quantity–quality metrics (Li et al. §4.1) when asked, or when a policy that targets them
     # is compared (Requallo stops early and leaves items unlabeled: accuracy alone misleads)
@@ -168,6 +169,8 @@ def run_replay(
         "budgets": sorted(set(budgets)),
         "reps": args.reps,
     }
+    if args.verdicts:
+        settings["verdicts"] = args.verdicts
     defaulted = default_verdicts(args.policies, args.verdict)
     if defaulted:
         settings["default_verdicts"] = defaulted

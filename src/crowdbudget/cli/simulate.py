@@ -105,7 +105,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     # what a policy refuses (named workers, prices, features, contexts, its reset's own
     # checks) is seen on the same world at two items: a small reset stays cheap
     problem = _two_item_problem(spec)
-    check_policies_apply(args.policies, problem, f"environment {str(spec)!r}", args.verdict)
+    check_policies_apply(
+        args.policies, problem, f"environment {str(spec)!r}", args.verdict, args.verdicts
+    )
     _check_priced(args.policies, problem, spec)
     result = run_policies(args, env, budgets)
     values = ENVIRONMENTS.values(spec)
@@ -137,6 +139,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             "reps": args.reps,
         }
         title = f"simulate: {spec}, {args.reps} reps"
+    if args.verdicts:
+        settings["verdicts"] = args.verdicts
     defaulted = default_verdicts(args.policies, args.verdict)
     if defaulted:
         settings["default_verdicts"] = defaulted

@@ -207,7 +207,13 @@ class CheckpointRecorder:
     on the verdict's class probabilities) and the hook's metrics; a campaign that stops early
     records its final state at every checkpoint left. ``verdict``: the
     :class:`~crowdbudget.policies.verdict.Verdict` (reset by the caller; None: the policy's
-    own model)."""
+    own model).
+
+    ``readers``: more verdicts reading the same campaign, ``(label, verdict)`` each (reset
+    by the caller): at every checkpoint each adds its own row, with ``"policy": label``
+    (``reader_rows``) — one allocation read several ways. ``seconds`` of a row is the
+    campaign's time so far without any verdict's, plus that row's verdict's own time so far:
+    what a campaign read by that verdict alone would have taken, whatever else reads it."""
 
     policy: AllocationPolicy
     checkpoints: Sequence[float]
@@ -215,12 +221,16 @@ class CheckpointRecorder:
     evaluation_mask: BoolArray
     metrics: MetricsHook | None = None
     verdict: Verdict | None = None
+    readers: Sequence[tuple[str, Verdict]] = ()
     rows: list[dict[str, Any]] = field(default_factory=list)
+    reader_rows: list[dict[str, Any]] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
     _next: int = 0
+    # seconds spent in each verdict so far: the main one first, then the readers'
+    _verdict_seconds: list[float] = field(default_factory=list)
 
-    def _record(self, state: CampaignState, upto: float) -> None:
-        verdict = self.verdict if self.verdict is not None else _POSTERIOR
+    def _read(self, verdict: Verdict, state: CampaignState) -> dict[str, Any]:
+        """``accuracy`` and the calibration and hook metrics of ``verdict``'s reading."""
         labels = verdict.labels(state, self.policy)
         mask, truth = self.evaluation_mask, self.true_labels
         accuracy = float(np.mean(labels[mask] == truth[mask]))
@@ -228,17 +238,34 @@ class CheckpointRecorder:
         probas = verdict.probabilities(state, self.policy)
         extra = verdict_calibration(probas, labels, truth, mask)
         extra.update(self.metrics(state, labels, truth, mask) if self.metrics is not None else {})
-        elapsed = time.perf_counter() - self.start
+        return {"accuracy": accuracy, **extra}
+
+    def _record(self, state: CampaignState, upto: float) -> None:
+        verdicts = [self.verdict if self.verdict is not None else _POSTERIOR]
+        verdicts += [verdict for _, verdict in self.readers]
+        if not self._verdict_seconds:
+            self._verdict_seconds = [0.0] * len(verdicts)
+        readings = []
+        for k, verdict in enumerate(verdicts):
+            began = time.perf_counter()
+            readings.append(self._read(verdict, state))
+            self._verdict_seconds[k] += time.perf_counter() - began
+        # the campaign's own time: the wall time without any verdict's
+        campaign = time.perf_counter() - self.start - sum(self._verdict_seconds)
+        labels = [None, *(label for label, _ in self.readers)]
         while self._next < len(self.checkpoints) and self.checkpoints[self._next] <= upto:
-            self.rows.append(
-                {
+            for k, (label, reading) in enumerate(zip(labels, readings, strict=True)):
+                row = {
                     "budget": self.checkpoints[self._next],
-                    "accuracy": accuracy,
+                    "accuracy": reading["accuracy"],
                     "labels_used": state.spent,
-                    "seconds": elapsed,
-                    **extra,
+                    "seconds": campaign + self._verdict_seconds[k],
+                    **{key: value for key, value in reading.items() if key != "accuracy"},
                 }
-            )
+                if label is None:
+                    self.rows.append(row)
+                else:
+                    self.reader_rows.append({"policy": label, **row})
             self._next += 1
 
     def before_decision(self, state: CampaignState) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -155,6 +156,7 @@ def run_campaign(
     mode: str = "push",
     metrics: MetricsHook | None = None,
     verdict: Verdict | None = None,
+    readers: Sequence[tuple[str, Verdict]] = (),
 ) -> list[dict[str, Any]]:
     """Run one campaign up to ``max(budgets)``, recording accuracy at each budget.
 
@@ -168,6 +170,10 @@ def run_campaign(
         budgets: checkpoints, ascending; the campaign's budget is the largest.
         mode: ``"push"`` (the policy picks) or ``"pull"`` (a worker arrives first).
         metrics: optional hook adding metrics at each checkpoint (:data:`MetricsHook`).
+        readers: more verdicts reading the same campaign, ``(label, verdict)`` each (reset
+            here like ``verdict``, each from a copy of the policy's generator as it stands
+            after the policy's reset — so each reads exactly what a campaign with that verdict
+            alone would give): their rows follow the verdict's, with ``"policy": label``.
 
     Returns:
         One dict per budget: ``budget``, ``accuracy`` (fraction of the evaluated items —
@@ -206,15 +212,20 @@ def run_campaign(
         else np.asarray(env.evaluation_mask, dtype=bool),
         metrics,
         verdict,
+        readers,
     )
     policy.reset(problem, policy_rng)
+    # each reader from the generator as the verdict gets it (a verdict only spawns a child
+    # seed from it, which moves the seed sequence's spawn counter: hence the copies)
+    for _, reader in readers:
+        reader.reset(problem, copy.deepcopy(policy_rng))
     verdict.reset(problem, policy_rng)
     drive(policy, env, state, clock, recorder)
-    return recorder.rows
+    return recorder.rows + recorder.reader_rows
 
 
 def _task(
-    entry: tuple[Spec, VerdictSpec, str],
+    entry: tuple[Spec, VerdictSpec, str, tuple[tuple[str, VerdictSpec], ...]],
     env: LabelingEnvironment,
     budgets: list[float],
     replication: int,
@@ -224,12 +235,13 @@ def _task(
     engine: str = "auto",
     metrics: MetricsHook | None = None,
 ) -> list[dict[str, Any]]:
-    policy_spec, verdict_spec, label = entry
+    policy_spec, verdict_spec, label, reader_specs = entry
     policy = make_policy(policy_spec)
     verdict = verdict_spec.build()
     fast = (
         metrics is None
         and verdict_spec.is_posterior
+        and not reader_specs
         and _use_fast_engine(policy, env, mode, engine)
     )
     runs = [budgets] if not policy.budget_aware else [[b] for b in budgets]
@@ -258,8 +270,10 @@ def _task(
                 mode=mode,
                 metrics=metrics,
                 verdict=verdict,
+                readers=[(name, spec.build()) for name, spec in reader_specs],
             )
         for row in campaign:
+            # a reader's row names its own label ("policy"), after the default
             rows.append({"policy": label, "replication": replication, **row})
     return rows
 
@@ -451,6 +465,7 @@ def run_experiment(
     verdict: str | None = None,
     executor: str | None = None,
     ties: str = "default",
+    verdicts: Sequence[str] = (),
 ) -> ExperimentResult:
     """Run every policy id on ``n_reps`` worlds of ``env`` at every budget.
 
@@ -481,6 +496,13 @@ def run_experiment(
             the papers' rule (``tie-break=first``) for every id that names none
             (:func:`~crowdbudget.registry.pin_paper_ties`; rows keep the ids as given) —
             what the faithful reproductions use.
+        verdicts: more verdicts reading every campaign (``posterior``, ``paper`` or aggregator
+            ids): each campaign is run once and read at every checkpoint by its own verdict
+            and by each of these, one row each, labelled ``<policy id>:verdict=<v>`` (the id
+            without its own verdict) — the rows a run of that id would give (same allocation:
+            a verdict draws nothing from the policy's generator), at the cost of one
+            allocation. A reading that is the id's own verdict, or whose label is one of
+            ``policies``, is not repeated. Such campaigns run on the reference engine.
 
     Returns:
         :class:`ExperimentResult` with ``runs`` (columns ``RUN_COLUMNS``) and ``summary``.
@@ -490,12 +512,13 @@ def run_experiment(
         raise InvalidParameterError("at least one policy is needed")
     # parsed and checked once here; the specs (not the strings) go to the worker processes:
     # (the policy's spec, its verdict's, the row label)
-    specs = {pid: (*split_verdict(pid, verdict), str(pid)) for pid in policies}
+    readings = reader_specs(policies, verdict, verdicts)
+    specs = {pid: (*split_verdict(pid, verdict), str(pid), readings[str(pid)]) for pid in policies}
     if ties == "paper":
-        specs = {pid: (pin_paper_ties(p), v, label) for pid, (p, v, label) in specs.items()}
+        specs = {pid: (pin_paper_ties(p), v, label, r) for pid, (p, v, label, r) in specs.items()}
     elif ties != "default":
         raise InvalidParameterError(f"ties must be 'default' or 'paper', got {ties!r}")
-    for policy_spec, verdict_spec, _ in specs.values():
+    for policy_spec, verdict_spec, _, _ in specs.values():
         # fail fast on unknown ids and unsupported engines, before any work
         if verdict_spec.is_posterior or engine == "fast":
             _use_fast_engine(make_policy(policy_spec), env, mode, engine)
@@ -533,8 +556,35 @@ def run_experiment(
         progress=progress,
     )
     extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))
-    runs = sort_runs(pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns), policies)
-    return ExperimentResult(runs=runs, summary=summarize(runs, policies))
+    # each id's row, then its readings'
+    order = [label for pid in policies for label in (str(pid), *(r for r, _ in readings[str(pid)]))]
+    runs = sort_runs(pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns), order)
+    return ExperimentResult(runs=runs, summary=summarize(runs, order))
+
+
+def reader_specs(
+    policies: Sequence[str], verdict: str | None, verdicts: Sequence[str]
+) -> dict[str, tuple[tuple[str, VerdictSpec], ...]]:
+    """Per policy id, the extra readings of its campaigns (:func:`run_experiment`'s
+    ``verdicts``): ``(label, VerdictSpec)`` with label ``<id without its verdict>:verdict=<v>``,
+    leaving out the id's own verdict and labels that are ids of ``policies``. An unknown
+    verdict fails here, naming the allowed ones."""
+    wanted = [VerdictSpec(str(v)) for v in dict.fromkeys(verdicts)]
+    for spec in wanted:
+        spec.build()  # an unknown aggregator fails here, with the allowed ones
+    taken = {str(pid) for pid in policies}
+    out: dict[str, tuple[tuple[str, VerdictSpec], ...]] = {}
+    for pid in policies:
+        policy_spec, own = split_verdict(pid, verdict)
+        readings = []
+        for spec in wanted:
+            label = f"{policy_spec}:verdict={spec.name}"
+            if spec == own or label in taken:
+                continue
+            taken.add(label)
+            readings.append((label, spec))
+        out[str(pid)] = tuple(readings)
+    return out
 
 
 def summarize(runs: pd.DataFrame, policy_order: Sequence[str] | None = None) -> pd.DataFrame:

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from crowdbudget._random import child_seed
 from crowdbudget.aggregation.registry import make_aggregator
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
@@ -64,6 +65,27 @@ TIE_TOLERANCE = 1e-9
 
 #: which worker ids an aggregator verdict sees
 VERDICT_WORKERS = ("as-given", "per-context")
+
+
+def verdict_seed(rng: np.random.Generator) -> int:
+    """The seed of a verdict's own draws (ties, an aggregator's restarts), from the policy's
+    generator without touching it: neither its stream nor its seed sequence moves.
+
+    It is the first child of the generator's seed sequence — what ``rng.spawn(1)`` gives
+    the first time — derived by :func:`~crowdbudget._random.child_seed`. ``spawn`` itself
+    counts the children it hands out, and the runner builds every campaign of one
+    replication from the same ``SeedSequence`` object, so a spawning verdict made a
+    campaign's verdict seed depend on how many campaigns ran before it in the same process
+    (the policies listed before it, the executor's chunking); now the seed depends on the
+    replication only. A generator without a seed sequence (built from a bit generator's
+    state) falls back to ``spawn``."""
+    bit_generator = rng.bit_generator
+    sequence = getattr(bit_generator, "seed_seq", None)
+    if isinstance(sequence, np.random.SeedSequence):
+        child = np.random.Generator(type(bit_generator)(child_seed(sequence, 0)))
+    else:
+        child = rng.spawn(1)[0]
+    return int(child.integers(2**62))
 
 
 def log_label_data(state: CampaignState, *, worker_offset: IntArray | None = None) -> LabelData:
@@ -170,7 +192,7 @@ class PosteriorVerdict(Verdict):
 
     def reset(self, problem: Problem, rng: np.random.Generator) -> PosteriorVerdict:
         # a child seed: the parent's stream is not advanced, so allocation is unchanged
-        self._seed = int(rng.spawn(1)[0].integers(2**62)) if self.ties == "prior" else 0
+        self._seed = verdict_seed(rng) if self.ties == "prior" else 0
         self._cache = None
         return self
 
@@ -225,7 +247,7 @@ class AggregatorVerdict(Verdict):
 
     def reset(self, problem: Problem, rng: np.random.Generator) -> AggregatorVerdict:
         # a child seed: the parent's stream is not advanced (module doc)
-        self._seed = int(rng.spawn(1)[0].integers(2**62))
+        self._seed = verdict_seed(rng)
         self._worker_offset = None
         self._fit = None
         if self.workers == "per-context" and problem.n_workers is not None:

@@ -267,8 +267,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._pair_workers = np.tile(np.arange(m, dtype=np.int64), k)
             self._remaining: IntArray | None = None
         else:
-            self._pair_items = state.pairs.items
-            self._pair_workers = state.pairs.workers
+            self._pair_items = np.ascontiguousarray(state.pairs.items, dtype=np.int64)
+            self._pair_workers = np.ascontiguousarray(state.pairs.workers, dtype=np.int64)
             self._remaining = state.pairs.remaining
         post = self.posterior_
         self._item_error = error_probability(post.a, post.b, post.thresholds)
@@ -292,6 +292,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._fast = (
             bool(np.all(thresholds == thresholds[0])) and self._fused and not self.reference
         )
+        # the fast path at d = 1/2 for Opt-KG and KG: compiled scoring (_one_coin_kernel)
+        self._compiled = self._fast and self._half and self.alpha is None
+        if self._compiled:
+            self._item_error = self._compiled_item_errors()
         if self._fast:
             self._scores = np.full(self._pair_items.shape[0], -np.inf)
             self._rescore_all()
@@ -344,10 +348,14 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
 
     def _rescore_all(self) -> None:
         """Score every live pair, each distinct (item state, worker parameters) once."""
-        self._assign_states()
         self._prepare_fused()
+        if not self._compiled:
+            self._assign_states()
         live = self._live(np.arange(self._pair_items.shape[0], dtype=np.int64))
         if live.shape[0] == 0:
+            return
+        if self._compiled:
+            self._rescore_compiled(live)
             return
         _, rid = np.unique(self._worker_keys(), return_inverse=True)
         rid = rid.reshape(-1).astype(np.int64)
@@ -403,7 +411,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         distinct state) and refresh the per-worker bests."""
         post = self.posterior_
         a, b = float(post.a[i]), float(post.b[i])
-        self._state_id(i, a, b)
+        if not self._compiled:
+            self._state_id(i, a, b)
         self._moments_of(i, a, b)
         assert isinstance(post, OneCoinPosterior)
         c, d = float(post.c[j]), float(post.d[j])
@@ -413,13 +422,16 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         every_own = own
         own = self._live(own)
         theirs = self._live(self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]])
-        reps, inverse = representatives(
-            self._sid[self._pair_items[theirs]], self._n_sids, self._table
-        )
-        scores = self._score_fused(np.concatenate([own, theirs[reps]]))
-        n_own = own.shape[0]
-        self._scores[own] = scores[:n_own]
-        self._scores[theirs] = scores[n_own:][inverse]
+        if self._compiled:
+            self._rescore_compiled(np.concatenate([own, theirs]))
+        else:
+            reps, inverse = representatives(
+                self._sid[self._pair_items[theirs]], self._n_sids, self._table
+            )
+            scores = self._score_fused(np.concatenate([own, theirs[reps]]))
+            n_own = own.shape[0]
+            self._scores[own] = scores[:n_own]
+            self._scores[theirs] = scores[n_own:][inverse]
         # per-worker bests: worker j's pairs all changed; every other worker of item i had one
         # pair change (old -> new), an O(1) update unless its only best pair went down
         best = self._best
@@ -441,6 +453,38 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
                 count[w] -= 1
                 if count[w] <= 0:
                     best.refresh_one(w)
+
+    def _rescore_compiled(self, pairs: IntArray) -> None:
+        """``_scores[pairs]`` by the compiled pass (d = 1/2, Opt-KG or KG): the bits of
+        :meth:`_score_fused`, each distinct (item state, reliability) evaluated once."""
+        from crowdbudget.policies._one_coin_kernel import rescore_pairs
+
+        post = self.posterior_
+        rescore_pairs(
+            pairs,
+            self._pair_items,
+            self._pair_workers,
+            np.ascontiguousarray(post.a, dtype=float),
+            np.ascontiguousarray(post.b, dtype=float),
+            self._moments,
+            self._reliability,
+            self._item_error,
+            self.optimistic,
+            self._scores,
+        )
+
+    def _compiled_item_errors(self) -> FloatArray:
+        """Every item's current error at d = 1/2 (``error_probability``'s bits), compiled."""
+        from crowdbudget.policies._one_coin_kernel import item_errors
+
+        post = self.posterior_
+        out = np.empty(post.n_items)
+        item_errors(
+            np.ascontiguousarray(post.a, dtype=float),
+            np.ascontiguousarray(post.b, dtype=float),
+            out,
+        )
+        return out
 
     def _choose_fast(self, state: CampaignState) -> int | None:
         """The pair the scan of :meth:`_choose` would pick (same ties, same draws), read from
@@ -498,11 +542,17 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     def _prepare_fused(self) -> None:
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)
+        from crowdbudget.policies._one_coin_kernel import fill_moments
+
         self._moments = np.empty((post.n_items, 2, 6))
-        # orientation 0: a label 0 (θ enters as 1 − θ: the swapped item), 1: a label 1
-        for k, (ta, tb) in enumerate(((post.b, post.a), (post.a, post.b))):
-            self._moments[:, k] = np.column_stack(_orientation_moments(ta, tb))
-        self._reliability = post.c / (post.c + post.d)
+        # orientation 0: a label 0 (θ enters as 1 − θ: the swapped item), 1: a label 1; the
+        # operations of _orientation_moments, compiled (the same bits)
+        fill_moments(
+            np.ascontiguousarray(post.a, dtype=float),
+            np.ascontiguousarray(post.b, dtype=float),
+            self._moments,
+        )
+        self._reliability = np.ascontiguousarray(post.c / (post.c + post.d), dtype=float)
         self._uniform_half = bool(np.all(post.thresholds == 0.5))
         self._threshold = float(post.thresholds[0])
 
@@ -654,7 +704,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         post = self.posterior_
         if not self._pairs_built:
             return
-        self._item_error = error_probability(post.a, post.b, post.thresholds)
+        if self._fast and self._compiled:
+            self._item_error = self._compiled_item_errors()
+        else:
+            self._item_error = error_probability(post.a, post.b, post.thresholds)
         if self._fast:
             self._rescore_all()
             self._best.refresh(np.arange(post.n_workers, dtype=np.int64))

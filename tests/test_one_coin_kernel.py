@@ -1,0 +1,108 @@
+"""Issue 21: the compiled scoring of the one-coin fast path (policies/_one_coin_kernel.py)
+gives the bits of the NumPy path it replaces — canonical rounding, the items' errors, and
+every pair's Opt-KG and KG score — on states with exact ties and mirrored states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdbudget.policies._index import canonical_scores
+from crowdbudget.policies._one_coin_kernel import (
+    canonical,
+    fill_moments,
+    item_errors,
+    rescore_pairs,
+)
+from crowdbudget.posteriors.beta_bernoulli import error_probability
+from crowdbudget.registry import make_policy
+from crowdbudget.types import Problem
+
+
+def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
+    return bool(np.array_equal(np.asarray(x).view(np.int64), np.asarray(y).view(np.int64)))
+
+
+def test_canonical_rounds_every_value_as_canonical_scores() -> None:
+    rng = np.random.default_rng(0)
+    halves = (rng.integers(0, 2**40, 2000) + 0.5) / 2.0**40  # mantissas exactly on a half
+    values = np.concatenate(
+        [
+            rng.normal(0, 1, 20_000),
+            rng.normal(0, 1e-300, 500),  # subnormals
+            halves,
+            -halves,
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1.5, 2.5, 1e308],
+        ]
+    )
+    compiled = np.array([canonical(v) for v in values])
+    assert _same_bits(compiled, canonical_scores(values))
+
+
+def _states(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Item Betas with repeats, mirrored pairs and exact ties (a = b)."""
+    a = rng.uniform(0.3, 40.0, n)
+    b = rng.uniform(0.3, 40.0, n)
+    a[: n // 5], b[: n // 5] = 1.0, 1.0  # the prior, shared
+    a[n // 5 : n // 4] = b[n // 5 : n // 4]  # a = b
+    a[n // 4 : n // 3], b[n // 4 : n // 3] = (
+        b[n // 3 : n // 3 + (n // 3 - n // 4)],
+        a[n // 3 : n // 3 + (n // 3 - n // 4)],
+    )  # mirrored copies of later items
+    return a, b
+
+
+def test_item_errors_are_error_probability_at_one_half() -> None:
+    a, b = _states(np.random.default_rng(1), 3000)
+    out = np.empty(a.shape[0])
+    evaluated = item_errors(a, b, out)
+    assert _same_bits(out, error_probability(a, b, 0.5))
+    assert evaluated < a.shape[0]  # the shared and mirrored states were evaluated once
+
+
+@pytest.mark.parametrize("policy_id", ["opt-kg:posterior=one-coin", "kg:posterior=one-coin"])
+def test_every_pair_score_is_the_numpy_fused_score(policy_id: str) -> None:
+    # a policy in a random state: its NumPy look-ahead (_score_fused) is the reference
+    rng = np.random.default_rng(2)
+    n_items, n_workers = 400, 30
+    policy = make_policy(policy_id)
+    problem = Problem(n_items=n_items, budget=10, n_workers=n_workers)
+    policy.reset(problem, np.random.default_rng(0))
+    post = policy.posterior_
+    post.a, post.b = _states(rng, n_items)
+    post.c = rng.uniform(0.5, 30.0, n_workers)
+    post.d = rng.uniform(0.5, 30.0, n_workers)
+    post.c[:10], post.d[:10] = 4.0, 1.0  # workers sharing the prior's reliability
+    policy._pair_items = np.repeat(np.arange(n_items, dtype=np.int64), n_workers)
+    policy._pair_workers = np.tile(np.arange(n_workers, dtype=np.int64), n_items)
+    policy._item_error = error_probability(post.a, post.b, 0.5)
+    policy._prepare_fused()
+    moments = policy._moments.copy()
+    # fill_moments gave _prepare_fused its moments; the NumPy formula gives the same bits
+    for k, (ta, tb) in enumerate(((post.b, post.a), (post.a, post.b))):
+        from crowdbudget.policies.worker_aware import _orientation_moments
+
+        assert _same_bits(moments[:, k], np.column_stack(_orientation_moments(ta, tb)))
+    pairs = rng.permutation(n_items * n_workers)[: n_items * n_workers // 2].astype(np.int64)
+    expected = policy._score_fused(pairs)
+    scores = np.full(n_items * n_workers, -7.0)
+    evaluated = rescore_pairs(
+        pairs,
+        policy._pair_items,
+        policy._pair_workers,
+        post.a,
+        post.b,
+        moments,
+        policy._reliability,
+        policy._item_error,
+        policy.optimistic,
+        scores,
+    )
+    assert _same_bits(scores[pairs], expected)
+    untouched = np.setdiff1d(np.arange(n_items * n_workers), pairs)
+    assert np.all(scores[untouched] == -7.0)
+    assert 0 < evaluated < 2 * pairs.shape[0]  # shared keys evaluated once
+    # and a fresh moments table filled by the kernel is the same as _prepare_fused's
+    again = np.empty_like(moments)
+    fill_moments(post.a, post.b, again)
+    assert _same_bits(again, moments)

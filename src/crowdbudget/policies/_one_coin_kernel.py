@@ -102,8 +102,7 @@ def canonical(x: float) -> float:
     return _from_bits((bits & ~np.int64(0x7FFFFFFFFFFFFFFF)) | magnitude)
 
 
-@intrinsic
-def _as_bits(typingctx: Any, x: Any) -> Any:
+def _as_bits_typer(typingctx: Any, x: Any) -> Any:
     """The bits of a float64 as an int64 (an LLVM bitcast: no memory, no call)."""
     if x != types.float64:
         return None
@@ -114,8 +113,7 @@ def _as_bits(typingctx: Any, x: Any) -> Any:
     return types.int64(types.float64), codegen
 
 
-@intrinsic
-def _from_bits(typingctx: Any, bits: Any) -> Any:
+def _from_bits_typer(typingctx: Any, bits: Any) -> Any:
     """The float64 whose bits are the int64 ``bits``."""
     if bits != types.int64:
         return None
@@ -124,6 +122,11 @@ def _from_bits(typingctx: Any, bits: Any) -> Any:
         return builder.bitcast(args[0], context.get_value_type(types.float64))
 
     return types.float64(types.int64), codegen
+
+
+# compiled-code-only functions (typed Any: mypy cannot see through the intrinsic decorator)
+_as_bits: Any = intrinsic(_as_bits_typer)
+_from_bits: Any = intrinsic(_from_bits_typer)
 
 
 @njit(cache=True, nogil=True)

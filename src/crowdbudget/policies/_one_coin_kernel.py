@@ -295,3 +295,70 @@ def item_errors(a: FloatArray, b: FloatArray, out: FloatArray) -> int:
             evaluated += 1
         out[i] = errors[h]
     return evaluated
+
+
+@njit(cache=True, nogil=True)
+def reestimate(
+    items: IntArray,
+    workers: IntArray,
+    labels: IntArray,
+    prior_a: FloatArray,
+    prior_b: FloatArray,
+    c: FloatArray,
+    d: FloatArray,
+    c0: float,
+    d0: float,
+    n_rounds: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """The refit's rounds with the paper's sequential item step (``OneCoinKnowledgeGradient.
+    _reestimate_beliefs``, ``refit_items="sequential"``): ``(a, b, c, d)``.
+
+    Each round: every item restarts from its prior and reads its labels in arrival order by
+    the moment matching of ``_theta_after`` (a label 0 on (a, b) is a label 1 on (b, a),
+    swapped back) with the workers' mean reliabilities of the round's start; then every
+    worker's Beta is its prior plus the expected agreements, summed in label order (what
+    ``np.bincount`` sums). The NumPy path reads rank k of every item at once; items do not
+    interact within a round, so reading the log in order is the same sequence per item, the
+    same bits."""
+    n_workers = c.shape[0]
+    a = prior_a.copy()
+    b = prior_b.copy()
+    answered = np.zeros(n_workers, dtype=np.int64)
+    for n in range(workers.shape[0]):
+        answered[workers[n]] += 1
+    for _ in range(n_rounds):
+        reliability = c / (c + d)
+        a = prior_a.copy()
+        b = prior_b.copy()
+        for n in range(items.shape[0]):
+            i = items[n]
+            r1 = reliability[workers[n]]
+            up = labels[n] == 1
+            ta = a[i] if up else b[i]
+            tb = b[i] if up else a[i]
+            # _beta_moments
+            total = ta + tb
+            t1 = ta / total
+            t2 = t1 * (ta + 1.0) / (total + 1.0)
+            t3 = t2 * (ta + 2.0) / (total + 2.0)
+            t1m = t1 * tb / (total + 1.0)
+            t21m = t2 * tb / (total + 2.0)
+            # _theta_after, then _match
+            z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
+            mean = (t2 * r1 + t1m * (1.0 - r1)) / z1
+            second = (t3 * r1 + t21m * (1.0 - r1)) / z1
+            spread = mean * (1.0 - mean)
+            var = _maximum(second - mean * mean, spread * 1e-15)
+            s = _maximum(spread / var - 1.0, _S_FLOOR)
+            na = mean * s
+            nb = (1.0 - mean) * s
+            a[i] = na if up else nb
+            b[i] = nb if up else na
+        right = np.zeros(n_workers)
+        for n in range(items.shape[0]):
+            i = items[n]
+            mean = a[i] / (a[i] + b[i])
+            right[workers[n]] += mean if labels[n] == 1 else 1.0 - mean
+        c = c0 + right
+        d = d0 + (answered - right)
+    return a, b, c, d

@@ -731,6 +731,23 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         items, workers, labels = log[:, 0], log[:, 1], log[:, 2]
         prior = self.problem_.prior_array
         c0, d0 = self.worker_prior
+        if self.refit_items == "sequential" and not self.reference:
+            # the rounds below compiled (the same operations in the same order per item)
+            from crowdbudget.policies._one_coin_kernel import reestimate
+
+            post.a, post.b, post.c, post.d = reestimate(
+                np.ascontiguousarray(items),
+                np.ascontiguousarray(workers),
+                np.ascontiguousarray(labels),
+                np.ascontiguousarray(prior[:, 1], dtype=float),
+                np.ascontiguousarray(prior[:, 0], dtype=float),
+                np.ascontiguousarray(post.c, dtype=float),
+                np.ascontiguousarray(post.d, dtype=float),
+                float(c0),
+                float(d0),
+                int(n_rounds),
+            )
+            return
         answered = np.bincount(workers, minlength=post.n_workers)
         order = np.argsort(items, kind="stable")
         starts = np.searchsorted(items[order], items[order], side="left")

@@ -96,9 +96,12 @@ bits); (iii) the argmax reads per-worker bests (:class:`~crowdbudget.policies._p
 WorkerBest`: each worker's best score and its multiplicity; worker j refreshed, item i's other
 workers updated in O(1) each) instead of masking every pair, the tied pairs gathered in pair
 order so the tie draw is the scan's. ``betainc`` (two per distinct rescored pair, ~170 per
-label on RTE) is what is left. Two-coin and mixed thresholds keep the scan path
-(``reference=True`` forces it; tests/test_worker_aware_speed.py checks the two paths decide
-alike).
+label on RTE) is what is left. At d = 1/2, for Opt-KG and KG, the rescoring, the items'
+errors, the moments and the refit's rounds run compiled (:mod:`~crowdbudget.policies.
+_one_coin_kernel`: the same operations in the same order, the same bits; each distinct (state,
+reliability) evaluated once through a hash table instead of the state numbering). Two-coin and
+mixed thresholds keep the scan path (``reference=True`` forces it;
+tests/test_worker_aware_speed.py checks the two paths decide alike).
 
 Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling
 ``workers=`` still reads, printing the new one once).

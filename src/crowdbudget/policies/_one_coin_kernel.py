@@ -102,31 +102,25 @@ def canonical(x: float) -> float:
     return _from_bits((bits & ~np.int64(0x7FFFFFFFFFFFFFFF)) | magnitude)
 
 
-def _as_bits_typer(typingctx: Any, x: Any) -> Any:
-    """The bits of a float64 as an int64 (an LLVM bitcast: no memory, no call)."""
-    if x != types.float64:
-        return None
+def _bitcast(source: Any, target: Any) -> Any:
+    """An intrinsic reinterpreting a ``source`` value's bits as ``target`` (an LLVM bitcast:
+    no memory, no call)."""
 
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    def typer(typingctx: Any, value: Any) -> Any:
+        if value != source:
+            return None
 
-    return types.int64(types.float64), codegen
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.bitcast(args[0], context.get_value_type(target))
 
+        return target(source), codegen
 
-def _from_bits_typer(typingctx: Any, bits: Any) -> Any:
-    """The float64 whose bits are the int64 ``bits``."""
-    if bits != types.int64:
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-    return types.float64(types.int64), codegen
+    return intrinsic(typer)
 
 
 # compiled-code-only functions (typed Any: mypy cannot see through the intrinsic decorator)
-_as_bits: Any = intrinsic(_as_bits_typer)
-_from_bits: Any = intrinsic(_from_bits_typer)
+_as_bits: Any = _bitcast(types.float64, types.int64)
+_from_bits: Any = _bitcast(types.int64, types.float64)
 
 
 @njit(cache=True, nogil=True)

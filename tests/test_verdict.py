@@ -355,8 +355,10 @@ def test_one_campaign_read_by_several_verdicts_gives_the_rows_of_separate_runs()
     assert list(read.summary["policy"].unique()) == expected_labels
     separate = run_experiment(expected_labels, env, budgets, 2, n_jobs=1, progress=False)
     columns = ["policy", "budget", "replication", "accuracy", "labels_used", "ece", "nll"]
-    assert read.runs[columns].reset_index(drop=True).equals(
-        separate.runs[columns].reset_index(drop=True)
+    assert (
+        read.runs[columns]
+        .reset_index(drop=True)
+        .equals(separate.runs[columns].reset_index(drop=True))
     )
     # the readings differ from each other (a test that could fail): ds ≠ posterior on opt-kg
     by = read.summary.set_index(["policy", "budget"])["accuracy_mean"]

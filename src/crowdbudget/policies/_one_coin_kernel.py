@@ -34,47 +34,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import llvmlite.binding as llvm
 import numpy as np
 from numba import njit, types
-from numba.extending import get_cython_function_address, intrinsic
+from numba.extending import intrinsic
 
+from crowdbudget._compiled_special import betainc as _betainc
+from crowdbudget._compiled_special import maximum as _maximum
+from crowdbudget._compiled_special import minimum as _minimum
 from crowdbudget.posteriors.one_coin import _S_FLOOR
 from crowdbudget.types import FloatArray, IntArray
 
-# the double-precision betainc of scipy.special (the first fused specialisation), called by
-# symbol name so that the compiled functions can be cached on disk
-llvm.add_symbol(
-    "crowdbudget_betainc",
-    get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_0betainc"),
-)
-_betainc: Any = types.ExternalFunction(
-    "crowdbudget_betainc",
-    types.float64(types.float64, types.float64, types.float64, types.intc),
-)
-
 _MANTISSA_SCALE = 2.0**40  # policies._index._MANTISSA_BITS
 _HASH_MULTIPLIER = 0x9E3779B97F4A7C15 - (1 << 64)  # as int64
-
-
-@njit(cache=True, nogil=True)
-def _maximum(x: float, y: float) -> float:
-    """``np.maximum`` of two scalars: NaN if either is NaN, else the larger."""
-    if x != x:
-        return x
-    if y != y:
-        return y
-    return x if x >= y else y
-
-
-@njit(cache=True, nogil=True)
-def _minimum(x: float, y: float) -> float:
-    """``np.minimum`` of two scalars: NaN if either is NaN, else the smaller."""
-    if x != x:
-        return x
-    if y != y:
-        return y
-    return x if x <= y else y
 
 
 @njit(cache=True, nogil=True)

@@ -142,7 +142,10 @@ class FeatureKnowledgeGradient(AllocationPolicy):
     # ---- rewards ---------------------------------------------------------------------------
 
     def _h_sum_after(self, cand: IntArray, label: int) -> FloatArray:
-        """Σ_k h(P_k) − Σ_k h(P_k now) after label ``label`` on each candidate, shape (n_cand,)."""
+        """Σ_k h(P_k) − Σ_k h(P_k now) after label ``label`` on each candidate, shape (n_cand,).
+
+        The NumPy statement of the global reward; :meth:`_global_rewards` computes it (both
+        labels at once, compiled) and is tested equal to this bit for bit."""
         post = self.posterior_
         m, v = post.score_mean, post.score_var
         alpha, beta, _ = laplace_step(m[cand], v[cand], label)
@@ -155,6 +158,22 @@ class FeatureKnowledgeGradient(AllocationPolicy):
         err_after = logistic_error(m_after, v_after, post.cuts[:, None]).sum(axis=0)
         return np.asarray(err_now - err_after, dtype=float)
 
+    def _global_rewards(self, cand: IntArray) -> tuple[FloatArray, FloatArray]:
+        """``(_h_sum_after(cand, 1), _h_sum_after(cand, 0))`` in one compiled pass over C
+        (:mod:`crowdbudget.posteriors._logistic_kernel`; the same bits, tested)."""
+        from crowdbudget.posteriors._logistic_kernel import error_sums_after
+
+        post = self.posterior_
+        m, v = post.score_mean, post.score_var
+        assert post.cross is not None
+        steps = [laplace_step(m[cand], v[cand], label) for label in (1, 0)]
+        alpha = np.stack([steps[0][0], steps[1][0]])
+        beta = np.stack([steps[0][1], steps[1][1]])
+        after = np.empty((2, cand.shape[0]))
+        error_sums_after(m, v, post.cuts, post.cross, cand, alpha, beta, after)
+        err_now = float(np.sum(logistic_error(m, v, post.cuts)))
+        return np.asarray(err_now - after[0]), np.asarray(err_now - after[1])
+
     def _local_after(self, cand: IntArray, label: int) -> FloatArray:
         post = self.posterior_
         m, v, cut = post.score_mean[cand], post.score_var[cand], post.cuts[cand]
@@ -165,9 +184,10 @@ class FeatureKnowledgeGradient(AllocationPolicy):
 
     def scores(self, candidates: IntArray) -> FloatArray:
         """The policy's score of each candidate item (larger is better), shape (n_cand,)."""
-        rewards = self._h_sum_after if self.reward == "global" else self._local_after
-        r1 = rewards(candidates, 1)
-        r0 = rewards(candidates, 0)
+        if self.reward == "global":
+            r1, r0 = self._global_rewards(candidates)
+        else:
+            r1, r0 = self._local_after(candidates, 1), self._local_after(candidates, 0)
         if self.optimistic:
             return canonical_scores(np.maximum(r1, r0))
         post = self.posterior_

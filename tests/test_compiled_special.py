@@ -1,0 +1,75 @@
+"""SciPy's special functions as the compiled kernels call them (crowdbudget._compiled_special):
+the same bits as the ufuncs, on values across their ranges and edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from scipy import special
+
+from crowdbudget._compiled_special import betainc, maximum, minimum, ndtr
+
+
+@njit(cache=False)
+def _ndtr_all(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = ndtr(x[i], 0)
+    return out
+
+
+@njit(cache=False)
+def _betainc_all(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = betainc(a[i], b[i], x[i], 0)
+    return out
+
+
+@njit(cache=False)
+def _pairwise(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    high = np.empty_like(x)
+    low = np.empty_like(x)
+    for i in range(x.shape[0]):
+        high[i] = maximum(x[i], y[i])
+        low[i] = minimum(x[i], y[i])
+    return high, low
+
+
+def test_ndtr_is_scipys_bit_for_bit() -> None:
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [
+            rng.normal(scale=3.0, size=20_000),
+            -np.abs(rng.normal(scale=15.0, size=5_000)),
+            np.array([0.0, -0.0, -37.5, -38.5, 8.3, 40.0, -np.inf, np.inf, np.nan, -1e-300]),
+        ]
+    )
+    assert np.array_equal(_ndtr_all(x), special.ndtr(x), equal_nan=True)
+
+
+def test_betainc_is_scipys_bit_for_bit() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.gamma(1.0, 20.0, size=10_000) + 1e-3
+    b = rng.gamma(1.0, 20.0, size=10_000) + 1e-3
+    x = np.where(rng.random(10_000) < 0.5, 0.5, rng.random(10_000))
+    assert np.array_equal(_betainc_all(a, b, x), special.betainc(a, b, x), equal_nan=True)
+
+
+def test_maximum_and_minimum_follow_numpys_nan_rule() -> None:
+    x = np.array([1.0, np.nan, 2.0, np.nan, -0.0, 3.0])
+    y = np.array([2.0, 1.0, np.nan, np.nan, 0.0, 3.0])
+    high, low = _pairwise(x, y)
+    assert np.array_equal(high, np.maximum(x, y), equal_nan=True)
+    assert np.array_equal(low, np.minimum(x, y), equal_nan=True)
+
+
+def test_pairwise_sum_is_numpys_sum_bit_for_bit() -> None:
+    """Every length class of NumPy's pairwise summation: below 8, up to 128, split halves."""
+    from crowdbudget.posteriors._logistic_kernel import pairwise_sum
+
+    rng = np.random.default_rng(2)
+    for n in [0, 1, 5, 7, 8, 9, 127, 128, 129, 136, 255, 256, 257, 768, 1000, 5000, 20_000]:
+        for _ in range(5):
+            x = rng.random(n + 3) * 10.0 ** rng.uniform(-8, 8, size=n + 3)
+            assert pairwise_sum(x, 3, n) == np.sum(x[3:]), n

@@ -24,9 +24,7 @@ from numba.extending import get_cython_function_address
 
 def _scipy_special(symbol: str, capi_name: str, signature: Any) -> Any:
     """An external function the kernels call by ``symbol``: ``cython_special``'s ``capi_name``."""
-    llvm.add_symbol(
-        symbol, get_cython_function_address("scipy.special.cython_special", capi_name)
-    )
+    llvm.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", capi_name))
     return types.ExternalFunction(symbol, signature)
 
 

@@ -5,8 +5,10 @@ first build's spelling of it."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from crowdbudget.aggregation import make_aggregator
@@ -353,16 +355,69 @@ def test_one_campaign_read_by_several_verdicts_gives_the_rows_of_separate_runs()
         "uniform:verdict=posterior",
     ]
     assert list(read.summary["policy"].unique()) == expected_labels
-    separate = run_experiment(expected_labels, env, budgets, 2, n_jobs=1, progress=False)
+    # each id alone (one run_experiment per id: ids of one call share allocations, below)
+    separate = pd.concat(
+        [
+            run_experiment([pid], env, budgets, 2, n_jobs=1, progress=False).runs
+            for pid in expected_labels
+        ]
+    )
     columns = ["policy", "budget", "replication", "accuracy", "labels_used", "ece", "nll"]
     assert (
         read.runs[columns]
+        .sort_values(["policy", "replication", "budget"])
         .reset_index(drop=True)
-        .equals(separate.runs[columns].reset_index(drop=True))
+        .equals(
+            separate[columns]
+            .sort_values(["policy", "replication", "budget"])
+            .reset_index(drop=True)
+        )
     )
     # the readings differ from each other (a test that could fail): ds ≠ posterior on opt-kg
     by = read.summary.set_index(["policy", "budget"])["accuracy_mean"]
     assert by[("opt-kg:verdict=ds", 462)] != by[("opt-kg", 462)]
+
+
+def test_ids_differing_only_in_verdict_share_one_allocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # run_experiment runs one campaign per replication for ids that differ only in their
+    # verdict (the reproductions' "...:verdict=one-coin-em:verdict-workers=per-context"
+    # variants beside their plain ids); the rows must be those of each id run alone, in the
+    # order the ids were given, metrics hook and the papers' tie rule included
+    from crowdbudget.experiments import runner
+    from crowdbudget.experiments.papers.zhang2015 import spent_metric
+
+    env = ReplayEnvironment.from_label_data(load_dataset("temp"))
+    budgets = [231, 462]
+    ids = [
+        "uniform:verdict=ds",
+        "opt-kg",
+        "uniform",
+        "opt-kg:verdict=one-coin-em",
+        "uniform:verdict=mv",
+    ]
+    options: dict[str, Any] = {"n_jobs": 1, "progress": False, "verdict": "paper", "ties": "paper"}
+    calls: list[str] = []
+    real_task = runner._task
+
+    def counting_task(entry: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(entry[2])
+        return real_task(entry, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "_task", counting_task)
+    together = run_experiment(ids, env, budgets, 2, metrics=spent_metric, **options)
+    assert calls == ["uniform:verdict=ds", "opt-kg"] * 2  # two allocations per replication
+    calls.clear()
+    alone = [run_experiment([pid], env, budgets, 2, metrics=spent_metric, **options) for pid in ids]
+    assert len(calls) == len(ids) * 2
+    columns = ["policy", "budget", "replication", "accuracy", "labels_used", "ece", "spent"]
+    expected = pd.concat([result.runs[columns] for result in alone]).reset_index(drop=True)
+    assert together.runs[columns].reset_index(drop=True).equals(expected)
+    assert list(together.summary["policy"].unique()) == ids
+    # the verdicts differ (a test that could fail): ds ≠ majority vote on uniform
+    by = together.summary.set_index(["policy", "budget"])["accuracy_mean"]
+    assert by[("uniform:verdict=ds", 231)] != by[("uniform:verdict=mv", 231)]
 
 
 def test_a_reading_already_given_as_an_id_is_not_repeated_and_bad_verdicts_fail() -> None:

@@ -503,6 +503,9 @@ def run_experiment(
             a verdict draws nothing from the policy's generator), at the cost of one
             allocation. A reading that is the id's own verdict, or whose label is one of
             ``policies``, is not repeated. Such campaigns run on the reference engine.
+            Likewise ids of ``policies`` that differ only in their verdict share one
+            campaign per replication (:func:`_share_allocations`; not with
+            ``engine="fast"``): the same rows, one allocation.
 
     Returns:
         :class:`ExperimentResult` with ``runs`` (columns ``RUN_COLUMNS``) and ``summary``.
@@ -531,6 +534,9 @@ def run_experiment(
     env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
     n_reps = check_positive_int(n_reps, "reps")
     world_seeds, policy_seeds = replication_seeds(seed, n_reps)
+    # each id's row, then its readings'
+    order = [label for pid in policies for label in (str(pid), *(r for r, _ in readings[str(pid)]))]
+    running = policies if engine == "fast" else _share_allocations(policies, specs)
     # replications outside, policies inside: every chunk of tasks (below) then holds a mix of
     # cheap and expensive policies, so chunks take about the same time and the progress bar's
     # estimate is honest (policy by policy, the slow policies' chunks all came last: the bar
@@ -538,7 +544,7 @@ def run_experiment(
     tasks = [
         (specs[pid], env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
         for r in range(n_reps)
-        for pid in policies
+        for pid in running
     ]
     # the bar counts labels to buy, not campaigns: a budget-aware policy runs one campaign per
     # budget (the sum of the budgets), the others one up to the largest budget, so a bar over
@@ -556,10 +562,34 @@ def run_experiment(
         progress=progress,
     )
     extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))
-    # each id's row, then its readings'
-    order = [label for pid in policies for label in (str(pid), *(r for r, _ in readings[str(pid)]))]
     runs = sort_runs(pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns), order)
     return ExperimentResult(runs=runs, summary=summarize(runs, order))
+
+
+def _share_allocations(
+    policies: Sequence[str],
+    specs: dict[str, tuple[Spec, VerdictSpec, str, tuple[tuple[str, VerdictSpec], ...]]],
+) -> list[str]:
+    """The ids whose campaigns :func:`run_experiment` runs: of several ids that differ only in
+    their verdict (``bbta:n-explore=1`` and ``bbta:n-explore=1:verdict=one-coin-em``), the
+    first runs the campaign and the others become its readings (``specs`` is updated: their
+    label and verdict, then their own readings, join the first's). The rows are those of
+    separate runs — the policy's generator and the world's are the same for every id of a
+    replication, and a verdict draws nothing from the policy's generator (its tie seed is a
+    side-effect-free child, :func:`~crowdbudget.policies.verdict.verdict_seed`); checked in
+    ``tests/test_verdict.py`` — at the cost of one allocation."""
+    first_of: dict[tuple[str, tuple[tuple[str, str], ...], str], str] = {}
+    running: list[str] = []
+    for pid in policies:
+        policy_spec, verdict_spec, label, readings = specs[pid]
+        first = first_of.setdefault((policy_spec.id, policy_spec.params, policy_spec.kind), pid)
+        if first == pid:
+            running.append(pid)
+            continue
+        spec, verdict_of_first, first_label, first_readings = specs[first]
+        shared = (*first_readings, (label, verdict_spec), *readings)
+        specs[first] = (spec, verdict_of_first, first_label, shared)
+    return running
 
 
 def reader_specs(

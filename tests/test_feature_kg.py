@@ -263,3 +263,25 @@ def test_feature_set_loading_and_a_tiny_features_reproduction() -> None:
     assert set(table["policy_id"]) == {"uniform", "opt-kg:features=logistic:reward=local:refit=10"}
     assert sorted(set(table["budget"])) == [35.0, 176.0]
     assert table["accuracy_mean"].between(0, 1).all()
+
+
+def test_compiled_laplace_step_equals_the_numpy_loop_bit_for_bit() -> None:
+    """The compiled lockstep Newton loop gives the NumPy loop's bits: random scores, huge and
+    tiny variances (clipped steps), scalars, and NaN."""
+    from crowdbudget.posteriors.logistic import _laplace_step_reference
+
+    rng = np.random.default_rng(4)
+    m = np.concatenate([rng.normal(scale=3.0, size=2000), [0.0, -0.0, 40.0, -40.0, np.nan, 1.0]])
+    v = np.concatenate([rng.gamma(0.5, 4.0, size=2000), [1e-300, 1e4, 2.0, 9.0, 1.0, np.nan]])
+    for label in (0, 1):
+        for got, want in zip(
+            laplace_step(m, v, label), _laplace_step_reference(m, v, label), strict=True
+        ):
+            assert np.array_equal(got, want, equal_nan=True)
+        for i in range(0, 2006, 97):  # one element at a time: the scalar update's call
+            for got, want in zip(
+                laplace_step(m[i], v[i], label),
+                _laplace_step_reference(m[i], v[i], label),
+                strict=True,
+            ):
+                assert np.array_equal(got, want, equal_nan=True) and np.shape(got) == ()

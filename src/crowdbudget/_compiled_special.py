@@ -9,6 +9,7 @@ double-precision specialisation is picked by its C signature (checked in
 
 - :data:`betainc` ``(a, b, x, 0)``: the regularised incomplete beta function (Boost ``ibeta``).
 - :data:`ndtr` ``(x, 0)``: the standard normal CDF.
+- :data:`expit` ``(x, 0)``: the logistic sigmoid.
 
 The trailing ``0`` is Cython's ``skip_dispatch`` flag of the exported function.
 """
@@ -34,6 +35,8 @@ betainc: Any = _scipy_special(
     "crowdbudget_betainc", "__pyx_fuse_0betainc", f8(f8, f8, f8, types.intc)
 )
 ndtr: Any = _scipy_special("crowdbudget_ndtr", "__pyx_fuse_1ndtr", f8(f8, types.intc))
+# expit's specialisations: 0 double, 1 float, 2 long double
+expit: Any = _scipy_special("crowdbudget_expit", "__pyx_fuse_0expit", f8(f8, types.intc))
 
 
 @njit(cache=True, nogil=True)

@@ -28,10 +28,13 @@ import math
 import numpy as np
 from numba import njit
 
-from crowdbudget._compiled_special import maximum, ndtr
+from crowdbudget._compiled_special import expit, maximum, ndtr
 from crowdbudget.types import FloatArray, IntArray
 
 _V_FLOOR = 1e-300  # posteriors.logistic._V_FLOOR
+#: SciPy's ndtr is exactly 0.0 at and below this (it is 0 from about −37.68 on and never
+#: decreases; tests/test_compiled_special.py checks it), so a term there is 0 without the call
+_NDTR_ZERO_BELOW = -38.5
 
 
 @njit(cache=True, nogil=True)
@@ -143,6 +146,58 @@ def error_sums_after(
                 # m_after = m + c·α; v_after = v − (c·c)·β; logistic_error's floor and ratio
                 moved = m[k] + c * alpha[z, j]
                 spread = maximum(v[k] - cc * beta[z, j], _V_FLOOR)
-                errors[z, k] = ndtr(-abs(moved - cuts[k]) / math.sqrt(spread), 0)
+                ratio = -abs(moved - cuts[k]) / math.sqrt(spread)
+                # Φ is exactly 0 from about −37.7 down (it underflows): skip the call there
+                errors[z, k] = 0.0 if ratio <= _NDTR_ZERO_BELOW else ndtr(ratio, 0)
         for z in range(2):
             out[z, j] = pairwise_sum(errors[z], 0, n_items)
+
+
+@njit(cache=True, nogil=True)
+def laplace_steps(
+    m: FloatArray,
+    v: FloatArray,
+    y: FloatArray,
+    alpha: FloatArray,
+    beta: FloatArray,
+    mode: FloatArray,
+) -> None:
+    """:func:`~crowdbudget.posteriors.logistic.laplace_step` on flat arrays (shape (n,) each;
+    ``alpha``, ``beta``, ``mode`` written), the same bits.
+
+    The NumPy loop runs clipped Newton steps on every element until *all* have converged (an
+    element that has converged keeps taking its tiny steps, which can change its last bits), so
+    this does the same: every element, iteration after iteration, in lockstep, stopping at the
+    first iteration where every element's step was within the tolerance (at most 60). Each
+    scalar step is the array step's operation in the same order; ``expit`` is SciPy's own;
+    ``np.clip(x, lo, hi)`` is ``min(max(x, lo), hi)`` (lo ≤ hi here, and a NaN stays NaN)."""
+    n = m.shape[0]
+    s = m.copy()
+    lo = np.empty(n)
+    hi = np.empty(n)
+    for e in range(n):
+        lo[e] = m[e] if y[e] > 0 else m[e] - v[e]
+        hi[e] = m[e] + v[e] if y[e] > 0 else m[e]
+    for _ in range(60):
+        all_done = True
+        for e in range(n):
+            sig = expit(s[e], 0)
+            g = s[e] - m[e] - v[e] * (y[e] - sig)
+            step = g / (1.0 + v[e] * sig * (1.0 - sig))
+            moved = s[e] - step
+            # np.clip: NaN-propagating max with lo, then min with hi
+            if moved == moved:
+                moved = moved if moved > lo[e] else lo[e]
+            if moved == moved:
+                moved = moved if moved < hi[e] else hi[e]
+            if not abs(moved - s[e]) <= 1e-12 * (1.0 + abs(s[e])):
+                all_done = False
+            s[e] = moved
+        if all_done:
+            break
+    for e in range(n):
+        sig = expit(s[e], 0)
+        lam = sig * (1.0 - sig)
+        alpha[e] = y[e] - sig
+        beta[e] = lam / (1.0 + lam * v[e])
+        mode[e] = s[e]

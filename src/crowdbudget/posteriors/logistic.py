@@ -98,9 +98,9 @@ def laplace_step(
         np.asarray(m, dtype=float), np.asarray(v, dtype=float), np.asarray(label, dtype=float)
     )
     shape = m.shape
-    flat = [np.ascontiguousarray(a).reshape(-1) for a in (m, v, y)]
-    alpha, beta, mode = (np.empty(flat[0].shape[0]) for _ in range(3))
-    laplace_steps(*flat, alpha, beta, mode)
+    m_flat, v_flat, y_flat = (np.ascontiguousarray(a).reshape(-1) for a in (m, v, y))
+    alpha, beta, mode = (np.empty(m_flat.shape[0]) for _ in range(3))
+    laplace_steps(m_flat, v_flat, y_flat, alpha, beta, mode)
     return alpha.reshape(shape), beta.reshape(shape), mode.reshape(shape)
 
 

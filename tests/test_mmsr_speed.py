@@ -272,3 +272,21 @@ def test_fit_matches_the_reference_with_zero_values_and_ties() -> None:
             data = _design(shape[0], shape[1], shape[2], 2, seed, (0.5, 0.5))
             _assert_same_fit(data, n_iter=300)
     assert _SEEN["non-finite ratio"] > 0 and _SEEN["F > 0"] > 0 and _SEEN["F = 0"] > 0
+
+
+def test_workers_who_never_share_an_item_get_skill_zero_not_an_error() -> None:
+    """Every item labelled once, each by its own worker: no co-worker pairs, so the
+    covariance has no entry and nothing is known of any worker — skills 0 (accuracy 1/K),
+    uniform probabilities; the first implementation raised a ValueError here."""
+    data = LabelData(
+        items=np.arange(4, dtype=np.int64),
+        workers=np.arange(4, dtype=np.int64),
+        labels=np.array([0, 1, 1, 0], dtype=np.int64),
+        item_ids=np.array(["a", "b", "c", "d"], dtype=object),
+        worker_ids=np.array(["w", "x", "y", "z"], dtype=object),
+        classes=("0", "1"),
+    )
+    model = MMSR()
+    probas = model.fit_predict_proba(data)
+    assert np.array_equal(model.skills_, np.zeros(4))
+    assert np.allclose(probas, 0.5)

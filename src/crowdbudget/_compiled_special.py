@@ -29,14 +29,14 @@ def _scipy_special(symbol: str, capi_name: str, signature: Any) -> Any:
     return types.ExternalFunction(symbol, signature)
 
 
-f8 = types.float64
+_F8 = types.float64
 # the fused specialisation 0 of betainc and 1 of ndtr are the double ones (0 of ndtr: complex)
 betainc: Any = _scipy_special(
-    "crowdbudget_betainc", "__pyx_fuse_0betainc", f8(f8, f8, f8, types.intc)
+    "crowdbudget_betainc", "__pyx_fuse_0betainc", _F8(_F8, _F8, _F8, types.intc)
 )
-ndtr: Any = _scipy_special("crowdbudget_ndtr", "__pyx_fuse_1ndtr", f8(f8, types.intc))
+ndtr: Any = _scipy_special("crowdbudget_ndtr", "__pyx_fuse_1ndtr", _F8(_F8, types.intc))
 # expit's specialisations: 0 double, 1 float, 2 long double
-expit: Any = _scipy_special("crowdbudget_expit", "__pyx_fuse_0expit", f8(f8, types.intc))
+expit: Any = _scipy_special("crowdbudget_expit", "__pyx_fuse_0expit", _F8(_F8, types.intc))
 
 
 @njit(cache=True, nogil=True)

@@ -115,6 +115,10 @@ def test_all_on_a_subset_writes_json_report_plots_and_times(
     assert doc["settings"]["order"] == ["requallo-fig1", "chen2013-fig2a"]  # slowest first
     assert [row["id"] for row in doc["timing"]] == ids
     assert all(row["seconds"] > 0 and row["status"] == "ok" for row in doc["timing"])
+    # fanned out: both ids at once, their campaigns on one pool of two workers, whose CPU
+    # time is each id's (the coordinating thread alone would be a fraction of its wall time)
+    assert doc["settings"]["executor"] == "worker processes" and doc["settings"]["workers"] == 2
+    assert all(row["cpu_seconds"] > 0 for row in doc["timing"])
     assert doc["total_seconds"] > 0
     per_id = {d["settings"]["id"]: d for d in doc["reproductions"]}
     for rid in ids:
@@ -145,8 +149,8 @@ def test_all_prints_the_wall_time_of_each_id(
     assert code == 0, err
     assert "reproduce --all: [1/1] chen2013-fig2a" in err
     row = next(line for line in out.splitlines() if line.startswith("chen2013-fig2a"))
-    assert re.fullmatch(r"chen2013-fig2a +[0-9.]+ s  ok", row), row
-    assert "total wall time" in out
+    assert re.fullmatch(r"chen2013-fig2a +[0-9.]+ s +[0-9.]+ s  ok", row), row
+    assert "total wall time" in out and "CPU time" in out
     assert f"report written to {tmp_path / 'reproduce-all-quick.md'}" in out
 
 
@@ -188,16 +192,23 @@ def test_all_refuses_in_one_line(
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_all_on_dask_runs_one_reproduction_per_task(
+def test_all_on_dask_fans_the_campaigns_out_with_the_same_numbers(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     pytest.importorskip("dask.distributed")
     code, out, err = _run(
-        capsys, "reproduce", "--all", "--quick", "--only", "chen2013-fig2a", "--scheduler",
-        "local", "--jobs", "1", "--json", "--no-progress", "--out", str(tmp_path),
+        capsys, "reproduce", "--all", "--quick", "--only", SUBSET, "--scheduler",
+        "local", "--jobs", "2", "--json", "--no-progress", "--out", str(tmp_path),
     )  # fmt: skip
     assert code == 0, err
     doc = json.loads(out)
     assert doc["settings"]["executor"] == "Dask workers"
-    assert doc["timing"][0]["status"] == "ok"
+    assert [row["status"] for row in doc["timing"]] == ["ok", "ok"]
     assert (tmp_path / "chen2013-fig2a-quick.png").is_file()
+    code, single, _ = _run(
+        capsys, "reproduce", "chen2013-fig2a", "--quick", "--json", "--no-progress",
+        "--jobs", "1", "--out", str(tmp_path / "one"),
+    )  # fmt: skip
+    assert code == 0
+    per_id = {d["settings"]["id"]: d for d in doc["reproductions"]}
+    assert json.loads(single)["results"] == per_id["chen2013-fig2a"]["results"]

@@ -426,10 +426,16 @@ class Registry:
         _REGISTRIES[kind] = self
 
     def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            assert self._builtin is not None
-            importlib.import_module(self._builtin)
+        if self._loaded:
+            return
+        assert self._builtin is not None
+        # thread-safe: while another thread imports the module, the import system makes this
+        # one wait for it; loaded means the module's import has *finished* — a lookup made
+        # while it runs (in its own thread) sees the entries registered so far, as before,
+        # but must not tell other threads the registry is complete (they would find ids
+        # missing: seen with ``reproduce --all``'s threads)
+        module = importlib.import_module(self._builtin)
+        self._loaded = not getattr(getattr(module, "__spec__", None), "_initializing", False)
 
     def register(self, entry: ComponentSpec) -> ComponentSpec:
         """Add ``entry`` (its id and aliases must be new)."""

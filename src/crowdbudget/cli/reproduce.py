@@ -1,7 +1,8 @@
 """``crowdbudget reproduce``: a paper's figure or table next to the paper's numbers, with its
 PNG plot; ``--list`` names every reproduction (the registry's table: paper, figure,
-replications, typical time); ``--all`` runs every one (``--only`` some), slowest first where
-they run concurrently, and writes every figure, one combined JSON and one Markdown report."""
+replications, typical time); ``--all`` runs every one (``--only`` some) at once, their
+campaigns on one shared pool of processes (the slowest id's first), and writes every figure,
+one combined JSON and one Markdown report with the wall and CPU time of each."""
 
 from __future__ import annotations
 
@@ -195,7 +196,10 @@ class _Outcome:
     result: Any  # ReproductionResult, or None when it failed
     error: str | None
     seconds: float
-    started: float  # time.time() when it started (its worker's clock)
+    started: float  # time.time() when it started
+    #: CPU seconds on every core it used: its coordinating thread's and its campaigns' (the
+    #: workers' time of its units), or this process's and its finished children's
+    cpu_seconds: float = 0.0
 
 
 def _run_one(
@@ -206,13 +210,14 @@ def _run_one(
     progress: bool,
     data_dir: str | None,
 ) -> _Outcome:
-    """Run one reproduction (in a worker process, a Dask worker or this process) and time
-    it; a failure is returned as its one-line message, not raised, so the others go on."""
+    """Run one reproduction (in this process or one of its threads) and time it; a failure
+    is returned as its one-line message, not raised, so the others go on."""
     if data_dir is not None:
         os.environ["CROWDBUDGET_DATA_DIR"] = data_dir
     spec = _entry(reproduction_id)
     started = time.time()
     clock = time.perf_counter()
+    cpu = _process_cpu()
     result, error = None, None
     try:
         result = spec.run(seed=seed, quick=quick, n_jobs=n_jobs, progress=progress)
@@ -223,7 +228,25 @@ def _run_one(
 
         traceback.print_exc(file=sys.stderr)
         error = f"{type(exc).__name__}: {exc}"
-    return _Outcome(reproduction_id, result, error, time.perf_counter() - clock, started)
+    return _Outcome(
+        reproduction_id,
+        result,
+        error,
+        time.perf_counter() - clock,
+        started,
+        _process_cpu() - cpu,
+    )
+
+
+def _process_cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (a reproduction's
+    own process pool is shut down, its workers waited for, before it returns)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows: this process only
+        return time.process_time()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _selected(args: argparse.Namespace) -> list[str]:
@@ -251,20 +274,74 @@ def slowest_first(ids: list[str], quick: bool) -> list[str]:
     return sorted(ids, key=key)
 
 
-def _run_one_unit(*task: Any) -> list[_Outcome]:
-    """:func:`_run_one` as a unit of :func:`~crowdbudget.experiments.runner.execute`."""
-    return [_run_one(*task)]
+#: the packages whose code a reproduction runs (its coordinating thread under ``--all``)
+_REPRODUCTION_PACKAGES = (
+    "crowdbudget.experiments",
+    "crowdbudget.simulation",
+    "crowdbudget.policies",
+    "crowdbudget.posteriors",
+    "crowdbudget.aggregation",
+    "crowdbudget.bounds",
+    "crowdbudget.datasets",
+    "crowdbudget.engine",
+)
+
+
+def _import_ahead(packages: tuple[str, ...] = _REPRODUCTION_PACKAGES) -> None:
+    """Import every module of ``packages`` and every module they import inside functions,
+    in this thread, before several threads run their code at once.
+
+    CPython's import lock is per module: when two threads import a package with circular
+    imports at the same time (scikit-learn's ``sklearn.base`` and ``sklearn.utils``), one of
+    them can be handed the partially initialised module and fail ("cannot import name 'clone'
+    from partially initialized module" — seen with ``--all``'s threads). Imported here first,
+    every later import is a dictionary look-up. The function-level imports are found by
+    reading the modules' source (``ast``), so a new lazy import is covered without a list to
+    keep; an optional dependency that is not installed (Dask) is skipped."""
+    import ast
+    import importlib
+    import pkgutil
+
+    lazy: set[str] = set()
+    for name in packages:
+        package = importlib.import_module(name)
+        modules = [package] + [
+            importlib.import_module(info.name)
+            for info in pkgutil.walk_packages(package.__path__, prefix=f"{name}.")
+        ]
+        for module in modules:
+            source = getattr(module, "__file__", None)
+            if source is None or not source.endswith(".py"):
+                continue
+            tree = ast.parse(Path(source).read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    lazy.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    lazy.add(node.module)
+    for name in sorted(lazy):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional dependency (dask) or a name that is not a module
+            continue
 
 
 def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str, int]:
-    """Run ``order`` (slowest first); ``done(outcome)`` as each finishes. Returns how they ran
-    and on how many workers.
+    """Run ``order`` (slowest first); ``done(outcome)`` in this thread as each finishes.
+    Returns how they ran and on how many workers.
 
-    One reproduction per unit of the runner's executor (:func:`~crowdbudget.experiments.
-    runner.execute`, unchunked, started in this order), each on one core — its numbers do
-    not depend on it. Alone on one worker (``--jobs 1``, or one id), an id runs in this
-    process with ``--jobs`` processes of its own and its progress bar."""
-    from crowdbudget.experiments.runner import execute, resolve_executor
+    On one worker (``--jobs 1``) or for one id: each id in this process, one after the other,
+    with ``--jobs`` processes of its own and its progress bar. Otherwise every id at once,
+    each in a thread of this process that only coordinates: their campaigns (replications ×
+    cases) all go to one :class:`~crowdbudget.experiments.runner.SharedPool` of ``--jobs``
+    worker processes — or, with ``--scheduler``, to the Dask cluster — the slowest id's
+    first, so every core works until the last campaign ends (no id runs alone on one core at
+    the end). The numbers do not depend on it: every campaign carries its own seeds."""
+    import contextvars
+    import queue
+    import threading
+
+    from crowdbudget.experiments.runner import SharedPool, fan_out, resolve_executor
 
     data_dir = None if args.data_dir is None else str(args.data_dir)
     executor, workers = resolve_executor(None, args.jobs, len(order))
@@ -273,23 +350,47 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
         for rid in order:
             done(_run_one(rid, args.seed, args.quick, args.jobs, progress, data_dir))
         return "process", 1
-    tasks = [(rid, args.seed, args.quick, 1, False, data_dir) for rid in order]
+    outcomes: queue.Queue[_Outcome] = queue.Queue()
+    pool = None
+    if executor == "processes":
+        # the pool is shared by all ids: as many workers as asked, not one per id
+        workers = args.jobs if args.jobs is not None else os.cpu_count() or 1
+        pool = SharedPool(workers)
 
-    def finished(outcomes: list[_Outcome]) -> None:
-        for outcome in outcomes:
-            done(outcome)
+    def seated(rid: str, rank: int) -> None:
+        clock, started = time.perf_counter(), time.time()
+        try:
+            with fan_out(pool, rank) as seat:
+                thread_cpu = time.thread_time()
+                outcome = _run_one(rid, args.seed, args.quick, args.jobs, False, None)
+                outcome.cpu_seconds = seat.cpu_seconds + time.thread_time() - thread_cpu
+        except BaseException as exc:  # never leave the main thread waiting
+            message = f"{type(exc).__name__}: {exc}"
+            outcome = _Outcome(rid, None, message, time.perf_counter() - clock, started)
+        outcomes.put(outcome)
 
-    execute(
-        _run_one_unit,
-        tasks,
-        [1.0] * len(tasks),
-        n_jobs=args.jobs,
-        executor=executor,
-        progress=False,  # one line per finished id instead (done)
-        chunked=False,
-        on_done=finished,
-    )
-    return ("Dask workers" if executor == "dask" else "worker processes"), workers
+    _import_ahead()
+    # each thread runs in a copy of this context (the Dask session of --scheduler)
+    threads = [
+        threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(seated, rid, rank),
+            name=f"reproduce {rid}",
+            daemon=True,
+        )
+        for rank, rid in enumerate(order)
+    ]
+    stopped = True
+    try:
+        for thread in threads:
+            thread.start()
+        for _ in order:
+            done(outcomes.get())  # plots are drawn here, in this thread only
+        stopped = False
+    finally:
+        if pool is not None:
+            pool.close(cancel=stopped)  # Ctrl-C: stop the workers now
+    return ("Dask workers" if pool is None else "worker processes"), workers
 
 
 def _duration(seconds: float) -> str:
@@ -337,6 +438,7 @@ def _run_all(args: argparse.Namespace) -> int:
         {
             "id": rid,
             "seconds": rendered[rid]["outcome"].seconds,
+            "cpu_seconds": rendered[rid]["outcome"].cpu_seconds,
             "start": max(0.0, rendered[rid]["outcome"].started - start),
             "status": "ok" if rendered[rid]["outcome"].error is None else "failed",
         }
@@ -396,22 +498,30 @@ def _times_text(
     how: str,
     workers: int,
 ) -> str:
-    """The wall time of each id (slowest first, as they were started)."""
-    summed = sum(rendered[rid]["outcome"].seconds for rid in ids)
+    """The wall and CPU time of each id (slowest first, as they were started)."""
+    cpu = sum(rendered[rid]["outcome"].cpu_seconds for rid in ids)
     width = max(len("id"), *(len(rid) for rid in ids))
     lines = [
         f"reproduce --all{' --quick' if args.quick else ''}: {len(ids)} reproductions on "
         f"{workers} {how}, slowest first (seed {args.seed})",
-        f"{'id':<{width}}  {'wall time':>10}  status",
+        f"{'id':<{width}}  {'wall time':>10}  {'CPU time':>10}  status",
     ]
     for rid in order:
         outcome = rendered[rid]["outcome"]
         status = "ok" if outcome.error is None else f"failed: {outcome.error}"
-        lines.append(f"{rid:<{width}}  {_duration(outcome.seconds):>10}  {status}")
+        lines.append(
+            f"{rid:<{width}}  {_duration(outcome.seconds):>10}  "
+            f"{_duration(outcome.cpu_seconds):>10}  {status}"
+        )
     lines.append(
-        f"total wall time {_duration(total)} (sum of the per-id times {_duration(summed)})"
+        f"total wall time {_duration(total)}, CPU time {_duration(cpu)}{_busy(cpu, total)}"
     )
     return "\n".join(lines)
+
+
+def _busy(cpu: float, total: float) -> str:
+    """How many cores were busy on average, as a parenthesis (nothing for a very short run)."""
+    return f" ({cpu / total:.1f} cores busy on average)" if total >= 1.0 else ""
 
 
 def _markdown(
@@ -430,17 +540,18 @@ def _markdown(
     from crowdbudget.experiments.papers.builtin import reps_text
 
     flag = " --quick" if args.quick else ""
-    summed = sum(rendered[rid]["outcome"].seconds for rid in ids)
+    cpu = sum(rendered[rid]["outcome"].cpu_seconds for rid in ids)
     lines = [
         f"# crowdbudget reproduce --all{flag}",
         "",
         f"Seed {args.seed}; {len(ids)} reproductions on {workers} {how}, slowest first; total "
-        f"wall time {_duration(total)} (sum of the per-id times {_duration(summed)}). Each "
+        f"wall time {_duration(total)}, CPU time {_duration(cpu)}{_busy(cpu, total)}. Each "
         "table is our mean ± std next to the paper's number where the paper prints one "
         "(`paper ≈ …`); where it prints none, its claims are checked in a table.",
         "",
-        "| id | paper | figure | reps | wall time | paper values | claims held | status |",
-        "|---|---|---|---|---:|---:|---:|---|",
+        "| id | paper | figure | reps | wall time | CPU time | paper values | claims held | "
+        "status |",
+        "|---|---|---|---|---:|---:|---:|---:|---|",
     ]
     for rid in ids:
         spec = _entry(rid)
@@ -457,7 +568,8 @@ def _markdown(
             status = "ok"
         lines.append(
             f"| [{rid}](#{rid}) | {paper} | {spec.figure} | {reps} | "
-            f"{_duration(outcome.seconds)} | {values} | {held} | {status} |"
+            f"{_duration(outcome.seconds)} | {_duration(outcome.cpu_seconds)} | {values} | "
+            f"{held} | {status} |"
         )
     for rid in ids:
         spec = _entry(rid)
@@ -465,7 +577,8 @@ def _markdown(
         lines += ["", f"## {rid}", ""]
         if spec.source is not None:
             lines.append(
-                f"{spec.source.citation} {spec.figure}. Wall time {_duration(outcome.seconds)}."
+                f"{spec.source.citation} {spec.figure}. Wall time {_duration(outcome.seconds)}, "
+                f"CPU time {_duration(outcome.cpu_seconds)}."
             )
         if outcome.error is not None:
             lines += ["", f"**Failed:** {outcome.error}"]
@@ -486,9 +599,9 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
         "reproduce",
         help="reproduce a paper figure or table",
         description="Reproduce a figure or table of the papers; prints the table next to the "
-        "paper's numbers and writes a PNG plot. --all runs every one (slowest first, --jobs "
-        "at a time) and writes every plot, reproduce-all[-quick].json and a Markdown report "
-        "reproduce-all[-quick].md into --out.",
+        "paper's numbers and writes a PNG plot. --all runs every one (their campaigns on one "
+        "pool of --jobs processes, the slowest id's first) and writes every plot, "
+        "reproduce-all[-quick].json and a Markdown report reproduce-all[-quick].md into --out.",
     )
     p.add_argument(
         "id", nargs="?", default=None, help="reproduction id, e.g. chen2013-fig2a (see --list)"
@@ -501,8 +614,9 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--all",
         action="store_true",
-        help="run every reproduction: --jobs of them at a time (one core each), slowest first, "
-        "or one per Dask task with --scheduler; prints the wall time of each",
+        help="run every reproduction: all at once, their campaigns on one pool of --jobs "
+        "processes (or the --scheduler cluster), the slowest id's first; prints the wall and "
+        "CPU time of each",
     )
     p.add_argument(
         "--only",

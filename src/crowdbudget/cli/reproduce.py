@@ -426,7 +426,7 @@ def _run_all(args: argparse.Namespace) -> int:
             status = "ok" if outcome.error is None else f"failed: {outcome.error}"
             print(
                 f"reproduce --all: [{len(rendered)}/{len(order)}] {rid} "
-                f"{_duration(outcome.seconds)} {status}",
+                f"{_duration(outcome.seconds)} (CPU {_duration(outcome.cpu_seconds)}) {status}",
                 file=sys.stderr,
             )
 

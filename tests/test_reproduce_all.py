@@ -182,6 +182,7 @@ def test_a_failing_reproduction_is_reported_and_the_others_go_on(
         (["--only", "chen2013-fig2a"], "--only picks ids for --all"),
         (["chen2013-fig2a", "--all"], "not both"),
         (["--all", "--only", "chen2013-fig9"], "unknown reproduction 'chen2013-fig9'"),
+        (["chen2013-fig2a", "--resume"], "--resume goes with --all"),
     ],
 )
 def test_all_refuses_in_one_line(
@@ -212,3 +213,54 @@ def test_all_on_dask_fans_the_campaigns_out_with_the_same_numbers(
     assert code == 0
     per_id = {d["settings"]["id"]: d for d in doc["reproductions"]}
     assert json.loads(single)["results"] == per_id["chen2013-fig2a"]["results"]
+
+
+def test_all_saves_each_id_as_it_ends_and_resume_reads_it_back(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crowdbudget.cli import reproduce as cli_reproduce
+
+    argv = ["reproduce", "--all", "--quick", "--only", SUBSET, "--jobs", "1", "--json",
+            "--no-progress", "--out", str(tmp_path)]  # fmt: skip
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    first = json.loads(out)
+    for rid in SUBSET.split(","):
+        part = json.loads((tmp_path / f"{rid}-quick.json").read_text())
+        assert part["id"] == rid and part["seed"] == 0 and part["quick"] is True
+        assert part["document"]["settings"]["id"] == rid and part["text"]
+    assert not list(tmp_path.glob(".*.partial"))  # written whole, then renamed
+
+    ran: list[str] = []
+    original = cli_reproduce._run_one
+
+    def counting(rid: str, *rest: object) -> object:
+        ran.append(rid)
+        return original(rid, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_reproduce, "_run_one", counting)
+    code, out, err = _run(capsys, *argv, "--resume")
+    assert code == 0, err
+    again = json.loads(out)
+    assert ran == []  # nothing ran: both read back
+    assert again["settings"]["resumed"] == SUBSET.split(",")
+    assert [row["resumed"] for row in again["timing"]] == [True, True]
+    assert again["reproductions"] == first["reproductions"]
+    report = (tmp_path / "reproduce-all-quick.md").read_text()
+    assert "all read back from an earlier run" in report and "ok (read back: --resume)" in report
+
+    # a torn or foreign part, or another seed's, is run again
+    (tmp_path / "chen2013-fig2a-quick.json").write_text("{not json")
+    code, out, err = _run(capsys, *argv, "--resume")
+    assert code == 0, err
+    assert ran == ["chen2013-fig2a"]
+    doc = json.loads(out)
+    assert doc["settings"]["resumed"] == ["requallo-fig1"]
+    # the same numbers (its timings are measured again)
+    assert [d["results"] for d in doc["reproductions"]] == [
+        d["results"] for d in first["reproductions"]
+    ]
+    ran.clear()
+    code, out, err = _run(capsys, *argv[:-2], "--seed", "1", "--out", str(tmp_path), "--resume")
+    assert code == 0, err
+    assert sorted(ran) == sorted(SUBSET.split(","))

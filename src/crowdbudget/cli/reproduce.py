@@ -172,6 +172,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--only picks ids for --all: crowdbudget reproduce --all --only ID,ID"
         )
+    if args.resume:
+        raise InvalidParameterError(
+            "--resume goes with --all: crowdbudget reproduce --all --resume --out FOLDER"
+        )
     if args.id is None:
         return _list_reproductions(args)
     spec = _entry(args.id)
@@ -200,6 +204,8 @@ class _Outcome:
     #: CPU seconds on every core it used: its coordinating thread's and its campaigns' (the
     #: workers' time of its units), or this process's and its finished children's
     cpu_seconds: float = 0.0
+    #: read back from an earlier run's part file (``--resume``), not run now
+    resumed: bool = False
 
 
 def _run_one(
@@ -400,9 +406,71 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {rest:02d} s"
 
 
+def _part_path(out_dir: Path, reproduction_id: str, quick: bool) -> Path:
+    """Where ``--all`` keeps one finished id (beside its plot): ``<id>[-quick].json``."""
+    return out_dir / f"{reproduction_id}{'-quick' if quick else ''}.json"
+
+
+def _write_part(
+    path: Path, args: argparse.Namespace, outcome: _Outcome, row: dict[str, Any]
+) -> None:
+    """Save a finished id as soon as it ends — its ``--json`` document, its text and times —
+    so that a long ``--all`` stopped half-way keeps what it did (``--resume`` reads it).
+    Written to a temporary file first, then renamed: never a torn file."""
+    import json
+
+    from crowdbudget import __version__
+
+    part = {
+        "command": "reproduce",
+        "part_of": "reproduce --all",
+        "version": __version__,
+        "id": outcome.reproduction_id,
+        "seed": args.seed,
+        "quick": args.quick,
+        "seconds": outcome.seconds,
+        "cpu_seconds": outcome.cpu_seconds,
+        "document": json.loads(row["document"]),
+        "text": row["text"],
+    }
+    scratch = path.with_name(f".{path.name}.partial")
+    scratch.write_text(json.dumps(part, indent=2) + "\n", encoding="utf-8")
+    os.replace(scratch, path)
+
+
+def _read_part(path: Path, args: argparse.Namespace, reproduction_id: str) -> dict[str, Any] | None:
+    """An earlier run's part file of ``reproduction_id`` if it is one of this run — same id,
+    seed, ``--quick`` and crowdbudget version, complete — else None (the id runs again)."""
+    import json
+
+    from crowdbudget import __version__
+
+    try:
+        part = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(part, dict):
+        return None
+    wanted = {
+        "part_of": "reproduce --all",
+        "version": __version__,
+        "id": reproduction_id,
+        "seed": args.seed,
+        "quick": args.quick,
+    }
+    if any(part.get(key) != value for key, value in wanted.items()):
+        return None
+    if not isinstance(part.get("document"), dict) or not isinstance(part.get("text"), str):
+        return None
+    if not all(isinstance(part.get(key), (int, float)) for key in ("seconds", "cpu_seconds")):
+        return None
+    return part
+
+
 def _run_all(args: argparse.Namespace) -> int:
     """``reproduce --all``: every id (``--only``: some), every figure, one combined JSON, one
-    Markdown report and the wall time of each."""
+    Markdown report and the wall and CPU time of each; each id saved as it finishes
+    (``<id>[-quick].json``), which ``--resume`` reads back instead of running it again."""
     import json
 
     ids = _selected(args)
@@ -413,6 +481,26 @@ def _run_all(args: argparse.Namespace) -> int:
     start = time.time()
     clock = time.perf_counter()
     rendered: dict[str, dict[str, Any]] = {}
+    if args.resume:
+        for rid in ids:
+            part = _read_part(_part_path(out_dir, rid, args.quick), args, rid)
+            if part is None:
+                continue
+            outcome = _Outcome(
+                rid, None, None, part["seconds"], start, part["cpu_seconds"], resumed=True
+            )
+            rendered[rid] = {
+                "outcome": outcome,
+                "text": part["text"],
+                "document": json.dumps(part["document"]),
+            }
+        if rendered and not args.no_progress:
+            print(
+                f"reproduce --all: {len(rendered)} of {len(ids)} read back from {out_dir} "
+                f"(--resume): {', '.join(r for r in order if r in rendered)}",
+                file=sys.stderr,
+            )
+    to_run = [rid for rid in order if rid not in rendered]
 
     def done(outcome: _Outcome) -> None:
         rid = outcome.reproduction_id
@@ -421,6 +509,7 @@ def _run_all(args: argparse.Namespace) -> int:
             row["text"], row["document"] = _render(
                 _entry(rid), outcome.result, seed=args.seed, quick=args.quick, out_dir=out_dir
             )
+            _write_part(_part_path(out_dir, rid, args.quick), args, outcome, row)
         rendered[rid] = row
         if not args.no_progress:
             status = "ok" if outcome.error is None else f"failed: {outcome.error}"
@@ -430,7 +519,7 @@ def _run_all(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
 
-    how, workers = _execute(args, order, done)
+    how, workers = _execute(args, to_run, done) if to_run else ("earlier runs", 0)
     total = time.perf_counter() - clock
     json_path = out_dir / f"reproduce-all{suffix}.json"
     report_path = out_dir / f"reproduce-all{suffix}.md"
@@ -441,6 +530,7 @@ def _run_all(args: argparse.Namespace) -> int:
             "cpu_seconds": rendered[rid]["outcome"].cpu_seconds,
             "start": max(0.0, rendered[rid]["outcome"].started - start),
             "status": "ok" if rendered[rid]["outcome"].error is None else "failed",
+            "resumed": rendered[rid]["outcome"].resumed,
         }
         for rid in ids
     ]
@@ -463,6 +553,7 @@ def _run_all(args: argparse.Namespace) -> int:
             "order": order,
             "workers": workers,
             "executor": how,
+            "resumed": [rid for rid in ids if rendered[rid]["outcome"].resumed],
         },
         "reproductions": documents,
         "timing": timing,
@@ -499,29 +590,46 @@ def _times_text(
     workers: int,
 ) -> str:
     """The wall and CPU time of each id (slowest first, as they were started)."""
-    cpu = sum(rendered[rid]["outcome"].cpu_seconds for rid in ids)
     width = max(len("id"), *(len(rid) for rid in ids))
     lines = [
-        f"reproduce --all{' --quick' if args.quick else ''}: {len(ids)} reproductions on "
-        f"{workers} {how}, slowest first (seed {args.seed})",
+        f"reproduce --all{' --quick' if args.quick else ''}: {_where(ids, rendered, how, workers)}"
+        f", slowest first (seed {args.seed})",
         f"{'id':<{width}}  {'wall time':>10}  {'CPU time':>10}  status",
     ]
     for rid in order:
         outcome = rendered[rid]["outcome"]
-        status = "ok" if outcome.error is None else f"failed: {outcome.error}"
+        status = _status(outcome)
         lines.append(
             f"{rid:<{width}}  {_duration(outcome.seconds):>10}  "
             f"{_duration(outcome.cpu_seconds):>10}  {status}"
         )
-    lines.append(
-        f"total wall time {_duration(total)}, CPU time {_duration(cpu)}{_busy(cpu, total)}"
-    )
+    lines.append(f"total wall time {_duration(total)}, {_cpu_text(ids, rendered, total)}")
     return "\n".join(lines)
 
 
-def _busy(cpu: float, total: float) -> str:
-    """How many cores were busy on average, as a parenthesis (nothing for a very short run)."""
-    return f" ({cpu / total:.1f} cores busy on average)" if total >= 1.0 else ""
+def _status(outcome: _Outcome) -> str:
+    if outcome.error is not None:
+        return f"failed: {outcome.error}"
+    return "ok (read back: --resume)" if outcome.resumed else "ok"
+
+
+def _where(ids: list[str], rendered: dict[str, dict[str, Any]], how: str, workers: int) -> str:
+    """``16 reproductions on 2 worker processes`` (and how many were read back)."""
+    resumed = sum(rendered[rid]["outcome"].resumed for rid in ids)
+    if resumed == len(ids):
+        return f"{len(ids)} reproductions, all read back from an earlier run (--resume)"
+    text = f"{len(ids)} reproductions on {workers} {how}"
+    return text + (f" ({resumed} read back from an earlier run, --resume)" if resumed else "")
+
+
+def _cpu_text(ids: list[str], rendered: dict[str, dict[str, Any]], total: float) -> str:
+    """The CPU time of the ids run now, and how many cores they kept busy on average (the
+    read-back ids' CPU time is their earlier run's, shown per id)."""
+    cpu = sum(
+        rendered[rid]["outcome"].cpu_seconds for rid in ids if not rendered[rid]["outcome"].resumed
+    )
+    busy = f" ({cpu / total:.1f} cores busy on average)" if total >= 1.0 else ""
+    return f"CPU time {_duration(cpu)}{busy}"
 
 
 def _markdown(
@@ -540,12 +648,11 @@ def _markdown(
     from crowdbudget.experiments.papers.builtin import reps_text
 
     flag = " --quick" if args.quick else ""
-    cpu = sum(rendered[rid]["outcome"].cpu_seconds for rid in ids)
     lines = [
         f"# crowdbudget reproduce --all{flag}",
         "",
-        f"Seed {args.seed}; {len(ids)} reproductions on {workers} {how}, slowest first; total "
-        f"wall time {_duration(total)}, CPU time {_duration(cpu)}{_busy(cpu, total)}. Each "
+        f"Seed {args.seed}; {_where(ids, rendered, how, workers)}, slowest first; total "
+        f"wall time {_duration(total)}, {_cpu_text(ids, rendered, total)}. Each "
         "table is our mean ± std next to the paper's number where the paper prints one "
         "(`paper ≈ …`); where it prints none, its claims are checked in a table.",
         "",
@@ -565,7 +672,7 @@ def _markdown(
             values = str(sum(1 for r in doc["results"] for k in r if k.startswith("paper_")))
             claims = [c for c in doc.get("claims", []) if c.get("holds") is not None]
             held = f"{sum(bool(c['holds']) for c in claims)} / {len(claims)}" if claims else ""
-            status = "ok"
+            status = _status(outcome)
         lines.append(
             f"| [{rid}](#{rid}) | {paper} | {spec.figure} | {reps} | "
             f"{_duration(outcome.seconds)} | {_duration(outcome.cpu_seconds)} | {values} | "
@@ -624,6 +731,12 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="ID,ID",
         help="with --all: run only these ids (a part of the report, e.g. to re-run some)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --all: read back the ids an earlier --all finished into --out (same seed, "
+        "--quick and version) instead of running them again",
     )
     p.add_argument("--quick", action="store_true", help="a small, fast version")
     p.add_argument(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +193,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- --all
 
 
+#: set when ``--all`` is interrupted: its threads' reproductions then fail because the shared
+#: pool was stopped under them, which is no error to report
+_STOPPING = threading.Event()
+
+
 @dataclass
 class _Outcome:
     """One reproduction of ``--all`` as its worker returns it (picklable)."""
@@ -232,7 +238,8 @@ def _run_one(
     except Exception as exc:
         import traceback
 
-        traceback.print_exc(file=sys.stderr)
+        if not _STOPPING.is_set():  # not the echo of Ctrl-C stopping the shared pool
+            traceback.print_exc(file=sys.stderr)
         error = f"{type(exc).__name__}: {exc}"
     return _Outcome(
         reproduction_id,
@@ -345,7 +352,6 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
     the end). The numbers do not depend on it: every campaign carries its own seeds."""
     import contextvars
     import queue
-    import threading
 
     from crowdbudget.experiments.runner import SharedPool, fan_out, resolve_executor
 
@@ -394,6 +400,8 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
             done(outcomes.get())  # plots are drawn here, in this thread only
         stopped = False
     finally:
+        if stopped:
+            _STOPPING.set()
         if pool is not None:
             pool.close(cancel=stopped)  # Ctrl-C: stop the workers now
     return ("Dask workers" if pool is None else "worker processes"), workers

@@ -353,7 +353,14 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
     import contextvars
     import queue
 
-    from crowdbudget.experiments.runner import SharedPool, fan_out, resolve_executor
+    from tqdm.auto import tqdm
+
+    from crowdbudget.experiments.runner import (
+        FanOutSeat,
+        SharedPool,
+        fan_out,
+        resolve_executor,
+    )
 
     data_dir = None if args.data_dir is None else str(args.data_dir)
     executor, workers = resolve_executor(None, args.jobs, len(order))
@@ -369,10 +376,13 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
         workers = args.jobs if args.jobs is not None else os.cpu_count() or 1
         pool = SharedPool(workers)
 
+    seats: list[FanOutSeat] = []
+
     def seated(rid: str, rank: int) -> None:
         clock, started = time.perf_counter(), time.time()
         try:
             with fan_out(pool, rank) as seat:
+                seats.append(seat)
                 thread_cpu = time.thread_time()
                 outcome = _run_one(rid, args.seed, args.quick, args.jobs, False, None)
                 outcome.cpu_seconds = seat.cpu_seconds + time.thread_time() - thread_cpu
@@ -393,13 +403,36 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
         for rank, rid in enumerate(order)
     ]
     stopped = True
+    # one line that moves: campaign chunks finished / queued so far (ids queue more as they
+    # go, so no time estimate) and ids finished; the per-id lines are written above it
+    bar = tqdm(
+        total=0,
+        desc="reproduce --all",
+        unit="chunk",
+        bar_format="{desc}: {n}/{total} campaign chunks done [{elapsed}]{postfix}",
+        disable=args.no_progress,
+        file=sys.stderr,
+    )
     try:
         for thread in threads:
             thread.start()
-        for _ in order:
-            done(outcomes.get())  # plots are drawn here, in this thread only
+        finished = 0
+        while finished < len(order):
+            try:
+                outcome = outcomes.get(timeout=1.0)
+            except queue.Empty:
+                outcome = None
+            if outcome is not None:
+                finished += 1
+                with bar.external_write_mode():
+                    done(outcome)  # plots are drawn here, in this thread only
+            seen = list(seats)
+            bar.total = sum(seat.units_queued for seat in seen)
+            bar.n = sum(seat.units_done for seat in seen)
+            bar.set_postfix_str(f"{finished}/{len(order)} ids finished", refresh=True)
         stopped = False
     finally:
+        bar.close()
         if stopped:
             _STOPPING.set()
         if pool is not None:

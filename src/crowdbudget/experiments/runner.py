@@ -242,11 +242,14 @@ class SharedPool:
 class FanOutSeat:
     """Where one fanned-out caller's :func:`execute` calls go (:func:`fan_out`): the shared
     pool (None: the Dask cluster of :func:`dask_scheduler`), the caller's priority (lower
-    starts first) and the CPU seconds its units took in the workers."""
+    starts first), the CPU seconds its units took in the workers and how many units it has
+    queued and seen finish (read by a progress display in another thread)."""
 
     pool: SharedPool | None
     priority: int
     cpu_seconds: float = 0.0
+    units_queued: int = 0
+    units_done: int = 0
 
 
 _SEAT: contextvars.ContextVar[FanOutSeat | None] = contextvars.ContextVar(
@@ -563,11 +566,14 @@ def execute(
                 for k, chunk in enumerate(units)
             ]
             size_of = {future.key: size for future, size in zip(futures, sizes, strict=True)}
+            if seat is not None:
+                seat.units_queued += len(futures)
             try:
                 for future in dask_completed(futures):
                     unit_rows, cpu = future.result()
                     if seat is not None:
                         seat.cpu_seconds += cpu
+                        seat.units_done += 1
                     finished(unit_rows, size_of[future.key])
             except BaseException:
                 client.cancel(futures)
@@ -578,10 +584,12 @@ def execute(
                 seat.pool.submit(seat.priority, _timed_chunk, run, chunk): size
                 for chunk, size in zip(units, sizes, strict=True)
             }
+            seat.units_queued += len(shared)
             try:
                 for future in as_completed(shared):
                     unit_rows, cpu = future.result()
                     seat.cpu_seconds += cpu
+                    seat.units_done += 1
                     finished(unit_rows, shared[future])
             except BaseException:
                 for future in shared:

@@ -310,7 +310,8 @@ def _import_ahead(packages: tuple[str, ...] = _REPRODUCTION_PACKAGES) -> None:
     from partially initialized module" — seen with ``--all``'s threads). Imported here first,
     every later import is a dictionary look-up. The function-level imports are found by
     reading the modules' source (``ast``), so a new lazy import is covered without a list to
-    keep; an optional dependency that is not installed (Dask) is skipped."""
+    keep. Dask is left out (``--scheduler`` imports it before the threads start; without it,
+    nothing imports it), as is a name that is no module."""
     import ast
     import importlib
     import pkgutil
@@ -332,10 +333,14 @@ def _import_ahead(packages: tuple[str, ...] = _REPRODUCTION_PACKAGES) -> None:
                     lazy.update(alias.name for alias in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     lazy.add(node.module)
+                    # ``from package import submodule`` imports the submodule too
+                    lazy.update(f"{node.module}.{alias.name}" for alias in node.names)
     for name in sorted(lazy):
+        if name.split(".")[0] in ("dask", "distributed"):
+            continue  # optional, and imported by --scheduler itself before any thread starts
         try:
             importlib.import_module(name)
-        except ImportError:  # an optional dependency (dask) or a name that is not a module
+        except ImportError:  # an optional dependency (dask), or a name that is no module
             continue
 
 

@@ -200,7 +200,7 @@ _STOPPING = threading.Event()
 
 @dataclass
 class _Outcome:
-    """One reproduction of ``--all`` as its worker returns it (picklable)."""
+    """One reproduction of ``--all`` as it ended (or as ``--resume`` read it back)."""
 
     reproduction_id: str
     result: Any  # ReproductionResult, or None when it failed
@@ -340,7 +340,7 @@ def _import_ahead(packages: tuple[str, ...] = _REPRODUCTION_PACKAGES) -> None:
             continue  # optional, and imported by --scheduler itself before any thread starts
         try:
             importlib.import_module(name)
-        except ImportError:  # an optional dependency (dask), or a name that is no module
+        except ImportError:  # a name that is no module, or an optional package not installed
             continue
 
 

@@ -375,6 +375,9 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
             done(_run_one(rid, args.seed, args.quick, args.jobs, progress, data_dir))
         return "process", 1
     outcomes: queue.Queue[_Outcome] = queue.Queue()
+    _STOPPING.clear()
+    # before the pool: its forked workers start with these modules loaded
+    _import_ahead()
     pool = None
     if executor == "processes":
         # the pool is shared by all ids: as many workers as asked, not one per id
@@ -396,7 +399,6 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
             outcome = _Outcome(rid, None, message, time.perf_counter() - clock, started)
         outcomes.put(outcome)
 
-    _import_ahead()
     # each thread runs in a copy of this context (the Dask session of --scheduler)
     threads = [
         threading.Thread(

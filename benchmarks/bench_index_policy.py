@@ -18,6 +18,13 @@ Measures
    building the tables; a digest of the decisions (to compare code versions).
    ``--sizes 100000,1000000,10000000 --only-decisions --repeat 3`` measures just this part;
    ``--profile`` prints each loop's cProfile.
+4. the continuous-time campaign of Fig. 1 (``ContinuousTimeEnvironment`` around a synthetic
+   world, r = 0.1, μ = 0.4, U = 1.2 K) on the reference loop (``drive``) and compiled
+   (``engine.index_loop``): CPU µs per hired worker of the whole campaign — arrivals,
+   completions, the policy — without ``reset`` (tables built before), best of ``--repeat``,
+   and whether both gave the same run (label counts, log, outcome).
+   ``--continuous-sizes 1000,100000,1000000`` (default by ``--quick``); ``--only-continuous``
+   measures just this part.
 """
 
 from __future__ import annotations
@@ -235,6 +242,51 @@ def decisions_per_second(
     }
 
 
+def continuous_campaign_costs(n_items: int, repeat: int = 1) -> dict[str, Any]:
+    """One Fig. 1 campaign at K = ``n_items``, U = 1.2 K: CPU µs per hired worker of the
+    reference loop and of the compiled one (best of ``repeat``; the first, compiling or
+    loading the kernel and building the tables, is not timed), and whether they agree."""
+    from crowdbudget.engine import index_loop
+    from crowdbudget.engine.loop import ArrivalClock, StopAtSpend, drive
+
+    budget = round(1.2 * n_items)
+    env = ContinuousTimeEnvironment(
+        SyntheticBernoulliEnvironment(n_items), arrival_rate=R, completion_rate=MU
+    )
+    params: dict[str, Any] = {"arrival_rate": R, "completion_rate": MU}
+    if n_items > 10_000:
+        params.update(label_cap=8, max_lookahead=512)
+    results: dict[str, Any] = {}
+    digests = {}
+    for engine in ("reference", "compiled"):
+        best = math.inf
+        for attempt in range(repeat + 1):
+            env.reset(seed=1)
+            problem = env.problem(float(budget))
+            state = CampaignState.initial(problem)
+            policy = LagrangianIndexPolicy(**params)
+            policy.reset(problem, np.random.default_rng(0))
+            cpu = time.thread_time()
+            if engine == "compiled":
+                outcome = index_loop.run_compiled(policy, env, state, budget)
+            else:
+                outcome = drive(policy, env, state, ArrivalClock(env, budget), StopAtSpend())
+            seconds = time.thread_time() - cpu
+            if attempt > 0:
+                best = min(best, seconds)
+        digests[engine] = hashlib.sha256(
+            state.label_counts.tobytes() + state.label_log.items.tobytes() + repr(outcome).encode()
+        ).hexdigest()[:16]
+        results[f"{engine}_us_per_worker_cpu"] = 1e6 * best / outcome.assignments
+    results.update(
+        n_items=n_items,
+        workers_hired=budget,
+        same_run=digests["reference"] == digests["compiled"],
+        digest=digests["compiled"],
+    )
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -244,6 +296,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="best of N campaigns per size")
     parser.add_argument("--only-decisions", action="store_true", help="skip parts 1 and 2")
     parser.add_argument("--profile", action="store_true", help="cProfile of each loop (stderr)")
+    parser.add_argument("--continuous-sizes", default=None, help="comma-separated K, part 4")
+    parser.add_argument("--only-continuous", action="store_true", help="run part 4 only")
     args = parser.parse_args()
     if args.sizes:
         sizes = [int(k) for k in args.sizes.split(",")]
@@ -257,12 +311,19 @@ def main() -> None:
             "load_average": os.getloadavg(),
         },
     }
-    if not args.only_decisions:
+    if not args.only_decisions and not args.only_continuous:
         report["dp"] = dp_costs()
         report["campaign"] = campaign_costs(5 if args.quick else 20)
-    report["decisions"] = [
-        decisions_per_second(k, args.decisions, args.repeat, args.profile) for k in sizes
-    ]
+    if not args.only_continuous:
+        report["decisions"] = [
+            decisions_per_second(k, args.decisions, args.repeat, args.profile) for k in sizes
+        ]
+    if not args.only_decisions:
+        if args.continuous_sizes:
+            continuous = [int(k) for k in args.continuous_sizes.split(",")]
+        else:
+            continuous = [1_000, 100_000] if args.quick else [1_000, 100_000, 1_000_000]
+        report["continuous"] = [continuous_campaign_costs(k, args.repeat) for k in continuous]
     report["machine"]["load_average_after"] = os.getloadavg()
     print(json.dumps(report, indent=2))
     if args.json:

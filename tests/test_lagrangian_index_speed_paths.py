@@ -400,3 +400,24 @@ def test_best_state_is_the_masked_argmax(cap: int) -> None:
         best = int(np.argmax(scores))
         expected = best if scores[best] > -np.inf else -1
         assert policy._best_state(arrivals) == expected, trial
+
+
+def test_a_task_past_the_cap_is_in_no_bucket() -> None:
+    # labels the policy was not told about (imported) take task 0 past the cap of 2; it
+    # must leave every bucket (it was once appended to the last state's bucket, and −1
+    # listed among the occupied states)
+    problem = Problem(n_items=3, budget=12)
+    policy = LagrangianIndexPolicy(label_cap=2)
+    policy.reset(problem, np.random.default_rng(0))
+    state = CampaignState.initial(problem)
+    for _ in range(3):
+        imported = Assignment(0, 0)
+        state.record_assignment(imported)
+        state.record_label(LabelEvent(0, 0, 1), imported)
+    pick = policy.select(state, worker=0)
+    assert pick is not None and pick.item != 0
+    assert policy.n_capped_ == 1
+    assert int(policy._buckets.state[0]) == -1
+    assert -1 not in policy._occupied
+    assert all(0 not in members for members in policy._buckets.members)
+    assert int(policy._buckets.count.sum()) == 2

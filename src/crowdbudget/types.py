@@ -307,6 +307,26 @@ class LabelLog:
         self._costs[n] = event.cost
         self._n = n + 1
 
+    def extend(
+        self, items: IntArray, workers: IntArray, labels: IntArray, costs: FloatArray
+    ) -> None:
+        """Add many labels at the end, in order: what ``append`` of each would do (the
+        columns' arrays, shape (m,) each)."""
+        m = int(np.shape(items)[0])
+        n = self._n
+        if n + m > self._items.shape[0]:
+            capacity = max(2 * self._items.shape[0], n + m)
+            for name in ("_items", "_workers", "_labels", "_costs"):
+                old = getattr(self, name)
+                grown = np.empty(capacity, dtype=old.dtype)
+                grown[:n] = old[:n]
+                setattr(self, name, grown)
+        self._items[n : n + m] = items
+        self._workers[n : n + m] = workers
+        self._labels[n : n + m] = labels
+        self._costs[n : n + m] = costs
+        self._n = n + m
+
     @property
     def items(self) -> IntArray:
         return self._items[: self._n]

@@ -75,10 +75,12 @@ import numpy as np
 from numba import njit
 
 from crowdbudget.aggregation.calibration import verdict_calibration
+from crowdbudget.engine import index_loop
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import UniformPolicy
 from crowdbudget.policies.index_policy import BetaIndexPolicy
+from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy
 from crowdbudget.policies.verdict import Verdict, make_verdict
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 from crowdbudget.simulation.environment import LabelingEnvironment, SyntheticBernoulliEnvironment
@@ -900,11 +902,14 @@ class Engine(Protocol):
 
 class CompiledEngine:
     """The compiled engine: push mode and :func:`supports_fast_path`, run by
-    :func:`run_campaign_fast`."""
+    :func:`run_campaign_fast`; and the Hu–Frazier index policy on a synthetic world, push or
+    pull, one budget per campaign, run by :func:`crowdbudget.engine.index_loop.run_instant`."""
 
     name = "fast"
 
     def supports(self, policy: AllocationPolicy, env: LabelingEnvironment, mode: str) -> bool:
+        if type(policy) is LagrangianIndexPolicy:
+            return index_loop.supports_instant(policy, env)
         return mode == "push" and supports_fast_path(policy, env)
 
     def run(
@@ -918,6 +923,11 @@ class CompiledEngine:
         sync_policy: bool = True,
         verdict: Verdict | None = None,
     ) -> list[dict[str, Any]]:
+        if type(policy) is LagrangianIndexPolicy:
+            assert isinstance(env, SyntheticBernoulliEnvironment)
+            return index_loop.run_instant(
+                policy, env, budgets, world_seed=world_seed, policy_rng=policy_rng, verdict=verdict
+            )
         return run_campaign_fast(
             policy,
             env,

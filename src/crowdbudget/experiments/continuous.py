@@ -29,6 +29,7 @@ from crowdbudget._validation import check_positive_int
 from crowdbudget.engine.loop import ArrivalClock, StopAtSpend, drive
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.runner import (
+    ENGINES,
     ExperimentResult,
     MetricsHook,
     execute,
@@ -37,6 +38,7 @@ from crowdbudget.experiments.runner import (
     summarize,
 )
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy
 from crowdbudget.policies.verdict import Verdict, make_verdict
 from crowdbudget.registry import Spec, VerdictSpec, make_policy, pin_paper_ties, split_verdict
 from crowdbudget.simulation.continuous_time import ContinuousTimeEnvironment, posterior_reward
@@ -62,6 +64,7 @@ def run_continuous_campaign(
     policy_rng: np.random.Generator,
     metrics: MetricsHook | None = None,
     verdict: Verdict | None = None,
+    engine: str = "auto",
 ) -> dict[str, Any]:
     """Run one continuous-time campaign with at most ``budget`` = U workers (Hu & Frazier
     §6): :func:`~crowdbudget.engine.loop.drive` with an
@@ -77,8 +80,14 @@ def run_continuous_campaign(
         ``max_labels_per_item``, ``end_time``, ``seconds`` and the hook's metrics. The
         final labels are ``verdict``'s (reset after the policy from ``policy_rng``, which it
         does not advance; None: ``make_verdict()``, the policy's own model).
+
+    ``engine``: ``"auto"`` runs the Hu–Frazier index policy on a synthetic world compiled
+    (:mod:`crowdbudget.engine.index_loop`: the same run, event for event, where
+    ``supports`` says so) and everything else on ``drive``; ``"reference"`` always ``drive``;
+    ``"fast"`` insists on the compiled loop.
     """
     budget = check_positive_int(budget, "budget")
+    compiled = _use_compiled(policy, env, engine)
     env.check_budget(budget)
     env.reset(seed=world_seed)
     problem = env.problem(float(budget))
@@ -95,7 +104,14 @@ def run_continuous_campaign(
     verdict.reset(problem, policy_rng)
     # the money budget is U labels at price 1; ArrivalClock stops hiring at U, so the
     # recorder never ends the campaign
-    outcome = drive(policy, env, state, ArrivalClock(env, max_assignments=budget), StopAtSpend())
+    if compiled:
+        from crowdbudget.engine.index_loop import run_compiled  # imports Numba
+
+        assert isinstance(policy, LagrangianIndexPolicy)
+        outcome = run_compiled(policy, env, state, budget)
+    else:
+        clock = ArrivalClock(env, max_assignments=budget)
+        outcome = drive(policy, env, state, clock, StopAtSpend())
     labels = verdict.labels(state, policy)
     truth = env.true_labels
     mask = (
@@ -124,6 +140,24 @@ def run_continuous_campaign(
     return row
 
 
+def _use_compiled(policy: AllocationPolicy, env: ContinuousTimeEnvironment, engine: str) -> bool:
+    """Whether to run the campaign compiled (``engine.index_loop``)."""
+    if engine not in ENGINES:
+        raise InvalidParameterError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "reference" or (engine == "auto" and type(policy) is not LagrangianIndexPolicy):
+        return False
+    from crowdbudget.engine.index_loop import supports  # imports Numba
+
+    supported = supports(policy, env)
+    if engine == "fast" and not supported:
+        raise InvalidParameterError(
+            f"engine='fast' does not support {policy!r} on {type(env).__name__} in continuous "
+            "time (it needs lagrangian-index, a synthetic world without workers or a rate "
+            "function, and one prior and threshold for all tasks)"
+        )
+    return supported
+
+
 def _continuous_task(
     entry: tuple[Spec, VerdictSpec, str],
     env: ContinuousTimeEnvironment,
@@ -132,6 +166,7 @@ def _continuous_task(
     world_seeds: list[np.random.SeedSequence],
     policy_seeds: list[np.random.SeedSequence],
     metrics: MetricsHook | None,
+    engine: str = "auto",
 ) -> list[dict[str, Any]]:
     policy_spec, verdict_spec, label = entry
     rows = []
@@ -144,6 +179,7 @@ def _continuous_task(
             policy_rng=np.random.default_rng(policy_seed),
             metrics=metrics,
             verdict=verdict_spec.build(),
+            engine=engine,
         )
         rows.append({"policy": label, "replication": r, **row})
     return rows
@@ -166,6 +202,7 @@ def run_continuous_experiment(
     executor: str | None = None,
     verdict: str | None = None,
     ties: str = "default",
+    engine: str = "auto",
 ) -> ExperimentResult:
     """Every policy × budget × replication in continuous time (common random numbers).
 
@@ -180,7 +217,8 @@ def run_continuous_experiment(
     ``verdict`` is the verdict of every id that names none (``posterior``, the default: the
     policy's own model with ties by the estimated class prior; ``paper``: the papers' rule;
     or an aggregator id), as in :func:`~crowdbudget.experiments.runner.run_experiment`;
-    ``ties="paper"`` pins the papers' rule among tied items as there.
+    ``ties="paper"`` pins the papers' rule among tied items as there. ``engine``: as in
+    :func:`run_continuous_campaign` (the compiled loop gives the same rows).
 
     Returns:
         :class:`~crowdbudget.experiments.runner.ExperimentResult`; ``summary`` has, per
@@ -198,6 +236,8 @@ def run_continuous_experiment(
         raise InvalidParameterError(f"ties must be 'default' or 'paper', got {ties!r}")
     for policy_spec, _, _ in entries.values():
         make_policy(policy_spec)
+    if engine not in ENGINES:
+        raise InvalidParameterError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     budget_list = sorted({check_positive_int(int(b), "budget") for b in budgets})
     if not budget_list:
         raise InvalidParameterError("at least one budget is needed")
@@ -220,6 +260,7 @@ def run_continuous_experiment(
                         [world_seeds[r] for r in reps],
                         [policy_seeds[r] for r in reps],
                         metrics,
+                        engine,
                     )
                 )
     rows = execute(

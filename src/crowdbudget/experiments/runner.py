@@ -438,7 +438,8 @@ def _use_fast_engine(
         raise InvalidParameterError(
             f"engine='fast' does not support {policy!r} on {type(env).__name__} in {mode} mode "
             "(it needs push mode, an index policy with tie_break='first' or uniform, a "
-            "synthetic world without workers and one prior and threshold for all items)"
+            "synthetic world without workers and one prior and threshold for all items; or "
+            "lagrangian-index on such a world, push or pull)"
         )
     return supported
 

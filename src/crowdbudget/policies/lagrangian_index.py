@@ -422,6 +422,9 @@ class LagrangianIndexPolicy(AllocationPolicy):
                 if left == 0:
                     occupied.remove(before)
                     occupancy_changed = True
+                if new < 0:  # parked at the cap: in no bucket
+                    bucket_of[task] = -1
+                    continue
             else:
                 old_pos, old_neg, old_w = parked[task]
                 labels_delta += neg + pos - old_pos - old_neg

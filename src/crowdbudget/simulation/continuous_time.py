@@ -163,6 +163,40 @@ class ContinuousTimeEnvironment(LabelingEnvironment):
             self.eligible[assignment.item] = False
         return StepResult(result.event, info=result.info)
 
+    # ---- the compiled engine's hooks (crowdbudget.engine.index_loop) ------------------
+    def stream_generators(
+        self,
+    ) -> tuple[np.random.Generator, float, np.random.Generator, float, int]:
+        """(arrival generator, mean gap 1/r, work generator, mean work time 1/μ, chunk) after
+        ``reset``: the world draws ``exponential(1/r, chunk)`` then ``random(chunk)`` from the
+        first per chunk of arrivals, ``exponential(1/μ, chunk)`` from the second per chunk of
+        work times — the compiled engine makes the same calls on the same generators."""
+        return (
+            self._arrival_rng,
+            1.0 / self.arrival_rate,
+            self._work_rng,
+            1.0 / self.completion_rate,
+            _CHUNK,
+        )
+
+    def set_stream_position(
+        self,
+        gaps: np.ndarray,
+        accept: np.ndarray,
+        gaps_used: int,
+        durations: np.ndarray,
+        durations_used: int,
+        clock: float,
+    ) -> None:
+        """Where the streams are after the compiled engine drew from them: the last chunks
+        (empty when none was drawn), how many of each were used, the time of the last arrival
+        drawn — the state the world's own draws would have left."""
+        self._gaps, self._accept, self._gap_next = gaps, accept, int(gaps_used)
+        self._durations, self._duration_next = durations, int(durations_used)
+        self._clock = float(clock)
+        if self._gap_next > 0:
+            self._last_accept = float(accept[self._gap_next - 1])
+
     # ---- random streams (an ArrivalStream of crowdbudget.engine.loop) -------------------------
     def _next_gap(self) -> float:
         if self._gap_next >= self._gaps.shape[0]:

@@ -17,7 +17,10 @@ S = (C+1)(C+2)(C+3)/6 states of one task; moving a task between buckets is O(1).
 per-decision path uses flat arrays (memoryviews, ``array('q')`` buckets, no per-task Python
 object), and draws the tie with ``Generator.integers``'s own arithmetic (:func:`_integers`):
 same decisions as the straightforward implementation
-(``tests/test_lagrangian_index_speed_paths.py``), about 3.5 µs per decision.
+(``tests/test_lagrangian_index_speed_paths.py``), about 3.5 µs per decision. Where the whole
+campaign can be compiled — a synthetic world with noiseless workers and one prior, in
+continuous time or with labels at once — the runners run it compiled
+(:mod:`crowdbudget.engine.index_loop`: the same run, 0.5–1.6 µs per decision).
 
 The policy models the arrival and completion rates r and μ: ``arrival_rate`` /
 ``completion_rate`` default to None, which means "the continuous-time simulator's rates"

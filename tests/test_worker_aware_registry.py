@@ -57,3 +57,33 @@ def test_worker_reliability_pays_on_rte(mode: str) -> None:
         assert accuracy["opt-kg:posterior=one-coin"] > accuracy["opt-kg"] + 0.03
     else:  # the arriving worker is given: still no worse than ignoring workers
         assert accuracy["opt-kg:posterior=one-coin"] > accuracy["opt-kg"] - 0.02
+
+
+@pytest.mark.parametrize(
+    ("policy_id", "binary_prior", "multiclass_prior"),
+    [
+        # the refit's default (stop 31): Beta(16, 4) on two classes, the paper's on more
+        ("opt-kg:posterior=one-coin", (16.0, 4.0), (4.0, 1.0)),
+        ("kg:posterior=one-coin", (16.0, 4.0), (4.0, 1.0)),
+        ("opt-kg:posterior=one-coin:refit=3", (16.0, 4.0), (4.0, 1.0)),
+        # the paper's rule keeps the paper's prior; a prior given is the prior everywhere
+        ("opt-kg:posterior=one-coin:refit=0", (4.0, 1.0), (4.0, 1.0)),
+        ("opt-kg:posterior=one-coin:worker-prior=8,2", (8.0, 2.0), (8.0, 2.0)),
+        ("opt-kg:posterior=two-coin", (4.0, 1.0), None),
+    ],
+)
+def test_default_worker_prior(
+    policy_id: str, binary_prior: tuple[float, float], multiclass_prior: tuple[float, float] | None
+) -> None:
+    from crowdbudget.types import Problem
+
+    policy = make_policy(policy_id)
+    assert tuple(policy.worker_prior) == binary_prior
+    if multiclass_prior is None:
+        return
+    problem = Problem(n_items=6, budget=12, n_classes=3, n_workers=4)
+    policy.reset(problem, np.random.default_rng(0))
+    assert tuple(policy.multiclass_.worker_prior) == multiclass_prior
+    binary = make_policy(policy_id)
+    binary.reset(Problem(n_items=6, budget=12, n_workers=4), np.random.default_rng(0))
+    assert binary.multiclass_ is None and tuple(binary.worker_prior) == binary_prior

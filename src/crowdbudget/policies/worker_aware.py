@@ -74,7 +74,12 @@ Refit variants (ours, issue 15, non-default; measured on RTE, the same command, 
   random``): 0.8841 ± 0.0066 / 0.9134 ± 0.0047 — ahead at 1,600, behind at 3,200.
 
 None reaches the paper's 0.9225 at 3,200 labels (issue 15's target); an empirical-Bayes worker
-prior was tried before and is worse (docs/reproductions.md).
+prior was tried before and is worse (docs/reproductions.md). A *stronger* prior with the
+paper's mean is better where budgets are small: since stop 31 the registry's default with a
+refit is Beta(16, 4) on two classes (``policies.builtin.REFIT_WORKER_PRIOR``; rte 0.7977 →
+0.8314 at 1 label per item, 0.9163 → 0.9208 at 4, MACE verdict, 20 replays —
+docs/reproductions.md, "A stronger worker prior for the refit"); this class's own default
+stays the paper's (4, 1).
 
 Push mode chooses the pair; pull mode (``select(state, worker=j)``) chooses the item for the
 arriving worker. On a replay only pairs with an unused recorded label are candidates

@@ -445,6 +445,14 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
     applies to both (the registry's default is refit=10): the binary Beta-item refit on two
     classes, the categorical one (module docstring) on more.
 
+    Args (beyond :class:`~crowdbudget.policies.worker_aware.OneCoinKnowledgeGradient`'s):
+        multiclass_worker_prior: the worker prior on more than two classes (None:
+            ``worker_prior``). The registry's default sets it to the paper's Beta(4, 1) while
+            ``worker_prior`` is Beta(16, 4) for the binary refit (stop 31: the stronger prior
+            helps the binary refit on rte and temp, and measured level or worse on the
+            multi-class sets — millionaire −1.1 points at 2 labels per item; docs/
+            reproductions.md, "A stronger worker prior for the refit").
+
     Fitted attributes:
         multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,
             or None on a binary one (then ``posterior_`` is the binary one-coin posterior).
@@ -459,16 +467,43 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
     #: "The worker-aware default's verdict"); ``verdict=posterior`` keeps the model's own
     default_verdict = DEFAULT_VERDICT
 
+    def __init__(
+        self,
+        optimistic: bool = True,
+        worker_prior: tuple[float, float] = (4.0, 1.0),
+        tie_break: TieBreak = "first",
+        refit: int = 0,
+        alpha: float | None = None,
+        refit_growth: float = 0.0,
+        refit_items: str = "sequential",
+        refit_rounds: int = 3,
+        refit_final: bool = False,
+        multiclass_worker_prior: tuple[float, float] | None = None,
+    ) -> None:
+        super().__init__(
+            optimistic=optimistic,
+            worker_prior=worker_prior,
+            tie_break=tie_break,
+            refit=refit,
+            alpha=alpha,
+            refit_growth=refit_growth,
+            refit_items=refit_items,
+            refit_rounds=refit_rounds,
+            refit_final=refit_final,
+        )
+        self.multiclass_worker_prior = multiclass_worker_prior
+
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         self.multiclass_: CategoricalWorkerKnowledgeGradient | None = None
         if problem.n_classes == 2:
             super()._reset(problem, rng)
             return
         self.__dict__.pop("posterior_", None)
+        prior = self.multiclass_worker_prior
         delegate = CategoricalWorkerKnowledgeGradient(
             "one-coin",
             optimistic=self.optimistic,
-            worker_prior=self.worker_prior,
+            worker_prior=self.worker_prior if prior is None else prior,
             tie_break=self.tie_break,
             alpha=self.alpha,
             refit=self.refit,

@@ -183,3 +183,26 @@ def test_optkg_per_context_symmetric_states_tie_exactly() -> None:
     scores = policy._score(np.arange(policy._items.shape[0])).reshape(4, 3)
     np.testing.assert_array_equal(scores[0], scores[1])
     assert scores[0, 0] > 0.1
+
+
+def test_candidates_far_behind_the_best_worker_draw_without_nan() -> None:
+    # the context's best worker (0) already labelled the task; the two candidates are so far
+    # behind that exp(−η (L_j − min L)) underflows to 0 for both: the draw must still give
+    # them the Exp3 probabilities among themselves (it was 0/0: a NaN loss from then on)
+    import warnings
+
+    problem = Problem(n_items=3, budget=9, n_workers=3, contexts=[0, 0, 0])
+    policy = BanditTaskAssignment(n_explore=0)
+    policy.reset(problem, np.random.default_rng(1))
+    state = CampaignState.initial(problem)
+    for item in range(3):
+        policy._mark_asked(item, 0)
+    policy.cumulative_loss_[0] = [0.0, 1e6, 1e6 + 2.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pick = policy.select(state)
+    assert pick is not None and pick.worker in (1, 2)
+    eta = float(policy.eta_[0])
+    expected = exp3_probabilities(np.array([0.0, 2.0]), eta)[pick.worker - 1]
+    assert policy._pending[(pick.item, pick.worker)] == pytest.approx(expected)
+    assert np.isfinite(policy._pending[(pick.item, pick.worker)])

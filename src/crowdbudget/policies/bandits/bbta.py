@@ -384,6 +384,12 @@ class BanditTaskAssignment(AllocationPolicy):
         self.eta_[s] = float(exp3_learning_rate(int(self.rounds_[s]), self.n_workers_))
         w = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))[workers]
         cdf = np.cumsum(w)
+        if not cdf[-1] > 0:
+            # every candidate's weight underflowed (each far behind the context's best worker,
+            # who is not a candidate of this task): the same probabilities, shifted by the
+            # candidates' own least loss — without it p = 0/0 and the loss turned NaN
+            w = exp3_weights(self.cumulative_loss_[s][workers], float(self.eta_[s]))
+            cdf = np.cumsum(w)
         pick = int(np.searchsorted(cdf, self.rng_.random() * cdf[-1], side="right"))
         pick = min(pick, workers.shape[0] - 1)
         j = int(workers[pick])

@@ -295,18 +295,23 @@ def _campaign(
     now = 0.0
     state_time = 0.0
     inf = math.inf
-    # the first arrival
-    if discrete:
-        clock += 1.0
-    else:
-        if gap_next >= gaps.shape[0]:
-            gaps = arrival_rng.exponential(arrival_scale, chunk)
-            accept = arrival_rng.random(chunk)
-            gap_next = 0
-        clock += gaps[gap_next]
-        gap_next += 1
-    t_arrival = clock
+    t_arrival = 0.0
+    need_arrival = True  # the first arrival, and the one after each arrival handled
     while True:
+        if need_arrival:
+            # drawn here rather than right after the arrival: the stream is the world's alone,
+            # so the draws and their order are ``drive``'s
+            if discrete:
+                clock += 1.0
+            else:
+                if gap_next >= gaps.shape[0]:
+                    gaps = arrival_rng.exponential(arrival_scale, chunk)
+                    accept = arrival_rng.random(chunk)
+                    gap_next = 0
+                clock += gaps[gap_next]
+                gap_next += 1
+            t_arrival = clock
+            need_arrival = False
         t_done = due_times[0] if n_due > 0 else inf
         arrivals_open = handed < max_hired
         t_next = min(t_arrival if arrivals_open else inf, t_done)
@@ -428,17 +433,7 @@ def _campaign(
                     duration_next += 1
                 _heap_push(due_times, due_order, due_items, n_due, now + duration, handed, task)
                 n_due += 1
-            # the next arrival
-            if discrete:
-                clock += 1.0
-            else:
-                if gap_next >= gaps.shape[0]:
-                    gaps = arrival_rng.exponential(arrival_scale, chunk)
-                    accept = arrival_rng.random(chunk)
-                    gap_next = 0
-                clock += gaps[gap_next]
-                gap_next += 1
-            t_arrival = clock
+            need_arrival = True
         else:
             now = due_times[0]
             task = due_items[0]

@@ -15,7 +15,7 @@ items. Run from the repository root::
     python benchmarks/bench_calibration.py --sets rte,temp,wsd --per-item 2,3,5 --reps 10
 
 It ends with the default-verdict rule of issue 19 applied to the full-data rows
-(:func:`choose_verdict`).
+(:func:`choose_verdict`) and, with ``--per-item``, to every (set, budget) row.
 """
 
 from __future__ import annotations
@@ -67,25 +67,33 @@ def evaluate(method: str, data: LabelData) -> dict[str, float] | None:
     return row
 
 
-def choose_verdict(table: pd.DataFrame, margin: float = 0.005) -> tuple[str, pd.DataFrame]:
-    """The default-verdict rule of issue 19 on the full-data rows of ``table``: among the
-    methods whose accuracy is within ``margin`` of the most accurate method on every set,
-    the one with the lowest mean ECE over the sets (then the lowest mean NLL). When no
-    method is within the margin everywhere, the smallest worst shortfall decides first.
+def choose_verdict(
+    table: pd.DataFrame, margin: float = 0.005, *, budgets: str = "full"
+) -> tuple[str, pd.DataFrame]:
+    """The default-verdict rule of issue 19: among the methods whose accuracy is within
+    ``margin`` of the most accurate method on every set, the one with the lowest mean ECE
+    (then the lowest mean NLL). When no method is within the margin everywhere, the smallest
+    worst shortfall decides first.
 
-    Returns the chosen id and one row per method: ``worst_shortfall``, ``mean_ece``,
-    ``mean_nll``, ``eligible``."""
-    full = table[table["per_item"].astype(str) == "all"]
-    best = full.groupby("set")["accuracy"].transform("max")
-    full = full.assign(shortfall=best - full["accuracy"])
-    n_sets = full["set"].nunique()
-    per_method = full.groupby("method").agg(
-        sets=("set", "nunique"),
+    ``budgets="full"`` (issue 19's rule): the full-data rows, one per set. ``"every"`` (since
+    issue 15's stop 32): every (set, labels per item) row of ``table`` — a verdict reads
+    campaigns at every budget, and one that is best on all labels can lose where each item
+    has two (``mace:prior-fit=all``: adult at 2 per item, docs/calibration.md).
+
+    Returns the chosen id and one row per method: ``rows`` (how many rows it has),
+    ``worst_shortfall``, ``mean_ece``, ``mean_nll``, ``eligible``."""
+    rows = table if budgets == "every" else table[table["per_item"].astype(str) == "all"]
+    key = rows["set"].astype(str) + "@" + rows["per_item"].astype(str)
+    best = rows.groupby(key)["accuracy"].transform("max")
+    rows = rows.assign(key=key, shortfall=best - rows["accuracy"])
+    n_rows = rows["key"].nunique()
+    per_method = rows.groupby("method").agg(
+        rows=("key", "nunique"),
         worst_shortfall=("shortfall", "max"),
         mean_ece=("ece", "mean"),
         mean_nll=("nll", "mean"),
     )
-    per_method = per_method[per_method["sets"] == n_sets]  # e.g. binary-only methods drop out
+    per_method = per_method[per_method["rows"] == n_rows]  # e.g. binary-only methods drop out
     per_method["eligible"] = per_method["worst_shortfall"] <= margin + 1e-12
     pool = per_method[per_method["eligible"]]
     if pool.empty:
@@ -131,11 +139,13 @@ def main() -> None:
     table = pd.DataFrame(rows)
     if args.out:
         table.to_csv(args.out, index=False, float_format="%.6g")
-    chosen, ranking = choose_verdict(table)
-    print("\nDefault-verdict rule (accuracy within 0.005 of the best on every set, then the")
-    print("lowest mean ECE, then NLL):")
-    print(ranking.to_string(float_format="%.4f"))
-    print(f"chosen: {chosen}")
+    for budgets in ("full", "every") if args.per_item else ("full",):
+        chosen, ranking = choose_verdict(table, budgets=budgets)
+        rows = "full-data row" if budgets == "full" else "(set, labels per item) row"
+        print(f"\nDefault-verdict rule on every {rows} (accuracy within 0.005 of the best,")
+        print("then the lowest mean ECE, then NLL):")
+        print(ranking.to_string(float_format="%.4f"))
+        print(f"chosen: {chosen}")
 
 
 if __name__ == "__main__":

@@ -93,10 +93,19 @@ def test_list_text_groups_ids_under_their_papers(capsys: pytest.CaptureFixture[s
     assert starts >= IDS
 
 
-def test_slowest_first_orders_by_the_typical_time() -> None:
+def test_slowest_first_orders_by_the_typical_time(monkeypatch: pytest.MonkeyPatch) -> None:
     order = slowest_first(["requallo-fig3", "bbta-fig2", "chen2013-fig2a"], quick=False)
-    assert order == ["bbta-fig2", "chen2013-fig2a", "requallo-fig3"]  # 45 min, 3 min, 8 s
-    # chen2013-fig3a's full time is not recorded: its --quick time (5 s) orders it
+    assert order == ["bbta-fig2", "chen2013-fig2a", "requallo-fig3"]  # 49 min, 1 min, 31 s
+    assert slowest_first(["requallo-fig3", "chen2013-fig3a"], quick=False)[0] == "chen2013-fig3a"
+    # a full time not recorded ("-") falls back to the --quick time (5 s), below 31 s
+    recorded = ReproductionSpec.typical_seconds
+
+    def fig3a_unrecorded(spec: ReproductionSpec, quick: bool) -> float | None:
+        if spec.reproduction_id == "chen2013-fig3a" and not quick:
+            return None
+        return recorded(spec, quick)
+
+    monkeypatch.setattr(ReproductionSpec, "typical_seconds", fig3a_unrecorded)
     assert slowest_first(["chen2013-fig3a", "requallo-fig3"], quick=False)[0] == "requallo-fig3"
 
 

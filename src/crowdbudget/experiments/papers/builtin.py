@@ -241,10 +241,14 @@ def _register(
     )
 
 
-# Typical times (--quick, full) on the project's 2-core machine, seed 0, default jobs. Quick:
-# CPU seconds (user + sys, workers included) of `/usr/bin/time crowdbudget reproduce ID
-# --quick` — the wall time of a run that has the machine to itself is at most about that.
-# Full: the wall times recorded in docs/reproductions.md ("-": not recorded).
+# Typical times (--quick, full) on a 2-core machine, seed 0, default jobs. Quick: CPU seconds
+# (user + sys, workers included) of `/usr/bin/time crowdbudget reproduce ID --quick`, measured
+# on the project's first machine — the wall time of a run that has the machine to itself is at
+# most about that. Full: wall time of `/usr/bin/time crowdbudget reproduce ID` (both cores) on
+# the current machine kind (AMD EPYC, 2 cores; stop 32), one id at a time, nothing else
+# running — except chen2013-features, bkube-fig1 and bbta-fig2, whose full runs were measured
+# in CPU time on one core (stops 30–31: 47.6, 11.0 and 97.0 min; benchmarks/README.md) and are
+# given here halved.
 
 _register(
     "chen2013-fig2a",
@@ -253,7 +257,7 @@ _register(
     CHEN2013,
     "Fig. 2(a)",
     (5, 20),
-    ("3 s", "3 min"),
+    ("3 s", "1 min"),
 )
 _register(
     "chen2013-fig2b",
@@ -263,7 +267,7 @@ _register(
     CHEN2013,
     "Fig. 2(b)",
     (5, 20),
-    ("4 s", "43 s"),
+    ("4 s", "9 s"),
 )
 _register(
     "chen2013-fig3a",
@@ -272,7 +276,7 @@ _register(
     CHEN2013,
     "Fig. 3(a)",
     (2, 20),
-    ("5 s", "-"),
+    ("5 s", "1.5 min"),
 )
 _register(
     "chen2013-fig3b",
@@ -281,7 +285,7 @@ _register(
     CHEN2013,
     "Fig. 3(b)",
     (2, 20),
-    ("14 s", "3 min"),
+    ("14 s", "2.5 min"),
     reps_param=True,
 )
 _register(
@@ -292,7 +296,7 @@ _register(
     CHEN2013,
     "§5",
     (2, 3),
-    ("4 s", "> 15 min"),
+    ("4 s", "24 min"),
     reps_param=True,
 )
 _register(
@@ -307,7 +311,7 @@ _register(
     ),
     # full: 3 min 58 s with --jobs 1 since the index policy's campaign is compiled (stop 31;
     # 7 min 28 s before), about half of it Opt-KG's
-    ("5 s", "4 min"),
+    ("5 s", "2.5 min"),
 )
 _register(
     "hu-frazier-fig2",
@@ -319,7 +323,7 @@ _register(
         {"K=10": 20, "K=100": 10, "K=750": 2},
         {"K=10": 5000, "K=100": 2000, "K=750": 500},
     ),
-    ("5 s", "4 min"),
+    ("5 s", "3.5 min"),
 )
 _register(
     "requallo-fig1",
@@ -329,7 +333,7 @@ _register(
     LI2016,
     "Fig. 1",
     (3, 20),
-    ("4 s", "10 s"),
+    ("4 s", "16 s"),
 )
 _register(
     "requallo-fig2",
@@ -338,7 +342,7 @@ _register(
     LI2016,
     "Fig. 2",
     (2, 10),
-    ("6 s", "16 s"),
+    ("6 s", "25 s"),
 )
 _register(
     "requallo-table3",
@@ -347,7 +351,7 @@ _register(
     LI2016,
     "Table 3",
     (2, 10),
-    ("8 s", "22 s"),
+    ("8 s", "34 s"),
 )
 _register(
     "requallo-fig3",
@@ -356,7 +360,7 @@ _register(
     LI2016,
     "Fig. 3",
     (2, 10),
-    ("6 s", "8 s"),
+    ("6 s", "31 s"),
 )
 _register(
     "bkube-fig1",
@@ -366,7 +370,7 @@ _register(
     RANGI2018,
     "Fig. 1",
     (2, 100),
-    ("11 s", "12 min"),
+    ("11 s", "5.5 min"),
 )
 _register(
     "bkube-fig2",
@@ -375,7 +379,7 @@ _register(
     RANGI2018,
     "Fig. 2",
     (2, 100),
-    ("6 s", "3 min"),
+    ("6 s", "4 min"),
 )
 _register(
     "bbta-fig2",
@@ -385,7 +389,7 @@ _register(
     ZHANG2015,
     "Fig. 2",
     (1, 30),
-    ("13 s", "45 min"),
+    ("13 s", "49 min"),
     reps_param=True,
 )
 _register(
@@ -395,7 +399,7 @@ _register(
     ZHANG2015,
     "Fig. 3",
     (1, 30),
-    ("6 s", "7 min"),
+    ("6 s", "15 min"),
     reps_param=True,
 )
 _register(
@@ -405,5 +409,5 @@ _register(
     ZHANG2015,
     "Fig. 5(a)",
     (2, 30),
-    ("5 s", "10 min"),
+    ("5 s", "4 min"),
 )

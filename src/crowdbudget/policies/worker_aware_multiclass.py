@@ -464,7 +464,8 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
     #: as the verdict, misfits workers whose errors depend on the class (one accuracy for
     #: every class) once they have several labels each — on trec at 4 labels per item it
     #: fell to 0.671 while MACE on the same campaigns read 0.711 (docs/reproductions.md,
-    #: "The worker-aware default's verdict"); ``verdict=posterior`` keeps the model's own
+    #: "The worker-aware default's verdict"); ``verdict=posterior`` keeps the model's own.
+    #: Since stop 32 the default verdict is MACE with a fitted competence prior (``mace-eb``)
     default_verdict = DEFAULT_VERDICT
 
     def __init__(

@@ -76,7 +76,7 @@ def choose_verdict(
     worst shortfall decides first — up to the same ``margin`` (since stop 32: a worst
     shortfall 0.0005 smaller is not a better method; strictly, ``bds`` would win the
     every-budget rule over ``mace-eb`` by 0.0486 against 0.0491, both on fact_eval's gold
-    items, with twice ``mace-eb``'s NLL).
+    items, with 2.6 times ``mace-eb``'s mean NLL).
 
     ``budgets="full"`` (issue 19's rule): the full-data rows, one per set. ``"every"`` (since
     issue 15's stop 32): every (set, labels per item) row of ``table`` — a verdict reads

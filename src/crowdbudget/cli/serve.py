@@ -105,6 +105,37 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         ("--default-ttl", positive_float, defaults.default_ttl, "seconds before expiry"),
         ("--setup-timeout", positive_float, defaults.setup_timeout, "seconds for a policy set-up"),
+        (
+            "--max-items-per-campaign",
+            positive_int,
+            defaults.max_items_per_campaign,
+            "items of one campaign, at creation and after adding items",
+        ),
+        ("--max-campaigns", positive_int, defaults.max_campaigns, "campaigns on this server"),
+        (
+            "--max-campaigns-per-key",
+            positive_int,
+            defaults.max_campaigns_per_key,
+            "campaigns created with one operator key",
+        ),
+        (
+            "--requests-per-second-per-key",
+            positive_float,
+            defaults.requests_per_second_per_key,
+            "sustained requests per second with one key (429 beyond it)",
+        ),
+        (
+            "--request-burst-per-key",
+            positive_int,
+            defaults.request_burst_per_key,
+            "requests one key may send at once before the rate applies",
+        ),
+        (
+            "--read-cache-bytes",
+            positive_int,
+            defaults.read_cache_bytes,
+            "bytes of cached results / status / calibration answers",
+        ),
     ]:
         shown = "none" if value is None else int(value) if float(value).is_integer() else value
         limits.add_argument(flag, type=kind, default=None, help=f"{text} ({shown})")
@@ -162,6 +193,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         default_ttl=args.default_ttl,
         max_ttl=max(defaults.max_ttl, args.default_ttl or 0.0),
         setup_timeout=args.setup_timeout,
+        max_items_per_campaign=args.max_items_per_campaign,
+        max_campaigns=args.max_campaigns,
+        max_campaigns_per_key=args.max_campaigns_per_key,
+        requests_per_second_per_key=args.requests_per_second_per_key,
+        request_burst_per_key=args.request_burst_per_key,
+        read_cache_bytes=args.read_cache_bytes,
     )
     check_port_free(args.host, args.port)
     app = create_app(args.db, settings=settings)

@@ -3,7 +3,8 @@
 Everything here is chosen by whoever runs the server (``crowdbudget serve`` flags, or
 :class:`ServiceSettings` in Python), never by a client: no value a client sends becomes a
 path, a size or a time limit. A request beyond a limit is refused with one line naming the
-limit (422, or 413 for the body size) and changes nothing.
+limit (422; 413 for the body size, 415 for a body that is not of the route's media type, 429
+with ``Retry-After`` for a key over its request rate) and changes nothing.
 
 Defaults are sized for a public deployment on a small machine:
 
@@ -30,6 +31,19 @@ setting                          default       what it bounds
 ``max_ttl``                      7 days        the longest a requester may set
 ``setup_timeout``                10 s          building a campaign's policy (its ``reset`` on
                                                the campaign's problem) on the server
+``max_items_per_campaign``       200,000       items of one campaign, at creation and after
+                                               adding items (its memory grows with them)
+``max_campaigns``                1,000         campaigns in the store, created by anyone
+``max_campaigns_per_key``        200           campaigns created with one operator key (or,
+                                               on a server without one, by anyone; at most
+                                               ``max_campaigns``)
+``requests_per_second_per_key``  50            sustained requests per second with one key
+                                               (token bucket; 429 beyond it)
+``request_burst_per_key``        200           requests one key may send at once before the
+                                               rate applies (the bucket's size)
+``read_cache_bytes``             64 MiB        answers of the read endpoints (results, status,
+                                               calibration) kept per campaign event count
+                                               (least recently used dropped first)
 ===============================  ============  ==============================================
 """
 
@@ -67,6 +81,12 @@ class ServiceSettings:
     default_ttl: float | None = 3600.0
     max_ttl: float = 7 * 86400.0
     setup_timeout: float = 10.0
+    max_items_per_campaign: int = 200_000
+    max_campaigns: int = 1_000
+    max_campaigns_per_key: int = 200
+    requests_per_second_per_key: float = 50.0
+    request_burst_per_key: int = 200
+    read_cache_bytes: int = 64 * 2**20
 
     def __post_init__(self) -> None:
         if self.operator_key is not None:
@@ -92,6 +112,12 @@ class ServiceSettings:
             )
         if self.default_ttl is not None and self.default_ttl > self.max_ttl:
             raise InvalidParameterError("default_ttl must not exceed max_ttl")
+        # a per-key or per-request limit above the limit containing it means the larger one:
+        # lowering --max-campaigns or --max-items-per-campaign alone is enough
+        if self.max_campaigns_per_key > self.max_campaigns:
+            object.__setattr__(self, "max_campaigns_per_key", self.max_campaigns)
+        if self.max_items_per_request > self.max_items_per_campaign:
+            object.__setattr__(self, "max_items_per_request", self.max_items_per_campaign)
 
     def with_changes(self, **changes: Any) -> ServiceSettings:
         """A copy with ``changes`` (None values are ignored: "keep the default")."""

@@ -857,3 +857,14 @@ def test_the_client_waits_out_a_429_and_gives_up_past_its_limit() -> None:
     )
     with pytest.raises(ServiceError, match="429: too many"):
         impatient.status("c")
+
+
+def test_items_held_in_memory_are_bounded_across_campaigns(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, max_items_in_memory=20, max_items_per_campaign=8)
+    held = api.app.state.service._campaigns
+    created = [api.create(items=[f"i{k}" for k in range(6)]) for _ in range(5)]
+    assert sum(len(c.item_ids) for c in held.values()) <= 20 and len(held) == 3
+    for c in created:  # evicted ones are reloaded and answer
+        status = api.call("GET", f"/v1/campaigns/{c['campaign_id']}/status", c["requester_key"])
+        assert status.status_code == 200 and status.json()["n_items"] == 6
+        assert sum(len(c.item_ids) for c in held.values()) <= 20

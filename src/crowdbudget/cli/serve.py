@@ -98,6 +98,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
             "campaigns held in memory (least recently used evicted)",
         ),
         (
+            "--max-items-in-memory",
+            positive_int,
+            defaults.max_items_in_memory,
+            "items of the campaigns held in memory, in all",
+        ),
+        (
             "--max-pending-per-worker",
             positive_int,
             defaults.default_max_pending_per_worker,
@@ -186,6 +192,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_items_per_request=args.max_items_per_request,
         max_id_length=args.max_id_length,
         max_campaigns_in_memory=args.max_campaigns_in_memory,
+        max_items_in_memory=args.max_items_in_memory,
         default_max_pending_per_worker=args.max_pending_per_worker,
         max_pending_per_worker=max(
             defaults.max_pending_per_worker, args.max_pending_per_worker or 0

@@ -207,13 +207,17 @@ class Service:
 
     def remember(self, campaign: Campaign) -> None:
         """Hold ``campaign`` in memory, evicting the least recently used copies beyond
-        ``max_campaigns_in_memory`` (a copy in use — its lock held, or events of it not yet
-        committed — stays; it is reloaded from the store when next needed)."""
+        ``max_campaigns_in_memory`` campaigns or ``max_items_in_memory`` items in all (a copy
+        in use — its lock held, or events of it not yet committed — stays, and so does the
+        one just remembered; an evicted copy is reloaded from the store when next needed)."""
         self._campaigns[campaign.campaign_id] = campaign
         self._campaigns.move_to_end(campaign.campaign_id)
-        excess = len(self._campaigns) - self.settings.max_campaigns_in_memory
+        limits = self.settings
+        excess = len(self._campaigns) - limits.max_campaigns_in_memory
+        excess_items = sum(len(c.item_ids) for c in self._campaigns.values())
+        excess_items -= limits.max_items_in_memory
         for campaign_id in list(self._campaigns)[:-1]:
-            if excess <= 0:
+            if excess <= 0 and excess_items <= 0:
                 break
             lock = self.lock(campaign_id)
             if not lock.acquire(blocking=False):
@@ -223,6 +227,7 @@ class Service:
                 if candidate is not None and candidate.can_refresh():
                     del self._campaigns[campaign_id]
                     excess -= 1
+                    excess_items -= len(candidate.item_ids)
             finally:
                 lock.release()
 

@@ -22,6 +22,9 @@ setting                          default       what it bounds
 ``max_policy_length``            500           a policy id with its parameters
 ``max_campaigns_in_memory``      64            campaigns held in memory (least recently used
                                                evicted; reloaded from the store on next use)
+``max_items_in_memory``          1,000,000     items of the campaigns held in memory, in all
+                                               (evicted as above; about 31-39 MiB of resident
+                                               memory per 10^5 items, docs/service.md)
 ``default_max_pending_per_worker``  1          unanswered assignments one worker may hold,
                                                unless the requester raises it
 ``max_pending_per_worker``       1,000         the highest a requester may raise it to
@@ -32,7 +35,8 @@ setting                          default       what it bounds
 ``setup_timeout``                10 s          building a campaign's policy (its ``reset`` on
                                                the campaign's problem) on the server
 ``max_items_per_campaign``       200,000       items of one campaign, at creation and after
-                                               adding items (its memory grows with them)
+                                               adding items (its memory grows with them; at
+                                               most ``max_items_in_memory``)
 ``max_campaigns``                1,000         campaigns in the store, created by anyone
 ``max_campaigns_per_key``        200           campaigns created with one operator key (or,
                                                on a server without one, by anyone; at most
@@ -76,6 +80,7 @@ class ServiceSettings:
     max_features: int = 1_000
     max_policy_length: int = 500
     max_campaigns_in_memory: int = 64
+    max_items_in_memory: int = 1_000_000
     default_max_pending_per_worker: int = 1
     max_pending_per_worker: int = 1_000
     default_ttl: float | None = 3600.0
@@ -116,6 +121,8 @@ class ServiceSettings:
         # lowering --max-campaigns or --max-items-per-campaign alone is enough
         if self.max_campaigns_per_key > self.max_campaigns:
             object.__setattr__(self, "max_campaigns_per_key", self.max_campaigns)
+        if self.max_items_per_campaign > self.max_items_in_memory:
+            object.__setattr__(self, "max_items_per_campaign", self.max_items_in_memory)
         if self.max_items_per_request > self.max_items_per_campaign:
             object.__setattr__(self, "max_items_per_request", self.max_items_per_campaign)
 

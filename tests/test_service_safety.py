@@ -868,3 +868,26 @@ def test_items_held_in_memory_are_bounded_across_campaigns(tmp_path: Path) -> No
         status = api.call("GET", f"/v1/campaigns/{c['campaign_id']}/status", c["requester_key"])
         assert status.status_code == 200 and status.json()["n_items"] == 6
         assert sum(len(c.item_ids) for c in held.values()) <= 20
+
+
+def test_quota_settings_are_checked_and_nested_limits_fit() -> None:
+    from crowdbudget.exceptions import InvalidParameterError
+
+    for name in ("max_campaigns", "requests_per_second_per_key", "read_cache_bytes"):
+        with pytest.raises(InvalidParameterError, match=name):
+            ServiceSettings(**{name: 0})
+    # lowering the enclosing limit alone is enough: the nested one follows it
+    small = ServiceSettings(max_campaigns=5, max_items_in_memory=1000)
+    assert small.max_campaigns_per_key == 5
+    assert small.max_items_per_campaign == small.max_items_per_request == 1000
+
+
+def test_serve_takes_the_quota_flags_and_refuses_a_zero_in_one_line() -> None:
+    from crowdbudget.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["serve", "--max-campaigns", "7", "--requests-per-second-per-key", "2.5"]
+    )
+    assert args.max_campaigns == 7 and args.requests_per_second_per_key == 2.5
+    refused = _serve("--max-items-per-campaign", "0")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1

@@ -491,7 +491,15 @@ def test_random_valid_and_invalid_requests_keep_every_promise(tmp_path: Path) ->
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    api = Api(tmp_path, operator_key=OPERATOR, default_max_pending_per_worker=2)
+    # hundreds of requests per key at machine speed: the per-key rate (tested on its own)
+    # is lifted so that every step reaches the campaign
+    api = Api(
+        tmp_path,
+        operator_key=OPERATOR,
+        default_max_pending_per_worker=2,
+        requests_per_second_per_key=1e6,
+        request_burst_per_key=10**6,
+    )
     created = api.create(items=[f"i{k}" for k in range(5)], budget=7, ttl=50)
     cid, boss = created["campaign_id"], created["requester_key"]
     tokens = {name: api.worker(cid, boss, name) for name in ("w0", "w1", "w2")}

@@ -1104,7 +1104,9 @@ def create_app(
 
     @app.get("/v1/campaigns/{campaign_id}/status", response_model=dict[str, Any])
     def status(campaign_id: str, _: RequesterDep) -> Response:
-        """Spending and progress (:meth:`Campaign.status`), computed once per event count."""
+        """Spending and progress: spent, committed, remaining, pending, labels, estimated
+        accuracy, whether the policy stopped (``Campaign.status``). Computed once per event
+        count (overdue assignments are released first)."""
         answer = service.cached_read(
             campaign_id, "status", (), lambda c: _encoded(c.status()), expire_first=True
         )

@@ -1135,11 +1135,19 @@ def create_app(
         answer = service.cached_read(campaign_id, "results", (verdict, floor), compute)
         return Response(answer, media_type="application/json")
 
-    @app.get("/v1/campaigns/{campaign_id}/dashboard")
-    def dashboard_data(campaign_id: str, _: RequesterDep) -> dict[str, Any]:
+    @app.get("/v1/campaigns/{campaign_id}/dashboard", response_model=dict[str, Any])
+    def dashboard_data(campaign_id: str, _: RequesterDep) -> Response:
         """Everything the dashboard draws (status, spend over time, labels per item,
-        worker agreement, and with gold the ``calibration`` on it, as ``…/calibration``)."""
-        return service.run(campaign_id, lambda c: c.dashboard_data(), read=True)
+        worker agreement, and with gold the ``calibration`` on it, as ``…/calibration``).
+        Computed once per event count (the page polls it)."""
+        answer = service.cached_read(
+            campaign_id,
+            "dashboard",
+            (),
+            lambda c: _encoded(c.dashboard_data()),
+            expire_first=True,
+        )
+        return Response(answer, media_type="application/json")
 
     @app.put("/v1/campaigns/{campaign_id}/gold", status_code=204)
     def put_gold(campaign_id: str, body: list[GoldLabel], _: RequesterDep) -> Response:

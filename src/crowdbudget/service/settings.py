@@ -46,7 +46,8 @@ setting                          default       what it bounds
 ``request_burst_per_key``        200           requests one key may send at once before the
                                                rate applies (the bucket's size)
 ``read_cache_bytes``             64 MiB        answers of the read endpoints (results, status,
-                                               calibration) kept per campaign event count
+                                               calibration, dashboard) kept per campaign
+                                               event count
                                                (least recently used dropped first)
 ===============================  ============  ==============================================
 """

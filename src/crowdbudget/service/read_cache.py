@@ -1,9 +1,9 @@
 """Answers of the read endpoints kept per campaign event count, so a repeated read costs
 nothing.
 
-A campaign's results, status, calibration and dashboard data are functions of its events (and the query's
-parameters): while :attr:`~crowdbudget.campaign.Campaign.event_count` is unchanged, the
-answer is too. :class:`ReadCache` keeps the encoded JSON answer under ``(campaign id,
+A campaign's results, status, calibration and dashboard data are functions of its events
+(and the query's parameters): while :attr:`~crowdbudget.campaign.Campaign.event_count` is
+unchanged, the answer is too. :class:`ReadCache` keeps the encoded JSON answer under ``(campaign id,
 endpoint, parameters)`` together with the event count it was computed at; a read at another
 count recomputes and replaces it, so each key holds one answer, the latest. The total size of
 the answers is bounded (least recently used dropped first); an answer larger than the whole

@@ -7,16 +7,18 @@ one combined JSON and one Markdown report with the wall and CPU time of each."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crowdbudget.cli.common import add_common_arguments, emit, note_lines, policy_list
-from crowdbudget.cli.io import prepare_output_folder
+from crowdbudget.cli.io import prepare_output_folder, write_files
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
 if TYPE_CHECKING:
@@ -70,39 +72,56 @@ def _list_reproductions(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what marks a ``--quick`` run on its table, its Markdown file and its plot's title
+SMOKE_RUN = "smoke run (--quick): too few replications to compare policies, not the figure"
+
+
 def _render(
     spec: ReproductionSpec, result: ReproductionResult, *, seed: int, quick: bool, out_dir: Path
-) -> tuple[str, str]:
-    """Write the plots of one reproduction; its text (tables next to the paper's numbers)
-    and its JSON document (DESIGN §6)."""
+) -> tuple[str, str, list[tuple[str, Path, Callable[[Path], object]]]]:
+    """One reproduction's text (tables next to the paper's numbers), its JSON document
+    (DESIGN §6) and the files to write after printing them: the plots, and the table as CSV
+    (the JSON rows) and Markdown beside the plot. A ``--quick`` run is marked a smoke run
+    (:data:`SMOKE_RUN`) on the tables and the plot."""
     from crowdbudget.experiments.report import (
         accuracy_table,
         json_document,
+        markdown_table,
         plot_metrics,
+        results_markdown,
         results_records,
+        write_results_csv,
     )
 
     plot_path = out_dir / f"{spec.reproduction_id}{'-quick' if quick else ''}.png"
-    plot_metrics(
-        result.summary,
-        plot_path,
-        n_items=result.n_items,
-        metrics=result.metrics,
-        title=spec.title,
-        paper=result.paper,
-        x_label=result.x_label,
-    )
+    title = f"{spec.title} [{SMOKE_RUN}]" if quick else spec.title
+    files: list[tuple[str, Path, Callable[[Path], object]]] = [
+        (
+            "plot",
+            plot_path,
+            lambda path: plot_metrics(
+                result.summary,
+                path,
+                n_items=result.n_items,
+                metrics=result.metrics,
+                title=title,
+                paper=result.paper,
+                x_label=result.x_label,
+            ),
+        )
+    ]
     extra_plots = []
     for extra in result.extra_plots:
         extra_path = plot_path.with_name(f"{plot_path.stem}-{extra.name}.png")
-        plot_metrics(
+        draw = functools.partial(
+            plot_metrics,
             extra.summary,
-            extra_path,
             metrics=extra.metrics,
-            title=extra.title,
+            title=f"{extra.title} [{SMOKE_RUN}]" if quick else extra.title,
             x_label=extra.x_label,
             log_x=extra.log_x,
         )
+        files.append(("plot", extra_path, draw))
         extra_plots.append(str(extra_path))
     records = results_records(result.summary, result.n_items)
     for rec in records:
@@ -115,30 +134,38 @@ def _render(
             paper_value = values.get((rec["policy"], rec["budget"]))
             if paper_value is not None:
                 rec[f"paper_{metric}"] = paper_value
+    table_csv = plot_path.with_suffix(".csv")
+    table_markdown = plot_path.with_suffix(".md")
     document = json_document(
         "reproduce",
         seed,
         {"id": spec.reproduction_id, "quick": quick, **result.settings},
         records,
         plot=str(plot_path),
+        table_csv=str(table_csv),
+        table_markdown=str(table_markdown),
         notes=result.notes,
         **({"claims": result.claims} if result.claims else {}),
         **({"extra_plots": extra_plots} if extra_plots else {}),
     )
     reps = result.settings.get("reps")
-    blocks = [spec.title + (" [quick]" if quick else "")]
+    blocks = [title]
+    sections = []
     for metric in result.metrics:
-        blocks.append(f"{metric.replace('_', ' ')} (mean ± std over {reps} replications)")
-        blocks.append(
-            accuracy_table(
-                result.summary, result.n_items, metric=metric, paper=result.paper.get(metric)
-            )
-        )
+        caption = f"{metric.replace('_', ' ')} (mean ± std over {reps} replications)"
+        paper = result.paper.get(metric)
+        blocks.append(caption)
+        blocks.append(accuracy_table(result.summary, result.n_items, metric=metric, paper=paper))
+        sections.append((caption, markdown_table(result.summary, result.n_items, metric, paper)))
+    sections += [("", f"```text\n{table}\n```") for table in result.tables]
     blocks += result.tables
     blocks += note_lines(result.notes)
-    blocks.append(f"plot written to {plot_path}")
-    blocks += [f"plot written to {path}" for path in extra_plots]
-    return "\n".join(blocks), document
+    markdown = results_markdown(title, sections, result.notes)
+    files += [
+        ("table", table_csv, lambda path: write_results_csv(records, path)),
+        ("table", table_markdown, lambda path: path.write_text(markdown, encoding="utf-8")),
+    ]
+    return "\n".join(blocks), document, files
 
 
 def _use_data_dir(data_dir: str | None) -> None:
@@ -185,8 +212,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     result = spec.run(
         seed=args.seed, quick=args.quick, n_jobs=args.jobs, progress=not args.no_progress
     )
-    text, document = _render(spec, result, seed=args.seed, quick=args.quick, out_dir=out_dir)
+    text, document, files = _render(spec, result, seed=args.seed, quick=args.quick, out_dir=out_dir)
     emit(args, text, document)
+    write_files(files, announce=not args.json)
     return 0
 
 
@@ -554,9 +582,10 @@ def _run_all(args: argparse.Namespace) -> int:
         rid = outcome.reproduction_id
         row: dict[str, Any] = {"outcome": outcome}
         if outcome.result is not None:
-            row["text"], row["document"] = _render(
+            row["text"], row["document"], files = _render(
                 _entry(rid), outcome.result, seed=args.seed, quick=args.quick, out_dir=out_dir
             )
+            write_files(files, announce=False)
             _write_part(_part_path(out_dir, rid, args.quick), args, outcome, row)
         rendered[rid] = row
         if not args.no_progress:

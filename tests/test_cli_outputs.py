@@ -375,3 +375,17 @@ def test_a_missing_file_gets_the_same_message_from_every_command(
         assert len(messages) == 1, messages
         (message,) = messages
         assert message.startswith(f"{what} file {missing} does not exist (expected a CSV")
+
+
+def test_reproduce_all_calls_each_ids_time_finished_after(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["reproduce", "--all", "--only", "chen2013-fig2a", "--quick", "--out", str(tmp_path)]
+    assert main([*argv, "--no-progress", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("id "))
+    assert "finished after" in header and "wall time" not in header
+    assert "total wall time" in out  # the whole run's time is a wall time
+    report = (tmp_path / "reproduce-all-quick.md").read_text(encoding="utf-8")
+    assert "| finished after | CPU time |" in report and "| wall time |" not in report
+    assert (tmp_path / "chen2013-fig2a-quick.csv").is_file()  # --all keeps the tables too

@@ -2,7 +2,7 @@
 PNG plot; ``--list`` names every reproduction (the registry's table: paper, figure,
 replications, typical time); ``--all`` runs every one (``--only`` some) at once, their
 campaigns on one shared pool of processes (the slowest id's first), and writes every figure,
-one combined JSON and one Markdown report with the wall and CPU time of each."""
+one combined JSON and one Markdown report with when each finished and its CPU time."""
 
 from __future__ import annotations
 
@@ -545,7 +545,7 @@ def _read_part(path: Path, args: argparse.Namespace, reproduction_id: str) -> di
 
 def _run_all(args: argparse.Namespace) -> int:
     """``reproduce --all``: every id (``--only``: some), every figure, one combined JSON, one
-    Markdown report and the wall and CPU time of each; each id saved as it finishes
+    Markdown report, when each finished and its CPU time; each id saved as it finishes
     (``<id>[-quick].json``), which ``--resume`` reads back instead of running it again."""
     import json
 
@@ -657,6 +657,10 @@ def _run_all(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the ``--all`` column of each id's time from its start to its end (see :func:`_times_text`)
+FINISHED_AFTER = "finished after"
+
+
 def _times_text(
     args: argparse.Namespace,
     ids: list[str],
@@ -666,18 +670,23 @@ def _times_text(
     how: str,
     workers: int,
 ) -> str:
-    """The wall and CPU time of each id (slowest first, as they were started)."""
+    """When each id finished and its CPU time (slowest first, as they were started).
+
+    ``finished after`` is the time from the id's start to its end. Under ``--all`` every id
+    starts at once and their campaigns share one pool, so it says when the id was done, not
+    what it cost alone (its CPU time does); on one worker the ids run one after the other and
+    it is the id's own wall time."""
     width = max(len("id"), *(len(rid) for rid in ids))
     lines = [
         f"reproduce --all{' --quick' if args.quick else ''}: {_where(ids, rendered, how, workers)}"
         f", slowest first (seed {args.seed})",
-        f"{'id':<{width}}  {'wall time':>10}  {'CPU time':>10}  status",
+        f"{'id':<{width}}  {FINISHED_AFTER:>14}  {'CPU time':>10}  status",
     ]
     for rid in order:
         outcome = rendered[rid]["outcome"]
         status = _status(outcome)
         lines.append(
-            f"{rid:<{width}}  {_duration(outcome.seconds):>10}  "
+            f"{rid:<{width}}  {_duration(outcome.seconds):>14}  "
             f"{_duration(outcome.cpu_seconds):>10}  {status}"
         )
     lines.append(f"total wall time {_duration(total)}, {_cpu_text(ids, rendered, total)}")
@@ -733,7 +742,8 @@ def _markdown(
         "table is our mean ± std next to the paper's number where the paper prints one "
         "(`paper ≈ …`); where it prints none, its claims are checked in a table.",
         "",
-        "| id | paper | figure | reps | wall time | CPU time | paper values | claims held | "
+        f"| id | paper | figure | reps | {FINISHED_AFTER} | CPU time | paper values | "
+        "claims held | "
         "status |",
         "|---|---|---|---|---:|---:|---:|---:|---|",
     ]
@@ -761,7 +771,8 @@ def _markdown(
         lines += ["", f"## {rid}", ""]
         if spec.source is not None:
             lines.append(
-                f"{spec.source.citation} {spec.figure}. Wall time {_duration(outcome.seconds)}, "
+                f"{spec.source.citation} {spec.figure}. Finished after "
+                f"{_duration(outcome.seconds)}, "
                 f"CPU time {_duration(outcome.cpu_seconds)}."
             )
         if outcome.error is not None:

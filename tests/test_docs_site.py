@@ -70,3 +70,31 @@ def test_docs_site_navigates_from_file_urls(site: Path, tmp_path: Path) -> None:
     page = _dom(browser, cli, tmp_path / "profile")
     assert "<h1" in page and "Command line" in page and "crowdbudget compare" in page
     assert "Index of" not in page
+
+
+def _hooks() -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_reference_lists_every_action_with_its_options() -> None:
+    reference = _hooks()._cli_reference()  # type: ignore[attr-defined]
+    for action in ("sync", "serve-webhook", "export"):
+        assert f"## crowdbudget labelstudio {action}\n" in reference, action
+    sync = reference.split("## crowdbudget labelstudio sync\n", 1)[1].split("\n## ", 1)[0]
+    assert "--open-slots" in sync and "--webhook-listen" in sync and "examples:" in sync
+
+
+def test_api_page_covers_the_names_a_program_reaches_for() -> None:
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    for name in (
+        "crowdbudget.aggregation.registry.make_aggregator",
+        "crowdbudget.client.Client",
+        "crowdbudget.registry.register_policy",
+    ):
+        assert f"::: {name}\n" in api, name

@@ -98,3 +98,16 @@ def test_api_page_covers_the_names_a_program_reaches_for() -> None:
         "crowdbudget.registry.register_policy",
     ):
         assert f"::: {name}\n" in api, name
+
+
+def test_docs_list_reproductions_with_the_command_and_date_hu_frazier_2016() -> None:
+    reproductions = (ROOT / "docs" / "reproductions.md").read_text(encoding="utf-8")
+    assert "crowdbudget reproduce --list" in reproductions
+    assert "python -c" not in reproductions.split("\n## ", 1)[0]  # the ids: the command lists
+    pages = [ROOT / "README.md", ROOT / "mkdocs.yml", *sorted((ROOT / "docs").rglob("*.md"))]
+    pages += sorted((ROOT / "src" / "crowdbudget").rglob("*.py"))
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        # AISTATS 2016 (PMLR 51): "Hu & Frazier (2016)", "Hu, Frazier (2016)", "Hu & Frazier 2016"
+        dated = re.findall(r"Hu\W{1,3}(?:P\. I\. )?Frazier\W{0,3}(20\d\d)", text)
+        assert set(dated) <= {"2016"}, (page, dated)

@@ -1,5 +1,5 @@
 """``crowdbudget reproduce``: a paper's figure or table next to the paper's numbers, with its
-PNG plot; ``--list`` names every reproduction (the registry's table: paper, figure,
+PNG plot and the table kept as CSV and Markdown; ``--list`` names every reproduction (the registry's table: paper, figure,
 replications, typical time); ``--all`` runs every one (``--only`` some) at once, their
 campaigns on one shared pool of processes (the slowest id's first), and writes every figure,
 one combined JSON and one Markdown report with when each finished and its CPU time."""
@@ -794,7 +794,8 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
         "reproduce",
         help="reproduce a paper figure or table",
         description="Reproduce a figure or table of the papers; prints the table next to the "
-        "paper's numbers and writes a PNG plot. --all runs every one (their campaigns on one "
+        "paper's numbers and keeps it in --out as <id>[-quick].csv and .md beside the PNG plot "
+        "(--quick: a smoke run, said on both). --all runs every one (their campaigns on one "
         "pool of --jobs processes, the slowest id's first) and writes every plot, "
         "reproduce-all[-quick].json and a Markdown report reproduce-all[-quick].md into --out.",
     )
@@ -828,7 +829,9 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="a small, fast version")
     p.add_argument(
-        "--out", default="crowdbudget-results", help="folder for the plots (crowdbudget-results)"
+        "--out",
+        default="crowdbudget-results",
+        help="folder for the plots and tables (crowdbudget-results)",
     )
     p.add_argument(
         "--data-dir",

@@ -169,25 +169,27 @@ def test_an_unwritable_output_folder_is_one_line_before_any_work(
     assert captured.out == ""  # refused before the run: nothing computed, nothing printed
 
 
-@pytest.mark.parametrize("command", ["compare", "replay --plot", "simulate --plot"])
-def test_a_failure_while_writing_leaves_the_table_on_stdout(
-    command: str,
-    tmp_path: Path,
-    lock: Lock,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # the folder passes the check, then becomes unwritable while the command runs
+@pytest.fixture
+def locked_after_check(lock: Lock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every output folder passes the check, then becomes unwritable while the command runs
+    (a disk that fills, a folder made read-only meanwhile)."""
     import crowdbudget.cli.io as cli_io
 
     checked = cli_io.check_folder_writable
-    folder = tmp_path / "out"
 
     def check_then_lock(target: Path, flag: str, path: str | Path) -> None:
         checked(target, flag, path)
         lock(target)
 
     monkeypatch.setattr(cli_io, "check_folder_writable", check_then_lock)
+
+
+@pytest.mark.usefixtures("locked_after_check")
+@pytest.mark.parametrize("command", ["compare", "replay --plot", "simulate --plot"])
+def test_a_failure_while_writing_leaves_the_table_on_stdout(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "out"
     assert main(_argv(_commands(tmp_path, folder)[command])) == 2
     captured = capsys.readouterr()
     assert "uniform" in captured.out and "± 0.0000" in captured.out  # the table
@@ -196,21 +198,10 @@ def test_a_failure_while_writing_leaves_the_table_on_stdout(
     assert "the results are printed above" in err
 
 
+@pytest.mark.usefixtures("locked_after_check")
 def test_aggregate_rows_reach_stdout_when_the_out_file_cannot_be_written(
-    tmp_path: Path,
-    lock: Lock,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import crowdbudget.cli.io as cli_io
-
-    checked = cli_io.check_folder_writable
-
-    def check_then_lock(target: Path, flag: str, path: str | Path) -> None:
-        checked(target, flag, path)
-        lock(target)
-
-    monkeypatch.setattr(cli_io, "check_folder_writable", check_then_lock)
     labels, _ = _votes(tmp_path)
     out = tmp_path / "out" / "rows.csv"
     assert main(["aggregate", str(labels), "--method", "mv", "--out", str(out)]) == 2

@@ -1,8 +1,9 @@
 """``crowdbudget reproduce``: a paper's figure or table next to the paper's numbers, with its
-PNG plot and the table kept as CSV and Markdown; ``--list`` names every reproduction (the registry's table: paper, figure,
-replications, typical time); ``--all`` runs every one (``--only`` some) at once, their
-campaigns on one shared pool of processes (the slowest id's first), and writes every figure,
-one combined JSON and one Markdown report with when each finished and its CPU time."""
+PNG plot and the table kept as CSV and Markdown; ``--list`` names every reproduction (the
+registry's table: paper, figure, replications, typical time); ``--all`` runs every one
+(``--only`` some) at once, their campaigns on one shared pool of processes (the slowest id's
+first), and writes every figure, one combined JSON and one Markdown report with when each
+finished and its CPU time."""
 
 from __future__ import annotations
 

@@ -88,7 +88,22 @@ SMALL_RUN = ["--reps", "1", "--no-progress", "--jobs", "1"]
 
 def _commands(tmp_path: Path, folder: Path) -> dict[str, list[str]]:
     labels, gold = _votes(tmp_path)
+    token = tmp_path / "token"
+    token.write_text("abc\n", encoding="utf-8")
     return {
+        # nothing listens on port 9 of loopback: the folder must be refused before connecting
+        "labelstudio export --out": [
+            "labelstudio",
+            "export",
+            "--url",
+            "http://127.0.0.1:9",
+            "--token-file",
+            str(token),
+            "--project",
+            "1",
+            "--out",
+            str(folder / "labels.csv"),
+        ],
         "compare": ["compare", "--policies", "uniform", "--budget", "800", "--out", str(folder)],
         "replay --plot": [
             "replay",
@@ -153,6 +168,7 @@ def _argv(argv: list[str]) -> list[str]:
         "simulate --plot",
         "aggregate --out",
         "aggregate --reliability",
+        "labelstudio export --out",
     ],
 )
 def test_an_unwritable_output_folder_is_one_line_before_any_work(

@@ -73,6 +73,10 @@ def _first_file_ancestor(path: Path) -> Path | None:
     return None
 
 
+#: how a write failure's message ends: the report is already on stdout
+WRITTEN_ABOVE = "; the results are printed above"
+
+
 class OutputWriteError(CrowdBudgetError):
     """A results file could not be written (the report was printed before)."""
 
@@ -111,9 +115,7 @@ def write_files(
             print(f"{what} written to {path}")
     if failed:
         sys.stdout.flush()
-        raise OutputWriteError(
-            f"could not write {'; '.join(failed)}; the results are printed above"
-        )
+        raise OutputWriteError(f"could not write {'; '.join(failed)}{WRITTEN_ABOVE}")
 
 
 def prepare_output_file(path: str | Path, flag: str) -> Path:

@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crowdbudget.cli.common import add_common_arguments, emit, note_lines, policy_list
-from crowdbudget.cli.io import prepare_output_folder, write_files
+from crowdbudget.cli.io import (
+    WRITTEN_ABOVE,
+    OutputWriteError,
+    prepare_output_folder,
+    write_files,
+)
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
 if TYPE_CHECKING:
@@ -579,6 +584,8 @@ def _run_all(args: argparse.Namespace) -> int:
             )
     to_run = [rid for rid in order if rid not in rendered]
 
+    unwritten: list[str] = []
+
     def done(outcome: _Outcome) -> None:
         rid = outcome.reproduction_id
         row: dict[str, Any] = {"outcome": outcome}
@@ -586,8 +593,12 @@ def _run_all(args: argparse.Namespace) -> int:
             row["text"], row["document"], files = _render(
                 _entry(rid), outcome.result, seed=args.seed, quick=args.quick, out_dir=out_dir
             )
-            write_files(files, announce=False)
-            _write_part(_part_path(out_dir, rid, args.quick), args, outcome, row)
+            part = _part_path(out_dir, rid, args.quick)
+            files.append(("part", part, lambda path: _write_part(path, args, outcome, row)))
+            try:
+                write_files(files, announce=False)
+            except OutputWriteError as error:  # the others go on; named at the end
+                unwritten.append(str(error).removesuffix(WRITTEN_ABOVE))
         rendered[rid] = row
         if not args.no_progress:
             status = "ok" if outcome.error is None else f"failed: {outcome.error}"
@@ -640,22 +651,32 @@ def _run_all(args: argparse.Namespace) -> int:
         "json": str(json_path),
     }
     document = json.dumps(combined, indent=2)
-    json_path.write_text(document + "\n", encoding="utf-8")
-    report_path.write_text(
-        _markdown(args, ids, rendered, total, how, workers, out_dir), encoding="utf-8"
-    )
+    report = _markdown(args, ids, rendered, total, how, workers, out_dir)
     failed = [rid for rid in ids if rendered[rid]["outcome"].error is not None]
-    text = _times_text(args, ids, order, rendered, total, how, workers)
-    text += f"\nJSON written to {json_path}\nreport written to {report_path}"
-    emit(args, text, document)
+    emit(args, _times_text(args, ids, order, rendered, total, how, workers), document)
+    try:
+        write_files(
+            [
+                (
+                    "JSON",
+                    json_path,
+                    lambda path: path.write_text(document + "\n", encoding="utf-8"),
+                ),
+                ("report", report_path, lambda path: path.write_text(report, encoding="utf-8")),
+            ],
+            announce=not args.json,
+        )
+    except OutputWriteError as error:
+        unwritten.append(str(error).removesuffix(WRITTEN_ABOVE))
     if failed:
         print(
             f"crowdbudget reproduce: error: {len(failed)} of {len(ids)} reproductions failed: "
             + "; ".join(f"{rid} ({rendered[rid]['outcome'].error})" for rid in failed),
             file=sys.stderr,
         )
-        return 1
-    return 0
+    if unwritten:
+        raise OutputWriteError("; ".join(unwritten) + WRITTEN_ABOVE)
+    return 1 if failed else 0
 
 
 #: the ``--all`` column of each id's time from its start to its end (see :func:`_times_text`)

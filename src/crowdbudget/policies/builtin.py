@@ -496,6 +496,7 @@ def _gittins_cost(values: Mapping[str, Any], size: ProblemSize) -> float:
     horizon = size.budget_labels
     return items_by_classes(values, size) + GITTINS_STEPS_PER_CELL * horizon * horizon / 2
 
+
 register_policy(
     PolicySpec(
         "gittins",
@@ -624,6 +625,7 @@ def _kos_cost(values: Mapping[str, Any], size: ProblemSize) -> float:
     """The (l, r)-regular graph built at the first decision: one edge per label of the
     budget, rewired in at most ``KOS_REWIRING_PASSES`` passes over every edge."""
     return items_by_classes(values, size) + KOS_REWIRING_PASSES * size.budget_labels
+
 
 register_policy(
     PolicySpec(

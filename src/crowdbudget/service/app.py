@@ -23,15 +23,25 @@ Hostile input (the service faces the internet): request bodies are parsed by str
 (unknown fields, a boolean where a number belongs, NaN: 422); every size a client can send is
 bounded by :class:`ServiceSettings` (body bytes, items per request, id and label length,
 classes); a policy parameter that configures the server (a cache directory, a grid size) is
-refused by name (:func:`crowdbudget.registry.check_network_policy`), and a campaign's set-up
-runs first in a child process under a time limit (:mod:`crowdbudget.service.setup_probe`).
+refused by name (:func:`crowdbudget.registry.check_network_policy`), and so is a parameter
+that sets work beyond the server's ceiling (a verdict's ``n-iter``, ``n-restarts``, ``tol``:
+:func:`crowdbudget.registry.check_network_verdict`); a policy whose declared cost on the
+campaign's size exceeds ``max_policy_cost`` is refused at creation. Expensive work runs in
+child processes under a deadline and a memory ceiling, a bounded number at once
+(:mod:`crowdbudget.service.setup_probe`): a campaign's set-up and first decision are tried
+there before anything is stored, aggregator verdicts (``…/results``, ``…/calibration``) are
+fitted there; a client that leaves kills its child, and a full pool answers 503 with
+``Retry-After`` at once. A campaign's first decision in this process runs in a worker thread,
+not on the event loop.
 A refused request changes nothing: campaigns validate an event before they store it.
 
 Errors are always JSON ``{"detail": "<one line: what is wrong and what is allowed>"}`` and
 never echo more than a short prefix of the input: 401/403 keys, 404 unknown campaign or
 assignment (or no gold to calibrate on), 409 an assignment that cannot take the request
 (expired, cancelled, already answered differently, another worker's), 413 a body over the
-limit, 422 malformed input, 500 (with no detail) a fault of the server.
+limit, 422 malformed input, 503 an expensive computation that found the server busy (with
+``Retry-After``) or ran past its deadline or memory ceiling, 500 (with no detail) a fault of
+the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
@@ -44,6 +54,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import random
 import re
 import secrets
@@ -76,7 +87,7 @@ from crowdbudget.campaign import (
     UnknownAssignmentError,
 )
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
-from crowdbudget.registry import check_network_policy
+from crowdbudget.registry import check_network_policy, check_network_verdict
 from crowdbudget.service.guards import RequestGuard, clip_detail
 from crowdbudget.service.schemas import (
     AssignmentOut,
@@ -95,7 +106,12 @@ from crowdbudget.service.schemas import (
     assignment_out,
 )
 from crowdbudget.service.settings import ServiceSettings
-from crowdbudget.service.setup_probe import check_setup
+from crowdbudget.service.setup_probe import (
+    ComputeBusyError,
+    ComputeTimeoutError,
+    check_setup,
+    compute_pool,
+)
 
 T = TypeVar("T")
 
@@ -105,6 +121,8 @@ _RETRY_SECONDS = 15.0  # how long a write keeps retrying lost races before it gi
 _KEY_RECHECK_SECONDS = 2.0  # a cached key is looked up again after this long (revocations)
 _MAX_CACHED_KEYS = 100_000
 _CAMPAIGN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_DISCONNECT_POLL_SECONDS = 0.25  # how often a request waiting on a child checks its client
+_VERDICT_ATTEMPTS = 3  # fits of one verdict read while items keep being added
 
 _CREDENTIALS = sa.Table(
     "credentials",
@@ -163,6 +181,10 @@ class Service:
         # key hash -> (campaign, role, worker, when it was last read from the database)
         self._key_cache: dict[str, tuple[str, str, str | None, float]] = {}
         self._jitter = random.Random()  # retry pauses only; never touches a decision
+        #: child processes for set-ups and verdict fits (setup_probe.py)
+        self.compute = compute_pool(self.settings.max_compute_jobs)
+        #: campaigns that made a decision in this process (their first ran off the loop)
+        self.decided: set[str] = set()
 
     def lock(self, campaign_id: str) -> threading.Lock:
         with self._guard:
@@ -411,6 +433,78 @@ class Service:
         with self.store.engine.connect() as conn:
             return [row.campaign_id for row in conn.execute(query)]
 
+    # ------------------------------------------------------------------ expensive work
+    def check_setup(self, config: dict[str, Any]) -> None:
+        """A campaign's configuration against the policy cost limit, then its set-up and
+        first decision tried in a child process (:func:`setup_probe.check_setup`)."""
+        limits = self.settings
+        check_setup(
+            config,
+            limits.setup_timeout,
+            pool=self.compute,
+            memory=limits.compute_memory_bytes,
+            max_cost=limits.max_policy_cost,
+        )
+
+    async def computed(self, request: Request, job: str, payload: Any) -> Any:
+        """``job`` run in a child process (:meth:`ComputePool.run`) under the server's
+        deadline and memory ceiling, from a worker thread; the child is killed when the
+        client disconnects or the request is cancelled (shutdown)."""
+        token = object()
+        limits = self.settings
+        task = asyncio.ensure_future(
+            run_in_threadpool(
+                self.compute.run,
+                job,
+                payload,
+                timeout=limits.compute_timeout,
+                memory=limits.compute_memory_bytes,
+                token=token,
+                retry_after=max(1.0, limits.compute_timeout / 2),
+            )
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=_DISCONNECT_POLL_SECONDS)
+                if done:
+                    return task.result()
+                if await request.is_disconnected():
+                    self.compute.cancel(token)
+                    raise ComputeTimeoutError("the client left; its computation was cancelled")
+        except asyncio.CancelledError:
+            self.compute.cancel(token)
+            raise
+
+    async def verdict_read(
+        self,
+        request: Request,
+        campaign_id: str,
+        verdict: str | None,
+        compose: Callable[[Campaign, Any], T],
+    ) -> T:
+        """``compose(campaign, fitted)`` with the verdict fitted in a child process
+        (``fitted``: labels and probabilities, or None for the policy's own model, computed
+        in place). Items added while the fit ran make it stale: it is fitted again."""
+        if verdict is not None:
+            check_network_verdict(verdict)
+        for _ in range(_VERDICT_ATTEMPTS):
+            fit_input = await run_in_threadpool(
+                self.run, campaign_id, lambda c: c.verdict_fit_input(verdict), read=True
+            )
+            fitted = None
+            if fit_input is not None:
+                fitted = await self.computed(request, "verdict", fit_input)
+
+            def action(c: Campaign, fitted: Any = fitted) -> tuple[bool, T | None]:
+                if fitted is not None and fitted[0].shape[0] != len(c.item_ids):
+                    return False, None  # items were added meanwhile
+                return True, compose(c, fitted)
+
+            current, result = await run_in_threadpool(self.run, campaign_id, action, read=True)
+            if current:
+                return result  # type: ignore[return-value]
+        raise ComputeBusyError("this campaign's items keep changing; try again", 1.0)
+
     # ------------------------------------------------------------------ limits
     def check_ids(self, values: list[str], what: str) -> None:
         """Refuse more ids than one request may carry, or an id over the length limit."""
@@ -507,7 +601,9 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         # shutdown (uvicorn on SIGTERM / SIGINT): every acknowledged event is already
-        # committed, so this only drains the committer thread and closes the connections
+        # committed, so this kills the children still computing, drains the committer
+        # thread and closes the connections
+        service.compute.stop()
         service.store.dispose()
 
     app = FastAPI(
@@ -534,6 +630,14 @@ def create_app(
 
     @app.exception_handler(CrowdBudgetError)
     async def _crowdbudget_error(_: Request, error: CrowdBudgetError) -> JSONResponse:
+        if isinstance(error, ComputeBusyError):
+            return JSONResponse(
+                {"detail": clip_detail(str(error))},
+                status_code=503,
+                headers={"retry-after": str(math.ceil(error.retry_after))},
+            )
+        if isinstance(error, ComputeTimeoutError):
+            return JSONResponse({"detail": clip_detail(str(error))}, status_code=503)
         if isinstance(error, UnknownAssignmentError):
             status = 404
         elif isinstance(error, AssignmentError | ConcurrentWriteError):
@@ -610,7 +714,15 @@ def create_app(
         """The next item for the calling worker, or 204 when there is none. A worker who
         holds as many unanswered assignments as the campaign allows gets the oldest of them
         again (a response lost on the way is not lost work)."""
-        assignment = await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
+        if campaign_id in service.decided:
+            assignment = await service.run_async(
+                campaign_id, lambda c: c.next_assignment(worker_id)
+            )
+        else:  # a campaign's first decision may build a graph or a table: off the loop
+            assignment = await run_in_threadpool(
+                service.run, campaign_id, lambda c: c.next_assignment(worker_id)
+            )
+            service.decided.add(campaign_id)
         if assignment is None:
             return Response(status_code=204)
         return _assignment_json(assignment)
@@ -682,6 +794,8 @@ def create_app(
                 f"the policy id is longer than this server's limit of {limits.max_policy_length}"
             )
         check_network_policy(body.policy)
+        if body.verdict is not None:
+            check_network_verdict(body.verdict)
         ttl = limits.default_ttl if body.ttl is None else body.ttl
         if ttl is not None and ttl > limits.max_ttl:
             raise InvalidParameterError(
@@ -721,7 +835,7 @@ def create_app(
         holds its requester key (shown once). The policy's set-up is tried first under the
         server's time limit; nothing is stored unless the whole configuration works."""
         config = _campaign_config(body)
-        check_setup(config, limits.setup_timeout)
+        service.check_setup(config)
         campaign = Campaign.create(**config, store=service.store, clock=service.clock)
         with service.lock(campaign.campaign_id):
             service.remember(campaign)
@@ -842,7 +956,7 @@ def create_app(
 
         # the set-up on the larger problem is tried first, outside the campaign's lock
         config = service.run(campaign_id, grown, read=True)
-        check_setup(config, limits.setup_timeout)
+        service.check_setup(config)
         service.run(campaign_id, lambda c: c.add_items(items, contexts=contexts, features=features))
 
     @app.post("/v1/campaigns/{campaign_id}/workers", response_model=WorkerToken, status_code=201)
@@ -980,8 +1094,9 @@ def create_app(
         return service.run(campaign_id, lambda c: c.status(), read=True)
 
     @app.get("/v1/campaigns/{campaign_id}/results")
-    def results(
+    async def results(
         campaign_id: str,
+        request: Request,
         _: RequesterDep,
         verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         floor: bool = False,
@@ -990,8 +1105,15 @@ def create_app(
         labels per item, from the campaign's verdict or the ``verdict`` asked for
         (``posterior`` or an aggregator id such as ``ds``); ``floor=true``: confidences
         under the probability floor fitted on the campaign's gold sample (the ``floor``
-        of ``…/calibration``; 422 while no gold item has a label)."""
-        frame = service.run(campaign_id, lambda c: c.results(verdict, floor=floor), read=True)
+        of ``…/calibration``; 422 while no gold item has a label). An aggregator verdict is
+        fitted in a child process under the server's deadline (503 past it, or while the
+        server's compute slots are busy: ``Retry-After``)."""
+        frame = await service.verdict_read(
+            request,
+            campaign_id,
+            verdict,
+            lambda c, fitted: c.results(verdict, floor=floor, fitted=fitted),
+        )
         # 15 digits, pandas' most: its default of 10 would print an EM confidence of
         # 1 - 1e-12 as 1.0 (the calibration endpoint reports full precision too)
         records: list[dict[str, Any]] = json.loads(
@@ -1043,8 +1165,9 @@ def create_app(
         return Response(status_code=204)
 
     @app.get("/v1/campaigns/{campaign_id}/calibration")
-    def calibration(
+    async def calibration(
         campaign_id: str,
+        request: Request,
         _: RequesterDep,
         verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
@@ -1053,8 +1176,13 @@ def create_app(
         ``n_gold``, ``n_scored``, ``accuracy``, ``confidence`` (mean), ``ece``,
         ``ece_mass``, ``nll``, ``brier`` and the reliability diagram's ``bins`` (10
         equal-width bins of the confidence: ``count``, mean ``confidence``, ``accuracy``).
-        404 while the campaign has no gold."""
-        found = service.run(campaign_id, lambda c: c.calibration(verdict), read=True)
+        404 while the campaign has no gold. The verdict is fitted as for ``…/results``."""
+        found = await service.verdict_read(
+            request,
+            campaign_id,
+            verdict,
+            lambda c, fitted: c.calibration(verdict, fitted=fitted),
+        )
         if found is None:
             raise HTTPException(
                 404,

@@ -52,10 +52,8 @@ def _labels_csv(n_items: int = 600, n_workers: int = 40, n_labels: int = 6000) -
 def _campaign_with_labels(api: Api, n_items: int = 600) -> tuple[str, str]:
     created = api.create(items=[f"i{k}" for k in range(n_items)], budget=10)
     cid, boss = created["campaign_id"], created["requester_key"]
-    response = api.call(
-        "POST",
+    response = api.client.post(
         f"/v1/campaigns/{cid}/labels/import",
-        boss,
         content=_labels_csv(n_items),
         headers={"Authorization": f"Bearer {boss}", "Content-Type": "text/csv"},
     )
@@ -176,7 +174,7 @@ def test_a_set_up_beyond_the_memory_ceiling_is_refused(tmp_path: Path) -> None:
     )
     body = {"items": [f"i{k}" for k in range(10)], "budget": 25_000, "policy": "gittins"}
     detail = api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=body)
-    assert "MemoryError" in detail or "memory" in detail
+    assert "MemoryError" in detail  # the child's allocation failed: not a timeout
 
 
 # ------------------------------------------------------------ real servers
@@ -211,6 +209,9 @@ class Server:
             stderr=subprocess.DEVNULL,
             env=env,
         )
+        # one pooled client for every thread: a client per request would spend the test's
+        # CPU on connections and TLS contexts, the very CPU the server is measured on
+        self.client = httpx.Client(limits=httpx.Limits(max_connections=100))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -224,7 +225,9 @@ class Server:
     def call(self, method: str, path: str, key: str, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key}", **kwargs.pop("headers", {})}
         timeout = kwargs.pop("timeout", 30.0)
-        return httpx.request(method, self.base + path, headers=headers, timeout=timeout, **kwargs)
+        return self.client.request(
+            method, self.base + path, headers=headers, timeout=timeout, **kwargs
+        )
 
     def campaign_with_labels(self, **body: Any) -> tuple[str, str]:
         body = {"items": [f"i{k}" for k in range(600)], "budget": 10, **body}
@@ -245,6 +248,7 @@ class Server:
         return _children(self.process.pid)
 
     def stop(self) -> None:
+        self.client.close()
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
@@ -390,7 +394,7 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
             policy, budget = [("kos", 10**7), ("gittins", 10**7), ("kos", 10**9)][k % 3]
             body = {"items": [f"h{j}" for j in range(100)], "budget": budget, "policy": policy}
             hostile.append(("POST", "/v1/campaigns", {"json": body}))
-        outcomes: list[tuple[int, float]] = []
+        outcomes: list[tuple[int, float, str]] = []
         lock = threading.Lock()
 
         def attack(method: str, path: str, kwargs: dict[str, Any]) -> None:
@@ -398,7 +402,7 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
             start = time.monotonic()
             status = server.call(method, path, key, timeout=60.0, **kwargs).status_code
             with lock:
-                outcomes.append((status, time.monotonic() - start))
+                outcomes.append((status, time.monotonic() - start, f"{method} {path}"))
 
         round_trips: list[float] = []
         stop = threading.Event()
@@ -441,10 +445,18 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
         for thread in helpers:
             thread.join(timeout=10)
 
+        print(  # the measurement, for the record (pytest -s)
+            f"hostile load: {len(round_trips)} normal round trips, p99 "
+            f"{np.percentile(round_trips, 99):.3f} s; slowest hostile request "
+            f"{max(o[1] for o in outcomes):.2f} s; server RSS {peak['rss'] / 2**20:.0f} MiB, "
+            f"largest child {peak['child'] / 2**20:.0f} MiB; statuses "
+            f"{sorted({o[0] for o in outcomes})}"
+        )
         assert len(outcomes) == 45
-        assert all(status in (422, 503) for status, _ in outcomes), sorted(outcomes)
+        assert all(status in (422, 503) for status, _, _ in outcomes), sorted(outcomes)
         # a fit runs at most compute_timeout; a request waits for nothing else but the loop
-        assert max(took for _, took in outcomes) < compute_timeout + 3.0
+        slowest = max(outcomes, key=lambda outcome: outcome[1])
+        assert slowest[1] < compute_timeout + 3.0, slowest
         assert len(round_trips) >= 20
         assert float(np.percentile(round_trips, 99)) < 1.0, sorted(round_trips)[-5:]
         assert 0 < peak["child"] < memory

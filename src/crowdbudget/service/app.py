@@ -452,6 +452,7 @@ class Service:
         client disconnects or the request is cancelled (shutdown)."""
         token = object()
         limits = self.settings
+        retry_after = max(1.0, limits.compute_timeout / 2)
         task = asyncio.ensure_future(
             run_in_threadpool(
                 self.compute.run,
@@ -460,7 +461,7 @@ class Service:
                 timeout=limits.compute_timeout,
                 memory=limits.compute_memory_bytes,
                 token=token,
-                retry_after=max(1.0, limits.compute_timeout / 2),
+                retry_after=retry_after,
             )
         )
         try:
@@ -487,6 +488,8 @@ class Service:
         in place). Items added while the fit ran make it stale: it is fitted again."""
         if verdict is not None:
             check_network_verdict(verdict)
+            if verdict.strip() not in ("posterior", "paper"):  # a fit: refused at once if busy
+                self.compute.refuse_if_busy(max(1.0, self.settings.compute_timeout / 2))
         for _ in range(_VERDICT_ATTEMPTS):
             fit_input = await run_in_threadpool(
                 self.run, campaign_id, lambda c: c.verdict_fit_input(verdict), read=True
@@ -599,6 +602,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        service.compute.start()
         yield
         # shutdown (uvicorn on SIGTERM / SIGINT): every acknowledged event is already
         # committed, so this kills the children still computing, drains the committer

@@ -59,6 +59,15 @@ from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 #: the helper (and starts a new one)
 _HELPER_GRACE = 30.0
 
+#: scheduling priority a child gives up: the server's own requests come first on a busy CPU
+_CHILD_NICENESS = 10
+
+#: one thread per child for the numeric libraries: the pool's size is the parallelism
+_HELPER_ENVIRONMENT = {
+    name: "1"
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+}
+
 #: the name a set-up's first decision is tried for when the campaign names no worker
 PROBE_WORKER = "setup-probe-worker"
 
@@ -122,6 +131,7 @@ def _run_in_child(job: str, payload: Any, timeout: float, memory: int) -> dict[s
         os.close(read_end)
         try:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            os.nice(_CHILD_NICENESS)
             try:
                 answer = {"result": _encode(_JOBS[job](payload))}
             except MemoryError:
@@ -190,6 +200,11 @@ class _Helper:
         self._process: subprocess.Popen[str] | None = None
         self.cancelled = False
 
+    def start(self) -> None:
+        """Start the helper if it is not running (it imports the package meanwhile, so that
+        a job's wait is its own computation, not the interpreter's start)."""
+        self._running()
+
     def _running(self) -> subprocess.Popen[str]:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
@@ -198,6 +213,7 @@ class _Helper:
                 stdout=subprocess.PIPE,
                 text=True,
                 bufsize=1,
+                env={**os.environ, **_HELPER_ENVIRONMENT},
                 start_new_session=True,  # its own process group: kill() reaches the child
             )
         return self._process
@@ -215,19 +231,23 @@ class _Helper:
         except (BrokenPipeError, OSError, ValueError):
             line = ""
         if not line:  # the helper died, hangs or was killed: replace it next time
-            self.kill()
+            self._kill(process)
             return None
         answer: dict[str, Any] = json.loads(line)
         return answer
 
     def kill(self) -> None:
         """End the helper and any child it runs (its process group) at once."""
-        process = self._process
-        if process is not None and process.poll() is None:
+        if self._process is not None:
+            self._kill(self._process)
+
+    def _kill(self, process: subprocess.Popen[str]) -> None:
+        if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        self._process = None
+        if self._process is process:
+            self._process = None
 
 
 class ComputePool:
@@ -258,11 +278,7 @@ class ComputePool:
         when cancelled; :class:`ComputeBusyError` when every helper is busy."""
         token = object() if token is None else token
         with self._lock:
-            if self._stopped or not self._free:
-                raise ComputeBusyError(
-                    "this server is busy with other expensive requests; try again shortly",
-                    retry_after,
-                )
+            self.refuse_if_busy(retry_after)
             helper = self._free.pop()
             self._busy[token] = helper
         try:
@@ -271,6 +287,8 @@ class ComputePool:
         finally:
             with self._lock:
                 del self._busy[token]
+                if not self._stopped:
+                    helper.start()  # a killed helper is replaced before it is free again
                 self._free.append(helper)
         if answer is None or helper.cancelled:
             raise ComputeTimeoutError("the computation was cancelled")
@@ -285,6 +303,21 @@ class ComputePool:
         if answer.get("refusal") is not None:
             raise InvalidParameterError(str(answer["refusal"]))
         return _decode(answer["result"])
+
+    def refuse_if_busy(self, retry_after: float = 1.0) -> None:
+        """Raise :class:`ComputeBusyError` now if no helper is free (a request that would
+        only be refused later need not prepare its job first)."""
+        if self._stopped or not self._free:
+            raise ComputeBusyError(
+                "this server is busy with other expensive requests; try again shortly",
+                retry_after,
+            )
+
+    def start(self) -> None:
+        """Start every helper now rather than at its first job."""
+        with self._lock:
+            for helper in self._free:
+                helper.start()
 
     def cancel(self, token: object) -> None:
         """Kill the job ``token`` runs, if any (its :meth:`run` raises

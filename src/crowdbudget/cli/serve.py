@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import ipaddress
+import math
 import socket
 import sys
 from typing import Any
@@ -206,6 +207,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         log_level=args.log_level,
         access_log=access_log,
-        timeout_graceful_shutdown=settings.shutdown_grace,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),  # uvicorn takes whole s
     )
     return 0

@@ -446,13 +446,19 @@ class Service:
             max_cost=limits.max_policy_cost,
         )
 
+    @property
+    def retry_after(self) -> float:
+        """Seconds a request refused by a busy compute pool is told to wait: half a job's
+        deadline (a slot frees by then on average), at least one."""
+        return max(1.0, self.settings.compute_timeout / 2)
+
     async def computed(self, request: Request, job: str, payload: Any) -> Any:
         """``job`` run in a child process (:meth:`ComputePool.run`) under the server's
         deadline and memory ceiling, from a worker thread; the child is killed when the
         client disconnects or the request is cancelled (shutdown)."""
         token = object()
         limits = self.settings
-        retry_after = max(1.0, limits.compute_timeout / 2)
+        retry_after = self.retry_after
         task = asyncio.ensure_future(
             run_in_threadpool(
                 self.compute.run,
@@ -489,7 +495,7 @@ class Service:
         if verdict is not None:
             check_network_verdict(verdict)
             if verdict.strip() not in ("posterior", "paper"):  # a fit: refused at once if busy
-                self.compute.refuse_if_busy(max(1.0, self.settings.compute_timeout / 2))
+                self.compute.refuse_if_busy(self.retry_after)
         for _ in range(_VERDICT_ATTEMPTS):
             fit_input = await run_in_threadpool(
                 self.run, campaign_id, lambda c: c.verdict_fit_input(verdict), read=True

@@ -255,7 +255,9 @@ class ComputePool:
 
     :meth:`run` takes a free helper or raises :class:`ComputeBusyError` at once; it blocks
     its calling thread until the job ends (call it from a worker thread). :meth:`cancel`
-    (from any thread) kills the job a ``token`` runs; :meth:`stop` kills every job."""
+    (from any thread) kills the job a ``token`` runs, and its helper is replaced at once;
+    :meth:`stop` kills every job and helper (none is replaced until :meth:`start` or the
+    next :meth:`run`)."""
 
     def __init__(self, size: int) -> None:
         self._free = [_Helper() for _ in range(size)]
@@ -307,15 +309,17 @@ class ComputePool:
     def refuse_if_busy(self, retry_after: float = 1.0) -> None:
         """Raise :class:`ComputeBusyError` now if no helper is free (a request that would
         only be refused later need not prepare its job first)."""
-        if self._stopped or not self._free:
+        if not self._free:
             raise ComputeBusyError(
                 "this server is busy with other expensive requests; try again shortly",
                 retry_after,
             )
 
     def start(self) -> None:
-        """Start every helper now rather than at its first job."""
+        """Start every helper now rather than at its first job (and take jobs again after
+        :meth:`stop`)."""
         with self._lock:
+            self._stopped = False
             for helper in self._free:
                 helper.start()
 
@@ -329,7 +333,8 @@ class ComputePool:
             helper.kill()
 
     def stop(self) -> None:
-        """Kill every helper and job; further :meth:`run` calls are refused as busy."""
+        """Kill every helper and job (the server stops). A later :meth:`run` starts its
+        helper again (another app in this process may still use the pool)."""
         with self._lock:
             self._stopped = True
             helpers = [*self._free, *self._busy.values()]
@@ -338,19 +343,24 @@ class ComputePool:
             helper.kill()
 
 
-_POOLS: list[ComputePool] = []
+_POOLS: dict[int, ComputePool] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def compute_pool(size: int) -> ComputePool:
-    """A new :class:`ComputePool` of ``size`` helpers, stopped when the interpreter exits."""
-    pool = ComputePool(size)
-    _POOLS.append(pool)
-    return pool
+    """The process's :class:`ComputePool` of ``size`` helpers (apps built in one process
+    share it: each helper holds an interpreter with the package imported), stopped when the
+    interpreter exits."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(size)
+        if pool is None:
+            pool = _POOLS[size] = ComputePool(size)
+        return pool
 
 
 @atexit.register
 def _stop_pools() -> None:
-    for pool in _POOLS:
+    for pool in _POOLS.values():
         pool.stop()
 
 

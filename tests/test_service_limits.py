@@ -122,6 +122,17 @@ def test_a_policy_within_the_limit_is_created_and_answers(tmp_path: Path) -> Non
     api.create(items=[f"i{k}" for k in range(100)], budget=400, policy="gittins")
 
 
+def test_items_that_would_push_a_campaign_over_the_cost_limit_are_refused(tmp_path: Path) -> None:
+    # every policy costs at least items × classes: 2,000 here, within the limit; 10,000 more
+    # items would make it 22,000
+    api = Api(tmp_path, operator_key=OPERATOR, max_policy_cost=1e4)
+    created = api.create(items=[f"i{k}" for k in range(1000)], budget=50)
+    cid, boss = created["campaign_id"], created["requester_key"]
+    body = {"items": [f"new{k}" for k in range(10_000)]}
+    detail = api.refused("POST", f"/v1/campaigns/{cid}/items", boss, 422, json=body)
+    assert "on 11000 items" in detail and "(max_policy_cost) is 1e+04" in detail
+
+
 # ------------------------------------------------------------ 3. deadlines and a bounded pool
 def test_a_verdict_fit_past_the_deadline_is_killed_and_changes_nothing(tmp_path: Path) -> None:
     api = Api(tmp_path, operator_key=OPERATOR, compute_timeout=1.0)

@@ -380,6 +380,11 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
         str(memory),
         "--max-compute-jobs",
         "2",
+        # the normal client labels as fast as it can: no rate limit on its key
+        "--requests-per-second-per-key",
+        "100000",
+        "--request-burst-per-key",
+        "100000",
     )
     try:
         cid, boss = server.campaign_with_labels()

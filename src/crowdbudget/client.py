@@ -15,11 +15,14 @@ Example (against a running service)::
     print(boss.calibration(created["campaign_id"])["ece"])
 
 Errors come back as :class:`ServiceError` carrying the HTTP status and the service's
-one-line message.
+one-line message. A request over the server's rate for this key (429) is sent again after
+the ``Retry-After`` seconds the server names (a refused request changed nothing, so the retry
+is safe), for at most ``max_rate_wait`` seconds in all; then it is a :class:`ServiceError`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,10 +55,12 @@ class Client:
         *,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        max_rate_wait: float = 60.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.key = key
         self.timeout = timeout
+        self.max_rate_wait = max_rate_wait
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
@@ -64,13 +69,31 @@ class Client:
 
     def with_key(self, key: str) -> Client:
         """A client for the same service with another key."""
-        return Client(self.base_url, key, timeout=self.timeout, transport=self._transport)
+        return Client(
+            self.base_url,
+            key,
+            timeout=self.timeout,
+            transport=self._transport,
+            max_rate_wait=self.max_rate_wait,
+        )
 
     def close(self) -> None:
         self._http.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self._http.request(method, f"/v1{path}", **kwargs)
+        waited = 0.0
+        while True:
+            response = self._http.request(method, f"/v1{path}", **kwargs)
+            if response.status_code != 429:
+                break
+            try:
+                pause = float(response.headers.get("retry-after", ""))
+            except ValueError:
+                break
+            if not pause >= 0.0 or waited + pause > self.max_rate_wait:
+                break
+            time.sleep(pause)
+            waited += pause
         if response.status_code >= 400:
             try:
                 detail = response.json().get("detail", response.text)

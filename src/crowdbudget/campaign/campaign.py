@@ -978,6 +978,13 @@ class Campaign:
         assert self.config is not None
         return self.config.campaign_id
 
+    @property
+    def event_count(self) -> int:
+        """Events applied so far (stored and staged): every change of the campaign's state is
+        an event, so an answer computed from the state stays right while this is unchanged
+        (answers that depend on the clock, such as expiries, must expire first)."""
+        return self._seq
+
     def price_of(self, worker_id: str) -> float:
         assert self.config is not None
         return self.config.worker_prices.get(worker_id, self.config.default_price)

@@ -99,6 +99,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
             "campaigns held in memory (least recently used evicted)",
         ),
         (
+            "--max-items-in-memory",
+            positive_int,
+            defaults.max_items_in_memory,
+            "items of the campaigns held in memory, in all",
+        ),
+        (
             "--max-pending-per-worker",
             positive_int,
             defaults.default_max_pending_per_worker,
@@ -120,6 +126,37 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
             positive_float,
             defaults.shutdown_grace,
             "seconds requests may finish after SIGTERM",
+        ),
+        (
+            "--max-items-per-campaign",
+            positive_int,
+            defaults.max_items_per_campaign,
+            "items of one campaign, at creation and after adding items",
+        ),
+        ("--max-campaigns", positive_int, defaults.max_campaigns, "campaigns on this server"),
+        (
+            "--max-campaigns-per-key",
+            positive_int,
+            defaults.max_campaigns_per_key,
+            "campaigns created with one operator key",
+        ),
+        (
+            "--requests-per-second-per-key",
+            positive_float,
+            defaults.requests_per_second_per_key,
+            "sustained requests per second with one key (429 beyond it)",
+        ),
+        (
+            "--request-burst-per-key",
+            positive_int,
+            defaults.request_burst_per_key,
+            "requests one key may send at once before the rate applies",
+        ),
+        (
+            "--read-cache-bytes",
+            positive_int,
+            defaults.read_cache_bytes,
+            "bytes of cached results / status / calibration answers",
         ),
     ]:
         shown = "none" if value is None else int(value) if float(value).is_integer() else value
@@ -171,6 +208,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_items_per_request=args.max_items_per_request,
         max_id_length=args.max_id_length,
         max_campaigns_in_memory=args.max_campaigns_in_memory,
+        max_items_in_memory=args.max_items_in_memory,
         default_max_pending_per_worker=args.max_pending_per_worker,
         max_pending_per_worker=max(
             defaults.max_pending_per_worker, args.max_pending_per_worker or 0
@@ -183,6 +221,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         compute_memory_bytes=args.compute_memory_bytes,
         max_compute_jobs=args.max_compute_jobs,
         shutdown_grace=args.shutdown_grace,
+        max_items_per_campaign=args.max_items_per_campaign,
+        max_campaigns=args.max_campaigns,
+        max_campaigns_per_key=args.max_campaigns_per_key,
+        requests_per_second_per_key=args.requests_per_second_per_key,
+        request_burst_per_key=args.request_burst_per_key,
+        read_cache_bytes=args.read_cache_bytes,
     )
     check_port_free(args.host, args.port)
     app = create_app(args.db, settings=settings)

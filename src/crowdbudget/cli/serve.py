@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import ipaddress
+import math
 import socket
 import sys
 from typing import Any
@@ -111,6 +112,21 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         ("--default-ttl", positive_float, defaults.default_ttl, "seconds before expiry"),
         ("--setup-timeout", positive_float, defaults.setup_timeout, "seconds for a policy set-up"),
+        ("--max-policy-cost", positive_float, defaults.max_policy_cost, "a policy's set-up cost"),
+        ("--compute-timeout", positive_float, defaults.compute_timeout, "seconds for a verdict"),
+        (
+            "--compute-memory-bytes",
+            positive_int,
+            defaults.compute_memory_bytes,
+            "address space of a set-up or verdict child process",
+        ),
+        ("--max-compute-jobs", positive_int, defaults.max_compute_jobs, "such children at once"),
+        (
+            "--shutdown-grace",
+            positive_float,
+            defaults.shutdown_grace,
+            "seconds requests may finish after SIGTERM",
+        ),
         (
             "--max-items-per-campaign",
             positive_int,
@@ -200,6 +216,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         default_ttl=args.default_ttl,
         max_ttl=max(defaults.max_ttl, args.default_ttl or 0.0),
         setup_timeout=args.setup_timeout,
+        max_policy_cost=args.max_policy_cost,
+        compute_timeout=args.compute_timeout,
+        compute_memory_bytes=args.compute_memory_bytes,
+        max_compute_jobs=args.max_compute_jobs,
+        shutdown_grace=args.shutdown_grace,
         max_items_per_campaign=args.max_items_per_campaign,
         max_campaigns=args.max_campaigns,
         max_campaigns_per_key=args.max_campaigns_per_key,
@@ -222,7 +243,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     # access lines are logged at level info: below that, skip building them per request
     access_log = args.log_level in ("info", "debug")
+    # after SIGTERM, requests in flight get shutdown_grace seconds, then are cancelled (a
+    # cancelled request kills its child process): the server stops within a few seconds
     uvicorn.run(
-        app, host=args.host, port=args.port, log_level=args.log_level, access_log=access_log
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=access_log,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),  # uvicorn takes whole s
     )
     return 0

@@ -23,15 +23,25 @@ Hostile input (the service faces the internet): request bodies are parsed by str
 (unknown fields, a boolean where a number belongs, NaN: 422); every size a client can send is
 bounded by :class:`ServiceSettings` (body bytes, items per request, id and label length,
 classes); a policy parameter that configures the server (a cache directory, a grid size) is
-refused by name (:func:`crowdbudget.registry.check_network_policy`), and a campaign's set-up
-runs first in a child process under a time limit (:mod:`crowdbudget.service.setup_probe`).
+refused by name (:func:`crowdbudget.registry.check_network_policy`), and so is a parameter
+that sets work beyond the server's ceiling (a verdict's ``n-iter``, ``n-restarts``, ``tol``:
+:func:`crowdbudget.registry.check_network_verdict`); a policy whose declared cost on the
+campaign's size exceeds ``max_policy_cost`` is refused at creation. Expensive work runs in
+child processes under a deadline and a memory ceiling, a bounded number at once
+(:mod:`crowdbudget.service.setup_probe`): a campaign's set-up and first decision are tried
+there before anything is stored, aggregator verdicts (``…/results``, ``…/calibration``) are
+fitted there; a client that leaves kills its child, and a full pool answers 503 with
+``Retry-After`` at once. A campaign's first decision in this process runs in a worker thread,
+not on the event loop.
 A refused request changes nothing: campaigns validate an event before they store it.
 
 Errors are always JSON ``{"detail": "<one line: what is wrong and what is allowed>"}`` and
 never echo more than a short prefix of the input: 401/403 keys, 404 unknown campaign or
 assignment (or no gold to calibrate on), 409 an assignment that cannot take the request
 (expired, cancelled, already answered differently, another worker's), 413 a body over the
-limit, 422 malformed input, 500 (with no detail) a fault of the server.
+limit, 422 malformed input, 503 an expensive computation that found the server busy (with
+``Retry-After``) or ran past its deadline or memory ceiling, 500 (with no detail) a fault of
+the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
@@ -43,6 +53,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import math
 import random
 import re
 import secrets
@@ -76,7 +87,7 @@ from crowdbudget.campaign import (
     UnknownAssignmentError,
 )
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
-from crowdbudget.registry import check_network_policy
+from crowdbudget.registry import check_network_policy, check_network_verdict
 from crowdbudget.service.guards import KeyRateLimiter, RequestGuard, clip_detail
 from crowdbudget.service.read_cache import ReadCache
 from crowdbudget.service.schemas import (
@@ -96,7 +107,12 @@ from crowdbudget.service.schemas import (
     assignment_out,
 )
 from crowdbudget.service.settings import ServiceSettings
-from crowdbudget.service.setup_probe import check_setup
+from crowdbudget.service.setup_probe import (
+    ComputeBusyError,
+    ComputeTimeoutError,
+    check_setup,
+    compute_pool,
+)
 
 T = TypeVar("T")
 
@@ -106,6 +122,8 @@ _RETRY_SECONDS = 15.0  # how long a write keeps retrying lost races before it gi
 _KEY_RECHECK_SECONDS = 2.0  # a cached key is looked up again after this long (revocations)
 _MAX_CACHED_KEYS = 100_000
 _CAMPAIGN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_DISCONNECT_POLL_SECONDS = 0.25  # how often a request waiting on a child checks its client
+_VERDICT_ATTEMPTS = 3  # fits of one verdict read while items keep being added
 #: the routes whose request body is CSV (``text/csv``); every other body is JSON
 _CSV_BODY_PATHS = re.compile(r"/v1/campaigns/[^/]+/(items/csv|labels/import)")
 
@@ -177,6 +195,10 @@ class Service:
         # key hash -> (campaign, role, worker, when it was last read from the database)
         self._key_cache: dict[str, tuple[str, str, str | None, float]] = {}
         self._jitter = random.Random()  # retry pauses only; never touches a decision
+        #: child processes for set-ups and verdict fits (setup_probe.py)
+        self.compute = compute_pool(self.settings.max_compute_jobs)
+        #: campaigns that made a decision in this process (their first ran off the loop)
+        self.decided: set[str] = set()
         # creations in this process one at a time, so two cannot both pass the quota check
         self._creating = threading.Lock()
         self.reads = ReadCache(self.settings.read_cache_bytes)
@@ -467,6 +489,102 @@ class Service:
         with self.store.engine.connect() as conn:
             return [row.campaign_id for row in conn.execute(query)]
 
+    # ------------------------------------------------------------------ expensive work
+    def check_setup(self, config: dict[str, Any]) -> None:
+        """A campaign's configuration against the policy cost limit, then its set-up and
+        first decision tried in a child process (:func:`setup_probe.check_setup`)."""
+        limits = self.settings
+        check_setup(
+            config,
+            limits.setup_timeout,
+            pool=self.compute,
+            memory=limits.compute_memory_bytes,
+            max_cost=limits.max_policy_cost,
+        )
+
+    @property
+    def retry_after(self) -> float:
+        """Seconds a request refused by a busy compute pool is told to wait: half a job's
+        deadline (a slot frees by then on average), at least one."""
+        return max(1.0, self.settings.compute_timeout / 2)
+
+    async def computed(self, request: Request, job: str, payload: Any) -> Any:
+        """``job`` run in a child process (:meth:`ComputePool.run`) under the server's
+        deadline and memory ceiling, from a worker thread; the child is killed when the
+        client disconnects or the request is cancelled (shutdown)."""
+        token = object()
+        limits = self.settings
+        retry_after = self.retry_after
+        task = asyncio.ensure_future(
+            run_in_threadpool(
+                self.compute.run,
+                job,
+                payload,
+                timeout=limits.compute_timeout,
+                memory=limits.compute_memory_bytes,
+                token=token,
+                retry_after=retry_after,
+            )
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=_DISCONNECT_POLL_SECONDS)
+                if done:
+                    return task.result()
+                if await request.is_disconnected():
+                    self.compute.cancel(token)
+                    raise ComputeTimeoutError("the client left; its computation was cancelled")
+        except asyncio.CancelledError:
+            self.compute.cancel(token)
+            raise
+
+    async def verdict_read(
+        self,
+        request: Request,
+        campaign_id: str,
+        endpoint: str,
+        verdict: str | None,
+        parameters: tuple[Any, ...],
+        compose: Callable[[Campaign, Any], bytes],
+    ) -> bytes:
+        """The encoded answer ``compose(campaign, fitted)`` gives, with the verdict fitted in
+        a child process (``fitted``: labels and probabilities; None for the policy's own
+        model, computed in place), kept in the read cache like :meth:`cached_read`'s. A fit
+        covers the labels of the event count it started at: the answer is kept only if the
+        campaign is still at that count when it is composed, and items added meanwhile make
+        the fit stale (it is fitted again)."""
+        if verdict is not None:
+            check_network_verdict(verdict)
+        key = (campaign_id, endpoint, parameters)
+        for _ in range(_VERDICT_ATTEMPTS):
+
+            def prepare(c: Campaign) -> tuple[int, bytes | None, Any]:
+                count = c.event_count
+                kept = self.reads.get(key, count)
+                return count, kept, None if kept is not None else c.verdict_fit_input(verdict)
+
+            count, kept, fit_input = await run_in_threadpool(
+                self.run, campaign_id, prepare, read=True
+            )
+            if kept is not None:
+                return kept
+            fitted = None
+            if fit_input is not None:
+                self.compute.refuse_if_busy(self.retry_after)  # before pickling the labels
+                fitted = await self.computed(request, "verdict", fit_input)
+
+            def action(c: Campaign, fitted: Any = fitted) -> tuple[int, bytes | None]:
+                if fitted is not None and fitted[0].shape[0] != len(c.item_ids):
+                    return c.event_count, None  # items were added meanwhile
+                return c.event_count, compose(c, fitted)
+
+            now, answer = await run_in_threadpool(self.run, campaign_id, action, read=True)
+            if answer is not None:
+                if now == count:
+                    self.reads.put(key, count, answer)
+                return answer
+        raise ComputeBusyError("this campaign's items keep changing; try again", 1.0)
+
     # ------------------------------------------------------------------ quotas
     def check_campaign_quota(self, creator: str) -> None:
         """Refuse a new campaign beyond ``max_campaigns`` in the store or
@@ -616,9 +734,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        service.compute.start()
         yield
         # shutdown (uvicorn on SIGTERM / SIGINT): every acknowledged event is already
-        # committed, so this only drains the committer thread and closes the connections
+        # committed, so this kills the children still computing, drains the committer
+        # thread and closes the connections
+        service.compute.stop()
         service.store.dispose()
 
     app = FastAPI(
@@ -652,6 +773,14 @@ def create_app(
 
     @app.exception_handler(CrowdBudgetError)
     async def _crowdbudget_error(_: Request, error: CrowdBudgetError) -> JSONResponse:
+        if isinstance(error, ComputeBusyError):
+            return JSONResponse(
+                {"detail": clip_detail(str(error))},
+                status_code=503,
+                headers={"retry-after": str(math.ceil(error.retry_after))},
+            )
+        if isinstance(error, ComputeTimeoutError):
+            return JSONResponse({"detail": clip_detail(str(error))}, status_code=503)
         if isinstance(error, UnknownAssignmentError):
             status = 404
         elif isinstance(error, AssignmentError | ConcurrentWriteError):
@@ -730,7 +859,15 @@ def create_app(
         """The next item for the calling worker, or 204 when there is none. A worker who
         holds as many unanswered assignments as the campaign allows gets the oldest of them
         again (a response lost on the way is not lost work)."""
-        assignment = await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
+        if campaign_id in service.decided:
+            assignment = await service.run_async(
+                campaign_id, lambda c: c.next_assignment(worker_id)
+            )
+        else:  # a campaign's first decision may build a graph or a table: off the loop
+            assignment = await run_in_threadpool(
+                service.run, campaign_id, lambda c: c.next_assignment(worker_id)
+            )
+            service.decided.add(campaign_id)
         if assignment is None:
             return Response(status_code=204)
         return _assignment_json(assignment)
@@ -803,6 +940,8 @@ def create_app(
                 f"the policy id is longer than this server's limit of {limits.max_policy_length}"
             )
         check_network_policy(body.policy)
+        if body.verdict is not None:
+            check_network_verdict(body.verdict)
         ttl = limits.default_ttl if body.ttl is None else body.ttl
         if ttl is not None and ttl > limits.max_ttl:
             raise InvalidParameterError(
@@ -844,7 +983,7 @@ def create_app(
         server's campaign quotas (per server, per operator key) leave room."""
         config = _campaign_config(body)
         service.check_campaign_quota(creator)  # before the set-up's cost, and again after
-        check_setup(config, limits.setup_timeout)
+        service.check_setup(config)
         campaign = service.create_campaign(config, creator)
         key = service.add_key(campaign.campaign_id, "requester")
         return CampaignCreated(campaign_id=campaign.campaign_id, requester_key=key)
@@ -969,7 +1108,7 @@ def create_app(
 
         # the set-up on the larger problem is tried first, outside the campaign's lock
         config = service.run(campaign_id, grown, read=True)
-        check_setup(config, limits.setup_timeout)
+        service.check_setup(config)
         service.run(campaign_id, add)
 
     @app.post("/v1/campaigns/{campaign_id}/workers", response_model=WorkerToken, status_code=201)
@@ -1113,8 +1252,9 @@ def create_app(
         return Response(answer, media_type="application/json")
 
     @app.get("/v1/campaigns/{campaign_id}/results", response_model=list[dict[str, Any]])
-    def results(
+    async def results(
         campaign_id: str,
+        request: Request,
         _: RequesterDep,
         verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         floor: bool = False,
@@ -1124,15 +1264,19 @@ def create_app(
         (``posterior`` or an aggregator id such as ``ds``); ``floor=true``: confidences
         under the probability floor fitted on the campaign's gold sample (the ``floor``
         of ``…/calibration``; 422 while no gold item has a label). Computed once per event
-        count and query."""
+        count and query; an aggregator verdict is fitted in a child process under the
+        server's deadline (503 past it, or while the server's compute slots are busy:
+        ``Retry-After``)."""
 
-        def compute(c: Campaign) -> bytes:
-            frame = c.results(verdict, floor=floor)
+        def compute(c: Campaign, fitted: Any) -> bytes:
+            frame = c.results(verdict, floor=floor, fitted=fitted)
             # 15 digits, pandas' most: its default of 10 would print an EM confidence of
             # 1 - 1e-12 as 1.0 (the calibration endpoint reports full precision too)
             return str(frame.reset_index().to_json(orient="records", double_precision=15)).encode()
 
-        answer = service.cached_read(campaign_id, "results", (verdict, floor), compute)
+        answer = await service.verdict_read(
+            request, campaign_id, "results", verdict, (verdict, floor), compute
+        )
         return Response(answer, media_type="application/json")
 
     @app.get("/v1/campaigns/{campaign_id}/dashboard", response_model=dict[str, Any])
@@ -1187,8 +1331,9 @@ def create_app(
         return Response(status_code=204)
 
     @app.get("/v1/campaigns/{campaign_id}/calibration", response_model=dict[str, Any])
-    def calibration(
+    async def calibration(
         campaign_id: str,
+        request: Request,
         _: RequesterDep,
         verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     ) -> Response:
@@ -1197,9 +1342,15 @@ def create_app(
         ``n_gold``, ``n_scored``, ``accuracy``, ``confidence`` (mean), ``ece``,
         ``ece_mass``, ``nll``, ``brier`` and the reliability diagram's ``bins`` (10
         equal-width bins of the confidence: ``count``, mean ``confidence``, ``accuracy``).
-        404 while the campaign has no gold. Computed once per event count and query."""
-        answer = service.cached_read(
-            campaign_id, "calibration", (verdict,), lambda c: _encoded(c.calibration(verdict))
+        404 while the campaign has no gold. Computed once per event count and query; the
+        verdict is fitted as for ``…/results``."""
+        answer = await service.verdict_read(
+            request,
+            campaign_id,
+            "calibration",
+            verdict,
+            (verdict,),
+            lambda c, fitted: _encoded(c.calibration(verdict, fitted=fitted)),
         )
         if answer == _NULL:
             raise HTTPException(

@@ -33,7 +33,23 @@ setting                          default       what it bounds
                                                sets another
 ``max_ttl``                      7 days        the longest a requester may set
 ``setup_timeout``                10 s          building a campaign's policy (its ``reset`` on
-                                               the campaign's problem) on the server
+                                               the campaign's problem and its first decision),
+                                               tried in a child process
+``max_policy_cost``              10^7          a policy's declared cost on the campaign's size
+                                               (``ComponentSpec.cost``: e.g. ``kos`` 200 ×
+                                               budget, ``gittins`` 25 × budget²); beyond it the
+                                               campaign is refused at creation
+``compute_timeout``              10 s          one verdict fit (``…/results?verdict=``,
+                                               ``…/calibration``): the child computing it is
+                                               killed at this deadline (503 to the client)
+``compute_memory_bytes``         2 GiB         the address space of a child that sets up a
+                                               policy or fits a verdict (``RLIMIT_AS``)
+``max_compute_jobs``             2             such children running at once per server
+                                               process; a further request gets 503 with
+                                               ``Retry-After``
+``shutdown_grace``               3 s           after SIGTERM, how long requests in flight may
+                                               finish before they are cancelled (their
+                                               children killed)
 ``max_items_per_campaign``       200,000       items of one campaign, at creation and after
                                                adding items (its memory grows with them; at
                                                most ``max_items_in_memory``)
@@ -87,6 +103,11 @@ class ServiceSettings:
     default_ttl: float | None = 3600.0
     max_ttl: float = 7 * 86400.0
     setup_timeout: float = 10.0
+    max_policy_cost: float = 1e7
+    compute_timeout: float = 10.0
+    compute_memory_bytes: int = 2 * 2**30
+    max_compute_jobs: int = 2
+    shutdown_grace: float = 3.0
     max_items_per_campaign: int = 200_000
     max_campaigns: int = 1_000
     max_campaigns_per_key: int = 200

@@ -470,7 +470,11 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
             f"{sorted({o[0] for o in outcomes})}"
         )
         assert len(outcomes) == 45
-        assert all(status in (422, 503) for status, _, _ in outcomes), sorted(outcomes)
+        # a read at the ceilings may finish inside its deadline (200: it stores nothing) on a
+        # quiet machine; every over-cost creation is refused
+        for status, _, what in outcomes:
+            allowed = (200, 422, 503) if what.startswith("GET ") else (422, 503)
+            assert status in allowed, (status, what)
         # a fit runs at most compute_timeout; a request waits for nothing else but the loop
         slowest = max(outcomes, key=lambda outcome: outcome[1])
         assert slowest[1] < compute_timeout + 3.0, slowest

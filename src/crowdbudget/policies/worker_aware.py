@@ -778,8 +778,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         if self._lazy:
             # the per-item and per-worker inputs of the scores now; the scores at the flush
             self._prepare_fused()
-            for worker in range(post.n_workers):
-                self._mark_stale(worker)
+            self._stale[:] = True
+            self._stale_list = list(range(post.n_workers))
             return
         if self._fast:
             self._rescore_all()

@@ -106,8 +106,10 @@ order so the tie draw is the scan's. ``betainc`` (two per distinct rescored pair
 label on RTE) is what is left. At d = 1/2, for Opt-KG and KG, the rescoring, the items'
 errors, the moments and the refit's rounds run compiled (:mod:`~crowdbudget.policies.
 _one_coin_kernel`: the same operations in the same order, the same bits; each distinct (state,
-reliability) evaluated once through a hash table instead of the state numbering). Two-coin and
-mixed thresholds keep the scan path (``reference=True`` forces it;
+reliability) evaluated once through a hash table instead of the state numbering); there a
+worker's pairs are rescored lazily (``lazy_workers``: just before a choice reads them, not at
+the label or the refit that changed them — the same scores when read, so the same decisions).
+Two-coin and mixed thresholds keep the scan path (``reference=True`` forces it;
 tests/test_worker_aware_speed.py checks the two paths decide alike).
 
 Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling

@@ -767,7 +767,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
 
     def _refit_beliefs(self, n_rounds: int = 3) -> None:
         """Re-estimate every item and worker Beta from all labels (module docstring), then
-        rescore every pair."""
+        rescore every pair (``lazy_workers``: mark every worker's pairs stale)."""
         self._reestimate_beliefs(n_rounds)
         self._last_refit = self._n_log
         post = self.posterior_

@@ -8,10 +8,14 @@ runs; HTTP is measured by ``bench_service.py``), registers the 200 workers (the 
 "a random worker asks (``next_assignment``), answers (``record_label``)" with a simulated
 crowd (accuracy uniform in [0.55, 0.95], truth uniform). Reported per operation: p50, p99 and
 max in milliseconds, and the time to register the workers (the slot rebuild, which scores all
-n_items × slots pairs once). Run from the repository root:
+n_items × slots pairs once); ``record_label`` also split into the labels that ran the policy's
+refit (every ``refit`` labels) and the others. ``--eager`` rescores a worker's pairs at their
+label instead of at their next request (``OneCoinKnowledgeGradient.lazy_workers = False``, the
+behaviour before lazy rescoring; the same decisions). Run from the repository root:
 
     python benchmarks/bench_live_worker_aware.py [--items 10000] [--workers 200]
         [--policy opt-kg:posterior=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]
+        [--eager]
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
     registered = time.perf_counter() - start
     assert first is not None
     campaign.record_label(first.assignment_id, "1")
-    ask, answer = [], []
+    ask, answer, refit_flags = [], [], []
     for step in range(warmup + n_decisions):
         j = int(rng.integers(n_workers))
         t0 = time.perf_counter()
@@ -53,18 +57,23 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
             continue
         item = int(assignment.item_id[1:])
         label = truth[item] if rng.random() < accuracy[j] else 1 - truth[item]
+        refits_before = getattr(campaign.policy, "_last_refit", None)
         campaign.record_label(assignment.assignment_id, str(label))
         t2 = time.perf_counter()
         if step >= warmup:
             ask.append(t1 - t0)
             answer.append(t2 - t1)
+            refit_flags.append(getattr(campaign.policy, "_last_refit", None) != refits_before)
 
     def summary(times: list[float]) -> dict[str, float]:
         ms = np.asarray(times) * 1e3
+        if ms.shape[0] == 0:
+            return {"count": 0}
         return {
             "p50_ms": float(np.percentile(ms, 50)),
             "p99_ms": float(np.percentile(ms, 99)),
             "max_ms": float(ms.max()),
+            "count": int(ms.shape[0]),
         }
 
     return {
@@ -77,6 +86,12 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
         "decisions": len(ask),
         "next_assignment": summary(ask),
         "record_label": summary(answer),
+        "record_label_with_refit": summary(
+            [t for t, r in zip(answer, refit_flags, strict=True) if r]
+        ),
+        "record_label_without_refit": summary(
+            [t for t, r in zip(answer, refit_flags, strict=True) if not r]
+        ),
     }
 
 
@@ -88,7 +103,12 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eager", action="store_true", help="rescore at the label (as before)")
     args = parser.parse_args()
+    if args.eager:
+        from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
+
+        OneCoinKnowledgeGradient.lazy_workers = False
     result = run(args.policy, args.items, args.workers, args.decisions, args.warmup, args.seed)
     result["machine"] = f"{platform.machine()} {platform.python_version()}"
     print(json.dumps(result, indent=2))

@@ -4,6 +4,7 @@ the same bits as the ufuncs, on values across their ranges and edge cases."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from numba import njit
 from scipy import special
 
@@ -66,13 +67,14 @@ def test_maximum_and_minimum_follow_numpys_nan_rule() -> None:
 
 def test_pairwise_sum_is_numpys_sum_bit_for_bit() -> None:
     """Every length class of NumPy's pairwise summation: below 8, up to 128, split halves."""
-    from crowdbudget.posteriors._logistic_kernel import pairwise_sum
+    from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK, pairwise_sum
 
     rng = np.random.default_rng(2)
-    for n in [0, 1, 5, 7, 8, 9, 127, 128, 129, 136, 255, 256, 257, 768, 1000, 5000, 20_000]:
+    lengths = [0, 1, 5, 7, 8, 9, 127, 128, 129, 136, 255, 256, 257, 768, 1000, 5000, 8192]
+    for n in [*lengths, 8193, 16_385, 20_000, 24_576, 50_000]:
         for _ in range(5):
             x = rng.random(n + 3) * 10.0 ** rng.uniform(-8, 8, size=n + 3)
-            assert pairwise_sum(x, 3, n) == np.sum(x[3:]), n
+            assert pairwise_sum(x, 3, n, NUMPY_SUM_CHUNK) == np.sum(x[3:]), n
 
 
 def test_ndtr_is_exactly_zero_where_the_logistic_kernel_skips_it() -> None:
@@ -81,3 +83,26 @@ def test_ndtr_is_exactly_zero_where_the_logistic_kernel_skips_it() -> None:
     x = np.concatenate([np.linspace(_NDTR_ZERO_BELOW, -1e4, 200_001), [-1e300, -np.inf]])
     assert np.all(special.ndtr(x) == 0.0)
     assert np.all(np.diff(special.ndtr(np.linspace(-45.0, 0.0, 100_001))) >= 0)
+
+
+def test_the_double_specialisation_is_picked_by_its_signature() -> None:
+    """Each name's capsule reads ``double (double, …, int __pyx_skip_dispatch)`` on the
+    installed SciPy (betainc is unfused before SciPy 1.12; ndtr's fuse 0 is the complex one)."""
+    import ctypes
+
+    import scipy.special.cython_special as cython_special
+
+    from crowdbudget._compiled_special import double_specialisation
+
+    name_of = ctypes.pythonapi.PyCapsule_GetName
+    name_of.restype = ctypes.c_char_p
+    name_of.argtypes = [ctypes.py_object]
+    for function, n_doubles in [("betainc", 3), ("ndtr", 1), ("expit", 1)]:
+        capi_name = double_specialisation(function, n_doubles)
+        assert capi_name.endswith(function)
+        signature = name_of(cython_special.__pyx_capi__[capi_name]).decode()
+        assert signature == "double (" + "double, " * n_doubles + "int __pyx_skip_dispatch)"
+    with pytest.raises(ImportError, match="no_such_function"):
+        double_specialisation("no_such_function", 1)
+    with pytest.raises(ImportError, match="betainc"):
+        double_specialisation("betainc", 2)  # no two-argument betainc

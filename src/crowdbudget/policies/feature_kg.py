@@ -161,7 +161,7 @@ class FeatureKnowledgeGradient(AllocationPolicy):
     def _global_rewards(self, cand: IntArray) -> tuple[FloatArray, FloatArray]:
         """``(_h_sum_after(cand, 1), _h_sum_after(cand, 0))`` in one compiled pass over C
         (:mod:`crowdbudget.posteriors._logistic_kernel`; the same bits, tested)."""
-        from crowdbudget.posteriors._logistic_kernel import error_sums_after
+        from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK, error_sums_after
 
         post = self.posterior_
         m, v = post.score_mean, post.score_var
@@ -170,7 +170,7 @@ class FeatureKnowledgeGradient(AllocationPolicy):
         alpha = np.stack([steps[0][0], steps[1][0]])
         beta = np.stack([steps[0][1], steps[1][1]])
         after = np.empty((2, cand.shape[0]))
-        error_sums_after(m, v, post.cuts, post.cross, cand, alpha, beta, after)
+        error_sums_after(m, v, post.cuts, post.cross, cand, alpha, beta, after, NUMPY_SUM_CHUNK)
         err_now = float(np.sum(logistic_error(m, v, post.cuts)))
         return np.asarray(err_now - after[0]), np.asarray(err_now - after[1])
 

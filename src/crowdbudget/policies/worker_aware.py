@@ -106,8 +106,10 @@ order so the tie draw is the scan's. ``betainc`` (two per distinct rescored pair
 label on RTE) is what is left. At d = 1/2, for Opt-KG and KG, the rescoring, the items'
 errors, the moments and the refit's rounds run compiled (:mod:`~crowdbudget.policies.
 _one_coin_kernel`: the same operations in the same order, the same bits; each distinct (state,
-reliability) evaluated once through a hash table instead of the state numbering). Two-coin and
-mixed thresholds keep the scan path (``reference=True`` forces it;
+reliability) evaluated once through a hash table instead of the state numbering); there a
+worker's pairs are rescored lazily (``lazy_workers``: just before a choice reads them, not at
+the label or the refit that changed them — the same scores when read, so the same decisions).
+Two-coin and mixed thresholds keep the scan path (``reference=True`` forces it;
 tests/test_worker_aware_speed.py checks the two paths decide alike).
 
 Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling
@@ -188,6 +190,13 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     searches_past_excluded = True
 
     worker_model = "one-coin"
+
+    #: True (the compiled path): a label rescores its item's pairs at once and marks its
+    #: worker's pairs stale; they are rescored when next read — at that worker's next request
+    #: in pull mode, before any push-mode choice — and a refit marks every worker's. Scores are
+    #: a function of the current beliefs, so the decisions are the eager path's (False), pair
+    #: for pair and draw for draw; set on an instance before ``reset``
+    lazy_workers = True
 
     #: True: score and choose as before issue 21's incremental path (every pair of a changed
     #: item or worker rescored one by one, the argmax a scan over every pair) — the reference
@@ -306,6 +315,11 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._compiled = self._fast and self._half and self.alpha is None
         if self._compiled:
             self._item_error = self._compiled_item_errors()
+        # workers whose pairs' scores are out of date (lazy_workers): a flag per worker and
+        # the list of flagged ones, so a flush costs O(flagged), not O(n_workers)
+        self._lazy = self._compiled and self.lazy_workers
+        self._stale = np.zeros(problem.n_workers, dtype=bool)
+        self._stale_list: list[int] = []
         if self._fast:
             self._scores = np.full(self._pair_items.shape[0], -np.inf)
             self._rescore_all()
@@ -416,9 +430,41 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         p1 = z1[inverse[k:]]
         self._scores[pairs] = self._combine(r1, r0, p1, 1.0 - p1)
 
+    def _mark_stale(self, worker: int) -> None:
+        if not self._stale[worker]:
+            self._stale[worker] = True
+            self._stale_list.append(worker)
+
+    def _flush(self, worker: int | None) -> None:
+        """Rescore the stale pairs that a choice for ``worker`` (None: any worker, push mode)
+        reads, and refresh those workers' bests."""
+        if not self._stale_list:
+            return
+        if worker is not None:
+            if not self._stale[worker]:
+                return
+            stale = np.array([worker], dtype=np.int64)
+            self._stale_list.remove(worker)
+        else:
+            stale = np.array(self._stale_list, dtype=np.int64)
+            self._stale_list = []
+        self._stale[stale] = False
+        if stale.shape[0] == self._stale.shape[0]:  # after a refit: every pair, in pair order
+            pairs = np.arange(self._pair_items.shape[0], dtype=np.int64)
+        else:
+            pairs, _ = self._best.pairs_of(stale)
+        pairs = self._live(pairs)
+        if pairs.shape[0]:
+            self._rescore_compiled(pairs)
+        if stale.shape[0] == 1:
+            self._best.refresh_one(int(stale[0]))
+        else:
+            self._best.refresh(stale)
+
     def _observe_fast(self, i: int, j: int) -> None:
         """Rescore item i's live pairs and worker j's (those by item state: one score per
-        distinct state) and refresh the per-worker bests."""
+        distinct state; with ``lazy_workers``, mark worker j's stale instead) and refresh the
+        per-worker bests."""
         post = self.posterior_
         a, b = float(post.a[i]), float(post.b[i])
         if not self._compiled:
@@ -431,10 +477,14 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         before = self._scores[own]
         every_own = own
         own = self._live(own)
-        theirs = self._live(self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]])
-        if self._compiled:
+        if self._lazy:
+            self._rescore_compiled(own)
+            self._mark_stale(j)
+        elif self._compiled:
+            theirs = self._live(self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]])
             self._rescore_compiled(np.concatenate([own, theirs]))
         else:
+            theirs = self._live(self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]])
             reps, inverse = representatives(
                 self._sid[self._pair_items[theirs]], self._n_sids, self._table
             )
@@ -444,14 +494,21 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._scores[theirs] = scores[n_own:][inverse]
         # per-worker bests: worker j's pairs all changed; every other worker of item i had one
         # pair change (old -> new), an O(1) update unless its only best pair went down
+        # (a stale worker's best is recomputed when flushed)
         best = self._best
-        best.refresh_one(j)
+        if not self._lazy:
+            best.refresh_one(j)
         after = self._scores[every_own].tolist()
         top, count = best.best, best.count
-        for w, old, new in zip(
-            self._pair_workers[every_own].tolist(), before.tolist(), after, strict=True
+        own_workers = self._pair_workers[every_own]
+        for w, old, new, stale in zip(
+            own_workers.tolist(),
+            before.tolist(),
+            after,
+            self._stale[own_workers].tolist(),
+            strict=True,
         ):
-            if w == j or old == new:
+            if w == j or old == new or stale:
                 continue
             current = top[w]
             if new > current:
@@ -622,6 +679,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     ) -> Assignment | None:
         if not self._pairs_built:
             self._build_pairs(state)
+        if self._lazy:
+            self._flush(worker)
         if self._fast and worker is None and not excluded:
             fast = self._choose_fast(state)
             if fast is not None:
@@ -708,7 +767,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
 
     def _refit_beliefs(self, n_rounds: int = 3) -> None:
         """Re-estimate every item and worker Beta from all labels (module docstring), then
-        rescore every pair."""
+        rescore every pair (``lazy_workers``: mark every worker's pairs stale)."""
         self._reestimate_beliefs(n_rounds)
         self._last_refit = self._n_log
         post = self.posterior_
@@ -718,6 +777,12 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._item_error = self._compiled_item_errors()
         else:
             self._item_error = error_probability(post.a, post.b, post.thresholds)
+        if self._lazy:
+            # the per-item and per-worker inputs of the scores now; the scores at the flush
+            self._prepare_fused()
+            self._stale[:] = True
+            self._stale_list = list(range(post.n_workers))
+            return
         if self._fast:
             self._rescore_all()
             self._best.refresh(np.arange(post.n_workers, dtype=np.int64))

@@ -37,6 +37,25 @@ _V_FLOOR = 1e-300  # posteriors.logistic._V_FLOOR
 _NDTR_ZERO_BELOW = -38.5
 
 
+def _numpy_sum_chunk() -> int:
+    """How many terms of a contiguous float64 array ``np.sum`` adds pairwise at a time.
+
+    NumPy 1.x reduces in chunks of its 8192-element buffer (each chunk pairwise, the chunks'
+    sums added left to right); NumPy 2 passes the whole array to the pairwise loop. Probed, not
+    read from the version: 1.0 at index 0 and 2⁻⁵³ at 8192 and 12288 of 24,576 terms sum to
+    1 + 2⁻⁵² in 8192-chunks (the two small terms meet first) but to 1.0 pairwise over the whole
+    (each small term meets 1.0 alone and rounds away, ties to even)."""
+    probe = np.zeros(3 * 8192)
+    probe[0] = 1.0
+    probe[8192] = probe[12288] = 2.0**-53
+    return 8192 if float(np.sum(probe)) != 1.0 else np.iinfo(np.int64).max
+
+
+#: the chunk of :func:`_numpy_sum_chunk` for this NumPy (an argument of the kernels, not a
+#: global they freeze: the on-disk cache outlives a NumPy upgrade)
+NUMPY_SUM_CHUNK = _numpy_sum_chunk()
+
+
 @njit(cache=True, nogil=True)
 def _block_sum(a: FloatArray, start: int, n: int) -> float:
     """NumPy's pairwise summation of at most 128 terms (a leaf of :func:`pairwise_sum`)."""
@@ -67,9 +86,24 @@ def _block_sum(a: FloatArray, start: int, n: int) -> float:
 
 
 @njit(cache=True, nogil=True)
-def pairwise_sum(a: FloatArray, start: int, n: int) -> float:
-    """``np.sum(a[start:start + n])`` for a contiguous float64 array, the same bits: NumPy's
-    pairwise summation (``pairwise_sum`` of its ``loops_utils``): below 8 terms a plain sum from
+def pairwise_sum(a: FloatArray, start: int, n: int, chunk: int) -> float:
+    """``np.sum(a[start:start + n])`` for a contiguous float64 array, the same bits, with
+    ``chunk`` = :data:`NUMPY_SUM_CHUNK`: the terms in chunks of ``chunk``, each chunk's sum
+    added left to right from 0 (one chunk when n ≤ chunk, then just that chunk's sum).
+
+    Each chunk is NumPy's pairwise summation (``pairwise_sum`` of its ``loops_utils``,
+    :func:`_pairwise_sum`)."""
+    if n <= chunk:
+        return _pairwise_sum(a, start, n)
+    total = 0.0
+    for first in range(start, start + n, chunk):
+        total += _pairwise_sum(a, first, min(chunk, start + n - first))
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _pairwise_sum(a: FloatArray, start: int, n: int) -> float:
+    """NumPy's pairwise summation of ``a[start:start + n]``: below 8 terms a plain sum from
     0; up to 128 eight running sums combined as a tree, then the remainder; above that the two
     halves (split at a multiple of 8) summed the same way and added, left first.
 
@@ -124,6 +158,7 @@ def error_sums_after(
     alpha: FloatArray,
     beta: FloatArray,
     out: FloatArray,
+    sum_chunk: int,
 ) -> None:
     """``out[z, j]`` = Σ_k error of item k after label z on item ``candidates[j]``.
 
@@ -134,6 +169,7 @@ def error_sums_after(
         alpha, beta: the Laplace step of each outcome on each candidate, shape (2, n_cand)
             (row z: label z).
         out: written, shape (2, n_cand).
+        sum_chunk: :data:`NUMPY_SUM_CHUNK` (the sum over k is ``np.sum``'s, on this NumPy).
     """
     n_items = m.shape[0]
     errors = np.empty((2, n_items))
@@ -150,7 +186,7 @@ def error_sums_after(
                 # Φ is exactly 0 from about −37.7 down (it underflows): skip the call there
                 errors[z, k] = 0.0 if ratio <= _NDTR_ZERO_BELOW else ndtr(ratio, 0)
         for z in range(2):
-            out[z, j] = pairwise_sum(errors[z], 0, n_items)
+            out[z, j] = pairwise_sum(errors[z], 0, n_items, sum_chunk)
 
 
 @njit(cache=True, nogil=True)

@@ -25,8 +25,13 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``glad`` | :class:`GLAD` (Whitehill et al. 2009) | ``n-iter``, ``tol``, ``alpha-prior-mean``, |
 |  |  | ``beta-prior-mean``, ``m-step-max-iter``, ``m-step-tol`` |
 | ``mace`` | :class:`MACE` (Hovy et al. 2013) | ``n-restarts``, ``n-iter``, ``method``, ``alpha``, |
-|  |  | ``beta``, ``strategy-prior``, ``default-noise``, ``prior-fit`` |
-| ``mace-eb`` | :class:`MACE`, ``prior_fit="competence"`` (the default verdict) | as ``mace`` |
+|  |  | ``beta``, ``strategy-prior``, ``default-noise``, ``prior-fit``, |
+|  |  | ``class-prior`` |
+| ``mace-eb`` | :class:`MACE`, ``prior_fit="competence"`` | as ``mace`` |
+| ``mace-eb-cp`` | :class:`MACE`, ``prior_fit="competence"``, | as ``mace`` |
+|  | ``class_prior="learned"`` |  |
+| ``auto`` | :class:`HeldOutLabelChoice` (the candidate that best predicts held-out | |
+|  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``tie-tolerance`` |
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
 | ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
@@ -67,10 +72,11 @@ from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.dawid_skene import DawidSkene
 from crowdbudget.aggregation.glad import GLAD
 from crowdbudget.aggregation.kos import KOS
-from crowdbudget.aggregation.mace import MACE, METHODS
+from crowdbudget.aggregation.mace import CLASS_PRIORS, MACE, METHODS
 from crowdbudget.aggregation.mace import PRIOR_FITS as MACE_PRIOR_FITS
 from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityVote
 from crowdbudget.aggregation.mmsr import MMSR
+from crowdbudget.aggregation.model_choice import DEFAULT_CANDIDATES, HeldOutLabelChoice
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
 from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
@@ -184,6 +190,16 @@ def read_positive_pair(text: str) -> list[float]:
 def read_temperature(text: str) -> float | str:
     """``"auto"`` stays ``"auto"``; anything else is a number (checked against the row)."""
     return text if text == "auto" else float(text)
+
+
+def read_candidate_ids(text: str) -> tuple[str, ...]:
+    """``"bds,ds"`` (or ``"bds;ds"``) → ("bds", "ds"): aggregator ids, each registered and
+    not ``auto``."""
+    ids = tuple(v.strip() for v in text.replace(";", ",").split(",") if v.strip())
+    known = {*AGGREGATORS.entries(), *AGGREGATORS.aliases()}
+    if not ids or any(i not in known or i == "auto" for i in ids):
+        raise ValueError(text)
+    return ids
 
 
 def _row(name: str, read: Callable[[str], Any], doc: str, **rest: Any) -> AggregatorParam:
@@ -320,6 +336,12 @@ MACE_PRIOR_FIT = _row(
     "strategy-prior), competence (alpha, beta) or all (the strategy prior too)",
     choices=MACE_PRIOR_FITS,
 )
+MACE_CLASS_PRIOR = _row(
+    "class-prior",
+    str,
+    "prior of the true class: uniform (Hovy et al.) or learned from the data",
+    choices=CLASS_PRIORS,
+)
 
 EM_PAPER = "Dawid & Skene 1979, Maximum likelihood estimation of observer error-rates"
 KOS_PAPER = "Karger, Oh & Shah 2011, Iterative learning for reliable crowdsourcing systems"
@@ -442,6 +464,7 @@ for _spec in (
         "MACE: spamming workers, variational Bayes (Hovy et al. 2013)",
         *MACE_ROWS,
         MACE_PRIOR_FIT,
+        MACE_CLASS_PRIOR,
         paper="Hovy et al. 2013, Learning whom to trust with MACE",
     ),
     _aggregator(
@@ -450,8 +473,36 @@ for _spec in (
         "MACE whose competence prior is fitted to the crowd (empirical Bayes)",
         *MACE_ROWS,
         MACE_PRIOR_FIT,
+        MACE_CLASS_PRIOR,
         paper="Hovy et al. 2013, Learning whom to trust with MACE; priors by type-II ML",
         defaults={"prior_fit": "competence"},
+    ),
+    _aggregator(
+        "mace-eb-cp",
+        MACE,
+        "MACE with the empirical-Bayes competence prior and a class prior learned from the data",
+        *MACE_ROWS,
+        MACE_PRIOR_FIT,
+        MACE_CLASS_PRIOR,
+        paper="Hovy et al. 2013, Learning whom to trust with MACE; priors by type-II ML",
+        defaults={"prior_fit": "competence", "class_prior": "learned"},
+    ),
+    _aggregator(
+        "auto",
+        HeldOutLabelChoice,
+        "the candidate whose posterior best predicts held-out labels (K-fold over labels)",
+        _row(
+            "candidates",
+            read_candidate_ids,
+            "aggregator ids to choose among, in order of preference (bds,ds)",
+            type_label="list of aggregator ids",
+            default=",".join(DEFAULT_CANDIDATES),
+        ),
+        _row("n-folds", int, "folds of the labels", low=2, high=20),
+        _row(
+            "shrinkage", float, "labels' worth of the pooled confusion matrix", low=0, low_open=True
+        ),
+        _row("tie-tolerance", float, "nats per label within which candidates are level", low=0),
     ),
     _aggregator(
         "mmsr",

@@ -6,8 +6,10 @@ an imbalanced binary crowd, a full confusion model (Dawid–Skene) can lose on a
 one-off workers (docs/stress-bed.md). :class:`HeldOutLabelChoice` lets the labels decide, by
 K-fold cross-validation over *labels* (not items, so every item keeps most of its labels):
 
-1. The labels are split into ``n_folds`` folds by a seeded permutation (the generator of
-   ``rng``).
+1. The labels are split into ``n_folds`` folds by a seeded hash of each label's (item id,
+   worker id) (:func:`label_folds`; the seed from ``rng``), so the split does not depend on
+   the order of the rows. Renaming items or workers changes the split, which can change the
+   choice only between candidates whose scores the labels cannot tell apart.
 2. For each fold and candidate: the candidate is fitted on the other folds, giving the
    posterior ``T`` of every item's class, shape (n_items, C) (an item whose labels are all
    held out gets the candidate's prior). Every candidate is then read through one shared
@@ -17,10 +19,12 @@ K-fold cross-validation over *labels* (not items, so every item keeps most of it
    ``s = shrinkage`` labels' worth; the pooled matrix has one pseudo-label per cell, so every
    entry is > 0 and the logs below are finite). A held-out label ``(i, j, l)`` has predictive
    probability ``Σ_t T[i, t] · confusion_j[t, l]``.
-3. A candidate's score is the mean log predictive probability of all held-out labels. The
-   highest score wins; a candidate within ``tie_tolerance`` nats per label of the best is
-   level with it, and among level candidates the earliest in ``candidates`` wins (the order
-   is the preference). The winner is fitted on all labels and gives ``probas_``.
+3. A candidate's score is the mean log predictive probability of all held-out labels (every
+   label is held out once). A candidate is level with the best scorer when its shortfall is
+   within ``level_within`` standard errors of the paired per-label difference (so a
+   difference the labels cannot tell from noise decides nothing); among level candidates the
+   earliest in ``candidates`` wins (the order is the preference: the candidate with the
+   smallest worst case first). The winner is fitted on all labels and gives ``probas_``.
 
 This is the held-out predictive likelihood of the labels — evidence the labels themselves
 give, with no gold. It rewards a posterior that puts each item's mass where the other
@@ -44,9 +48,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from crowdbudget._random import as_generator
-from crowdbudget.aggregation.base import Aggregator, FloatArray
+from crowdbudget.aggregation.base import Aggregator, FloatArray, IntArray
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 from crowdbudget.labels import LabelData
 
@@ -69,12 +74,27 @@ def _subset(data: LabelData, keep: np.ndarray) -> LabelData:
     )
 
 
+def label_folds(data: LabelData, n_folds: int, seed: int) -> IntArray:
+    """The fold of every label, shape (n_labels,), in 0..n_folds − 1: a seeded hash of the
+    label's (item id, worker id), so the split does not depend on the order of the rows."""
+    pairs = (
+        data.item_ids[data.items].astype(str) + "\x1f" + data.worker_ids[data.workers].astype(str)
+    )
+    hashed = pd.util.hash_array(np.asarray(pairs, dtype=object))
+    salt = np.uint64(np.random.default_rng(seed).integers(2**62))
+    # xor with the seed's salt, then one more mixing step of the hash so the salt reaches
+    # every bit of the fold (uint64 arithmetic wraps, which is what a hash wants)
+    mixed = pd.util.hash_array(hashed ^ salt)
+    return np.asarray(mixed % np.uint64(n_folds), dtype=np.int64)
+
+
 def held_out_log_likelihood(
     posterior: FloatArray, train: LabelData, test: LabelData, shrinkage: float = 2.0
-) -> float:
-    """Mean log predictive probability of the labels of ``test`` given the class posterior
-    ``posterior`` (n_items, C) fitted on ``train``, through per-worker confusion matrices
-    estimated from ``train`` and shrunk to the pooled one (module docstring, step 2)."""
+) -> FloatArray:
+    """Log predictive probability of each label of ``test``, shape (test.n_labels,), given
+    the class posterior ``posterior`` (n_items, C) fitted on ``train``, through per-worker
+    confusion matrices estimated from ``train`` and shrunk to the pooled one (module
+    docstring, step 2)."""
     C, n_w = train.n_classes, train.n_workers
     soft = posterior[train.items]  # (n_train, C): P(true class t) of each training label
     # counts[j, t, l] = Σ soft[n, t] over worker j's training labels l: one bincount
@@ -91,7 +111,7 @@ def held_out_log_likelihood(
     predictive = np.einsum(
         "nt,nt->n", posterior[test.items], confusion[test.workers, :, test.labels]
     )
-    return float(np.mean(np.log(predictive)))
+    return np.asarray(np.log(predictive), dtype=float)
 
 
 class HeldOutLabelChoice(Aggregator):
@@ -103,28 +123,30 @@ class HeldOutLabelChoice(Aggregator):
             ones on more classes) are skipped.
         n_folds: folds of the labels (>= 2).
         shrinkage: labels' worth of the pooled confusion matrix in each worker's (> 0).
-        tie_tolerance: nats per held-out label within which candidates are level (>= 0).
+        level_within: standard errors of the paired per-label score difference within which
+            a candidate is level with the best (>= 0; 0: the best score wins outright).
         rng: seed of the fold split, passed on to every candidate as its ``seed``.
 
     Fitted: ``probas_``, ``labels_`` (the winner's, fitted on all labels), ``chosen_`` (the
     winner's id), ``scores_`` (id → mean held-out log-likelihood per label; a skipped
-    candidate is absent), ``chosen_aggregator_`` (the fitted winner), ``reason_`` (one line
+    candidate is absent), ``standard_errors_`` (id → standard error of its mean shortfall to
+    the best score), ``chosen_aggregator_`` (the fitted winner), ``reason_`` (one line
     saying what was chosen and why).
     """
 
     def __init__(
         self,
-        candidates: Sequence[str] = DEFAULT_CANDIDATES,
+        candidates: Sequence[str] | str = ",".join(DEFAULT_CANDIDATES),
         n_folds: int = 3,
         shrinkage: float = 2.0,
-        tie_tolerance: float = 1e-4,
+        level_within: float = 2.0,
         rng: int | np.random.Generator | None = 0,
     ) -> None:
         super().__init__(rng=rng)
         self.candidates = candidates
         self.n_folds = n_folds
         self.shrinkage = shrinkage
-        self.tie_tolerance = tie_tolerance
+        self.level_within = level_within
 
     def _check(self) -> tuple[str, ...]:
         candidates = (
@@ -141,9 +163,9 @@ class HeldOutLabelChoice(Aggregator):
             raise InvalidParameterError(f"auto: n_folds must be an integer >= 2, got {n_folds!r}")
         if not self.shrinkage > 0:
             raise InvalidParameterError(f"auto: shrinkage must be > 0, got {self.shrinkage!r}")
-        if not self.tie_tolerance >= 0:
+        if not self.level_within >= 0:
             raise InvalidParameterError(
-                f"auto: tie_tolerance must be >= 0, got {self.tie_tolerance!r}"
+                f"auto: level_within must be >= 0, got {self.level_within!r}"
             )
         return candidates
 
@@ -163,38 +185,57 @@ class HeldOutLabelChoice(Aggregator):
         seed = self._seed()
         for candidate in candidates:  # an unknown id fails before any fit
             self._build(candidate, seed)
-        fold = np.random.default_rng(seed).permutation(data.n_labels) % self.n_folds
-        totals: dict[str, float] = {}
+        if data.n_labels < self.n_folds:  # nothing to hold out: the first candidate
+            candidates = candidates[:1]
+        fold = label_folds(data, self.n_folds, seed)
+        per_label: dict[str, FloatArray] = {}
         for candidate in candidates:
-            total, refused = 0.0, False
-            for k in range(self.n_folds):
-                train, test = _subset(data, fold != k), _subset(data, fold == k)
-                try:
+            scores = np.empty(data.n_labels)
+            try:
+                for k in range(self.n_folds):
+                    held = fold == k
+                    train, test = _subset(data, ~held), _subset(data, held)
                     posterior = self._build(candidate, seed).fit(train).probas_
-                except CrowdBudgetError:  # e.g. a binary-only candidate on more classes
-                    refused = True
-                    break
-                score = held_out_log_likelihood(posterior, train, test, float(self.shrinkage))
-                total += score * test.n_labels
-            if not refused:
-                totals[candidate] = total / max(data.n_labels, 1)
-        if not totals:
+                    scores[held] = held_out_log_likelihood(
+                        posterior, train, test, float(self.shrinkage)
+                    )
+            except CrowdBudgetError:  # e.g. a binary-only candidate on more classes
+                continue
+            per_label[candidate] = scores
+        if not per_label:
             raise InvalidParameterError(
                 f"auto: every candidate refused the data ({', '.join(candidates)})"
             )
-        best = max(totals.values())
+        totals = {c: float(v.mean()) if v.size else 0.0 for c, v in per_label.items()}
+        best = max(totals, key=lambda c: totals[c])
+        n = max(data.n_labels, 1)
+
+        # the standard error of each candidate's mean shortfall to the best, from the paired
+        # per-label differences (0 for the best itself)
+        errors = {
+            c: float((per_label[best] - v).std()) / float(np.sqrt(n)) for c, v in per_label.items()
+        }
         chosen = next(
-            c for c in candidates if c in totals and totals[c] >= best - self.tie_tolerance
+            c
+            for c in candidates
+            if c in per_label and totals[best] - totals[c] <= self.level_within * errors[c]
         )
         winner = self._build(chosen, seed).fit(data)
-        runner_up = sorted((s for c, s in totals.items() if c != chosen), reverse=True)
-        margin = f", {totals[chosen] - runner_up[0]:+.4f} over the next" if runner_up else ""
+        if chosen == best:
+            others = [totals[c] for c in totals if c != chosen]
+            why = f", {totals[chosen] - max(others):+.4f} over the next" if others else ""
+        else:
+            why = (
+                f"; level with {best} ({totals[best]:.4f}) within {self.level_within:g} "
+                "standard errors, and earlier in the order of preference"
+            )
         self.chosen_ = chosen
         self.scores_ = totals
+        self.standard_errors_ = errors
         self.chosen_aggregator_ = winner
         self.reason_ = (
-            f"{chosen}: highest held-out label log-likelihood "
-            f"({totals[chosen]:.4f} nats per label over {self.n_folds} folds{margin})"
+            f"{chosen}: held-out label log-likelihood "
+            f"({totals[chosen]:.4f} nats per label over {self.n_folds} folds{why})"
         )
         return np.asarray(winner.probas_, dtype=float)
 

@@ -31,7 +31,7 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``mace-eb-cp`` | :class:`MACE`, ``prior_fit="competence"``, | as ``mace`` |
 |  | ``class_prior="learned"`` |  |
 | ``auto`` | :class:`HeldOutLabelChoice` (the candidate that best predicts held-out | |
-|  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``tie-tolerance`` |
+|  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``level-within`` |
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
 | ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
@@ -76,7 +76,7 @@ from crowdbudget.aggregation.mace import CLASS_PRIORS, MACE, METHODS
 from crowdbudget.aggregation.mace import PRIOR_FITS as MACE_PRIOR_FITS
 from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityVote
 from crowdbudget.aggregation.mmsr import MMSR
-from crowdbudget.aggregation.model_choice import DEFAULT_CANDIDATES, HeldOutLabelChoice
+from crowdbudget.aggregation.model_choice import HeldOutLabelChoice
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
 from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
@@ -192,14 +192,14 @@ def read_temperature(text: str) -> float | str:
     return text if text == "auto" else float(text)
 
 
-def read_candidate_ids(text: str) -> tuple[str, ...]:
-    """``"bds,ds"`` (or ``"bds;ds"``) → ("bds", "ds"): aggregator ids, each registered and
-    not ``auto``."""
-    ids = tuple(v.strip() for v in text.replace(";", ",").split(",") if v.strip())
+def read_candidate_ids(text: str) -> str:
+    """``"bds,ds"`` or ``"bds;ds"`` → ``"bds,ds"``: aggregator ids, each registered and not
+    ``auto``, as one comma-separated string (the form :class:`HeldOutLabelChoice` stores)."""
+    ids = [v.strip() for v in text.replace(";", ",").split(",") if v.strip()]
     known = {*AGGREGATORS.entries(), *AGGREGATORS.aliases()}
     if not ids or any(i not in known or i == "auto" for i in ids):
         raise ValueError(text)
-    return ids
+    return ",".join(ids)
 
 
 def _row(name: str, read: Callable[[str], Any], doc: str, **rest: Any) -> AggregatorParam:
@@ -496,13 +496,17 @@ for _spec in (
             read_candidate_ids,
             "aggregator ids to choose among, in order of preference (bds,ds)",
             type_label="list of aggregator ids",
-            default=",".join(DEFAULT_CANDIDATES),
         ),
         _row("n-folds", int, "folds of the labels", low=2, high=20),
         _row(
             "shrinkage", float, "labels' worth of the pooled confusion matrix", low=0, low_open=True
         ),
-        _row("tie-tolerance", float, "nats per label within which candidates are level", low=0),
+        _row(
+            "level-within",
+            float,
+            "standard errors of the score difference within which candidates are level",
+            low=0,
+        ),
     ),
     _aggregator(
         "mmsr",

@@ -133,11 +133,32 @@ def test_choose_verdict_breaks_a_near_tie_by_nll_and_needs_every_row() -> None:
         ]
     )
     chosen, ranking = choose_verdict(table, margin=0.005)
-    assert chosen == "calibrated"  # within 0.005 of the smallest worst shortfall, lower NLL
+    assert chosen == "calibrated"  # within 0.005 on every row, then the lower NLL
     assert not ranking.loc["binary-only", "eligible"]  # no row on set b
     assert choose_verdict(table, margin=0.0)[0] == "sharp"
     with pytest.raises(InvalidParameterError, match="no candidate"):
         choose_verdict(table, candidates=["binary-only"])
+
+
+def test_choose_verdict_compares_the_next_worst_row_when_the_worst_is_shared() -> None:
+    # on row "a" every method fails alike; row "b" separates them
+    table = _table(
+        [
+            ("a", "oracle", 0.95, 0.3),
+            ("a", "robust", 0.80, 0.5),
+            ("a", "fragile", 0.80, 0.1),
+            ("b", "oracle", 0.60, 0.3),
+            ("b", "robust", 0.90, 0.5),
+            ("b", "fragile", 0.83, 0.1),
+            ("c", "oracle", 0.60, 0.3),
+            ("c", "robust", 0.90, 0.5),
+            ("c", "fragile", 0.90, 0.1),
+        ]
+    )
+    chosen, ranking = choose_verdict(table)
+    assert chosen == "robust"
+    assert ranking.loc["fragile", "worst_shortfall"] == pytest.approx(0.15)
+    assert ranking.loc["fragile", "second_shortfall"] == pytest.approx(0.07)
 
 
 def test_run_bed_gives_one_row_per_set_budget_and_method() -> None:

@@ -379,10 +379,12 @@ def run_bed(
 def choose_verdict(
     table: pd.DataFrame, margin: float = 0.005, *, candidates: Iterable[str] | None = None
 ) -> tuple[str, pd.DataFrame]:
-    """The default-verdict rule: the method with the smallest *worst* accuracy shortfall to
-    the best method of each row (set, labels per item) of ``table`` — the worst case, not the
-    mean — and, among those within ``margin`` of that smallest worst shortfall, the lowest
-    mean NLL.
+    """The default-verdict rule: the method whose *worst* accuracy shortfall to the best
+    method of each row (set, labels per item) of ``table`` is smallest — the worst case, not
+    the mean. Methods within ``margin`` of the smallest worst shortfall are level, and are
+    compared by their second-worst shortfall (again up to ``margin``), then the third, and so
+    on (the lexicographic worst case: one row where every method fails does not make them
+    all equal); methods level on every row are decided by the lowest mean NLL.
 
     ``table``: rows with ``set``, ``per_item``, ``method``, ``accuracy``, ``nll`` (as
     :func:`run_bed` returns). The best method of a row is the best among all methods of the
@@ -390,8 +392,9 @@ def choose_verdict(
     sets) and in ``candidates`` (default: all) can be chosen.
 
     Returns the chosen id and one row per method: ``rows``, ``worst_shortfall``,
-    ``worst_row`` (where it is), ``mean_shortfall``, ``mean_nll``, ``eligible``, sorted by
-    the rule. Raises InvalidParameterError when no method has a row everywhere."""
+    ``worst_row`` (where it is), ``second_shortfall``, ``mean_shortfall``, ``mean_nll``,
+    ``eligible`` (still in the running when the rule stopped), sorted by the rule. Raises
+    InvalidParameterError when no method has a row everywhere."""
     key = table["set"].astype(str) + "@" + table["per_item"].astype(str)
     best = table.groupby(key)["accuracy"].transform("max")
     rows = table.assign(key=key, shortfall=best - table["accuracy"])
@@ -407,19 +410,26 @@ def choose_verdict(
     per_method["worst_row"] = pd.Series(
         rows.loc[worst_at.to_numpy(), "key"].to_numpy(), index=worst_at.index
     )
+    # every method's shortfalls, worst first: shape (n_rows,) for a method with every row
+    ordered = {str(m): np.sort(g["shortfall"].to_numpy())[::-1] for m, g in rows.groupby("method")}
+    per_method["second_shortfall"] = [
+        float(ordered[str(m)][1]) if ordered[str(m)].size > 1 else 0.0 for m in per_method.index
+    ]
     wanted = set(per_method.index if candidates is None else candidates)
-    complete = per_method[(per_method["rows"] == n_rows) & per_method.index.isin(wanted)]
-    if complete.empty:
+    pool = [str(m) for m in per_method.index if per_method.loc[m, "rows"] == n_rows and m in wanted]
+    if not pool:
         raise InvalidParameterError(
             "choose_verdict: no candidate method has a row for every (set, labels per item)"
         )
-    smallest = complete["worst_shortfall"].min()
-    per_method["eligible"] = per_method.index.isin(complete.index) & (
-        per_method["worst_shortfall"] <= smallest + margin + 1e-12
-    )
-    pool = per_method[per_method["eligible"]]
-    chosen = pool.sort_values(["mean_nll", "worst_shortfall"]).index[0]
+    for level in range(n_rows):
+        smallest = min(ordered[m][level] for m in pool)
+        pool = [m for m in pool if ordered[m][level] <= smallest + margin + 1e-12]
+        if len(pool) == 1:
+            break
+    per_method["eligible"] = per_method.index.isin(pool)
+    chosen = per_method.loc[pool].sort_values(["mean_nll", "worst_shortfall"]).index[0]
     ranking = per_method.sort_values(
-        ["eligible", "worst_shortfall", "mean_nll"], ascending=[False, True, True]
+        ["eligible", "worst_shortfall", "second_shortfall", "mean_nll"],
+        ascending=[False, True, True, True],
     )
     return str(chosen), ranking

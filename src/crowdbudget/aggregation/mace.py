@@ -21,12 +21,12 @@ Inference (§2.1 EM, §2.2 variational Bayes — the default, as in the paper an
   ``θ̃ ∝ exp(ψ(count + prior) − ψ(Σ (count + prior)))`` (not normalised — §2.2: "the
   parameters no longer sum to one", which is what shrinks rarely-seen workers).
   Defaults are crowd-kit's: ``alpha = beta = 0.5``, ``strategy_prior = 10``.
-- Empirical-Bayes priors (``prior_fit``; ``mace-eb`` is ``prior_fit="competence"``, the
-  project's default verdict since issue 15's stop 32). Hovy et al. and crowd-kit hand-set the
-  priors (Beta(0.5, 0.5) on (spam, know), a symmetric Dirichlet(10) on every ξ_j), the same
-  for every crowd: a worker seen a few times is read through a prior that says "spams half of
-  the time" whatever the crowd is like. With ``prior_fit="competence"`` the Beta prior is the
-  upper level of a hierarchical model, set from the crowd itself as in
+- Empirical-Bayes priors (``prior_fit``; ``mace-eb`` is ``prior_fit="competence"``). Hovy et
+  al. and crowd-kit hand-set the priors (Beta(0.5, 0.5) on (spam, know), a symmetric
+  Dirichlet(10) on every ξ_j), the same for every crowd: a worker seen a few times is read
+  through a prior that says "spams half of the time" whatever the crowd is like. With
+  ``prior_fit="competence"`` the Beta prior is the upper level of a hierarchical model, set
+  from the crowd itself as in
   :mod:`~crowdbudget.aggregation.bayesian_dawid_skene` (two-stage empirical Bayes): the
   expected ``(spamming, knowing)`` counts of every worker at the symmetric start's E-step (the
   majority vote), shape (n_workers, 2), are read as Dirichlet-multinomial (Pólya) draws and

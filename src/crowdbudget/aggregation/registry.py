@@ -33,7 +33,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``auto`` | :class:`HeldOutLabelChoice` (the candidate that best predicts held-out | |
 |  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``level-within`` |
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
-| ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
+| ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior; | |
+|  | the default verdict) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
 |  |  | ``prior-fit``, ``temperature`` |
 
@@ -47,9 +48,9 @@ Ranges the closed intervals of :class:`~crowdbudget.registry.Param` cannot say (
 words of the class's own check (``aggregator 'ds': n-iter=0 is out of range (n_iter must be
 an integer >= 1)``).
 
-:data:`DEFAULT_VERDICT` is the id of the default verdict (``aggregate``'s default method and
-``compare``'s ``verdict=`` policy), chosen by the calibration measurement of
-docs/calibration.md (``benchmarks/bench_calibration.py``).
+:data:`DEFAULT_VERDICT` is the id of the default verdict (``aggregate``'s default method,
+``compare``'s ``verdict=`` policy and the worker-aware default policy's verdict), chosen by
+the worst-case rule on the stress bed (docs/stress-bed.md, ``crowdbudget stress``).
 
 Example:
     >>> make_aggregator("ds:n-iter=50")
@@ -83,16 +84,12 @@ from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param, Spec, parse
 
-#: The default verdict, by the rule of issue 19 on the measurement of docs/calibration.md
-#: (``benchmarks/bench_calibration.py``): the best-calibrated aggregator whose accuracy is
-#: within 0.005 of the most accurate everywhere. No aggregator is (fact_eval's gold subset
-#: and adult separate them by 0.02–0.05), so the smallest worst shortfall decides first (up
-#: to the same 0.005), then the lowest mean ECE. Hand-set MACE (``mace``) until issue 15's
-#: stop 32; since then the rule reads every (set, labels per item) row, not only the
-#: full-data ones, and picks the empirical-Bayes MACE (``mace-eb``): worst shortfall 0.049
-#: like ``mace`` and ``bds`` (fact_eval), mean ECE 0.109 over the 35 rows against ``mace``'s
-#: 0.136 and ``bds``'s 0.126, mean NLL 0.75 against 0.88 and 1.98.
-DEFAULT_VERDICT = "mace-eb"
+#: The default verdict: the aggregator that :func:`crowdbudget.experiments.stress.choose_verdict`
+#: selects on the stress bed and every bundled crowd set, all labels and 1 / 2 / 3 / 5 labels
+#: per item (the smallest worst accuracy shortfall to the best method of each crowd, ties by
+#: the next-worst, then NLL) — ``crowdbudget stress --per-item 1,2,3,5 --reps 3``; the table
+#: and its numbers: docs/stress-bed.md.
+DEFAULT_VERDICT = "bds"
 
 
 # --------------------------------------------------------------------------- parameter rows

@@ -492,7 +492,7 @@ for _spec in (
             "candidates",
             read_candidate_ids,
             "aggregator ids to choose among, in order of preference (bds,ds)",
-            type_label="list of aggregator ids",
+            type_label="list of registered aggregator ids other than auto",
         ),
         _row("n-folds", int, "folds of the labels", low=2, high=20),
         _row(

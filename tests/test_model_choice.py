@@ -48,9 +48,7 @@ def test_held_out_labels_are_likelier_under_the_truth_than_under_its_flip() -> N
     folds = label_folds(crowd, 3, 0)
     train = crowd.labels[folds != 0]
     assert 0 < train.size < crowd.n_labels
-    from crowdbudget.aggregation.model_choice import _subset
-
-    train_data, test_data = _subset(crowd, folds != 0), _subset(crowd, folds == 0)
+    train_data, test_data = crowd.labels_subset(folds != 0), crowd.labels_subset(folds == 0)
     truth = np.eye(2)[crowd.gold]
     flipped = np.eye(2)[1 - crowd.gold]
     uniform = np.full((crowd.n_items, 2), 0.5)

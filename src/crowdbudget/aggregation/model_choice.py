@@ -59,21 +59,6 @@ from crowdbudget.labels import LabelData
 DEFAULT_CANDIDATES = ("bds", "ds", "mace-eb-cp", "mace-eb")
 
 
-def _subset(data: LabelData, keep: np.ndarray) -> LabelData:
-    """The labels where ``keep`` (bool, shape (n_labels,)) is true; items, workers and
-    classes keep their codes."""
-    return LabelData(
-        items=data.items[keep],
-        workers=data.workers[keep],
-        labels=data.labels[keep],
-        item_ids=data.item_ids,
-        worker_ids=data.worker_ids,
-        classes=data.classes,
-        gold=data.gold,
-        name=data.name,
-    )
-
-
 def label_folds(data: LabelData, n_folds: int, seed: int) -> IntArray:
     """The fold of every label, shape (n_labels,), in 0..n_folds − 1: a seeded hash of the
     label's (item id, worker id), so the split does not depend on the order of the rows."""
@@ -194,7 +179,7 @@ class HeldOutLabelChoice(Aggregator):
             try:
                 for k in range(self.n_folds):
                     held = fold == k
-                    train, test = _subset(data, ~held), _subset(data, held)
+                    train, test = data.labels_subset(~held), data.labels_subset(held)
                     posterior = self._build(candidate, seed).fit(train).probas_
                     scores[held] = held_out_log_likelihood(
                         posterior, train, test, float(self.shrinkage)

@@ -277,17 +277,7 @@ def subsample_per_item(data: LabelData, per_item: int, rng: np.random.Generator)
     items_sorted = data.items[order]
     starts = np.searchsorted(items_sorted, items_sorted, side="left")
     rank = np.arange(data.n_labels) - starts
-    keep = np.sort(order[rank < per_item])
-    return LabelData(
-        items=data.items[keep],
-        workers=data.workers[keep],
-        labels=data.labels[keep],
-        item_ids=data.item_ids,
-        worker_ids=data.worker_ids,
-        classes=data.classes,
-        gold=data.gold,
-        name=data.name,
-    )
+    return data.labels_subset(np.sort(order[rank < per_item]))
 
 
 def evaluate_method(method: str, data: LabelData) -> dict[str, float] | None:

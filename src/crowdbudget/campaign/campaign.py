@@ -1476,6 +1476,9 @@ class Campaign:
             classes=tuple(self.config.classes),
         )
         fitted = make_aggregator(f"{verdict}:seed={self.config.seed}").fit(data)
+        # a verdict that chooses among models (``auto``) re-chooses at every fit on the labels
+        # then recorded; :meth:`status` reports its latest choice (``verdict_choice``)
+        self._verdict_choice = fitted.choice() if hasattr(fitted, "choice") else None
         return np.asarray(fitted.labels_, dtype=np.int64), np.asarray(fitted.probas_, dtype=float)
 
     def results(self, verdict: str | None = None, *, floor: bool = False) -> pd.DataFrame:
@@ -1526,7 +1529,9 @@ class Campaign:
         count of complete items when it has one (else the items with posterior confidence
         >= 0.95). ``stopped`` is true once the policy has stopped by itself (no item gains
         from another label, Li et al. Algorithm 1) with nothing pending; ``saved`` is then
-        the budget it left unspent.
+        the budget it left unspent. ``verdict_choice``: with a verdict that chooses among
+        models (``auto``), its latest choice (``chosen``, ``reason``, ``scores``) from the last
+        :meth:`results` / :meth:`verdict_probabilities`; else None.
         """
         assert self.config is not None
         self.expire_overdue()
@@ -1557,6 +1562,8 @@ class Campaign:
             "saved": float(self._ledger.remaining) if stopped else 0.0,
             "policy_status": policy_status,
             "events": self._seq,
+            # the model a choosing verdict (``auto``) picked at its latest fit, and why
+            "verdict_choice": getattr(self, "_verdict_choice", None),
         }
 
     def worker_reliability(self) -> pd.DataFrame:

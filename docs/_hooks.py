@@ -9,12 +9,10 @@ from typing import Any
 
 
 def _cli_reference() -> str:
-    from crowdbudget.cli import build_parser
+    from crowdbudget.cli import all_commands, build_parser
 
-    parser = build_parser()
-    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     parts = []
-    for name, command in commands.items():
+    for name, command in all_commands(build_parser()).items():
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
             command.print_help()

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from crowdbudget.client import Client
+from crowdbudget.client import Client, ServiceError
 from crowdbudget.datasets import load_dataset
 from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.service.local import free_port as _free_port
@@ -47,6 +47,10 @@ def start_service(db_path: Path) -> tuple[subprocess.Popen[bytes], str]:
             f"sqlite:///{db_path}",
             "--port",
             str(port),
+            # simulated workers answer at machine speed: lift the per-key request rate
+            # meant for people
+            "--requests-per-second-per-key",
+            "100000",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -60,7 +64,7 @@ def start_service(db_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         except httpx.TransportError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("the service did not start")
+    raise SystemExit("live_campaign: error: crowdbudget serve did not answer within 30 s")
 
 
 class RecordedAnswers:
@@ -173,6 +177,9 @@ def main() -> None:
                 seed=args.seed,
                 base_url=base,
             )
+        except ServiceError as error:  # a refusal or no answer in time: one line, no traceback
+            print(f"live_campaign: error: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
         finally:
             proc.kill()
             proc.wait()

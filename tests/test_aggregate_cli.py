@@ -54,7 +54,7 @@ def test_proba_json_and_gold(tmp_path: Path, capsys) -> None:  # type: ignore[no
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["aggregate", "missing.csv"], "labels file 'missing.csv' not found"),
+        (["aggregate", "missing.csv"], "labels file missing.csv does not exist"),
         (["aggregate", "LABELS", "--method", "nope"], "unknown aggregator 'nope'"),
         (["aggregate", "LABELS", "--reliability", "x.png"], "--reliability needs --gold"),
     ],

@@ -124,28 +124,3 @@ def test_aggregate_reports_the_choice(tmp_path: object, capsys: pytest.CaptureFi
     assert choice["chosen"] in choice["scores"] and choice["reason"].startswith(choice["chosen"])
     assert main(["aggregate", str(path), "--method", "auto", "--out", str(out)]) == 0
     assert "auto chose" in capsys.readouterr().err
-
-
-def test_a_live_campaign_reports_the_choice_of_its_verdict() -> None:
-    import pandas as pd
-
-    from crowdbudget.campaign import Campaign
-
-    crowd = make_crowd(replace(IMBALANCED, n_items=120), 0)
-    live = Campaign.create(
-        items=list(crowd.item_ids), budget=10, classes=list(crowd.classes), verdict="auto"
-    )
-    assert live.status()["verdict_choice"] is None  # no verdict fitted yet
-    labels = pd.DataFrame(
-        {
-            "task": crowd.item_ids[crowd.items],
-            "worker": crowd.worker_ids[crowd.workers],
-            "label": np.asarray(crowd.classes, dtype=object)[crowd.labels],
-        }
-    )
-    assert live.import_labels(labels) == crowd.n_labels
-    before = live.export_labels()
-    results = live.results()
-    choice = live.status()["verdict_choice"]
-    assert choice["chosen"] in choice["scores"] and len(results) == crowd.n_items
-    pd.testing.assert_frame_equal(live.export_labels(), before)  # reading changes no label

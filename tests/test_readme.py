@@ -45,3 +45,23 @@ def test_ci_runs_readme_test_command() -> None:
     assert len(commands) == 1, "README must show exactly one set-up-and-test command"
     ci = (ROOT / ".ci" / "run").read_text()
     assert commands[0] in ci.splitlines()
+
+
+def test_readme_says_how_long_the_tests_take_what_skips_need_and_a_first_check() -> None:
+    text = (ROOT / "README.md").read_text()
+    tests_part = text.split("Set up and run the tests", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"about \d+ minutes on a quiet 2-core", tests_part)
+    for needed in ("PostgreSQL", "Label Studio", "crowd-kit", "Chromium"):
+        assert f"**{needed}**" in tests_part, needed
+    for variable in ("POSTGRES", "LABELSTUDIO", "CROWDKIT", "BROWSER"):
+        assert f"CROWDBUDGET_REQUIRE_{variable}" in tests_part, variable
+    (first_check,) = re.findall(r"`(\.venv/bin/python -m pytest -q tests/[^`]+)`", tests_part)
+    files = first_check.split("-q", 1)[1].split()
+    assert len(files) >= 3 and all((ROOT / name).is_file() for name in files), files
+
+
+def test_readme_says_how_to_browse_the_built_docs() -> None:
+    docs_part = (ROOT / "README.md").read_text().split("## Documentation", 1)[1]
+    assert "site/index.html" in docs_part and "mkdocs serve" in docs_part
+    assert "http.server" in docs_part
+    assert "use_directory_urls: false" in (ROOT / "mkdocs.yml").read_text()

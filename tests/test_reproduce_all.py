@@ -2,7 +2,7 @@
 
 The registry lists every id with its paper, figure, replications and parameter table;
 ``reproduce --list --json`` is that table; ``reproduce --all --quick --only ID,ID`` writes every
-figure, one combined JSON and one Markdown report with the wall time of each id, and its
+figure, one combined JSON and one Markdown report with when each id finished, and its
 numbers are those of ``reproduce ID`` (the golden ``reproduce/*`` hashes pin them).
 """
 

@@ -335,14 +335,15 @@ def test_push_mode_and_label_import(api: TestClient) -> None:
     assert [a["worker_id"] for a in pushed.json()] == ["ann", "bob", "cy"]
     assert len({a["item_id"] for a in pushed.json()}) == 3  # busy items are offered last
     csv = "task,worker,label\na,ext1,yes\nb,ext2,no\n"
-    r = api.post(f"/v1/campaigns/{cid}/labels/import", content=csv, headers=_bearer(key))
+    csv_headers = {**_bearer(key), "Content-Type": "text/csv"}
+    r = api.post(f"/v1/campaigns/{cid}/labels/import", content=csv, headers=csv_headers)
     assert r.status_code == 200 and r.json() == {"imported": 2}
     status = api.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()
     assert status["n_labels"] == 2 and status["spent"] == 0 and status["pending"] == 3
     bad = api.post(
         f"/v1/campaigns/{cid}/labels/import",
         content="task,worker,label\nzz,e,yes\n",
-        headers=_bearer(key),
+        headers=csv_headers,
     )
     assert bad.status_code == 422 and "unknown item 'zz'" in bad.text
 

@@ -52,7 +52,8 @@ class Api:
         return {} if key is None else {"Authorization": f"Bearer {key}"}
 
     def call(self, method: str, path: str, key: str | None = None, **kwargs: Any) -> Any:
-        return self.client.request(method, path, headers=self.headers(key), **kwargs)
+        headers = {**self.headers(key), **kwargs.pop("headers", {})}
+        return self.client.request(method, path, headers=headers, **kwargs)
 
     def create(self, key: str | None = OPERATOR, **body: Any) -> dict[str, Any]:
         body = {"items": [f"i{k}" for k in range(6)], "budget": 20, **body}
@@ -213,7 +214,8 @@ def test_body_size_items_ids_and_labels_are_bounded(tmp_path: Path) -> None:
     assert "limit" in api.refused("POST", "/v1/campaigns", OPERATOR, 413, json=huge_name)
     # a body without a declared length (chunked) is counted as it arrives
     chunks = (b"x" * 50_000 for _ in range(10))
-    api.refused("POST", "/v1/campaigns", OPERATOR, 413, content=chunks)
+    json_type = {"Content-Type": "application/json"}
+    api.refused("POST", "/v1/campaigns", OPERATOR, 413, content=chunks, headers=json_type)
     many = {"items": [f"i{k}" for k in range(1001)], "budget": 1}
     assert "at most 1000" in api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=many)
     long_id = {"items": ["a" * 201], "budget": 1}
@@ -489,7 +491,15 @@ def test_random_valid_and_invalid_requests_keep_every_promise(tmp_path: Path) ->
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    api = Api(tmp_path, operator_key=OPERATOR, default_max_pending_per_worker=2)
+    # hundreds of requests per key at machine speed: the per-key rate (tested on its own)
+    # is lifted so that every step reaches the campaign
+    api = Api(
+        tmp_path,
+        operator_key=OPERATOR,
+        default_max_pending_per_worker=2,
+        requests_per_second_per_key=1e6,
+        request_burst_per_key=10**6,
+    )
     created = api.create(items=[f"i{k}" for k in range(5)], budget=7, ttl=50)
     cid, boss = created["campaign_id"], created["requester_key"]
     tokens = {name: api.worker(cid, boss, name) for name in ("w0", "w1", "w2")}
@@ -623,3 +633,272 @@ def test_results_take_another_verdict_after_the_fact(api: Api) -> None:
         422,
         json={"items": ["a"], "budget": 1, "verdict": "nope"},
     )
+
+
+# ------------------------------------------------- 10. quotas, media types, cached reads
+def test_items_per_campaign_are_bounded_at_creation_and_when_adding(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, max_items_per_campaign=10)
+    assert api.settings.max_items_per_request == 10  # one request fits one campaign
+    too_many = {"items": [f"i{k}" for k in range(11)], "budget": 4}
+    detail = api.refused("POST", "/v1/campaigns", OPERATOR, 422, json=too_many)
+    assert "at most 10" in detail
+    created = api.create(items=[f"i{k}" for k in range(8)])
+    cid, boss = created["campaign_id"], created["requester_key"]
+    # 8 + 2 fits exactly; one more does not, in JSON or in CSV
+    grown = api.call("POST", f"/v1/campaigns/{cid}/items", boss, json={"items": ["n0", "n1"]})
+    assert grown.status_code == 204, grown.text
+    detail = api.refused("POST", f"/v1/campaigns/{cid}/items", boss, 422, json={"items": ["n2"]})
+    assert "11 items" in detail and "max_items_per_campaign" in detail
+    csv = {"Content-Type": "text/csv"}
+    api.refused(
+        "POST", f"/v1/campaigns/{cid}/items/csv", boss, 422, content="item\nn2\n", headers=csv
+    )
+    assert api.call("GET", f"/v1/campaigns/{cid}/status", boss).json()["n_items"] == 10
+
+
+def test_campaigns_per_server_and_per_key_are_counted(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, max_campaigns=5, max_campaigns_per_key=3)
+    for _ in range(3):
+        api.create()
+    detail = api.refused("POST", "/v1/campaigns", OPERATOR, 422, json={"items": ["a"], "budget": 1})
+    assert "created 3 campaigns" in detail and "max_campaigns_per_key 3" in detail
+    # another operator key of the same store (the key was changed) has its own count; the
+    # server's count holds across keys
+    other_key = "another-operator-key-0123456789"
+    other = create_app(api.url, settings=api.settings.with_changes(operator_key=other_key))
+    client = TestClient(other, raise_server_exceptions=False)
+    auth = {"Authorization": f"Bearer {other_key}"}
+    body = {"items": ["a"], "budget": 1}
+    assert [
+        client.post("/v1/campaigns", json=body, headers=auth).status_code for _ in range(3)
+    ] == [
+        201,
+        201,
+        422,
+    ]
+    before = _db_checksum(api.url)
+    refused = client.post("/v1/campaigns", json=body, headers=auth)
+    assert refused.status_code == 422 and "max_campaigns 5" in refused.json()["detail"]
+    assert _db_checksum(api.url) == before
+    assert len(EventStore(api.url).campaign_ids()) == 5
+
+
+def test_a_server_without_operator_key_counts_every_creation_as_one_key(tmp_path: Path) -> None:
+    api = Api(tmp_path, max_campaigns_per_key=2)
+    api.create(key=None)
+    api.create(key=None)
+    api.refused("POST", "/v1/campaigns", None, 422, json={"items": ["a"], "budget": 1})
+
+
+def test_requests_per_key_are_rate_limited_with_retry_after(tmp_path: Path) -> None:
+    # a rate so slow that no token comes back during the test: the burst is all there is
+    api = Api(
+        tmp_path, operator_key=OPERATOR, requests_per_second_per_key=0.01, request_burst_per_key=4
+    )
+    created = api.create()  # the operator key's first request
+    cid, boss = created["campaign_id"], created["requester_key"]
+    codes = [api.call("GET", f"/v1/campaigns/{cid}/status", boss).status_code for _ in range(6)]
+    assert codes == [200, 200, 200, 200, 429, 429]
+    before = _db_checksum(api.url)
+    response = api.call("POST", f"/v1/campaigns/{cid}/workers", boss, json={"worker_id": "w"})
+    assert response.status_code == 429 and _db_checksum(api.url) == before
+    assert response.headers["retry-after"] == "100"  # one token at 0.01 per second
+    detail = response.json()["detail"]
+    assert "0.01 per second" in detail and "\n" not in detail
+    # another key has its own bucket; the operator key has three requests left
+    assert api.call("GET", "/v1/campaigns", OPERATOR).status_code == 200
+    assert api.refused("GET", f"/v1/campaigns/{cid}/status", boss, 429)
+
+
+def test_the_token_bucket_refills_at_its_rate() -> None:
+    from crowdbudget.service.guards import KeyRateLimiter
+
+    now = [0.0]
+    limiter = KeyRateLimiter(rate=2.0, burst=3, clock=lambda: now[0])
+    assert [limiter.take(b"k") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limiter.take(b"k") == pytest.approx(0.5)  # one token at 2 per second
+    now[0] = 0.25
+    assert limiter.take(b"k") == pytest.approx(0.25)  # half a token back
+    now[0] = 0.5
+    assert limiter.take(b"k") == 0.0
+    now[0] = 100.0  # a long pause refills up to the burst, never beyond
+    assert [limiter.take(b"k") for _ in range(4)][-1] > 0.0
+    assert limiter.take(b"other") == 0.0
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "text/csv"]
+)
+def test_a_json_body_of_another_media_type_is_refused_with_415(
+    api: Api, content_type: str | None
+) -> None:
+    created = api.create()
+    cid, boss = created["campaign_id"], created["requester_key"]
+    body = json.dumps({"worker_id": "w"})
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    path = f"/v1/campaigns/{cid}/workers"
+    detail = api.refused("POST", path, boss, 415, content=body, headers=headers)
+    assert "application/json" in detail
+    token = api.worker(cid, boss, "w")
+    work = api.call("POST", f"/v1/campaigns/{cid}/assignments", token).json()
+    label_path = f"/v1/campaigns/{cid}/assignments/{work['assignment_id']}/label"
+    api.refused("POST", label_path, token, 415, content='{"label": "1"}', headers=headers)
+    # the same bodies as JSON are accepted (with a charset parameter too)
+    json_type = {"Content-Type": "Application/JSON; charset=utf-8"}
+    labelled = api.call("POST", label_path, token, content='{"label": "1"}', headers=json_type)
+    assert labelled.status_code == 200, labelled.text
+
+
+def test_a_csv_route_takes_only_text_csv(api: Api) -> None:
+    created = api.create()
+    cid, boss = created["campaign_id"], created["requester_key"]
+    csv = "task,worker,label\ni0,ext,1\n"
+    path = f"/v1/campaigns/{cid}/labels/import"
+    for content_type in (None, "application/json", "text/plain"):
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        assert "text/csv" in api.refused("POST", path, boss, 415, content=csv, headers=headers)
+    imported = api.call("POST", path, boss, content=csv, headers={"Content-Type": "text/csv"})
+    assert imported.status_code == 200 and imported.json() == {"imported": 1}
+
+
+def test_reads_are_computed_once_per_event_count(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"results": 0, "status": 0, "calibration": 0, "dashboard_data": 0}
+    for name in calls:
+        original = getattr(Campaign, name)
+
+        def counted(
+            self: Campaign, *args: Any, _name: str = name, _f: Any = original, **kw: Any
+        ) -> Any:
+            calls[_name] += 1
+            return _f(self, *args, **kw)
+
+        monkeypatch.setattr(Campaign, name, counted)
+    created = api.create(items=["a", "b", "c"], budget=10, default_price=1)
+    cid, boss = created["campaign_id"], created["requester_key"]
+    gold = [{"item": "a", "label": "1"}, {"item": "b", "label": "0"}]
+    assert api.call("PUT", f"/v1/campaigns/{cid}/gold", boss, json=gold).status_code == 204
+    token = api.worker(cid, boss, "w")
+    reads = {
+        "results": f"/v1/campaigns/{cid}/results",
+        "status": f"/v1/campaigns/{cid}/status",
+        "calibration": f"/v1/campaigns/{cid}/calibration",
+        "dashboard_data": f"/v1/campaigns/{cid}/dashboard",
+    }
+    first = {name: api.call("GET", path, boss).json() for name, path in reads.items()}
+    again = {name: api.call("GET", path, boss).json() for name, path in reads.items()}
+    # (the dashboard computes its status inside: one more status call)
+    assert again == first
+    assert calls == {"results": 1, "status": 2, "calibration": 1, "dashboard_data": 1}
+    # a query parameter is part of the key
+    ds = api.call("GET", f"/v1/campaigns/{cid}/results?verdict=mv", boss)
+    assert ds.status_code == 200 and calls["results"] == 2
+    # a label is an event: every read is computed again, and shows it
+    work = api.call("POST", f"/v1/campaigns/{cid}/assignments", token).json()
+    path = f"/v1/campaigns/{cid}/assignments/{work['assignment_id']}/label"
+    assert api.call("POST", path, token, json={"label": "1"}).status_code == 200
+    after = {name: api.call("GET", path, boss).json() for name, path in reads.items()}
+    assert calls == {"results": 3, "status": 4, "calibration": 2, "dashboard_data": 2}
+    labelled = {row["task"]: row["n_labels"] for row in after["results"]}
+    assert labelled[work["item_id"]] == 1 and sum(labelled.values()) == 1
+    assert after["status"]["n_labels"] == 1 and first["status"]["n_labels"] == 0
+    assert after["status"]["events"] > first["status"]["events"]
+
+
+def test_status_is_recomputed_when_an_assignment_expires(tmp_path: Path) -> None:
+    """The only answer that changes without a request: an expiry (it is an event once
+    status releases it, so the cached status at the old count is not served)."""
+    now = [1000.0]
+    url = f"sqlite:///{tmp_path / 'ttl.db'}"
+    app = create_app(url, clock=lambda: now[0], settings=ServiceSettings(operator_key=OPERATOR))
+    client = TestClient(app)
+    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    created = client.post(
+        "/v1/campaigns", json={"items": ["a"], "budget": 3, "ttl": 60}, headers=auth
+    )
+    cid, boss = (
+        created.json()["campaign_id"],
+        {"Authorization": f"Bearer {created.json()['requester_key']}"},
+    )
+    worker = client.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": "w"}, headers=boss)
+    token = {"Authorization": f"Bearer {worker.json()['worker_token']}"}
+    assert client.post(f"/v1/campaigns/{cid}/assignments", headers=token).status_code == 200
+    assert client.get(f"/v1/campaigns/{cid}/status", headers=boss).json()["pending"] == 1
+    now[0] += 61
+    assert client.get(f"/v1/campaigns/{cid}/status", headers=boss).json()["pending"] == 0
+
+
+def test_the_read_cache_is_bounded_and_keeps_the_latest_count() -> None:
+    from crowdbudget.service.read_cache import ReadCache
+
+    cache = ReadCache(max_bytes=10)
+    cache.put("a", 1, b"1234")
+    cache.put("b", 1, b"5678")
+    assert cache.get("a", 1) == b"1234" and cache.get("a", 2) is None
+    cache.put("c", 1, b"9999")  # 12 bytes: the least recently used ("b") goes
+    assert cache.get("b", 1) is None and cache.get("a", 1) == b"1234"
+    assert cache.n_bytes <= 10 and len(cache) == 2
+    cache.put("a", 3, b"xy")
+    cache.put("a", 2, b"old")  # a slower read of an older state does not replace it
+    assert cache.get("a", 3) == b"xy" and cache.get("a", 2) is None
+    cache.put("d", 1, b"x" * 11)  # larger than the whole bound: not kept
+    assert cache.get("d", 1) is None
+
+
+def test_the_client_waits_out_a_429_and_gives_up_past_its_limit() -> None:
+    import httpx
+
+    from crowdbudget.client import Client, ServiceError
+
+    answers = iter([429, 429, 200])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status = next(answers)
+        if status == 429:
+            return httpx.Response(429, headers={"retry-after": "0"}, json={"detail": "slow"})
+        return httpx.Response(200, json={"events": 1})
+
+    client = Client("http://test", "key", transport=httpx.MockTransport(handler))
+    assert client.status("c") == {"events": 1}
+
+    def always_429(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, headers={"retry-after": "5"}, json={"detail": "too many"})
+
+    impatient = Client(
+        "http://test", "key", transport=httpx.MockTransport(always_429), max_rate_wait=1.0
+    )
+    with pytest.raises(ServiceError, match="429: too many"):
+        impatient.status("c")
+
+
+def test_items_held_in_memory_are_bounded_across_campaigns(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, max_items_in_memory=20, max_items_per_campaign=8)
+    held = api.app.state.service._campaigns
+    created = [api.create(items=[f"i{k}" for k in range(6)]) for _ in range(5)]
+    assert sum(len(c.item_ids) for c in held.values()) <= 20 and len(held) == 3
+    for c in created:  # evicted ones are reloaded and answer
+        status = api.call("GET", f"/v1/campaigns/{c['campaign_id']}/status", c["requester_key"])
+        assert status.status_code == 200 and status.json()["n_items"] == 6
+        assert sum(len(c.item_ids) for c in held.values()) <= 20
+
+
+def test_quota_settings_are_checked_and_nested_limits_fit() -> None:
+    from crowdbudget.exceptions import InvalidParameterError
+
+    for name in ("max_campaigns", "requests_per_second_per_key", "read_cache_bytes"):
+        with pytest.raises(InvalidParameterError, match=name):
+            ServiceSettings(**{name: 0})
+    # lowering the enclosing limit alone is enough: the nested one follows it
+    small = ServiceSettings(max_campaigns=5, max_items_in_memory=1000)
+    assert small.max_campaigns_per_key == 5
+    assert small.max_items_per_campaign == small.max_items_per_request == 1000
+
+
+def test_serve_takes_the_quota_flags_and_refuses_a_zero_in_one_line() -> None:
+    from crowdbudget.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["serve", "--max-campaigns", "7", "--requests-per-second-per-key", "2.5"]
+    )
+    assert args.max_campaigns == 7 and args.requests_per_second_per_key == 2.5
+    refused = _serve("--max-items-per-campaign", "0")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1

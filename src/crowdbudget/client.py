@@ -15,11 +15,25 @@ Example (against a running service)::
     print(boss.calibration(created["campaign_id"])["ece"])
 
 Errors come back as :class:`ServiceError` carrying the HTTP status and the service's
-one-line message.
+one-line message; no answer in time, or no connection, as :class:`ServiceUnavailableError`
+(a :class:`ServiceError` with status 0) whose message is one line naming the request and the
+timeout to raise.
+
+Timeouts fit the server's own limits: an ordinary request waits ``timeout`` seconds (10), a
+request that sets up a campaign's policy (:meth:`Client.create_campaign`,
+:meth:`Client.add_items`) ``setup_timeout`` seconds (:data:`SETUP_REQUEST_TIMEOUT`, 50: the
+server first tries the set-up in a helper process under its ``setup_timeout`` of 10 s, waiting
+up to 30 s more for a helper that is starting, then sets the campaign up itself, about as
+long again). A connection that cannot be made is tried :data:`CONNECT_RETRIES` more times
+(nothing reached the server, so no request is sent twice). A request over the server's rate
+for this key (429) is sent again after the ``Retry-After`` seconds the server names (a refused
+request changed nothing, so the retry is safe), for at most ``max_rate_wait`` seconds in all;
+then it is a :class:`ServiceError`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,13 +46,35 @@ except ImportError:
     ) from None
 
 
+from crowdbudget.service.settings import ServiceSettings
+from crowdbudget.service.setup_probe import _HELPER_GRACE
+
+#: seconds an ordinary request waits for the service's answer
+DEFAULT_TIMEOUT = 10.0
+#: seconds a request that sets up a campaign's policy waits: the server's default set-up limit
+#: twice (its probe in a helper process, then its own set-up) and the grace it gives a
+#: set-up helper that is starting (:mod:`crowdbudget.service.setup_probe`)
+SETUP_REQUEST_TIMEOUT = 2 * ServiceSettings.setup_timeout + _HELPER_GRACE
+#: further attempts at a connection that could not be made (no request reached the server)
+CONNECT_RETRIES = 3
+
+
 class ServiceError(Exception):
-    """The service refused a request (``status``: the HTTP status code)."""
+    """The service refused a request (``status``: the HTTP status code; 0 when no answer
+    came, :class:`ServiceUnavailableError`)."""
 
     def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"{status}: {detail}")
+        super().__init__(f"{status}: {detail}" if status else detail)
         self.status = status
         self.detail = detail
+
+
+class ServiceUnavailableError(ServiceError):
+    """No answer: the service could not be reached, or did not answer within the timeout
+    (``status`` 0). The message is one line: the request, what happened, what to change."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(0, detail)
 
 
 class Client:
@@ -50,27 +86,80 @@ class Client:
         base_url: str,
         key: str | None = None,
         *,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT,
+        setup_timeout: float = SETUP_REQUEST_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        max_rate_wait: float = 60.0,
     ) -> None:
+        """``timeout``: seconds an ordinary request waits; ``setup_timeout``: seconds
+        :meth:`create_campaign` and :meth:`add_items` wait (raise both for a server run with
+        a larger ``--setup-timeout``); ``transport``: httpx's (tests), else one that retries
+        a failed connection :data:`CONNECT_RETRIES` times."""
         self.base_url = base_url.rstrip("/")
         self.key = key
         self.timeout = timeout
+        self.setup_timeout = setup_timeout
+        self.max_rate_wait = max_rate_wait
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport or httpx.HTTPTransport(retries=CONNECT_RETRIES),
         )
         self._transport = transport
 
     def with_key(self, key: str) -> Client:
         """A client for the same service with another key."""
-        return Client(self.base_url, key, timeout=self.timeout, transport=self._transport)
+        return Client(
+            self.base_url,
+            key,
+            timeout=self.timeout,
+            setup_timeout=self.setup_timeout,
+            transport=self._transport,
+            max_rate_wait=self.max_rate_wait,
+        )
 
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self._http.request(method, f"/v1{path}", **kwargs)
+    def _send(self, method: str, path: str, *, setup: bool, **kwargs: Any) -> httpx.Response:
+        """One HTTP exchange; no answer in time or no connection is one
+        :class:`ServiceUnavailableError` line naming the request and the timeout to raise."""
+        timeout = self.setup_timeout if setup else self.timeout
+        request = f"{method} {self.base_url}/v1{path}"
+        try:
+            return self._http.request(method, f"/v1{path}", timeout=timeout, **kwargs)
+        except httpx.TimeoutException as error:
+            what = "setup_timeout" if setup else "timeout"
+            stage = "connect" if isinstance(error, httpx.ConnectTimeout) else "answer"
+            raise ServiceUnavailableError(
+                f"{request}: no {stage} within {timeout:g} s (the client's {what}; a busy "
+                f"server may need more: Client(..., {what}=SECONDS))"
+            ) from None
+        except httpx.TransportError as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise ServiceUnavailableError(
+                f"{request}: cannot reach the service ({reason or type(error).__name__}; "
+                f"tried {CONNECT_RETRIES + 1} times); is crowdbudget serve running there?"
+            ) from None
+
+    def _call(self, method: str, path: str, *, setup: bool = False, **kwargs: Any) -> Any:
+        """One request; ``setup``: it sets up a campaign's policy (``setup_timeout``). A 429 is
+        sent again after its ``Retry-After``, for at most ``max_rate_wait`` seconds in all."""
+        waited = 0.0
+        while True:
+            response = self._send(method, path, setup=setup, **kwargs)
+            if response.status_code != 429:
+                break
+            try:
+                pause = float(response.headers.get("retry-after", ""))
+            except ValueError:
+                break
+            if not pause >= 0.0 or waited + pause > self.max_rate_wait:
+                break
+            time.sleep(pause)
+            waited += pause
         if response.status_code >= 400:
             try:
                 detail = response.json().get("detail", response.text)
@@ -85,7 +174,7 @@ class Client:
 
     def create_campaign(self, **config: Any) -> dict[str, Any]:
         """Create a campaign (fields as ``Campaign.create``); returns id and requester key."""
-        result: dict[str, Any] = self._call("POST", "/campaigns", json=config)
+        result: dict[str, Any] = self._call("POST", "/campaigns", json=config, setup=True)
         return result
 
     def list_campaigns(self) -> list[dict[str, Any]]:
@@ -93,7 +182,7 @@ class Client:
         return result
 
     def add_items(self, campaign_id: str, items: list[str]) -> None:
-        self._call("POST", f"/campaigns/{campaign_id}/items", json={"items": items})
+        self._call("POST", f"/campaigns/{campaign_id}/items", json={"items": items}, setup=True)
 
     def add_worker(self, campaign_id: str, worker_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call(

@@ -95,6 +95,9 @@ class Param:
             server settings — file-system paths, cache places, grid and state-space sizes.
         argument: the keyword the factory receives, when it is not the snake_case name
             (an aggregator's ``seed`` is its ``rng``).
+        network_low, network_high: the closed range a network client may choose within, for a
+            parameter that sets work (iterations, restarts; a tolerance's floor): the server
+            refuses beyond it (:meth:`Registry.check_network`), a local caller may go further.
     """
 
     name: str
@@ -106,6 +109,8 @@ class Param:
     high: float | None = None
     network_settable: bool = True
     argument: str | None = None
+    network_low: float | None = None
+    network_high: float | None = None
 
     def convert(self, value: str, owner: str) -> Any:
         """The value of ``value`` (text), checked against the table; ``owner`` names the
@@ -152,7 +157,23 @@ class Param:
         if self.low is not None or self.high is not None:
             row["range"] = [self.low, self.high]
         row["network_settable"] = self.network_settable
+        if self.network_low is not None or self.network_high is not None:
+            row["network_range"] = [self.network_low, self.network_high]
         return row
+
+    def network_refusal(self, value: Any) -> str | None:
+        """Why a network client may not give ``value`` (already converted), or None: a server
+        setting, or a value beyond the network range."""
+        if not self.network_settable:
+            return "is a server setting; an API client may not set it"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        shown = str(value) if isinstance(value, int) else f"{value:g}"
+        if self.network_high is not None and value > self.network_high:
+            return f"is {shown}; this server allows at most {self.network_high:g}"
+        if self.network_low is not None and value < self.network_low:
+            return f"is {shown}; this server allows at least {self.network_low:g}"
+        return None
 
 
 def _as_param(name: str, value: Param | Callable[[str], Any]) -> Param:
@@ -223,6 +244,32 @@ class Capabilities:
 CapabilityRule = Capabilities | Callable[[Mapping[str, Any]], Capabilities]
 
 
+@dataclass(frozen=True)
+class ProblemSize:
+    """The sizes a component's declared cost reads (:attr:`ComponentSpec.cost`).
+
+    Attributes:
+        n_items: items of the problem.
+        budget_labels: the most labels the budget buys (budget / the lowest price).
+        n_classes: classes.
+    """
+
+    n_items: int
+    budget_labels: float
+    n_classes: int
+
+
+def items_by_classes(values: Mapping[str, Any], size: ProblemSize) -> float:
+    """The cost every policy has at least: its state holds a number per item and class."""
+    return float(size.n_items * size.n_classes)
+
+
+#: a declared cost: the component's parameters (kebab-case, converted) and the problem's
+#: sizes → elementary steps of its set-up and first decision (the units of
+#: ``ServiceSettings.max_policy_cost``)
+CostRule = Callable[[Mapping[str, Any], ProblemSize], float]
+
+
 # --------------------------------------------------------------------------- entries
 
 
@@ -243,6 +290,10 @@ class ComponentSpec:
         capabilities: :class:`Capabilities`, or a function of the converted parameters
             (``opt-kg:posterior=one-coin`` chooses workers, ``opt-kg`` does not).
         aliases: other ids that name it (old spellings).
+        cost: its declared cost (:data:`CostRule`): the elementary steps of its set-up and
+            first decision on a problem of a given size, in its own complexity (a graph with
+            an edge per label, a table in the horizon); default :func:`items_by_classes`.
+            A server refuses a campaign whose cost exceeds its limit before building it.
     """
 
     component_id: str
@@ -254,6 +305,7 @@ class ComponentSpec:
     server_only: frozenset[str] = frozenset()
     capabilities: CapabilityRule = field(default_factory=Capabilities)
     aliases: tuple[str, ...] = ()
+    cost: CostRule = items_by_classes
 
     def __post_init__(self) -> None:
         unknown = self.server_only - set(self.params)
@@ -521,6 +573,12 @@ class Registry:
             out[key] = row.convert(value, owner)
         return out
 
+    def cost(self, spec: Spec, size: ProblemSize) -> float:
+        """The declared cost of ``spec`` on a problem of ``size`` (:attr:`ComponentSpec.cost`)."""
+        values = self.values(spec)
+        own = {k: v for k, v in values.items() if k not in self.common}
+        return float(self.entry(spec.id).cost(own, size))
+
     def capabilities(self, spec: Spec) -> Capabilities:
         values = self.values(spec)
         own = {k: v for k, v in values.items() if k not in self.common}
@@ -549,17 +607,20 @@ class Registry:
 
     def check_network(self, text: str | Spec) -> None:
         """Refuse ``text`` from a network client if it sets a parameter whose row says
-        ``network_settable=False`` (one line naming it); otherwise it must be valid."""
+        ``network_settable=False``, or one beyond its row's network range (one line naming
+        the parameter, the value and the limit); otherwise it must be valid."""
         spec = self.spec(text)
         entry = self.entry(spec.id)
+        values = self.values(spec)
         for key, _ in spec.params:
             row = entry.params.get(key)
+            reason = None if row is None else row.network_refusal(values[key])
+            if reason is None:
+                continue
             if row is not None and not row.network_settable:
                 allowed = sorted(n for n, r in entry.params.items() if r.network_settable)
-                raise InvalidParameterError(
-                    f"policy parameter {key!r} of {spec.id!r} is a server setting; an API "
-                    f"client may not set it (allowed here: {', '.join(allowed) or 'none'})"
-                )
+                reason += f" (allowed here: {', '.join(allowed) or 'none'})"
+            raise InvalidParameterError(f"{self.kind} parameter {key!r} of {spec.id!r} {reason}")
 
 
 _REGISTRIES: dict[str, Registry] = {}
@@ -785,6 +846,17 @@ def make_policy(text: str | Spec) -> AllocationPolicy:
     policy: AllocationPolicy = POLICIES.build(spec)
     policy.validate_params()
     return policy
+
+
+def check_network_verdict(text: str) -> None:
+    """Refuse a verdict from a network client (``posterior``, ``paper`` or an aggregator id)
+    whose parameters set more work than a server allows (``n-iter``, ``n-restarts`` beyond
+    their rows' ``network_high``, a ``tol`` under its ``network_low``): one line naming the
+    parameter, the value and the limit. Unknown ids and bad values raise as in
+    :func:`~crowdbudget.aggregation.registry.make_aggregator`."""
+    if text.strip() in ("posterior", "paper"):
+        return
+    AGGREGATORS.check_network(text)
 
 
 def check_network_policy(text: str) -> None:

@@ -203,9 +203,26 @@ def _row(name: str, read: Callable[[str], Any], doc: str, **rest: Any) -> Aggreg
     return AggregatorParam(name, read, doc, **rest)
 
 
+#: the work a network client may ask of one fit (``network_high`` / ``network_low`` of the
+#: rows; a local caller may go beyond): the largest iteration count any id uses by default
+#: (``mmsr``'s 10,000), restarts and inner iterations a few times their defaults, and a
+#: tolerance no finer than double precision resolves (1e-15; ``tol=0``, "never stop early",
+#: is refused: every fit would run to its iteration ceiling). Whatever the parameters, the fit
+#: also runs under the server's deadline and memory ceiling (docs/service.md).
+NETWORK_MAX_ITERATIONS = 10_000
+NETWORK_MAX_RESTARTS = 20
+NETWORK_MAX_INNER_ITERATIONS = 1_000
+NETWORK_MIN_TOLERANCE = 1e-15
+
 SEED = _row("seed", int, "seed of tie-breaking (and of a random start)", low=0, argument="rng")
-N_ITER = _row("n-iter", int, "most iterations", low=1)
-TOL = _row("tol", float, "stop once an iteration changes the estimates by less than this", low=0)
+N_ITER = _row("n-iter", int, "most iterations", low=1, network_high=NETWORK_MAX_ITERATIONS)
+TOL = _row(
+    "tol",
+    float,
+    "stop once an iteration changes the estimates by less than this",
+    low=0,
+    network_low=NETWORK_MIN_TOLERANCE,
+)
 EM = (N_ITER, TOL)
 KOS_ROWS = (
     *EM,
@@ -318,7 +335,13 @@ def make_aggregator(text: str | Spec) -> Aggregator:
 # --------------------------------------------------------------------------- the built-in ids
 
 MACE_ROWS = (
-    _row("n-restarts", int, "random restarts (the best likelihood is kept)", low=1),
+    _row(
+        "n-restarts",
+        int,
+        "random restarts (the best likelihood is kept)",
+        low=1,
+        network_high=NETWORK_MAX_RESTARTS,
+    ),
     N_ITER,
     _row("method", str, "variational Bayes or plain EM", choices=METHODS),
     _row("alpha", float, "Beta prior a of a worker's spamming", low=0, low_open=True),
@@ -451,8 +474,20 @@ for _spec in (
         *EM,
         _row("alpha-prior-mean", float, "prior mean of a worker's expertise"),
         _row("beta-prior-mean", float, "prior mean of an item's log inverse difficulty"),
-        _row("m-step-max-iter", int, "most gradient iterations of an M-step", low=1),
-        _row("m-step-tol", float, "gradient tolerance of an M-step", low=0),
+        _row(
+            "m-step-max-iter",
+            int,
+            "most gradient iterations of an M-step",
+            low=1,
+            network_high=NETWORK_MAX_INNER_ITERATIONS,
+        ),
+        _row(
+            "m-step-tol",
+            float,
+            "gradient tolerance of an M-step",
+            low=0,
+            network_low=NETWORK_MIN_TOLERANCE,
+        ),
         paper="Whitehill et al. 2009, Whose vote should count more",
     ),
     _aggregator(

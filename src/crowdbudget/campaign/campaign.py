@@ -978,6 +978,13 @@ class Campaign:
         assert self.config is not None
         return self.config.campaign_id
 
+    @property
+    def event_count(self) -> int:
+        """Events applied so far (stored and staged): every change of the campaign's state is
+        an event, so an answer computed from the state stays right while this is unchanged
+        (answers that depend on the clock, such as expiries, must expire first)."""
+        return self._seq
+
     def price_of(self, worker_id: str) -> float:
         assert self.config is not None
         return self.config.worker_prices.get(worker_id, self.config.default_price)
@@ -1356,7 +1363,11 @@ class Campaign:
         return {self.item_ids[i]: classes[self._gold[i]] for i in sorted(self._gold)}
 
     def calibration(
-        self, verdict: str | None = None, *, n_bins: int = DEFAULT_BINS
+        self,
+        verdict: str | None = None,
+        *,
+        n_bins: int = DEFAULT_BINS,
+        fitted: tuple[IntArray, FloatArray] | None = None,
     ) -> dict[str, Any] | None:
         """Accuracy and calibration of the verdict on the gold sample, None without gold.
 
@@ -1364,10 +1375,11 @@ class Campaign:
         ``verdict``); the metrics are :func:`~crowdbudget.aggregation.calibration.
         calibration_metrics` on the gold items with at least one label (``n_scored`` of
         ``n_gold``: an item without labels shows only the prior, which says nothing about
-        the verdict). Metrics are None while no gold item has a label."""
+        the verdict). Metrics are None while no gold item has a label. ``fitted``: as in
+        :meth:`results`."""
         if not self._gold:
             return None
-        labels, probabilities = self.verdict_probabilities(verdict)
+        labels, probabilities = self._checked_fitted(fitted, verdict)
         return self._calibration(labels, probabilities, verdict, n_bins)
 
     def _scored_gold(self, *, required: bool = True) -> IntArray:
@@ -1439,8 +1451,26 @@ class Campaign:
         :meth:`~AllocationPolicy.final_probabilities` (its posterior, or the aggregator of an
         aggregating policy), ties broken as :class:`~crowdbudget.policies.verdict.PosteriorVerdict`
         says. An aggregator id: that aggregator fitted on every label received
-        (answered and imported); an item without labels gets uniform probabilities.
+        (answered and imported; :meth:`verdict_fit_input`, :func:`fit_verdict`); an item
+        without labels gets uniform probabilities.
         """
+        fit_input = self.verdict_fit_input(verdict)
+        if fit_input is not None:
+            return fit_verdict(*fit_input)
+        assert self.config is not None
+        # the policy's own model, ties broken as the verdict says (policies/verdict.py),
+        # its random draws seeded by the campaign's seed
+        model = make_verdict(
+            check_verdict(verdict or self.config.verdict, len(self.config.classes))
+        )
+        model.reset(self.state.problem, np.random.default_rng(self.config.seed))
+        return model.labels(self.state, self.policy), model.probabilities(self.state, self.policy)
+
+    def verdict_fit_input(self, verdict: str | None = None) -> tuple[str, LabelData, int] | None:
+        """What an aggregator verdict is fitted on — ``(aggregator id, labels, seed)``, the
+        arguments of :func:`fit_verdict`, picklable so the fit may run in another process —
+        or None for the policy's own model (``posterior`` / ``paper``: computed in place).
+        ``verdict`` overrides the campaign's, as in :meth:`verdict_probabilities`."""
         assert self.config is not None
         # ``verdict-workers=per-context`` named with the policy applies to the campaign's verdict
         per_context = (
@@ -1449,13 +1479,7 @@ class Campaign:
         )
         verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
         if verdict in ("posterior", "paper"):
-            # the policy's own model, ties broken as the verdict says (policies/verdict.py),
-            # its random draws seeded by the campaign's seed
-            model = make_verdict(verdict)
-            model.reset(self.state.problem, np.random.default_rng(self.config.seed))
-            return model.labels(self.state, self.policy), model.probabilities(
-                self.state, self.policy
-            )
+            return None
         workers = np.asarray(self._log_workers, dtype=np.int64)
         worker_ids = np.asarray(self.worker_ids, dtype=object)
         if per_context and self._item_contexts is not None:
@@ -1475,13 +1499,31 @@ class Campaign:
             worker_ids=worker_ids,
             classes=tuple(self.config.classes),
         )
-        fitted = make_aggregator(f"{verdict}:seed={self.config.seed}").fit(data)
-        # a verdict that chooses among models (``auto``) re-chooses at every fit on the labels
-        # then recorded; :meth:`status` reports its latest choice (``verdict_choice``)
-        self._verdict_choice = fitted.choice() if hasattr(fitted, "choice") else None
-        return np.asarray(fitted.labels_, dtype=np.int64), np.asarray(fitted.probas_, dtype=float)
+        return verdict, data, self.config.seed
 
-    def results(self, verdict: str | None = None, *, floor: bool = False) -> pd.DataFrame:
+    def _checked_fitted(
+        self, fitted: tuple[IntArray, FloatArray] | None, verdict: str | None
+    ) -> tuple[IntArray, FloatArray]:
+        """``fitted`` (labels, probabilities computed elsewhere) if it covers this campaign's
+        items and classes, else the verdict computed here; ValueError on a mismatch."""
+        if fitted is None:
+            return self.verdict_probabilities(verdict)
+        assert self.config is not None
+        labels, probabilities = fitted
+        shape = (len(self.item_ids), len(self.config.classes))
+        if labels.shape != shape[:1] or probabilities.shape != shape:
+            raise ValueError(
+                f"a verdict fitted on {probabilities.shape} for a campaign of shape {shape}"
+            )
+        return labels, probabilities
+
+    def results(
+        self,
+        verdict: str | None = None,
+        *,
+        floor: bool = False,
+        fitted: tuple[IntArray, FloatArray] | None = None,
+    ) -> pd.DataFrame:
         """Final label, confidence (the verdict's probability of that label) and number of
         labels per item (``task``-indexed); ``verdict`` overrides the campaign's.
 
@@ -1489,9 +1531,13 @@ class Campaign:
         gold sample (:func:`~crowdbudget.aggregation.calibration.fit_probability_floor` on the
         gold items with labels — the ``floor.epsilon`` that :meth:`calibration` reports), the
         labels unchanged (issue 19): what a requester who checked a sample by hand may quote.
-        InvalidParameterError while no gold item has a label."""
+        InvalidParameterError while no gold item has a label.
+
+        ``fitted``: the verdict's labels and probabilities already computed on this
+        campaign's current items (:meth:`verdict_fit_input` and :func:`fit_verdict` in another
+        process); ValueError if their shapes do not match it."""
         assert self.config is not None
-        labels, probabilities = self.verdict_probabilities(verdict)
+        labels, probabilities = self._checked_fitted(fitted, verdict)
         if floor:
             probabilities = apply_probability_floor(
                 probabilities, fit_probability_floor(probabilities, self._scored_gold())
@@ -1529,9 +1575,7 @@ class Campaign:
         count of complete items when it has one (else the items with posterior confidence
         >= 0.95). ``stopped`` is true once the policy has stopped by itself (no item gains
         from another label, Li et al. Algorithm 1) with nothing pending; ``saved`` is then
-        the budget it left unspent. ``verdict_choice``: with a verdict that chooses among
-        models (``auto``), its latest choice (``chosen``, ``reason``, ``scores``) from the last
-        :meth:`results` / :meth:`verdict_probabilities`; else None.
+        the budget it left unspent.
         """
         assert self.config is not None
         self.expire_overdue()
@@ -1562,8 +1606,6 @@ class Campaign:
             "saved": float(self._ledger.remaining) if stopped else 0.0,
             "policy_status": policy_status,
             "events": self._seq,
-            # the model a choosing verdict (``auto``) picked at its latest fit, and why
-            "verdict_choice": getattr(self, "_verdict_choice", None),
         }
 
     def worker_reliability(self) -> pd.DataFrame:
@@ -1615,3 +1657,10 @@ class Campaign:
             ],
             **extra,
         }
+
+
+def fit_verdict(verdict: str, data: LabelData, seed: int) -> tuple[IntArray, FloatArray]:
+    """An aggregator verdict fitted on ``data`` (:meth:`Campaign.verdict_fit_input`): final
+    labels, shape (n_items,), and class probabilities, shape (n_items, n_classes)."""
+    fitted = make_aggregator(f"{verdict}:seed={seed}").fit(data)
+    return np.asarray(fitted.labels_, dtype=np.int64), np.asarray(fitted.probas_, dtype=float)

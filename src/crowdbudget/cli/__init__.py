@@ -28,7 +28,7 @@ from typing import Any
 from crowdbudget.cli.common import EXIT_USAGE, Parser
 from crowdbudget.exceptions import CrowdBudgetError
 
-__all__ = ["EXIT_USAGE", "HELP_EXAMPLES", "build_parser", "main"]
+__all__ = ["EXIT_USAGE", "HELP_EXAMPLES", "all_commands", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,11 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_stress_parser,
     ):
         add_parser(sub)
-    _add_examples(sub.choices)
+    _add_examples(all_commands(parser))
     return parser
 
 
-#: The examples that end each command's ``--help`` (commands added later get theirs here too).
+#: The examples that end each command's ``--help`` (commands added later get theirs here too),
+#: by full name: an action of a command group is ``"<command> <action>"``.
 HELP_EXAMPLES = {
     "simulate": [
         "crowdbudget simulate --items 50 --policies uniform,opt-kg --budget-per-item 2,6,10",
@@ -123,11 +124,50 @@ HELP_EXAMPLES = {
         "--project 1 --budget 600",
         "crowdbudget labelstudio export --url http://127.0.0.1:8080 --token-file t --project 1",
     ],
+    "labelstudio sync": [
+        "crowdbudget labelstudio sync --url http://127.0.0.1:8080 --token-file t --project 1 "
+        "--budget 600",
+        "crowdbudget labelstudio sync --url http://127.0.0.1:8080 --token-file t --project 1 "
+        "--budget 600 --once --json",
+    ],
+    "labelstudio serve-webhook": [
+        "crowdbudget labelstudio serve-webhook --url http://127.0.0.1:8080 --token-file t "
+        "--project 1 --budget 600",
+        "crowdbudget labelstudio serve-webhook --url http://ls:8080 --token-file t --project 1 "
+        "--budget 600 --max-seconds 3600",
+    ],
+    "labelstudio export": [
+        "crowdbudget labelstudio export --url http://127.0.0.1:8080 --token-file t --project 1 "
+        "--out labels.csv",
+        "crowdbudget labelstudio export --url http://127.0.0.1:8080 --token-file t --project 1 "
+        "> labels.csv",
+    ],
 }
 
 
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The sub-commands of ``parser`` by name (empty when it has none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def all_commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Every command and action under ``parser`` by its full name, a group before its
+    actions: ``{"simulate": …, "labelstudio": …, "labelstudio sync": …, …}``."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for name, command in subcommands(parser).items():
+        found[name] = command
+        for action, sub in all_commands(command).items():
+            found[f"{name} {action}"] = sub
+    return found
+
+
 def _add_examples(commands: Mapping[str, argparse.ArgumentParser]) -> None:
-    """End every command's ``--help`` with its examples (kept as written: raw epilog)."""
+    """End the ``--help`` of every command of ``commands`` (full names, e.g.
+    ``labelstudio sync``: :func:`all_commands`) with its examples (kept as written: raw
+    epilog)."""
     for name, command in commands.items():
         examples = HELP_EXAMPLES.get(name)
         if not examples:

@@ -30,7 +30,12 @@ import numpy as np
 import pandas as pd
 
 from crowdbudget.aggregation.registry import DEFAULT_VERDICT
-from crowdbudget.cli.io import add_validation_arguments, prepare_output_file
+from crowdbudget.cli.io import (
+    OutputWriteError,
+    add_validation_arguments,
+    prepare_output_file,
+    write_files,
+)
 from crowdbudget.exceptions import DataFormatError
 
 
@@ -48,10 +53,6 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     from crowdbudget.datasets.loaders import read_labels_csv
     from crowdbudget.experiments.metrics import calibration_metrics, reliability_diagram
 
-    if not Path(args.labels).is_file():
-        raise DataFormatError(f"labels file {args.labels!r} not found (a CSV task,worker,label)")
-    if args.gold is not None and not Path(args.gold).is_file():
-        raise DataFormatError(f"gold file {args.gold!r} not found (a CSV task,label)")
     if args.reliability is not None and args.gold is None:
         raise DataFormatError("--reliability needs --gold (a CSV task,label) to compare with")
     if args.fit_floor and args.gold is None:
@@ -60,6 +61,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         raise DataFormatError(f"--bins must be an integer >= 1, got {args.bins}")
     if args.out is not None:
         prepare_output_file(args.out, "--out")
+    if args.reliability is not None:
+        prepare_output_file(args.reliability, "--reliability")
     method = args.method if ":seed=" in args.method else f"{args.method}:seed={args.seed}"
     aggregator = make_aggregator(method)  # unknown ids fail here, listing the known ones
     data = read_labels_csv(
@@ -103,17 +106,6 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         calibration = calibration_metrics(
             aggregator.probas_, data.gold, labels=aggregator.labels_, n_bins=args.bins
         )
-        if args.reliability is not None:
-            reliability_diagram(
-                aggregator.probas_,
-                data.gold,
-                args.reliability,
-                labels=aggregator.labels_,
-                n_bins=args.bins,
-                title=args.method,
-            )
-    if args.out is not None:
-        rows.to_csv(args.out, index=False)
     document: dict[str, Any] = {
         "command": "aggregate",
         "seed": args.seed,
@@ -151,9 +143,50 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         if args.out is None:
             document["results"]["rows"] = rows.to_dict(orient="records")
         print(json.dumps(document, indent=2))
-        return 0
-    if choice is not None:
-        print(f"{args.method} chose {choice['reason']}", file=sys.stderr)
+    else:
+        if choice is not None:
+            print(f"{args.method} chose {choice['reason']}", file=sys.stderr)
+        _print_report(args, data, rows, accuracy, calibration, floor)
+    # the files last: a failure while writing them leaves the report printed (and the rows,
+    # which then go to stdout)
+    files: list[tuple[str, Path, Any]] = []
+    if args.reliability is not None and calibration is not None and data.gold is not None:
+        gold = data.gold
+        files.append(
+            (
+                "reliability diagram",
+                Path(args.reliability),
+                lambda path: reliability_diagram(
+                    aggregator.probas_,
+                    gold,
+                    path,
+                    labels=aggregator.labels_,
+                    n_bins=args.bins,
+                    title=args.method,
+                ),
+            )
+        )
+    if args.out is not None:
+        files.append(("rows", Path(args.out), lambda path: rows.to_csv(path, index=False)))
+    try:
+        write_files(files, announce=False)
+    except OutputWriteError:
+        if args.out is not None and not args.json:
+            rows.to_csv(sys.stdout, index=False)
+        raise
+    return 0
+
+
+def _print_report(
+    args: argparse.Namespace,
+    data: Any,
+    rows: pd.DataFrame,
+    accuracy: float | None,
+    calibration: dict[str, float] | None,
+    floor: dict[str, Any] | None,
+) -> None:
+    """The text report: the rows (without ``--out``) or where they go on stdout; accuracy,
+    calibration, the floor and the diagram's path on stderr."""
     if args.out is None:
         rows.to_csv(sys.stdout, index=False)
     else:
@@ -186,7 +219,6 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         if args.reliability is not None:
             print(f"reliability diagram → {args.reliability}", file=sys.stderr)
-    return 0
 
 
 def add_aggregate_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,16 +1,16 @@
-"""``crowdbudget compare``, the main job: policies on a data set over a budget grid (table,
-PNG, JSON), with notes on the winners and on columns that coincide."""
+"""``crowdbudget compare``, the main job: policies on a data set over a budget grid (the table
+on stdout and, in ``--out``, as ``compare-<data set>.csv`` and ``.md`` beside the PNG plot;
+JSON), with notes on the winners and on columns that coincide."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from crowdbudget.aggregation.registry import DEFAULT_VERDICT
 from crowdbudget.cli.common import add_common_arguments, add_verdict_argument, policy_list
 from crowdbudget.cli.io import prepare_output_folder
-from crowdbudget.cli.replay import add_data_arguments, load_label_data, run_replay
+from crowdbudget.cli.replay import add_data_arguments, dataset_name, load_label_data, run_replay
 
 #: The main job's default policies (those registered are used, in this order).
 COMPARE_POLICIES = [
@@ -127,13 +127,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
             args.budget_per_item = [float(k) for k in range(1, 11)]
         else:
             args.budget = [float(round(data.n_labels * k / 10)) for k in range(1, 11)]
-    name = args.dataset or (Path(args.labels).stem if args.labels else "rte")
-    plot_path = str(out_dir / f"compare-{name}.png")
+    stem = out_dir / f"compare-{dataset_name(args)}"
     return run_replay(
         args,
         "compare",
-        plot_path,
+        f"{stem}.png",
         notes=lambda summary, data: _compare_notes(summary, data, left_out),
+        table_stem=stem,
     )
 
 
@@ -144,7 +144,9 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the main job: compare policies on a data set over a budget grid (table, PNG, JSON)",
         description="Compare allocation policies on a real data set (default: the bundled RTE "
         "set) over a budget grid (default 1..10 labels per item): prints the accuracy table, "
-        "writes a PNG plot, and with --json one JSON document.",
+        "keeps it in --out as compare-<data set>.csv and .md beside the PNG plot "
+        "compare-<data set>.png (the data set named by --dataset or the --labels file's "
+        "name), and with --json prints one JSON document.",
     )
     add_data_arguments(p, "default rte")
     p.add_argument(
@@ -154,7 +156,9 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="comma-separated policy ids (default: " + ",".join(COMPARE_POLICIES) + ")",
     )
     p.add_argument(
-        "--out", default="crowdbudget-results", help="folder for the plot (crowdbudget-results)"
+        "--out",
+        default="crowdbudget-results",
+        help="folder for the plot and the table files (crowdbudget-results)",
     )
     add_verdict_argument(p)
     add_common_arguments(p)

@@ -7,8 +7,12 @@
 - **Output paths** (:func:`prepare_output_file`, :func:`prepare_output_folder`): ``--out`` is a
   folder for commands that write a results folder (``compare``, ``reproduce``), a file for
   those that write one file (``aggregate``; ``--plot`` of ``simulate`` and ``replay``).
-  Missing parent folders are created; a path under a file, a file path onto a folder or a
-  folder path onto a file is a one-line error (exit status 2) before any work starts.
+  Missing parent folders are created; a path under a file, a file path onto a folder, a
+  folder path onto a file or a folder where no file can be created (a probe file is created
+  and removed there) is a one-line error (exit status 2) before any work starts.
+- **Writing** (:func:`write_files`): a command prints its report first and writes its files
+  after, so a failure while writing (a full disk, a folder made read-only meanwhile) still
+  leaves the report on stdout; the failure is one line naming the file (exit status 2).
 - **Label budgets** are whole numbers (:func:`whole_budgets`).
 - **Policies that cannot run on the data** are refused naming the id typed
   (:func:`check_policies_apply`).
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +73,54 @@ def _first_file_ancestor(path: Path) -> Path | None:
     return None
 
 
+#: how a write failure's message ends: the report is already on stdout
+WRITTEN_ABOVE = "; the results are printed above"
+
+
+class OutputWriteError(CrowdBudgetError):
+    """A results file could not be written (the report was printed before)."""
+
+
+def check_folder_writable(folder: Path, flag: str, path: str | Path) -> None:
+    """Create and remove a probe file in ``folder``: a folder where nothing can be created
+    (read-only, immutable, a read-only mount — whatever the operating system refuses, for
+    root too) is a one-line error naming ``flag`` and ``path`` before any work starts."""
+    probe = folder / f".crowdbudget-write-check-{os.getpid()}"
+    try:
+        with open(probe, "x", encoding="utf-8"):
+            pass
+        probe.unlink()
+    except OSError as error:
+        raise InvalidParameterError(
+            f"{flag} {path}: cannot write in folder {folder} ({error.strerror}); "
+            "give a folder you can write to"
+        ) from None
+
+
+def write_files(
+    files: Sequence[tuple[str, Path, Callable[[Path], object]]], *, announce: bool
+) -> None:
+    """Write each ``(what, path, write)`` — ``write(path)`` writes it — after the report is
+    printed; with ``announce``, a ``<what> written to <path>`` line on stdout for each. A
+    failure is an :class:`OutputWriteError` naming the file (after trying the others), so
+    the report stays on stdout."""
+    failed: list[str] = []
+    for what, path, write in files:
+        try:
+            write(path)
+        except OSError as error:
+            failed.append(f"{path} ({error.strerror or type(error).__name__})")
+            continue
+        if announce:
+            print(f"{what} written to {path}")
+    if failed:
+        sys.stdout.flush()
+        raise OutputWriteError(f"could not write {'; '.join(failed)}{WRITTEN_ABOVE}")
+
+
 def prepare_output_file(path: str | Path, flag: str) -> Path:
-    """Check that ``path`` can be written as a file and create its missing parent folders."""
+    """Check that ``path`` can be written as a file: create its missing parent folders and
+    check that a file can be created there (:func:`check_folder_writable`)."""
     target = Path(path)
     if target.is_dir():
         raise InvalidParameterError(f"{flag} {path} is a folder; give a file path")
@@ -83,11 +135,13 @@ def prepare_output_file(path: str | Path, flag: str) -> Path:
         raise InvalidParameterError(
             f"{flag} {path}: cannot create folder {target.parent} ({error.strerror})"
         ) from None
+    check_folder_writable(target.parent, flag, path)
     return target
 
 
 def prepare_output_folder(path: str | Path, flag: str) -> Path:
-    """Check that ``path`` can be a folder of results and create it (with its parents)."""
+    """Check that ``path`` can be a folder of results: create it (with its parents) and check
+    that a file can be created in it (:func:`check_folder_writable`)."""
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise InvalidParameterError(
@@ -104,6 +158,7 @@ def prepare_output_folder(path: str | Path, flag: str) -> Path:
         raise InvalidParameterError(
             f"{flag} {path}: cannot create the folder ({error.strerror})"
         ) from None
+    check_folder_writable(target, flag, path)
     return target
 
 

@@ -103,8 +103,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from crowdbudget.cli.io import OutputWriteError, prepare_output_file, write_files
     from crowdbudget.integrations.labelstudio import export_labels
 
+    if args.out is not None:
+        prepare_output_file(args.out, "--out")
     api = _api(args)
     try:
         frame = export_labels(api, args.project)
@@ -112,9 +117,16 @@ def cmd_export(args: argparse.Namespace) -> int:
         api.close()
     if args.out is None:
         frame.to_csv(sys.stdout, index=False)
-    else:
-        frame.to_csv(args.out, index=False)
-        print(f"{len(frame)} labels of {frame['task'].nunique()} tasks → {args.out}")
+        return 0
+    try:
+        write_files(
+            [("rows", Path(args.out), lambda path: frame.to_csv(path, index=False))],
+            announce=False,
+        )
+    except OutputWriteError:
+        frame.to_csv(sys.stdout, index=False)  # the export is not lost
+        raise
+    print(f"{len(frame)} labels of {frame['task'].nunique()} tasks → {args.out}")
     return 0
 
 

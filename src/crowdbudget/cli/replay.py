@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from crowdbudget.cli.common import (
@@ -26,6 +27,7 @@ from crowdbudget.cli.io import (
     add_validation_arguments,
     check_policies_apply,
     prepare_output_file,
+    write_files,
 )
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -79,15 +81,28 @@ def add_data_arguments(p: argparse.ArgumentParser, default_hint: str) -> None:
     )
 
 
+def dataset_name(args: argparse.Namespace) -> str:
+    """The name a run's tables and output files give its data set: ``--dataset``, the file
+    stem of ``--labels`` (``my_labels.csv`` → ``my_labels``), else the default ``rte``."""
+    if args.labels is not None:
+        return Path(args.labels).name.removesuffix(".gz").rsplit(".", 1)[0] or "labels"
+    return str(args.dataset or "rte")
+
+
 def load_label_data(args: argparse.Namespace) -> Any:
-    """The data set named by ``--dataset`` or read from ``--labels``/``--gold``."""
+    """The data set named by ``--dataset`` or read from ``--labels``/``--gold`` (named by
+    :func:`dataset_name`)."""
     from crowdbudget.datasets import load_dataset, read_labels_csv
 
     if args.labels is not None:
         if args.dataset is not None:
             raise InvalidParameterError("give either --dataset or --labels, not both")
         return read_labels_csv(
-            args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
+            args.labels,
+            args.gold,
+            classes=args.classes,
+            duplicates=args.duplicates or "error",
+            name=dataset_name(args),
         )
     if args.gold is not None:
         raise InvalidParameterError("--gold needs --labels (bundled data sets carry their gold)")
@@ -119,20 +134,54 @@ QUALITY_TABLES = [
 ]
 
 
+def round_robin_notes(summary: Any, n_classes: int) -> list[str]:
+    """A ``note:`` on round-robin's zig-zag between budgets, when the table shows one: with
+    two classes, an even number of labels per item allows a tie (which the final rule sends to
+    one class) and an odd number does not, so its accuracy drops at every even count
+    (docs/reproductions.md, Chen et al. Fig. 3(a))."""
+    if n_classes != 2:
+        return []
+    notes = []
+    for pid in dict.fromkeys(summary["policy"]):
+        if str(pid).split(":", 1)[0] != "round-robin":
+            continue
+        rows = summary[summary["policy"] == pid].sort_values("budget")
+        means = rows["accuracy_mean"].to_numpy(dtype=float)
+        budgets = rows["budget"].to_numpy(dtype=float)
+        drops = [k for k in range(1, len(means)) if means[k] < means[k - 1]]
+        if not drops:
+            continue
+        shown = " / ".join(f"{m:.4f}" for m in means[: min(len(means), 4)])
+        at = " / ".join(f"{b:g}" for b in budgets[: min(len(means), 4)])
+        notes.append(
+            f"{pid} zig-zags ({shown} at budgets {at}): it gives every item the same number "
+            "of labels in turn, so at an even number per item many items are tied votes, which "
+            "the final rule sends to one class, and at an odd number none is; not a bug "
+            "(docs/reproductions.md, Fig. 3(a) of Chen et al.)"
+        )
+    return notes
+
+
 def run_replay(
     args: argparse.Namespace,
     command: str,
     plot_path: str | None,
     notes: Callable[[Any, Any], list[str]] | None = None,
+    table_stem: Path | None = None,
 ) -> int:
     """Run ``args.policies`` on the data set of ``args`` and print the report of ``command``;
-    ``notes(summary, data)`` gives the ``note:`` lines under the table (``compare``'s)."""
+    ``notes(summary, data)`` gives the ``note:`` lines under the table (``compare``'s). The
+    report is printed first, then the files are written: the plot at ``plot_path`` and, with
+    ``table_stem``, the table as ``<table_stem>.csv`` (the JSON rows) and ``.md``."""
     from crowdbudget.experiments.metrics import quality_metrics
     from crowdbudget.experiments.report import (
         accuracy_table,
         json_document,
+        markdown_table,
         plot_metrics,
+        results_markdown,
         results_records,
+        write_results_csv,
     )
     from crowdbudget.registry import parse_policy
     from crowdbudget.simulation.replay import ReplayEnvironment
@@ -177,12 +226,11 @@ def run_replay(
     title = (
         f"{command}: {data.name} ({data.n_items} items, {data.n_labels} labels), {args.reps} reps"
     )
-    if plot_path:
-        plot_metrics(result.summary, plot_path, n_items=data.n_items, title=title)
     records = [
         {"dataset": data.name, **rec} for rec in results_records(result.summary, data.n_items)
     ]
     note_texts = notes(result.summary, data) if notes is not None else []
+    note_texts += round_robin_notes(result.summary, data.n_classes)
     # issue 15's fairness check: the same runs with the class codes / worker ids permuted
     fairness_rows: list[dict[str, Any]] = []
     fairness_lines: list[str] = []
@@ -204,12 +252,18 @@ def run_replay(
         fairness_rows += rows
         fairness_lines += lines
 
+    tables = (
+        {"table_csv": f"{table_stem}.csv", "table_markdown": f"{table_stem}.md"}
+        if table_stem is not None
+        else {}
+    )
     document = json_document(
         command,
         args.seed,
         settings,
         records,
         **({"plot": plot_path} if plot_path else {}),
+        **tables,
         **({"notes": note_texts} if note_texts else {}),
         **({"fairness": fairness_rows} if fairness_rows else {}),
     )
@@ -225,18 +279,33 @@ def run_replay(
             extra += [f"{what} (mean ± std)", accuracy_table(shown, data.n_items, metric)]
         if nothing.any():
             extra.append("— : no item reached 3 labels (Li et al. report 0.5, uninformative)")
+    caption = f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)"
     text = "\n".join(
-        [
-            title,
-            f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)",
-            table,
-            *extra,
-            *verdict_note(defaulted),
-            *note_lines(note_texts),
-            *([f"plot written to {plot_path}"] if plot_path else []),
-        ]
+        [title, caption, table, *extra, *verdict_note(defaulted), *note_lines(note_texts)]
     )
     emit(args, text, document)
+    files: list[tuple[str, Path, Callable[[Path], object]]] = []
+    if table_stem is not None:
+        markdown = results_markdown(
+            title, [(caption, markdown_table(result.summary, data.n_items))], note_texts
+        )
+        files += [
+            ("table", Path(tables["table_csv"]), lambda path: write_results_csv(records, path)),
+            (
+                "table",
+                Path(tables["table_markdown"]),
+                lambda path: path.write_text(markdown, encoding="utf-8"),
+            ),
+        ]
+    if plot_path:
+        files.append(
+            (
+                "plot",
+                Path(plot_path),
+                lambda path: plot_metrics(result.summary, path, n_items=data.n_items, title=title),
+            )
+        )
+    write_files(files, announce=not args.json)
     return 0
 
 

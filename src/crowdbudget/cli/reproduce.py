@@ -1,22 +1,30 @@
 """``crowdbudget reproduce``: a paper's figure or table next to the paper's numbers, with its
-PNG plot; ``--list`` names every reproduction (the registry's table: paper, figure,
-replications, typical time); ``--all`` runs every one (``--only`` some) at once, their
-campaigns on one shared pool of processes (the slowest id's first), and writes every figure,
-one combined JSON and one Markdown report with the wall and CPU time of each."""
+PNG plot and the table kept as CSV and Markdown; ``--list`` names every reproduction (the
+registry's table: paper, figure, replications, typical time); ``--all`` runs every one
+(``--only`` some) at once, their campaigns on one shared pool of processes (the slowest id's
+first), and writes every figure, one combined JSON and one Markdown report with when each
+finished and its CPU time."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crowdbudget.cli.common import add_common_arguments, emit, note_lines, policy_list
-from crowdbudget.cli.io import prepare_output_folder
+from crowdbudget.cli.io import (
+    WRITTEN_ABOVE,
+    OutputWriteError,
+    prepare_output_folder,
+    write_files,
+)
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
 if TYPE_CHECKING:
@@ -70,39 +78,56 @@ def _list_reproductions(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what marks a ``--quick`` run on its table, its Markdown file and its plot's title
+SMOKE_RUN = "smoke run (--quick): too few replications to compare policies, not the figure"
+
+
 def _render(
     spec: ReproductionSpec, result: ReproductionResult, *, seed: int, quick: bool, out_dir: Path
-) -> tuple[str, str]:
-    """Write the plots of one reproduction; its text (tables next to the paper's numbers)
-    and its JSON document (DESIGN §6)."""
+) -> tuple[str, str, list[tuple[str, Path, Callable[[Path], object]]]]:
+    """One reproduction's text (tables next to the paper's numbers), its JSON document
+    (DESIGN §6) and the files to write after printing them: the plots, and the table as CSV
+    (the JSON rows) and Markdown beside the plot. A ``--quick`` run is marked a smoke run
+    (:data:`SMOKE_RUN`) on the tables and the plot."""
     from crowdbudget.experiments.report import (
         accuracy_table,
         json_document,
+        markdown_table,
         plot_metrics,
+        results_markdown,
         results_records,
+        write_results_csv,
     )
 
     plot_path = out_dir / f"{spec.reproduction_id}{'-quick' if quick else ''}.png"
-    plot_metrics(
-        result.summary,
-        plot_path,
-        n_items=result.n_items,
-        metrics=result.metrics,
-        title=spec.title,
-        paper=result.paper,
-        x_label=result.x_label,
-    )
+    title = f"{spec.title} [{SMOKE_RUN}]" if quick else spec.title
+    files: list[tuple[str, Path, Callable[[Path], object]]] = [
+        (
+            "plot",
+            plot_path,
+            lambda path: plot_metrics(
+                result.summary,
+                path,
+                n_items=result.n_items,
+                metrics=result.metrics,
+                title=title,
+                paper=result.paper,
+                x_label=result.x_label,
+            ),
+        )
+    ]
     extra_plots = []
     for extra in result.extra_plots:
         extra_path = plot_path.with_name(f"{plot_path.stem}-{extra.name}.png")
-        plot_metrics(
+        draw = functools.partial(
+            plot_metrics,
             extra.summary,
-            extra_path,
             metrics=extra.metrics,
-            title=extra.title,
+            title=f"{extra.title} [{SMOKE_RUN}]" if quick else extra.title,
             x_label=extra.x_label,
             log_x=extra.log_x,
         )
+        files.append(("plot", extra_path, draw))
         extra_plots.append(str(extra_path))
     records = results_records(result.summary, result.n_items)
     for rec in records:
@@ -115,30 +140,38 @@ def _render(
             paper_value = values.get((rec["policy"], rec["budget"]))
             if paper_value is not None:
                 rec[f"paper_{metric}"] = paper_value
+    table_csv = plot_path.with_suffix(".csv")
+    table_markdown = plot_path.with_suffix(".md")
     document = json_document(
         "reproduce",
         seed,
         {"id": spec.reproduction_id, "quick": quick, **result.settings},
         records,
         plot=str(plot_path),
+        table_csv=str(table_csv),
+        table_markdown=str(table_markdown),
         notes=result.notes,
         **({"claims": result.claims} if result.claims else {}),
         **({"extra_plots": extra_plots} if extra_plots else {}),
     )
     reps = result.settings.get("reps")
-    blocks = [spec.title + (" [quick]" if quick else "")]
+    blocks = [title]
+    sections = []
     for metric in result.metrics:
-        blocks.append(f"{metric.replace('_', ' ')} (mean ± std over {reps} replications)")
-        blocks.append(
-            accuracy_table(
-                result.summary, result.n_items, metric=metric, paper=result.paper.get(metric)
-            )
-        )
+        caption = f"{metric.replace('_', ' ')} (mean ± std over {reps} replications)"
+        paper = result.paper.get(metric)
+        blocks.append(caption)
+        blocks.append(accuracy_table(result.summary, result.n_items, metric=metric, paper=paper))
+        sections.append((caption, markdown_table(result.summary, result.n_items, metric, paper)))
+    sections += [("", f"```text\n{table}\n```") for table in result.tables]
     blocks += result.tables
     blocks += note_lines(result.notes)
-    blocks.append(f"plot written to {plot_path}")
-    blocks += [f"plot written to {path}" for path in extra_plots]
-    return "\n".join(blocks), document
+    markdown = results_markdown(title, sections, result.notes)
+    files += [
+        ("table", table_csv, lambda path: write_results_csv(records, path)),
+        ("table", table_markdown, lambda path: path.write_text(markdown, encoding="utf-8")),
+    ]
+    return "\n".join(blocks), document, files
 
 
 def _use_data_dir(data_dir: str | None) -> None:
@@ -185,8 +218,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     result = spec.run(
         seed=args.seed, quick=args.quick, n_jobs=args.jobs, progress=not args.no_progress
     )
-    text, document = _render(spec, result, seed=args.seed, quick=args.quick, out_dir=out_dir)
+    text, document, files = _render(spec, result, seed=args.seed, quick=args.quick, out_dir=out_dir)
     emit(args, text, document)
+    write_files(files, announce=not args.json)
     return 0
 
 
@@ -517,7 +551,7 @@ def _read_part(path: Path, args: argparse.Namespace, reproduction_id: str) -> di
 
 def _run_all(args: argparse.Namespace) -> int:
     """``reproduce --all``: every id (``--only``: some), every figure, one combined JSON, one
-    Markdown report and the wall and CPU time of each; each id saved as it finishes
+    Markdown report, when each finished and its CPU time; each id saved as it finishes
     (``<id>[-quick].json``), which ``--resume`` reads back instead of running it again."""
     import json
 
@@ -550,14 +584,21 @@ def _run_all(args: argparse.Namespace) -> int:
             )
     to_run = [rid for rid in order if rid not in rendered]
 
+    unwritten: list[str] = []
+
     def done(outcome: _Outcome) -> None:
         rid = outcome.reproduction_id
         row: dict[str, Any] = {"outcome": outcome}
         if outcome.result is not None:
-            row["text"], row["document"] = _render(
+            row["text"], row["document"], files = _render(
                 _entry(rid), outcome.result, seed=args.seed, quick=args.quick, out_dir=out_dir
             )
-            _write_part(_part_path(out_dir, rid, args.quick), args, outcome, row)
+            part = _part_path(out_dir, rid, args.quick)
+            files.append(("part", part, lambda path: _write_part(path, args, outcome, row)))
+            try:
+                write_files(files, announce=False)
+            except OutputWriteError as error:  # the others go on; named at the end
+                unwritten.append(str(error).removesuffix(WRITTEN_ABOVE))
         rendered[rid] = row
         if not args.no_progress:
             status = "ok" if outcome.error is None else f"failed: {outcome.error}"
@@ -610,22 +651,36 @@ def _run_all(args: argparse.Namespace) -> int:
         "json": str(json_path),
     }
     document = json.dumps(combined, indent=2)
-    json_path.write_text(document + "\n", encoding="utf-8")
-    report_path.write_text(
-        _markdown(args, ids, rendered, total, how, workers, out_dir), encoding="utf-8"
-    )
+    report = _markdown(args, ids, rendered, total, how, workers, out_dir)
     failed = [rid for rid in ids if rendered[rid]["outcome"].error is not None]
-    text = _times_text(args, ids, order, rendered, total, how, workers)
-    text += f"\nJSON written to {json_path}\nreport written to {report_path}"
-    emit(args, text, document)
+    emit(args, _times_text(args, ids, order, rendered, total, how, workers), document)
+    try:
+        write_files(
+            [
+                (
+                    "JSON",
+                    json_path,
+                    lambda path: path.write_text(document + "\n", encoding="utf-8"),
+                ),
+                ("report", report_path, lambda path: path.write_text(report, encoding="utf-8")),
+            ],
+            announce=not args.json,
+        )
+    except OutputWriteError as error:
+        unwritten.append(str(error).removesuffix(WRITTEN_ABOVE))
     if failed:
         print(
             f"crowdbudget reproduce: error: {len(failed)} of {len(ids)} reproductions failed: "
             + "; ".join(f"{rid} ({rendered[rid]['outcome'].error})" for rid in failed),
             file=sys.stderr,
         )
-        return 1
-    return 0
+    if unwritten:
+        raise OutputWriteError("; ".join(unwritten) + WRITTEN_ABOVE)
+    return 1 if failed else 0
+
+
+#: the ``--all`` column of each id's time from its start to its end (see :func:`_times_text`)
+FINISHED_AFTER = "finished after"
 
 
 def _times_text(
@@ -637,18 +692,23 @@ def _times_text(
     how: str,
     workers: int,
 ) -> str:
-    """The wall and CPU time of each id (slowest first, as they were started)."""
+    """When each id finished and its CPU time (slowest first, as they were started).
+
+    ``finished after`` is the time from the id's start to its end. Under ``--all`` every id
+    starts at once and their campaigns share one pool, so it says when the id was done, not
+    what it cost alone (its CPU time does); on one worker the ids run one after the other and
+    it is the id's own wall time."""
     width = max(len("id"), *(len(rid) for rid in ids))
     lines = [
         f"reproduce --all{' --quick' if args.quick else ''}: {_where(ids, rendered, how, workers)}"
         f", slowest first (seed {args.seed})",
-        f"{'id':<{width}}  {'wall time':>10}  {'CPU time':>10}  status",
+        f"{'id':<{width}}  {FINISHED_AFTER:>14}  {'CPU time':>10}  status",
     ]
     for rid in order:
         outcome = rendered[rid]["outcome"]
         status = _status(outcome)
         lines.append(
-            f"{rid:<{width}}  {_duration(outcome.seconds):>10}  "
+            f"{rid:<{width}}  {_duration(outcome.seconds):>14}  "
             f"{_duration(outcome.cpu_seconds):>10}  {status}"
         )
     lines.append(f"total wall time {_duration(total)}, {_cpu_text(ids, rendered, total)}")
@@ -704,7 +764,8 @@ def _markdown(
         "table is our mean ± std next to the paper's number where the paper prints one "
         "(`paper ≈ …`); where it prints none, its claims are checked in a table.",
         "",
-        "| id | paper | figure | reps | wall time | CPU time | paper values | claims held | "
+        f"| id | paper | figure | reps | {FINISHED_AFTER} | CPU time | paper values | "
+        "claims held | "
         "status |",
         "|---|---|---|---|---:|---:|---:|---:|---|",
     ]
@@ -732,7 +793,8 @@ def _markdown(
         lines += ["", f"## {rid}", ""]
         if spec.source is not None:
             lines.append(
-                f"{spec.source.citation} {spec.figure}. Wall time {_duration(outcome.seconds)}, "
+                f"{spec.source.citation} {spec.figure}. Finished after "
+                f"{_duration(outcome.seconds)}, "
                 f"CPU time {_duration(outcome.cpu_seconds)}."
             )
         if outcome.error is not None:
@@ -754,7 +816,8 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
         "reproduce",
         help="reproduce a paper figure or table",
         description="Reproduce a figure or table of the papers; prints the table next to the "
-        "paper's numbers and writes a PNG plot. --all runs every one (their campaigns on one "
+        "paper's numbers and keeps it in --out as <id>[-quick].csv and .md beside the PNG plot "
+        "(--quick: a smoke run, said on both). --all runs every one (their campaigns on one "
         "pool of --jobs processes, the slowest id's first) and writes every plot, "
         "reproduce-all[-quick].json and a Markdown report reproduce-all[-quick].md into --out.",
     )
@@ -788,7 +851,9 @@ def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="a small, fast version")
     p.add_argument(
-        "--out", default="crowdbudget-results", help="folder for the plots (crowdbudget-results)"
+        "--out",
+        default="crowdbudget-results",
+        help="folder for the plots and tables (crowdbudget-results)",
     )
     p.add_argument(
         "--data-dir",

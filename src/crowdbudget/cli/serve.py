@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import ipaddress
+import math
 import socket
 import sys
 from typing import Any
@@ -98,6 +99,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
             "campaigns held in memory (least recently used evicted)",
         ),
         (
+            "--max-items-in-memory",
+            positive_int,
+            defaults.max_items_in_memory,
+            "items of the campaigns held in memory, in all",
+        ),
+        (
             "--max-pending-per-worker",
             positive_int,
             defaults.default_max_pending_per_worker,
@@ -105,6 +112,52 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         ("--default-ttl", positive_float, defaults.default_ttl, "seconds before expiry"),
         ("--setup-timeout", positive_float, defaults.setup_timeout, "seconds for a policy set-up"),
+        ("--max-policy-cost", positive_float, defaults.max_policy_cost, "a policy's set-up cost"),
+        ("--compute-timeout", positive_float, defaults.compute_timeout, "seconds for a verdict"),
+        (
+            "--compute-memory-bytes",
+            positive_int,
+            defaults.compute_memory_bytes,
+            "address space of a set-up or verdict child process",
+        ),
+        ("--max-compute-jobs", positive_int, defaults.max_compute_jobs, "such children at once"),
+        (
+            "--shutdown-grace",
+            positive_float,
+            defaults.shutdown_grace,
+            "seconds requests may finish after SIGTERM",
+        ),
+        (
+            "--max-items-per-campaign",
+            positive_int,
+            defaults.max_items_per_campaign,
+            "items of one campaign, at creation and after adding items",
+        ),
+        ("--max-campaigns", positive_int, defaults.max_campaigns, "campaigns on this server"),
+        (
+            "--max-campaigns-per-key",
+            positive_int,
+            defaults.max_campaigns_per_key,
+            "campaigns created with one operator key",
+        ),
+        (
+            "--requests-per-second-per-key",
+            positive_float,
+            defaults.requests_per_second_per_key,
+            "sustained requests per second with one key (429 beyond it)",
+        ),
+        (
+            "--request-burst-per-key",
+            positive_int,
+            defaults.request_burst_per_key,
+            "requests one key may send at once before the rate applies",
+        ),
+        (
+            "--read-cache-bytes",
+            positive_int,
+            defaults.read_cache_bytes,
+            "bytes of cached results / status / calibration answers",
+        ),
     ]:
         shown = "none" if value is None else int(value) if float(value).is_integer() else value
         limits.add_argument(flag, type=kind, default=None, help=f"{text} ({shown})")
@@ -155,6 +208,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_items_per_request=args.max_items_per_request,
         max_id_length=args.max_id_length,
         max_campaigns_in_memory=args.max_campaigns_in_memory,
+        max_items_in_memory=args.max_items_in_memory,
         default_max_pending_per_worker=args.max_pending_per_worker,
         max_pending_per_worker=max(
             defaults.max_pending_per_worker, args.max_pending_per_worker or 0
@@ -162,6 +216,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         default_ttl=args.default_ttl,
         max_ttl=max(defaults.max_ttl, args.default_ttl or 0.0),
         setup_timeout=args.setup_timeout,
+        max_policy_cost=args.max_policy_cost,
+        compute_timeout=args.compute_timeout,
+        compute_memory_bytes=args.compute_memory_bytes,
+        max_compute_jobs=args.max_compute_jobs,
+        shutdown_grace=args.shutdown_grace,
+        max_items_per_campaign=args.max_items_per_campaign,
+        max_campaigns=args.max_campaigns,
+        max_campaigns_per_key=args.max_campaigns_per_key,
+        requests_per_second_per_key=args.requests_per_second_per_key,
+        request_burst_per_key=args.request_burst_per_key,
+        read_cache_bytes=args.read_cache_bytes,
     )
     check_port_free(args.host, args.port)
     app = create_app(args.db, settings=settings)
@@ -178,7 +243,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     # access lines are logged at level info: below that, skip building them per request
     access_log = args.log_level in ("info", "debug")
+    # after SIGTERM, requests in flight get shutdown_grace seconds, then are cancelled (a
+    # cancelled request kills its child process): the server stops within a few seconds
     uvicorn.run(
-        app, host=args.host, port=args.port, log_level=args.log_level, access_log=access_log
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=access_log,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),  # uvicorn takes whole s
     )
     return 0

@@ -7,6 +7,7 @@ Beta prior with noiseless workers, and ``--worker-set A|B`` is short for
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crowdbudget.cli.common import (
@@ -21,7 +22,7 @@ from crowdbudget.cli.common import (
     run_policies,
     verdict_note,
 )
-from crowdbudget.cli.io import prepare_output_file
+from crowdbudget.cli.io import prepare_output_file, write_files
 from crowdbudget.exceptions import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -144,8 +145,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     defaulted = default_verdicts(args.policies, args.verdict)
     if defaulted:
         settings["default_verdicts"] = defaulted
-    if args.plot:
-        plot_accuracy(result.summary, args.plot, n_items=args.items, title=title)
     table = accuracy_table(result.summary, args.items)
     document = json_document(
         "simulate", args.seed, settings, results_records(result.summary, args.items)
@@ -155,9 +154,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     if spec.id != DEFAULT_ENVIRONMENT:
         text = f"environment {spec}\n{text}"
-    if args.plot:
-        text += f"\nplot written to {args.plot}"
     emit(args, text, document)
+    if args.plot:
+        write_files(
+            [
+                (
+                    "plot",
+                    Path(args.plot),
+                    lambda path: plot_accuracy(
+                        result.summary, path, n_items=args.items, title=title
+                    ),
+                )
+            ],
+            announce=not args.json,
+        )
     return 0
 
 

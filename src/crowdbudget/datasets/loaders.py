@@ -148,13 +148,17 @@ def _read_csv(source: Any, required: tuple[str, ...], what: str) -> pd.DataFrame
             compression=compression,
         )
     except FileNotFoundError:
-        raise DataFormatError(f"{what} file {source} does not exist") from None
+        raise DataFormatError(
+            f"{what} file {source} does not exist (expected a CSV with columns "
+            f"{','.join(required)})"
+        ) from None
     except IsADirectoryError:
         raise DataFormatError(f"{what} file {source} is a folder, not a CSV file") from None
+    except UnicodeDecodeError:
+        raise DataFormatError(_not_utf8(source, what)) from None
     except (
         pd.errors.ParserError,
         pd.errors.EmptyDataError,
-        UnicodeDecodeError,
         OSError,
         EOFError,
     ) as exc:
@@ -176,6 +180,27 @@ def _read_csv(source: Any, required: tuple[str, ...], what: str) -> pd.DataFrame
         frame[column] = stripped
     frame.attrs["source"] = str(source)
     return frame
+
+
+def _not_utf8(source: Any, what: str) -> str:
+    """The one-line error for a CSV that is not UTF-8: the first line that does not decode
+    (1-based) and how to convert the file."""
+    where = ""
+    try:
+        opener: Any = gzip.open if _source_name(source).endswith(".gz") else open
+        with opener(source, "rb") as raw:
+            for number, line in enumerate(raw, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    where = f" on line {number}"
+                    break
+    except (OSError, TypeError, EOFError):
+        pass  # a file object, or unreadable now: the message names no line
+    return (
+        f"{what} file {source} is not UTF-8 text (a byte that is not UTF-8{where}); save it as "
+        "UTF-8, e.g. iconv -f latin1 -t utf-8 OLD.csv > NEW.csv"
+    )
 
 
 def _row_name(frame: pd.DataFrame, position: int, what: str) -> str:

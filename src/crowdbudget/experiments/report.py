@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
+
+#: the fewest replications a plotted 95% band is drawn from: with fewer, a t-interval spans
+#: most of the axis and reads as signal where there is only noise (the line is still drawn)
+MIN_BAND_REPLICATIONS = 5
 
 
 def _clean(value: Any) -> Any:
@@ -62,19 +67,15 @@ def json_document(
     return json.dumps(doc, indent=2, default=_clean)
 
 
-def accuracy_table(
+def _table_cells(
     summary: pd.DataFrame,
-    n_items: int | None = None,
-    metric: str = "accuracy",
-    paper: Mapping[tuple[str, float], float] | None = None,
-    width: int = 120,
-) -> str:
-    """Budgets down, policies across: ``mean ± std`` of ``metric`` (and the paper's value).
-
-    Rates (every mean within [-1.5, 1.5]) show 4 decimals; counts and amounts (labels spent,
-    tasks completed, ...) show 1 decimal, and an exact whole number with std 0 shows as an
-    integer. Tables wider than ``width`` columns are split into blocks of policies, each
-    repeating the budget columns."""
+    n_items: int | None,
+    metric: str,
+    paper: Mapping[tuple[str, float], float] | None,
+) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """The cells of :func:`accuracy_table`: the lead header (``budget``, ``per item``), the
+    lead cells of each budget row, and one column per policy (its id, then a cell per
+    budget)."""
     policies = list(dict.fromkeys(summary["policy"]))
     budgets = sorted(summary["budget"].unique())
     cells = summary.set_index(["policy", "budget"])
@@ -106,6 +107,23 @@ def accuracy_table(
             else:
                 column.append("—")
         columns.append(column)
+    return head, lead_rows, columns
+
+
+def accuracy_table(
+    summary: pd.DataFrame,
+    n_items: int | None = None,
+    metric: str = "accuracy",
+    paper: Mapping[tuple[str, float], float] | None = None,
+    width: int = 120,
+) -> str:
+    """Budgets down, policies across: ``mean ± std`` of ``metric`` (and the paper's value).
+
+    Rates (every mean within [-1.5, 1.5]) show 4 decimals; counts and amounts (labels spent,
+    tasks completed, ...) show 1 decimal, and an exact whole number with std 0 shows as an
+    integer. Tables wider than ``width`` columns are split into blocks of policies, each
+    repeating the budget columns."""
+    head, lead_rows, columns = _table_cells(summary, n_items, metric, paper)
     lead_widths = [max(len(r[i]) for r in [head, *lead_rows]) for i in range(len(head))]
     lead_width = sum(lead_widths) + 2 * (len(lead_widths) - 1)
     blocks: list[list[list[str]]] = [[]]
@@ -130,6 +148,43 @@ def accuracy_table(
     return "\n".join(out)
 
 
+def markdown_table(
+    summary: pd.DataFrame,
+    n_items: int | None = None,
+    metric: str = "accuracy",
+    paper: Mapping[tuple[str, float], float] | None = None,
+) -> str:
+    """:func:`accuracy_table`'s cells as one Markdown table (budgets down, policies across;
+    ``|`` in a policy id escaped)."""
+    head, lead_rows, columns = _table_cells(summary, n_items, metric, paper)
+    header = head + [c[0].replace("|", "\\|") for c in columns]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---:" for _ in header) + "|",
+    ]
+    for k, lead in enumerate(lead_rows):
+        lines.append("| " + " | ".join(lead + [c[k + 1] for c in columns]) + " |")
+    return "\n".join(lines)
+
+
+def results_markdown(title: str, sections: Sequence[tuple[str, str]], notes: Sequence[str]) -> str:
+    """A results file in Markdown: ``title`` as the heading, each ``(caption, table)`` of
+    ``sections`` under its caption, the notes as a list."""
+    lines = [f"# {title}", ""]
+    for caption, table in sections:
+        lines += [caption, "", table, ""]
+    if notes:
+        lines += ["Notes:", ""] + [f"- {note}" for note in notes] + [""]
+    return "\n".join(lines)
+
+
+def write_results_csv(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """The JSON document's ``results`` rows as a CSV file (one row per policy and budget)."""
+    out = Path(path)
+    pd.DataFrame(list(records)).to_csv(out, index=False)
+    return out
+
+
 def _facets(summary: pd.DataFrame) -> list[str] | None:
     """The cases of a multi-setting summary, or None. Reproductions with several settings
     label rows ``"<policy id> @<case>"`` and keep the bare id in ``policy_id`` (DESIGN §6)."""
@@ -150,9 +205,11 @@ def plot_metrics(
     x_label: str | None = None,
     log_x: bool = False,
 ) -> Path:
-    """One panel per metric: mean against budget (per item when ``n_items``), 95% band, one
-    line per policy; the paper's values (per metric, keyed by (policy, budget)) as hollow
-    diamonds in the policy's colour; ``log_x`` puts the budget axis on a log scale.
+    """One panel per metric: mean against budget (per item when ``n_items``), 95% band (only
+    where a point has at least :data:`MIN_BAND_REPLICATIONS` replications, the summary's
+    ``reps``), one line per policy; the paper's values (per metric, keyed by (policy,
+    budget)) as hollow diamonds in the policy's colour; ``log_x`` puts the budget axis on a
+    log scale.
 
     A summary of several settings (rows ``"<id> @<case>"`` with ``policy_id``, e.g. bbta-fig2's
     nine data set × worker model cases) gets one panel per (metric, case), three cases to a
@@ -211,7 +268,7 @@ def plot_metrics(
             if n_items and not per_row_items:
                 default_x = "budget per item (T / K)"
             ax.set_xlabel(x_label or default_x)
-            ax.set_ylabel(metric.replace("_", " ") + " (mean, 95% CI)")
+            ax.set_ylabel(metric.replace("_", " ") + _band_caption(frame))
             ax.grid(alpha=0.3)
             if cases is None:
                 ax.legend(fontsize=8)
@@ -246,6 +303,24 @@ def plot_metrics(
     return out
 
 
+def _has_band(frame: pd.DataFrame) -> npt.NDArray[np.bool_]:
+    """Which rows get a 95% band: those of at least :data:`MIN_BAND_REPLICATIONS`
+    replications (every row when the summary has no ``reps`` column)."""
+    if "reps" not in frame:
+        return np.ones(len(frame), dtype=bool)
+    return frame["reps"].to_numpy(dtype=float) >= MIN_BAND_REPLICATIONS
+
+
+def _band_caption(frame: pd.DataFrame) -> str:
+    """The y label's suffix: says where a band is left out for too few replications."""
+    banded = _has_band(frame)
+    if banded.all():
+        return " (mean, 95% CI)"
+    if not banded.any():
+        return f" (mean; no band: < {MIN_BAND_REPLICATIONS} replications)"
+    return f" (mean, 95% CI where ≥ {MIN_BAND_REPLICATIONS} replications)"
+
+
 def _draw_panel(
     ax: Any,
     frame: pd.DataFrame,
@@ -276,9 +351,16 @@ def _draw_panel(
             linestyle=styles[line],
         )
         if f"{metric}_ci_low" in group:
-            ax.fill_between(
-                x, group[f"{metric}_ci_low"], group[f"{metric}_ci_high"], alpha=0.18, color=color
-            )
+            banded = _has_band(group)
+            if banded.any():
+                ax.fill_between(
+                    x,
+                    group[f"{metric}_ci_low"],
+                    group[f"{metric}_ci_high"],
+                    where=banded,
+                    alpha=0.18,
+                    color=color,
+                )
     shown = False
     for (pid, budget), value in points.items():
         rows = frame[frame["policy"] == pid]

@@ -66,6 +66,10 @@ from crowdbudget.types import (
     Problem,
 )
 
+#: most passes of the configuration graph's rewiring (each over every edge): the bound its
+#: declared cost reads (policies/builtin.py)
+KOS_REWIRING_PASSES = 200
+
 
 class AggregatingPolicy(AllocationPolicy):
     """Base: labels items with :meth:`make_aggregator` fitted on the campaign's label log
@@ -191,7 +195,7 @@ class KOSAllocation(AggregatingPolicy):
         items = rng.permutation(np.repeat(np.arange(K), item_deg))
         workers = rng.permutation(np.repeat(np.arange(M), worker_deg))
         cap = max(-(-l_max // max(M, 1)), 1)
-        for _ in range(200):
+        for _ in range(KOS_REWIRING_PASSES):
             keys = items * M + workers
             order = np.argsort(keys, kind="stable")
             sorted_keys = keys[order]

@@ -27,6 +27,8 @@ from crowdbudget.registry import (
     Capabilities,
     Param,
     PolicySpec,
+    ProblemSize,
+    items_by_classes,
     read_flag,
     read_pair,
     register_policy,
@@ -483,6 +485,18 @@ from crowdbudget.policies.gittins import (  # noqa: E402
 _SOLVER = Param("solver", str, "root finder of the index (calibration)", choices=SOLVERS)
 _GITTINS = Capabilities(binary_only=True, budget_aware=True)
 
+#: root-finding steps per cell of a Gittins index table (the calibration's bisection to
+#: double precision takes about this many)
+GITTINS_STEPS_PER_CELL = 50
+
+
+def _gittins_cost(values: Mapping[str, Any], size: ProblemSize) -> float:
+    """The finite-horizon index table: one cell per (labels, positives) pair within the
+    horizon (the budget in labels), about T²/2 cells, each a root finding."""
+    horizon = size.budget_labels
+    return items_by_classes(values, size) + GITTINS_STEPS_PER_CELL * horizon * horizon / 2
+
+
 register_policy(
     PolicySpec(
         "gittins",
@@ -492,6 +506,7 @@ register_policy(
         params={"solver": _SOLVER, "tie-break": TIE_BREAK},
         paper=CHEN2013,
         capabilities=_GITTINS,
+        cost=_gittins_cost,
     )
 )
 register_policy(
@@ -599,7 +614,18 @@ register_policy(
 )
 
 # ---- Chen et al. (2013) §7 baselines ending with an aggregator (policies/aggregating.py) ------
-from crowdbudget.policies.aggregating import KOSAllocation, RandomBP  # noqa: E402
+from crowdbudget.policies.aggregating import (  # noqa: E402
+    KOS_REWIRING_PASSES,
+    KOSAllocation,
+    RandomBP,
+)
+
+
+def _kos_cost(values: Mapping[str, Any], size: ProblemSize) -> float:
+    """The (l, r)-regular graph built at the first decision: one edge per label of the
+    budget, rewired in at most ``KOS_REWIRING_PASSES`` passes over every edge."""
+    return items_by_classes(values, size) + KOS_REWIRING_PASSES * size.budget_labels
+
 
 register_policy(
     PolicySpec(
@@ -619,6 +645,7 @@ register_policy(
         server_only=frozenset({"n-iter"}),
         paper=CHEN2013,
         capabilities=Capabilities(binary_only=True, chooses_workers=True, budget_aware=True),
+        cost=_kos_cost,
     )
 )
 register_policy(

@@ -23,15 +23,25 @@ Hostile input (the service faces the internet): request bodies are parsed by str
 (unknown fields, a boolean where a number belongs, NaN: 422); every size a client can send is
 bounded by :class:`ServiceSettings` (body bytes, items per request, id and label length,
 classes); a policy parameter that configures the server (a cache directory, a grid size) is
-refused by name (:func:`crowdbudget.registry.check_network_policy`), and a campaign's set-up
-runs first in a child process under a time limit (:mod:`crowdbudget.service.setup_probe`).
+refused by name (:func:`crowdbudget.registry.check_network_policy`), and so is a parameter
+that sets work beyond the server's ceiling (a verdict's ``n-iter``, ``n-restarts``, ``tol``:
+:func:`crowdbudget.registry.check_network_verdict`); a policy whose declared cost on the
+campaign's size exceeds ``max_policy_cost`` is refused at creation. Expensive work runs in
+child processes under a deadline and a memory ceiling, a bounded number at once
+(:mod:`crowdbudget.service.setup_probe`): a campaign's set-up and first decision are tried
+there before anything is stored, aggregator verdicts (``…/results``, ``…/calibration``) are
+fitted there; a client that leaves kills its child, and a full pool answers 503 with
+``Retry-After`` at once. A campaign's first decision in this process runs in a worker thread,
+not on the event loop.
 A refused request changes nothing: campaigns validate an event before they store it.
 
 Errors are always JSON ``{"detail": "<one line: what is wrong and what is allowed>"}`` and
 never echo more than a short prefix of the input: 401/403 keys, 404 unknown campaign or
 assignment (or no gold to calibrate on), 409 an assignment that cannot take the request
 (expired, cancelled, already answered differently, another worker's), 413 a body over the
-limit, 422 malformed input, 500 (with no detail) a fault of the server.
+limit, 422 malformed input, 503 an expensive computation that found the server busy (with
+``Retry-After``) or ran past its deadline or memory ceiling, 500 (with no detail) a fault of
+the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
@@ -43,7 +53,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
-import json
+import math
 import random
 import re
 import secrets
@@ -57,6 +67,7 @@ from typing import Annotated, Any, TypeVar
 
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -76,8 +87,9 @@ from crowdbudget.campaign import (
     UnknownAssignmentError,
 )
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
-from crowdbudget.registry import check_network_policy
-from crowdbudget.service.guards import RequestGuard, clip_detail
+from crowdbudget.registry import check_network_policy, check_network_verdict
+from crowdbudget.service.guards import KeyRateLimiter, RequestGuard, clip_detail
+from crowdbudget.service.read_cache import ReadCache
 from crowdbudget.service.schemas import (
     AssignmentOut,
     CampaignCreate,
@@ -95,7 +107,12 @@ from crowdbudget.service.schemas import (
     assignment_out,
 )
 from crowdbudget.service.settings import ServiceSettings
-from crowdbudget.service.setup_probe import check_setup
+from crowdbudget.service.setup_probe import (
+    ComputeBusyError,
+    ComputeTimeoutError,
+    check_setup,
+    compute_pool,
+)
 
 T = TypeVar("T")
 
@@ -105,6 +122,10 @@ _RETRY_SECONDS = 15.0  # how long a write keeps retrying lost races before it gi
 _KEY_RECHECK_SECONDS = 2.0  # a cached key is looked up again after this long (revocations)
 _MAX_CACHED_KEYS = 100_000
 _CAMPAIGN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_DISCONNECT_POLL_SECONDS = 0.25  # how often a request waiting on a child checks its client
+_VERDICT_ATTEMPTS = 3  # fits of one verdict read while items keep being added
+#: the routes whose request body is CSV (``text/csv``); every other body is JSON
+_CSV_BODY_PATHS = re.compile(r"/v1/campaigns/[^/]+/(items/csv|labels/import)")
 
 _CREDENTIALS = sa.Table(
     "credentials",
@@ -115,6 +136,17 @@ _CREDENTIALS = sa.Table(
     sa.Column("worker_id", sa.String(200), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
+
+#: who created each campaign (for the per-key quota): the SHA-256 of the operator key, or
+#: :data:`_ANYONE` on a server without one; the same metadata as the credentials
+_CREATORS = sa.Table(
+    "campaign_creators",
+    _CREDENTIALS.metadata,
+    sa.Column("campaign_id", sa.String(64), primary_key=True),
+    sa.Column("creator", sa.String(64), nullable=False, index=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+_ANYONE = "anyone"
 
 
 def _hash(key: str) -> str:
@@ -163,6 +195,13 @@ class Service:
         # key hash -> (campaign, role, worker, when it was last read from the database)
         self._key_cache: dict[str, tuple[str, str, str | None, float]] = {}
         self._jitter = random.Random()  # retry pauses only; never touches a decision
+        #: child processes for set-ups and verdict fits (setup_probe.py)
+        self.compute = compute_pool(self.settings.max_compute_jobs)
+        #: campaigns that made a decision in this process (their first ran off the loop)
+        self.decided: set[str] = set()
+        # creations in this process one at a time, so two cannot both pass the quota check
+        self._creating = threading.Lock()
+        self.reads = ReadCache(self.settings.read_cache_bytes)
 
     def lock(self, campaign_id: str) -> threading.Lock:
         with self._guard:
@@ -190,13 +229,17 @@ class Service:
 
     def remember(self, campaign: Campaign) -> None:
         """Hold ``campaign`` in memory, evicting the least recently used copies beyond
-        ``max_campaigns_in_memory`` (a copy in use — its lock held, or events of it not yet
-        committed — stays; it is reloaded from the store when next needed)."""
+        ``max_campaigns_in_memory`` campaigns or ``max_items_in_memory`` items in all (a copy
+        in use — its lock held, or events of it not yet committed — stays, and so does the
+        one just remembered; an evicted copy is reloaded from the store when next needed)."""
         self._campaigns[campaign.campaign_id] = campaign
         self._campaigns.move_to_end(campaign.campaign_id)
-        excess = len(self._campaigns) - self.settings.max_campaigns_in_memory
+        limits = self.settings
+        excess = len(self._campaigns) - limits.max_campaigns_in_memory
+        excess_items = sum(len(c.item_ids) for c in self._campaigns.values())
+        excess_items -= limits.max_items_in_memory
         for campaign_id in list(self._campaigns)[:-1]:
-            if excess <= 0:
+            if excess <= 0 and excess_items <= 0:
                 break
             lock = self.lock(campaign_id)
             if not lock.acquire(blocking=False):
@@ -206,6 +249,7 @@ class Service:
                 if candidate is not None and candidate.can_refresh():
                     del self._campaigns[campaign_id]
                     excess -= 1
+                    excess_items -= len(candidate.item_ids)
             finally:
                 lock.release()
 
@@ -334,6 +378,40 @@ class Service:
                 raise refusal
             return result
 
+    def cached_read(
+        self,
+        campaign_id: str,
+        endpoint: str,
+        parameters: tuple[Any, ...],
+        compute: Callable[[Campaign], bytes],
+        *,
+        expire_first: bool = False,
+    ) -> bytes:
+        """The encoded answer ``compute`` gives on the campaign, computed once per event
+        count (:class:`ReadCache`, keyed by ``endpoint`` and its ``parameters``).
+
+        Runs as a read (:meth:`run`: caught up with the store first). ``expire_first``: the
+        answer depends on the clock through expiries (status), so overdue assignments are
+        released (events) before the count is read. An answer is kept only once :meth:`run`
+        returned, i.e. once every event the state it saw holds is committed: a copy whose
+        staged event lost its number to another process never leaves an answer for a count
+        the store gives to another event."""
+        key = (campaign_id, endpoint, parameters)
+
+        def read(campaign: Campaign) -> tuple[int, bytes, bool]:
+            if expire_first:
+                campaign.expire_overdue()
+            count = campaign.event_count
+            kept = self.reads.get(key, count)
+            if kept is not None:
+                return count, kept, False
+            return count, compute(campaign), True
+
+        count, answer, fresh = self.run(campaign_id, read, read=True)
+        if fresh:
+            self.reads.put(key, count, answer)
+        return answer
+
     # ------------------------------------------------------------------ keys
     def add_key(self, campaign_id: str, role: str, worker_id: str | None = None) -> str:
         key = secrets.token_urlsafe(32)
@@ -411,6 +489,149 @@ class Service:
         with self.store.engine.connect() as conn:
             return [row.campaign_id for row in conn.execute(query)]
 
+    # ------------------------------------------------------------------ expensive work
+    def check_setup(self, config: dict[str, Any]) -> None:
+        """A campaign's configuration against the policy cost limit, then its set-up and
+        first decision tried in a child process (:func:`setup_probe.check_setup`)."""
+        limits = self.settings
+        check_setup(
+            config,
+            limits.setup_timeout,
+            pool=self.compute,
+            memory=limits.compute_memory_bytes,
+            max_cost=limits.max_policy_cost,
+        )
+
+    @property
+    def retry_after(self) -> float:
+        """Seconds a request refused by a busy compute pool is told to wait: half a job's
+        deadline (a slot frees by then on average), at least one."""
+        return max(1.0, self.settings.compute_timeout / 2)
+
+    async def computed(self, request: Request, job: str, payload: Any) -> Any:
+        """``job`` run in a child process (:meth:`ComputePool.run`) under the server's
+        deadline and memory ceiling, from a worker thread; the child is killed when the
+        client disconnects or the request is cancelled (shutdown)."""
+        token = object()
+        limits = self.settings
+        retry_after = self.retry_after
+        task = asyncio.ensure_future(
+            run_in_threadpool(
+                self.compute.run,
+                job,
+                payload,
+                timeout=limits.compute_timeout,
+                memory=limits.compute_memory_bytes,
+                token=token,
+                retry_after=retry_after,
+            )
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=_DISCONNECT_POLL_SECONDS)
+                if done:
+                    return task.result()
+                if await request.is_disconnected():
+                    self.compute.cancel(token)
+                    raise ComputeTimeoutError("the client left; its computation was cancelled")
+        except asyncio.CancelledError:
+            self.compute.cancel(token)
+            raise
+
+    async def verdict_read(
+        self,
+        request: Request,
+        campaign_id: str,
+        endpoint: str,
+        verdict: str | None,
+        parameters: tuple[Any, ...],
+        compose: Callable[[Campaign, Any], bytes],
+    ) -> bytes:
+        """The encoded answer ``compose(campaign, fitted)`` gives, with the verdict fitted in
+        a child process (``fitted``: labels and probabilities; None for the policy's own
+        model, computed in place), kept in the read cache like :meth:`cached_read`'s. A fit
+        covers the labels of the event count it started at: the answer is kept only if the
+        campaign is still at that count when it is composed, and items added meanwhile make
+        the fit stale (it is fitted again)."""
+        if verdict is not None:
+            check_network_verdict(verdict)
+        key = (campaign_id, endpoint, parameters)
+        for _ in range(_VERDICT_ATTEMPTS):
+
+            def prepare(c: Campaign) -> tuple[int, bytes | None, Any]:
+                count = c.event_count
+                kept = self.reads.get(key, count)
+                return count, kept, None if kept is not None else c.verdict_fit_input(verdict)
+
+            count, kept, fit_input = await run_in_threadpool(
+                self.run, campaign_id, prepare, read=True
+            )
+            if kept is not None:
+                return kept
+            fitted = None
+            if fit_input is not None:
+                self.compute.refuse_if_busy(self.retry_after)  # before pickling the labels
+                fitted = await self.computed(request, "verdict", fit_input)
+
+            def action(c: Campaign, fitted: Any = fitted) -> tuple[int, bytes | None]:
+                if fitted is not None and fitted[0].shape[0] != len(c.item_ids):
+                    return c.event_count, None  # items were added meanwhile
+                return c.event_count, compose(c, fitted)
+
+            now, answer = await run_in_threadpool(self.run, campaign_id, action, read=True)
+            if answer is not None:
+                if now == count:
+                    self.reads.put(key, count, answer)
+                return answer
+        raise ComputeBusyError("this campaign's items keep changing; try again", 1.0)
+
+    # ------------------------------------------------------------------ quotas
+    def check_campaign_quota(self, creator: str) -> None:
+        """Refuse a new campaign beyond ``max_campaigns`` in the store or
+        ``max_campaigns_per_key`` created by ``creator`` (see :data:`_CREATORS`). Several
+        processes creating at the same instant may each pass: the quota can then be exceeded
+        by at most one campaign per further process."""
+        limits = self.settings
+        n_total = len(self.store.campaign_ids())
+        if n_total >= limits.max_campaigns:
+            raise InvalidParameterError(
+                f"this server holds {n_total} campaigns, its limit (max_campaigns "
+                f"{limits.max_campaigns}); no more can be created"
+            )
+        query = sa.select(sa.func.count()).where(_CREATORS.c.creator == creator)
+        with self.store.engine.connect() as conn:
+            n_mine = int(conn.execute(query).scalar_one())
+        if n_mine >= limits.max_campaigns_per_key:
+            raise InvalidParameterError(
+                f"this key has created {n_mine} campaigns, this server's limit per key "
+                f"(max_campaigns_per_key {limits.max_campaigns_per_key})"
+            )
+
+    def create_campaign(self, config: dict[str, Any], creator: str) -> Campaign:
+        """:meth:`Campaign.create` with ``config``, held in memory and counted against
+        ``creator``'s quota (checked again here, with this process's creations serialised)."""
+        with self._creating:
+            self.check_campaign_quota(creator)
+            campaign = Campaign.create(**config, store=self.store, clock=self.clock)
+            with self.store.engine.begin() as conn:
+                conn.execute(
+                    _CREATORS.insert().values(
+                        campaign_id=campaign.campaign_id, creator=creator, created_at=time.time()
+                    )
+                )
+        with self.lock(campaign.campaign_id):
+            self.remember(campaign)
+        return campaign
+
+    def check_item_quota(self, n_items: int) -> None:
+        """Refuse a campaign of more than ``max_items_per_campaign`` items."""
+        limit = self.settings.max_items_per_campaign
+        if n_items > limit:
+            raise InvalidParameterError(
+                f"a campaign of {n_items} items; this server allows at most {limit} items per "
+                "campaign (max_items_per_campaign)"
+            )
+
     # ------------------------------------------------------------------ limits
     def check_ids(self, values: list[str], what: str) -> None:
         """Refuse more ids than one request may carry, or an id over the length limit."""
@@ -426,6 +647,14 @@ class Service:
                 f"a {what} id of {longest} characters; this server takes at most "
                 f"{limits.max_id_length}"
             )
+
+
+_NULL = b"null"
+
+
+def _encoded(value: Any) -> bytes:
+    """``value`` as the JSON body FastAPI would send for it."""
+    return bytes(JSONResponse(jsonable_encoder(value)).body)
 
 
 async def _acquire(lock: threading.Lock) -> None:
@@ -505,9 +734,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        service.compute.start()
         yield
         # shutdown (uvicorn on SIGTERM / SIGINT): every acknowledged event is already
-        # committed, so this only drains the committer thread and closes the connections
+        # committed, so this kills the children still computing, drains the committer
+        # thread and closes the connections
+        service.compute.stop()
         service.store.dispose()
 
     app = FastAPI(
@@ -519,7 +751,14 @@ def create_app(
         redoc_url=None,
     )
     app.state.service = service
-    app.add_middleware(RequestGuard, max_body_bytes=limits.max_body_bytes)
+    app.add_middleware(
+        RequestGuard,
+        max_body_bytes=limits.max_body_bytes,
+        rate_limiter=KeyRateLimiter(
+            limits.requests_per_second_per_key, limits.request_burst_per_key
+        ),
+        csv_paths=_CSV_BODY_PATHS,
+    )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -534,6 +773,14 @@ def create_app(
 
     @app.exception_handler(CrowdBudgetError)
     async def _crowdbudget_error(_: Request, error: CrowdBudgetError) -> JSONResponse:
+        if isinstance(error, ComputeBusyError):
+            return JSONResponse(
+                {"detail": clip_detail(str(error))},
+                status_code=503,
+                headers={"retry-after": str(math.ceil(error.retry_after))},
+            )
+        if isinstance(error, ComputeTimeoutError):
+            return JSONResponse({"detail": clip_detail(str(error))}, status_code=503)
         if isinstance(error, UnknownAssignmentError):
             status = 404
         elif isinstance(error, AssignmentError | ConcurrentWriteError):
@@ -560,12 +807,14 @@ def create_app(
 
     # The key checks are coroutines: FastAPI runs a plain ``def`` dependency in the thread
     # pool, one extra hop per request; a cached key needs none (see ``who_async``).
-    async def operator(authorization: Auth = None) -> None:
+    async def operator(authorization: Auth = None) -> str:
+        """Who creates: the operator key's SHA-256 (``_ANYONE`` on a server without one)."""
         if limits.operator_key is None:
-            return  # no operator key: serve binds to loopback only (see crowdbudget serve)
+            return _ANYONE  # no operator key: serve binds to loopback only (crowdbudget serve)
         key = _bearer(authorization)
         if not service.is_operator(key):
             raise HTTPException(403, "this key is not the operator key of this server")
+        return _hash(key)
 
     async def requester(campaign_id: str, authorization: Auth = None) -> None:
         key = _bearer(authorization)
@@ -595,7 +844,7 @@ def create_app(
             raise HTTPException(403, "this key gives no access to this campaign")
         return found
 
-    OperatorDep = Annotated[None, Depends(operator)]
+    OperatorDep = Annotated[str, Depends(operator)]
     RequesterDep = Annotated[None, Depends(requester)]
     WorkerDep = Annotated[str, Depends(worker)]
 
@@ -610,7 +859,15 @@ def create_app(
         """The next item for the calling worker, or 204 when there is none. A worker who
         holds as many unanswered assignments as the campaign allows gets the oldest of them
         again (a response lost on the way is not lost work)."""
-        assignment = await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
+        if campaign_id in service.decided:
+            assignment = await service.run_async(
+                campaign_id, lambda c: c.next_assignment(worker_id)
+            )
+        else:  # a campaign's first decision may build a graph or a table: off the loop
+            assignment = await run_in_threadpool(
+                service.run, campaign_id, lambda c: c.next_assignment(worker_id)
+            )
+            service.decided.add(campaign_id)
         if assignment is None:
             return Response(status_code=204)
         return _assignment_json(assignment)
@@ -663,6 +920,7 @@ def create_app(
         """The arguments of :meth:`Campaign.create`, checked against the server's limits
         (the server's defaults filled in where the request leaves a setting out)."""
         service.check_ids(body.items, "item")
+        service.check_item_quota(len(body.items))
         if len(body.classes) > limits.max_classes:
             raise InvalidParameterError(
                 f"{len(body.classes)} classes; this server takes at most {limits.max_classes}"
@@ -682,6 +940,8 @@ def create_app(
                 f"the policy id is longer than this server's limit of {limits.max_policy_length}"
             )
         check_network_policy(body.policy)
+        if body.verdict is not None:
+            check_network_verdict(body.verdict)
         ttl = limits.default_ttl if body.ttl is None else body.ttl
         if ttl is not None and ttl > limits.max_ttl:
             raise InvalidParameterError(
@@ -716,15 +976,15 @@ def create_app(
         }
 
     @app.post("/v1/campaigns", response_model=CampaignCreated, status_code=201)
-    def create_campaign(body: CampaignCreate, _: OperatorDep) -> CampaignCreated:
+    def create_campaign(body: CampaignCreate, creator: OperatorDep) -> CampaignCreated:
         """Create a campaign (needs the operator key when the server has one); the response
         holds its requester key (shown once). The policy's set-up is tried first under the
-        server's time limit; nothing is stored unless the whole configuration works."""
+        server's time limit; nothing is stored unless the whole configuration works and the
+        server's campaign quotas (per server, per operator key) leave room."""
         config = _campaign_config(body)
-        check_setup(config, limits.setup_timeout)
-        campaign = Campaign.create(**config, store=service.store, clock=service.clock)
-        with service.lock(campaign.campaign_id):
-            service.remember(campaign)
+        service.check_campaign_quota(creator)  # before the set-up's cost, and again after
+        service.check_setup(config)
+        campaign = service.create_campaign(config, creator)
         key = service.add_key(campaign.campaign_id, "requester")
         return CampaignCreated(campaign_id=campaign.campaign_id, requester_key=key)
 
@@ -828,6 +1088,7 @@ def create_app(
             assert c.config is not None
             config = c.config.to_payload()
             config.pop("campaign_id")
+            service.check_item_quota(len(c.item_ids) + len(items))
             grown = {**config, "items": [*c.item_ids, *items]}
             for name, have, given in (
                 ("contexts", c._item_contexts, contexts),
@@ -840,10 +1101,15 @@ def create_app(
                     grown[name] = [*have, *given]
             return grown
 
+        def add(c: Campaign) -> None:
+            # checked again under the lock: another request may have added items meanwhile
+            service.check_item_quota(len(c.item_ids) + len(items))
+            c.add_items(items, contexts=contexts, features=features)
+
         # the set-up on the larger problem is tried first, outside the campaign's lock
         config = service.run(campaign_id, grown, read=True)
-        check_setup(config, limits.setup_timeout)
-        service.run(campaign_id, lambda c: c.add_items(items, contexts=contexts, features=features))
+        service.check_setup(config)
+        service.run(campaign_id, add)
 
     @app.post("/v1/campaigns/{campaign_id}/workers", response_model=WorkerToken, status_code=201)
     def add_worker(campaign_id: str, body: WorkerCreate, _: RequesterDep) -> WorkerToken:
@@ -975,35 +1241,57 @@ def create_app(
         n = await run_in_threadpool(service.run, campaign_id, lambda c: c.import_labels(frame))
         return {"imported": n}
 
-    @app.get("/v1/campaigns/{campaign_id}/status")
-    def status(campaign_id: str, _: RequesterDep) -> dict[str, Any]:
-        return service.run(campaign_id, lambda c: c.status(), read=True)
+    @app.get("/v1/campaigns/{campaign_id}/status", response_model=dict[str, Any])
+    def status(campaign_id: str, _: RequesterDep) -> Response:
+        """Spending and progress: spent, committed, remaining, pending, labels, estimated
+        accuracy, whether the policy stopped (``Campaign.status``). Computed once per event
+        count (overdue assignments are released first)."""
+        answer = service.cached_read(
+            campaign_id, "status", (), lambda c: _encoded(c.status()), expire_first=True
+        )
+        return Response(answer, media_type="application/json")
 
-    @app.get("/v1/campaigns/{campaign_id}/results")
-    def results(
+    @app.get("/v1/campaigns/{campaign_id}/results", response_model=list[dict[str, Any]])
+    async def results(
         campaign_id: str,
+        request: Request,
         _: RequesterDep,
         verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         floor: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> Response:
         """Final label, confidence (the verdict's probability of that label) and number of
         labels per item, from the campaign's verdict or the ``verdict`` asked for
         (``posterior`` or an aggregator id such as ``ds``); ``floor=true``: confidences
         under the probability floor fitted on the campaign's gold sample (the ``floor``
-        of ``…/calibration``; 422 while no gold item has a label)."""
-        frame = service.run(campaign_id, lambda c: c.results(verdict, floor=floor), read=True)
-        # 15 digits, pandas' most: its default of 10 would print an EM confidence of
-        # 1 - 1e-12 as 1.0 (the calibration endpoint reports full precision too)
-        records: list[dict[str, Any]] = json.loads(
-            frame.reset_index().to_json(orient="records", double_precision=15)
-        )
-        return records
+        of ``…/calibration``; 422 while no gold item has a label). Computed once per event
+        count and query; an aggregator verdict is fitted in a child process under the
+        server's deadline (503 past it, or while the server's compute slots are busy:
+        ``Retry-After``)."""
 
-    @app.get("/v1/campaigns/{campaign_id}/dashboard")
-    def dashboard_data(campaign_id: str, _: RequesterDep) -> dict[str, Any]:
+        def compute(c: Campaign, fitted: Any) -> bytes:
+            frame = c.results(verdict, floor=floor, fitted=fitted)
+            # 15 digits, pandas' most: its default of 10 would print an EM confidence of
+            # 1 - 1e-12 as 1.0 (the calibration endpoint reports full precision too)
+            return str(frame.reset_index().to_json(orient="records", double_precision=15)).encode()
+
+        answer = await service.verdict_read(
+            request, campaign_id, "results", verdict, (verdict, floor), compute
+        )
+        return Response(answer, media_type="application/json")
+
+    @app.get("/v1/campaigns/{campaign_id}/dashboard", response_model=dict[str, Any])
+    def dashboard_data(campaign_id: str, _: RequesterDep) -> Response:
         """Everything the dashboard draws (status, spend over time, labels per item,
-        worker agreement, and with gold the ``calibration`` on it, as ``…/calibration``)."""
-        return service.run(campaign_id, lambda c: c.dashboard_data(), read=True)
+        worker agreement, and with gold the ``calibration`` on it, as ``…/calibration``).
+        Computed once per event count (the page polls it)."""
+        answer = service.cached_read(
+            campaign_id,
+            "dashboard",
+            (),
+            lambda c: _encoded(c.dashboard_data()),
+            expire_first=True,
+        )
+        return Response(answer, media_type="application/json")
 
     @app.put("/v1/campaigns/{campaign_id}/gold", status_code=204)
     def put_gold(campaign_id: str, body: list[GoldLabel], _: RequesterDep) -> Response:
@@ -1042,26 +1330,35 @@ def create_app(
         service.run(campaign_id, lambda c: c.remove_gold(), read=True)  # as put_gold
         return Response(status_code=204)
 
-    @app.get("/v1/campaigns/{campaign_id}/calibration")
-    def calibration(
+    @app.get("/v1/campaigns/{campaign_id}/calibration", response_model=dict[str, Any])
+    async def calibration(
         campaign_id: str,
+        request: Request,
         _: RequesterDep,
         verdict: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-    ) -> dict[str, Any]:
+    ) -> Response:
         """Accuracy and calibration of the verdict's probabilities (those ``…/results``
         reports; ``verdict``: another verdict) on the gold items with at least one label:
         ``n_gold``, ``n_scored``, ``accuracy``, ``confidence`` (mean), ``ece``,
         ``ece_mass``, ``nll``, ``brier`` and the reliability diagram's ``bins`` (10
         equal-width bins of the confidence: ``count``, mean ``confidence``, ``accuracy``).
-        404 while the campaign has no gold."""
-        found = service.run(campaign_id, lambda c: c.calibration(verdict), read=True)
-        if found is None:
+        404 while the campaign has no gold. Computed once per event count and query; the
+        verdict is fitted as for ``…/results``."""
+        answer = await service.verdict_read(
+            request,
+            campaign_id,
+            "calibration",
+            verdict,
+            (verdict,),
+            lambda c, fitted: _encoded(c.calibration(verdict, fitted=fitted)),
+        )
+        if answer == _NULL:
             raise HTTPException(
                 404,
                 f"campaign {campaign_id} has no gold labels; upload them with "
                 f"PUT /v1/campaigns/{campaign_id}/gold",
             )
-        return found
+        return Response(answer, media_type="application/json")
 
     @app.get("/dashboard/{campaign_id}", response_class=HTMLResponse, include_in_schema=False)
     def dashboard_page(campaign_id: str) -> HTMLResponse:

@@ -17,6 +17,8 @@ will no longer only sample one instance as T goes large and becomes a reasonably
 
 from __future__ import annotations
 
+from typing import Any
+
 from crowdbudget.experiments.papers.base import ReproductionResult
 from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.registry import registered_policies
@@ -180,6 +182,27 @@ FIG3B_POLICIES = [
 FIG3B_PAPER = {("opt-kg:posterior=one-coin:refit=0", 4.0): 0.9225}
 
 
+def kos_at_chance_notes(summary: Any, n_items: int, margin: float = 0.05) -> list[str]:
+    """A ``note:`` when ``kos`` scores within ``margin`` of chance (1/2) at some budget of
+    ``summary``: why KOS as published is at chance on RTE (:mod:`crowdbudget.aggregation.kos`)
+    — the method, not the replay."""
+    rows = summary[summary["policy"] == "kos"].sort_values("budget")
+    chance = rows[(rows["accuracy_mean"] - 0.5).abs() <= margin]
+    if chance.empty:
+        return []
+    shown = ", ".join(
+        f"{row.accuracy_mean:.4f} at {row.budget / n_items:g} per item"
+        for row in chance.itertuples(index=False)
+    )
+    return [
+        f"kos is at chance ({shown}), as the paper's algorithm is on RTE: its worker message "
+        "is a sum over the worker's items, so the busiest workers (800, 760, 700 labels, who "
+        "answer at chance) dominate and the iteration settles on them; crowd-kit's KOS does "
+        "the same on this data; kos-mean (the message divided by the worker's degree) is the "
+        "working variant (crowdbudget.aggregation.kos, docs/reproductions.md)"
+    ]
+
+
 def _rte(
     figure: str,
     policy_ids: list[str],
@@ -231,6 +254,7 @@ def _rte(
         "the 65 five-to-five ties to class 1 (50 of them are class 0), so the full-data "
         "accuracy is 0.875, not majority vote's 0.897 with random tie-breaking",
     ]
+    notes += kos_at_chance_notes(result.summary, n_items)
     if missing:
         notes.append("not implemented yet, skipped: " + ", ".join(missing))
     return ReproductionResult(

@@ -266,11 +266,11 @@ def test_the_paper_verdict_keeps_the_policy_s_labels() -> None:
     np.testing.assert_allclose(paper.probabilities(state, policy).sum(axis=1), 1.0)
 
 
-def test_the_worker_aware_one_coin_policies_default_to_mace_eb_and_say_so(
+def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_say_so(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Issue 15: ``opt-kg:posterior=one-coin`` (and ``kg:``) are read by MACE when nobody
-    names a verdict (the empirical-Bayes MACE since stop 32); the id, ``--verdict`` or a live
+    """``opt-kg:posterior=one-coin`` (and ``kg:``) are read by the default verdict when
+    nobody names one (``bds``, chosen on the stress bed); the id, ``--verdict`` or a live
     campaign's ``verdict`` still decide; the report names the default; the allocation is the
     same whatever reads it."""
     import json
@@ -279,25 +279,26 @@ def test_the_worker_aware_one_coin_policies_default_to_mace_eb_and_say_so(
     from crowdbudget.campaign import Campaign
     from crowdbudget.cli import main
 
-    assert DEFAULT_VERDICT == "mace-eb"
+    assert DEFAULT_VERDICT == "bds"
     for pid in ("opt-kg:posterior=one-coin", "kg:posterior=one-coin:refit=0"):
-        assert split_verdict(pid)[1] == VerdictSpec("mace-eb")
+        assert split_verdict(pid)[1] == VerdictSpec("bds")
         assert split_verdict(pid, "ds")[1] == VerdictSpec("ds")
         assert split_verdict(f"{pid}:verdict=posterior")[1] == VerdictSpec("posterior")
     for pid in ("opt-kg", "uniform", "opt-kg:posterior=two-coin", "bbta"):
         assert split_verdict(pid)[1] == VerdictSpec("posterior")
-    # the runner: the id alone equals the id with verdict=mace-eb named, row for row
+    # the runner: the id alone equals the id with verdict=bds named, row for row (at 2 and 3
+    # labels per item, where the readers differ: at 1 they read each item's one label alike)
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     alone, named = (
-        run_experiment([pid], env, [400, 800], 2, seed=5, n_jobs=1, progress=False).runs
-        for pid in ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:verdict=mace-eb")
+        run_experiment([pid], env, [800, 2400], 2, seed=5, n_jobs=1, progress=False).runs
+        for pid in ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:verdict=bds")
     )
     columns = ["budget", "replication", "accuracy", "labels_used"]
     assert alone[columns].equals(named[columns])
     own = run_experiment(
         ["opt-kg:posterior=one-coin:verdict=posterior"],
         env,
-        [400, 800],
+        [800, 2400],
         2,
         seed=5,
         n_jobs=1,
@@ -309,9 +310,9 @@ def test_the_worker_aware_one_coin_policies_default_to_mace_eb_and_say_so(
     argv += ["--policies", "opt-kg,opt-kg:posterior=one-coin"]
     assert main([*argv, "--json"]) == 0
     settings = json.loads(capsys.readouterr().out)["settings"]
-    assert settings["default_verdicts"] == {"opt-kg:posterior=one-coin": "mace-eb"}
+    assert settings["default_verdicts"] == {"opt-kg:posterior=one-coin": "bds"}
     assert main(argv) == 0
-    assert "verdict: opt-kg:posterior=one-coin is read by mace-eb" in capsys.readouterr().out
+    assert "verdict: opt-kg:posterior=one-coin is read by bds" in capsys.readouterr().out
     assert main([*argv, "--json", "--verdict", "posterior"]) == 0
     assert "default_verdicts" not in json.loads(capsys.readouterr().out)["settings"]
     # a live campaign created without a verdict stores the policy's default; one that names
@@ -320,7 +321,7 @@ def test_the_worker_aware_one_coin_policies_default_to_mace_eb_and_say_so(
     live = Campaign.create(
         items=items, budget=6, classes=classes, policy="opt-kg:posterior=one-coin"
     )
-    assert live.config is not None and live.config.verdict == "mace-eb"
+    assert live.config is not None and live.config.verdict == "bds"
     kept = Campaign.create(
         items=items,
         budget=6,
@@ -336,23 +337,23 @@ def test_the_worker_aware_one_coin_policies_default_to_mace_eb_and_say_so(
 def test_one_campaign_read_by_several_verdicts_gives_the_rows_of_separate_runs() -> None:
     # --verdicts: each campaign is allocated once and read by every verdict; each reading
     # must be exactly what a run of <id>:verdict=<v> gives (same allocation, same verdict
-    # seed), worker-aware default included (its own verdict is mace-eb: not read twice)
+    # seed), worker-aware default included (its own verdict is bds: not read twice)
     env = ReplayEnvironment.from_label_data(load_dataset("temp"))
     budgets = [231, 462, 924]
     ids = ["opt-kg", "opt-kg:posterior=one-coin", "uniform:verdict=mv"]
     read = run_experiment(
-        ids, env, budgets, 2, n_jobs=1, progress=False, verdicts=["ds", "mace-eb", "posterior"]
+        ids, env, budgets, 2, n_jobs=1, progress=False, verdicts=["ds", "bds", "posterior"]
     )
     expected_labels = [
         "opt-kg",
         "opt-kg:verdict=ds",
-        "opt-kg:verdict=mace-eb",
+        "opt-kg:verdict=bds",
         "opt-kg:posterior=one-coin",
         "opt-kg:posterior=one-coin:verdict=ds",
         "opt-kg:posterior=one-coin:verdict=posterior",
         "uniform:verdict=mv",
         "uniform:verdict=ds",
-        "uniform:verdict=mace-eb",
+        "uniform:verdict=bds",
         "uniform:verdict=posterior",
     ]
     assert list(read.summary["policy"].unique()) == expected_labels

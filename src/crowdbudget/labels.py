@@ -100,6 +100,17 @@ class LabelData:
             name=f"{self.name} ({what} permuted)" if what else self.name,
         )
 
+    def labels_subset(self, keep: npt.NDArray[np.bool_] | IntArray) -> LabelData:
+        """Only the labels ``keep`` selects (a boolean mask of shape (n_labels,) or label
+        indices); items, workers, classes, gold and their codes are unchanged, so an item
+        whose labels are all dropped stays, with none."""
+        return replace(
+            self,
+            items=self.items[keep],
+            workers=self.workers[keep],
+            labels=self.labels[keep],
+        )
+
     @property
     def n_workers(self) -> int:
         return int(self.worker_ids.shape[0])

@@ -21,12 +21,12 @@ Inference (§2.1 EM, §2.2 variational Bayes — the default, as in the paper an
   ``θ̃ ∝ exp(ψ(count + prior) − ψ(Σ (count + prior)))`` (not normalised — §2.2: "the
   parameters no longer sum to one", which is what shrinks rarely-seen workers).
   Defaults are crowd-kit's: ``alpha = beta = 0.5``, ``strategy_prior = 10``.
-- Empirical-Bayes priors (``prior_fit``; ``mace-eb`` is ``prior_fit="competence"``, the
-  project's default verdict since issue 15's stop 32). Hovy et al. and crowd-kit hand-set the
-  priors (Beta(0.5, 0.5) on (spam, know), a symmetric Dirichlet(10) on every ξ_j), the same
-  for every crowd: a worker seen a few times is read through a prior that says "spams half of
-  the time" whatever the crowd is like. With ``prior_fit="competence"`` the Beta prior is the
-  upper level of a hierarchical model, set from the crowd itself as in
+- Empirical-Bayes priors (``prior_fit``; ``mace-eb`` is ``prior_fit="competence"``). Hovy et
+  al. and crowd-kit hand-set the priors (Beta(0.5, 0.5) on (spam, know), a symmetric
+  Dirichlet(10) on every ξ_j), the same for every crowd: a worker seen a few times is read
+  through a prior that says "spams half of the time" whatever the crowd is like. With
+  ``prior_fit="competence"`` the Beta prior is the upper level of a hierarchical model, set
+  from the crowd itself as in
   :mod:`~crowdbudget.aggregation.bayesian_dawid_skene` (two-stage empirical Bayes): the
   expected ``(spamming, knowing)`` counts of every worker at the symmetric start's E-step (the
   majority vote), shape (n_workers, 2), are read as Dirichlet-multinomial (Pólya) draws and
@@ -55,6 +55,12 @@ Inference (§2.1 EM, §2.2 variational Bayes — the default, as in the paper an
   invariant to renaming. Measured against hand-set MACE: docs/reproductions.md ("An
   empirical-Bayes MACE") and docs/calibration.md.
   Needs ``method="vb"`` (EM has no priors).
+- Class prior (``class_prior``). In Hovy et al.'s model the true class is uniform a priori,
+  which is wrong for an imbalanced crowd: a split item leans to the rare class, and with three
+  labels per item and 12 % positives that costs accuracy below majority vote
+  (docs/stress-bed.md). ``class_prior="learned"`` gives ``T_i`` a categorical prior π learned
+  with the workers' parameters (one more M-step line: π the posterior mean under a uniform
+  Dirichlet, from the posterior of every labelled item), as Dawid–Skene's π.
 - ``n_restarts`` runs of ``n_iter`` iterations, keeping the run with the highest log marginal
   likelihood (§2.1: random restarts). The first run starts at the symmetric point (every
   worker spams half of the time, uniform strategies: the first E-step is a majority vote),
@@ -90,6 +96,10 @@ METHODS = ("vb", "em")
 #: prior, or all (competence and strategy priors)
 PRIOR_FITS = ("none", "competence", "all")
 
+#: the prior of the true class (``class_prior``): uniform (Hovy et al.'s model) or learned
+#: from the data with the workers' parameters (a Dirichlet(1) prior, updated like them)
+CLASS_PRIORS = ("uniform", "learned")
+
 
 def _variational_normalize(counts: FloatArray, prior: FloatArray | float) -> FloatArray:
     """``exp(ψ(c + prior) − ψ(Σ (c + prior)))`` row-wise (the §2.2 variational M-step)."""
@@ -113,6 +123,10 @@ class MACE(Aggregator):
             ``"competence"`` (the Beta prior of (spamming, knowing) by empirical Bayes on the
             majority-vote start, ``alpha``, ``beta`` its starting point; ``mace-eb``) or
             ``"all"`` (the strategy prior too) — module docstring.
+        class_prior: ``"uniform"`` (default: Hovy et al.'s ``T_i`` uniform over the classes)
+            or ``"learned"`` (``P(T_i = t) = π_t`` with π re-estimated after every M-step as
+            the posterior mean under a Dirichlet(1) prior, ``(Σ_i T_it + 1) / (n + C)`` over
+            the labelled items; ``mace-eb-cp``).
         rng: seed or generator for the random starts and ties.
 
     Fitted: ``probas_`` (n_items, C), ``labels_`` (n_items,), ``competence_`` θ_j = P(worker
@@ -120,7 +134,8 @@ class MACE(Aggregator):
     ``log_marginal_likelihood_`` of the kept restart, and the priors used:
     ``competence_prior_`` (Beta pseudo-counts of (spamming, knowing), shape (2,)) and
     ``strategy_prior_`` (Dirichlet pseudo-counts of a spammer's labels, shape (C,)) — the
-    hand-set values, or the fitted ones (``prior_fit``).
+    hand-set values, or the fitted ones (``prior_fit``) — and ``class_prior_`` (the class
+    prior read by the final E-step, shape (C,): uniform, or the learned one).
     """
 
     def __init__(
@@ -133,6 +148,7 @@ class MACE(Aggregator):
         strategy_prior: float = 10.0,
         default_noise: float = 0.5,
         prior_fit: str = "none",
+        class_prior: str = "uniform",
         rng: int | np.random.Generator | None = 0,
     ) -> None:
         super().__init__(rng=rng)
@@ -144,6 +160,7 @@ class MACE(Aggregator):
         self.strategy_prior = strategy_prior
         self.default_noise = default_noise
         self.prior_fit = prior_fit
+        self.class_prior = class_prior
 
     def _check(self) -> None:
         check_iterations(self.n_restarts, 0.0, "MACE (n_restarts)")
@@ -156,6 +173,11 @@ class MACE(Aggregator):
             raise InvalidParameterError(
                 f"MACE: prior_fit must be one of {', '.join(PRIOR_FITS)}, got {self.prior_fit!r}"
             )
+        if self.class_prior not in CLASS_PRIORS:
+            raise InvalidParameterError(
+                f"MACE: class_prior must be one of {', '.join(CLASS_PRIORS)}, "
+                f"got {self.class_prior!r}"
+            )
         if self.prior_fit != "none" and self.method != "vb":
             raise InvalidParameterError(
                 f"MACE: prior_fit={self.prior_fit!r} fits the variational priors; it needs "
@@ -167,10 +189,16 @@ class MACE(Aggregator):
                 raise InvalidParameterError(f"MACE: {key} must be a number > 0, got {value!r}")
 
     def _e_step(
-        self, data: LabelData, spam: FloatArray, know: FloatArray, strategies: FloatArray
+        self,
+        data: LabelData,
+        spam: FloatArray,
+        know: FloatArray,
+        strategies: FloatArray,
+        log_class_prior: FloatArray | None = None,
     ) -> tuple[float, FloatArray, FloatArray, FloatArray, FloatArray]:
         """Log marginal likelihood, posterior T (n_items, C), and the expected counts:
-        spamming per (worker, label) (n_workers, C), spamming and knowing per worker."""
+        spamming per (worker, label) (n_workers, C), spamming and knowing per worker.
+        ``log_class_prior``: log P(T_i = t), shape (C,); None is uniform."""
         items, workers, labels = data.items, data.workers, data.labels
         C = data.n_classes
         # a = P(spam) ξ_jl > 0 (ξ and the spam probability are kept positive by the priors /
@@ -181,7 +209,7 @@ class MACE(Aggregator):
         scores = np.zeros((data.n_items, C))
         scores += np.bincount(items, weights=log_a, minlength=data.n_items)[:, None]
         np.add.at(scores, (items, labels), log_ak - log_a)
-        scores -= np.log(C)
+        scores += -np.log(C) if log_class_prior is None else log_class_prior[None, :]
         log_evidence = logsumexp(scores, axis=1, keepdims=True)
         T = np.asarray(np.exp(scores - log_evidence), dtype=float)
         t_label = T[items, labels]
@@ -195,7 +223,7 @@ class MACE(Aggregator):
         )
         spam_count = np.bincount(workers, weights=spamming, minlength=n_w).astype(float)
         know_count = np.bincount(workers, weights=knowing, minlength=n_w).astype(float)
-        # items without labels have evidence exactly 1/C·C = 1 (log 0): they add nothing
+        # items without labels have evidence exactly Σ_t P(t) = 1 (log 0): they add nothing
         return float(log_evidence.sum()), T, spam_by_label, spam_count, know_count
 
     def _m_step(
@@ -239,12 +267,21 @@ class MACE(Aggregator):
                 strategy = polya_prior(by_label[:, None, :], strategy[None, :])[0]
         return competence, strategy
 
+    @staticmethod
+    def _log_class_prior(T: FloatArray) -> FloatArray:
+        """log of the posterior mean of the class prior under a Dirichlet(1) prior, from the
+        posteriors of the labelled items ``T`` (n_labelled, C): ``(Σ_i T_i + 1) / (n + C)``,
+        every entry > 0, so the log is finite."""
+        C = T.shape[1]
+        return np.asarray(np.log((T.sum(axis=0) + 1.0) / (T.shape[0] + C)), dtype=float)
+
     def _fit_probas(self, data: LabelData) -> FloatArray:
         self._check()
         rng = as_generator(self.rng)
         C, n_w = data.n_classes, data.n_workers
         priors = self._priors(data)
-        best: tuple[float, FloatArray, FloatArray, FloatArray] | None = None
+        best: tuple[float, FloatArray, FloatArray, FloatArray, FloatArray | None] | None = None
+        labelled = np.bincount(data.items, minlength=data.n_items) > 0
         width = 1.0 + float(self.default_noise)
         for restart in range(int(self.n_restarts)):
             if restart == 0:
@@ -255,15 +292,23 @@ class MACE(Aggregator):
                 strategies = 1.0 + width * rng.random((n_w, C))
                 strategies /= strategies.sum(axis=1, keepdims=True)
             spam, know = pair[:, 0], pair[:, 1]
+            log_prior: FloatArray | None = None  # every run starts from the uniform prior
             for _ in range(int(self.n_iter)):
-                _, _, by_label, n_spam, n_know = self._e_step(data, spam, know, strategies)
+                _, T, by_label, n_spam, n_know = self._e_step(
+                    data, spam, know, strategies, log_prior
+                )
                 spam, know, strategies = self._m_step(by_label, n_spam, n_know, priors)
-            log_lik = self._e_step(data, spam, know, strategies)[0]
+                if self.class_prior == "learned":
+                    log_prior = self._log_class_prior(T[labelled])
+            log_lik = self._e_step(data, spam, know, strategies, log_prior)[0]
             if best is None or log_lik > best[0]:
-                best = (log_lik, spam, know, strategies)
+                best = (log_lik, spam, know, strategies, log_prior)
         assert best is not None
-        log_lik, spam, know, strategies = best
-        _, T, *_ = self._e_step(data, spam, know, strategies)
+        log_lik, spam, know, strategies, log_prior = best
+        _, T, *_ = self._e_step(data, spam, know, strategies, log_prior)
+        self.class_prior_ = (
+            np.full(C, 1.0 / C) if log_prior is None else np.asarray(np.exp(log_prior))
+        )
         self.competence_ = know / (spam + know)
         self.strategies_ = strategies
         self.log_marginal_likelihood_ = log_lik

@@ -25,10 +25,16 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``glad`` | :class:`GLAD` (Whitehill et al. 2009) | ``n-iter``, ``tol``, ``alpha-prior-mean``, |
 |  |  | ``beta-prior-mean``, ``m-step-max-iter``, ``m-step-tol`` |
 | ``mace`` | :class:`MACE` (Hovy et al. 2013) | ``n-restarts``, ``n-iter``, ``method``, ``alpha``, |
-|  |  | ``beta``, ``strategy-prior``, ``default-noise``, ``prior-fit`` |
-| ``mace-eb`` | :class:`MACE`, ``prior_fit="competence"`` (the default verdict) | as ``mace`` |
+|  |  | ``beta``, ``strategy-prior``, ``default-noise``, ``prior-fit``, |
+|  |  | ``class-prior`` |
+| ``mace-eb`` | :class:`MACE`, ``prior_fit="competence"`` | as ``mace`` |
+| ``mace-eb-cp`` | :class:`MACE`, ``prior_fit="competence"``, | as ``mace`` |
+|  | ``class_prior="learned"`` |  |
+| ``auto`` | :class:`HeldOutLabelChoice` (the candidate that best predicts held-out | |
+|  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``level-within`` |
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
-| ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
+| ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior; | |
+|  | the default verdict) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
 |  |  | ``prior-fit``, ``temperature`` |
 
@@ -42,9 +48,9 @@ Ranges the closed intervals of :class:`~crowdbudget.registry.Param` cannot say (
 words of the class's own check (``aggregator 'ds': n-iter=0 is out of range (n_iter must be
 an integer >= 1)``).
 
-:data:`DEFAULT_VERDICT` is the id of the default verdict (``aggregate``'s default method and
-``compare``'s ``verdict=`` policy), chosen by the calibration measurement of
-docs/calibration.md (``benchmarks/bench_calibration.py``).
+:data:`DEFAULT_VERDICT` is the id of the default verdict (``aggregate``'s default method,
+``compare``'s ``verdict=`` policy and the worker-aware default policy's verdict), chosen by
+the worst-case rule on the stress bed (docs/stress-bed.md, ``crowdbudget stress``).
 
 Example:
     >>> make_aggregator("ds:n-iter=50")
@@ -67,26 +73,23 @@ from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.dawid_skene import DawidSkene
 from crowdbudget.aggregation.glad import GLAD
 from crowdbudget.aggregation.kos import KOS
-from crowdbudget.aggregation.mace import MACE, METHODS
+from crowdbudget.aggregation.mace import CLASS_PRIORS, MACE, METHODS
 from crowdbudget.aggregation.mace import PRIOR_FITS as MACE_PRIOR_FITS
 from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityVote
 from crowdbudget.aggregation.mmsr import MMSR
+from crowdbudget.aggregation.model_choice import HeldOutLabelChoice
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
 from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param, Spec, parse
 
-#: The default verdict, by the rule of issue 19 on the measurement of docs/calibration.md
-#: (``benchmarks/bench_calibration.py``): the best-calibrated aggregator whose accuracy is
-#: within 0.005 of the most accurate everywhere. No aggregator is (fact_eval's gold subset
-#: and adult separate them by 0.02–0.05), so the smallest worst shortfall decides first (up
-#: to the same 0.005), then the lowest mean ECE. Hand-set MACE (``mace``) until issue 15's
-#: stop 32; since then the rule reads every (set, labels per item) row, not only the
-#: full-data ones, and picks the empirical-Bayes MACE (``mace-eb``): worst shortfall 0.049
-#: like ``mace`` and ``bds`` (fact_eval), mean ECE 0.109 over the 35 rows against ``mace``'s
-#: 0.136 and ``bds``'s 0.126, mean NLL 0.75 against 0.88 and 1.98.
-DEFAULT_VERDICT = "mace-eb"
+#: The default verdict: the aggregator that :func:`crowdbudget.experiments.stress.choose_verdict`
+#: selects on the stress bed and every bundled crowd set, all labels and 1 / 2 / 3 / 5 labels
+#: per item (the smallest worst accuracy shortfall to the best method of each crowd, ties by
+#: the next-worst, then NLL) — ``crowdbudget stress --per-item 1,2,3,5 --reps 3``; the table
+#: and its numbers: docs/stress-bed.md.
+DEFAULT_VERDICT = "bds"
 
 
 # --------------------------------------------------------------------------- parameter rows
@@ -184,6 +187,16 @@ def read_positive_pair(text: str) -> list[float]:
 def read_temperature(text: str) -> float | str:
     """``"auto"`` stays ``"auto"``; anything else is a number (checked against the row)."""
     return text if text == "auto" else float(text)
+
+
+def read_candidate_ids(text: str) -> str:
+    """``"bds,ds"`` or ``"bds;ds"`` → ``"bds,ds"``: aggregator ids, each registered and not
+    ``auto``, as one comma-separated string (the form :class:`HeldOutLabelChoice` stores)."""
+    ids = [v.strip() for v in text.replace(";", ",").split(",") if v.strip()]
+    known = {*AGGREGATORS.entries(), *AGGREGATORS.aliases()}
+    if not ids or any(i not in known or i == "auto" for i in ids):
+        raise ValueError(text)
+    return ",".join(ids)
 
 
 def _row(name: str, read: Callable[[str], Any], doc: str, **rest: Any) -> AggregatorParam:
@@ -343,6 +356,12 @@ MACE_PRIOR_FIT = _row(
     "strategy-prior), competence (alpha, beta) or all (the strategy prior too)",
     choices=MACE_PRIOR_FITS,
 )
+MACE_CLASS_PRIOR = _row(
+    "class-prior",
+    str,
+    "prior of the true class: uniform (Hovy et al.) or learned from the data",
+    choices=CLASS_PRIORS,
+)
 
 EM_PAPER = "Dawid & Skene 1979, Maximum likelihood estimation of observer error-rates"
 KOS_PAPER = "Karger, Oh & Shah 2011, Iterative learning for reliable crowdsourcing systems"
@@ -477,6 +496,7 @@ for _spec in (
         "MACE: spamming workers, variational Bayes (Hovy et al. 2013)",
         *MACE_ROWS,
         MACE_PRIOR_FIT,
+        MACE_CLASS_PRIOR,
         paper="Hovy et al. 2013, Learning whom to trust with MACE",
     ),
     _aggregator(
@@ -485,8 +505,40 @@ for _spec in (
         "MACE whose competence prior is fitted to the crowd (empirical Bayes)",
         *MACE_ROWS,
         MACE_PRIOR_FIT,
+        MACE_CLASS_PRIOR,
         paper="Hovy et al. 2013, Learning whom to trust with MACE; priors by type-II ML",
         defaults={"prior_fit": "competence"},
+    ),
+    _aggregator(
+        "mace-eb-cp",
+        MACE,
+        "MACE with the empirical-Bayes competence prior and a class prior learned from the data",
+        *MACE_ROWS,
+        MACE_PRIOR_FIT,
+        MACE_CLASS_PRIOR,
+        paper="Hovy et al. 2013, Learning whom to trust with MACE; priors by type-II ML",
+        defaults={"prior_fit": "competence", "class_prior": "learned"},
+    ),
+    _aggregator(
+        "auto",
+        HeldOutLabelChoice,
+        "the candidate whose posterior best predicts held-out labels (K-fold over labels)",
+        _row(
+            "candidates",
+            read_candidate_ids,
+            "aggregator ids to choose among, in order of preference (bds,ds)",
+            type_label="list of registered aggregator ids other than auto",
+        ),
+        _row("n-folds", int, "folds of the labels", low=2, high=20),
+        _row(
+            "shrinkage", float, "labels' worth of the pooled confusion matrix", low=0, low_open=True
+        ),
+        _row(
+            "level-within",
+            float,
+            "standard errors of the score difference within which candidates are level",
+            low=0,
+        ),
     ),
     _aggregator(
         "mmsr",

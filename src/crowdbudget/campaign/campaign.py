@@ -434,7 +434,7 @@ class Campaign:
                 ``"posterior"`` (the policy's own model) or an aggregator id fitted on the
                 labels (``"ds"``, ``"one-coin-em"``, ``"mv"``, …); None: the one the
                 policy id names, else the policy's ``default_verdict`` (``posterior`` for
-                most; ``mace-eb`` for ``…:posterior=one-coin``, issue 15).
+                most; the registry's ``DEFAULT_VERDICT`` for ``…:posterior=one-coin``).
             workers: worker ids known from the start (more join with :meth:`add_workers` or
                 by asking for work). A policy that models workers numbers them in this order.
             mode: ``"pull"`` (workers ask for work; they may come and go) or ``"push"`` (the

@@ -10,7 +10,8 @@ One module per command (or command group), each with ``cmd_<name>(args)`` and
 :mod:`~crowdbudget.cli.compare`, :mod:`~crowdbudget.cli.datasets`,
 :mod:`~crowdbudget.cli.serve`, :mod:`~crowdbudget.cli.bound`,
 :mod:`~crowdbudget.cli.aggregate`, :mod:`~crowdbudget.cli.labelstudio`,
-:mod:`~crowdbudget.cli.policies` and :mod:`~crowdbudget.cli.environments`. What they share:
+:mod:`~crowdbudget.cli.policies`, :mod:`~crowdbudget.cli.environments` and
+:mod:`~crowdbudget.cli.stress`. What they share:
 :mod:`~crowdbudget.cli.common` (the one-line-error parser, argument types, the run options,
 budgets, running the policies) and
 :mod:`~crowdbudget.cli.io` (data validation options, output paths).
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     from crowdbudget.cli.reproduce import add_reproduce_parser
     from crowdbudget.cli.serve import add_serve_parser
     from crowdbudget.cli.simulate import add_simulate_parser
+    from crowdbudget.cli.stress import add_stress_parser
 
     parser = Parser(
         prog="crowdbudget",
@@ -67,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_labelstudio_parser,
         add_policies_parser,
         add_environments_parser,
+        add_stress_parser,
     ):
         add_parser(sub)
     _add_examples(all_commands(parser))
@@ -108,6 +111,10 @@ HELP_EXAMPLES = {
     "aggregate": [
         "crowdbudget aggregate my_labels.csv --method dawid-skene --out results/labels.csv",
         "crowdbudget aggregate my_labels.csv --method mv --gold my_gold.csv --json",
+    ],
+    "stress": [
+        "crowdbudget stress --quick",
+        "crowdbudget stress --per-item 1,2,3,5 --reps 3 --out stress.csv",
     ],
     "bound": [
         "crowdbudget bound --items 100 --budget 120 --arrival-rate 0.1 --completion-rate 0.4",

@@ -13,7 +13,9 @@ draws the reliability diagram; ``--fit-floor`` fits a probability floor on the g
 uniform distribution at the weight under which the gold is most likely), writes the floored
 probabilities and reports their metrics cross-fitted over 5 folds of the gold (each gold
 task scored with a floor fitted on the others). With ``--json`` it prints one JSON document
-(the method, sizes, metrics and where the rows went).
+(the method, sizes, metrics and where the rows went). A verdict that chooses among models
+(``auto``) reports which one and why: a line on stderr, and ``results.choice`` (``chosen``,
+``reason``, ``scores``) in the JSON.
 """
 
 from __future__ import annotations
@@ -133,11 +135,17 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
             "out": args.out,
         },
     }
+    # a verdict that chooses among models (``auto``) says which one and why
+    choice = aggregator.choice() if hasattr(aggregator, "choice") else None
+    if choice is not None:
+        document["results"]["choice"] = choice
     if args.json:
         if args.out is None:
             document["results"]["rows"] = rows.to_dict(orient="records")
         print(json.dumps(document, indent=2))
     else:
+        if choice is not None:
+            print(f"{args.method} chose {choice['reason']}", file=sys.stderr)
         _print_report(args, data, rows, accuracy, calibration, floor)
     # the files last: a failure while writing them leaves the report printed (and the rows,
     # which then go to stdout)

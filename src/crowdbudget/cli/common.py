@@ -100,7 +100,8 @@ def add_verdict_argument(parser: argparse.ArgumentParser) -> None:
         help="the verdict of every policy id that names none: 'posterior' (each policy's own "
         "model; an even vote goes to the class the decided items say is more common, never to "
         "a fixed class; the default for most policies — the worker-aware one-coin policies "
-        "default to mace-eb, reports say so), 'paper' (the papers' rule: binary ties to class 1, "
+        "default to the default verdict, bds, and reports say so), 'paper' (the papers' rule: "
+        "binary ties to class 1, "
         "what reproduce uses) or an aggregator id fitted on the labels received (ds, "
         "one-coin-em, mace, mace-eb, bds, ...; 'crowdbudget aggregators'); an id names its own "
         "with :verdict=, e.g. opt-kg:verdict=ds",
@@ -127,8 +128,8 @@ def verdict_list(text: str) -> list[str]:
 def default_verdicts(policies: Sequence[str], verdict: str | None) -> dict[str, str]:
     """The policies among ``policies`` whose verdict is their own default and not their
     posterior (neither the id nor ``--verdict`` names one; e.g. ``opt-kg:posterior=one-coin``
-    → ``mace-eb``, issue 15), with that verdict: what a report states so that nobody reads a
-    MACE column as the policy's own model."""
+    → the default verdict), with that verdict: what a report states so that nobody reads a
+    column of another model as the policy's own."""
     from crowdbudget.registry import split_verdict
 
     if verdict:

@@ -79,9 +79,12 @@ paper's mean is better where budgets are small: since stop 31 the registry's def
 refit is Beta(16, 4) on two classes (``policies.builtin.REFIT_WORKER_PRIOR``; rte 0.7977 →
 0.8314 at 1 label per item, 0.9163 → 0.9208 at 4, MACE verdict, 20 replays —
 docs/reproductions.md, "A stronger worker prior for the refit"); this class's own default
-stays the paper's (4, 1). Read by the default verdict since stop 32, the empirical-Bayes MACE
-(``mace-eb``), the registry's default reaches the paper's number: 0.9229 ± 0.0033 at 3,200
-labels (docs/reproductions.md, "An empirical-Bayes MACE").
+stays the paper's (4, 1). The registry's default (``opt-kg:posterior=one-coin``) is read by
+the default verdict (:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`, chosen on the
+stress bed: docs/stress-bed.md): the allocation assumes one-coin workers and uniform classes,
+the verdict reads the same labels with per-worker confusion matrices and a learned class
+prior (``OneCoinAnyClassKnowledgeGradient.default_verdict``). Its RTE number at 3,200 labels:
+docs/reproductions.md.
 
 Push mode chooses the pair; pull mode (``select(state, worker=j)``) chooses the item for the
 arriving worker. On a replay only pairs with an unused recorded label are candidates

@@ -460,12 +460,16 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
 
     binary_only = False
     searches_past_excluded = True
-    #: the verdict when none is named (issue 15): the one-coin model allocates well but, read
-    #: as the verdict, misfits workers whose errors depend on the class (one accuracy for
-    #: every class) once they have several labels each — on trec at 4 labels per item it
-    #: fell to 0.671 while MACE on the same campaigns read 0.711 (docs/reproductions.md,
-    #: "The worker-aware default's verdict"); ``verdict=posterior`` keeps the model's own.
-    #: Since stop 32 the default verdict is MACE with a fitted competence prior (``mace-eb``)
+    #: the verdict when none is named: the registry's default verdict
+    #: (:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`). What each side assumes:
+    #: the *allocation* scores pairs with one-coin workers (one accuracy per worker, a
+    #: Beta prior) and uniform classes — a model cheap enough to rescore after every label,
+    #: used only to rank which label to buy next; the *verdict* reads the campaign's labels
+    #: with a model that also fits what the allocation leaves out — per-worker confusion
+    #: matrices (class-dependent errors, biased workers) and a class prior learned from the
+    #: labels — and that the stress bed's worst case selects (docs/stress-bed.md). The two
+    #: agree on the labels they read: every label the allocation bought is read, none is
+    #: re-weighted by how it was chosen. ``verdict=posterior`` reads the one-coin model's own.
     default_verdict = DEFAULT_VERDICT
 
     def __init__(

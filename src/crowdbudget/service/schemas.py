@@ -81,8 +81,8 @@ class CampaignCreate(StrictRequest):
         max_length=MAX_NAME_LENGTH,
         description="final labels and confidence: 'posterior' (the policy's model) or an "
         "aggregator id ('ds', 'one-coin-em', 'mv', ...); default: the one the policy id "
-        "names, else the policy's default (its own model for most; 'mace-eb' for the "
-        "worker-aware one-coin policies)",
+        "names, else the policy's default (its own model for most; the default verdict, "
+        "'bds', for the worker-aware one-coin policies)",
     )
 
 

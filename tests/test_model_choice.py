@@ -1,0 +1,126 @@
+"""The data-chosen verdict (``auto``) and MACE's learned class prior."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from crowdbudget.aggregation.mace import MACE
+from crowdbudget.aggregation.model_choice import (
+    HeldOutLabelChoice,
+    held_out_log_likelihood,
+    label_folds,
+)
+from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.cli import main
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.stress import StressCell, make_crowd
+
+IMBALANCED = StressCell("imbalanced", (0.88, 0.12), 3, 176, accuracy=(2.5, 2.0), n_items=1000)
+
+
+def _accuracy(aggregator: object, gold: np.ndarray) -> float:
+    return float(np.mean(aggregator.labels_ == gold))  # type: ignore[attr-defined]
+
+
+def test_a_learned_class_prior_finds_the_imbalance_and_fixes_mace() -> None:
+    crowd = make_crowd(IMBALANCED, 0)
+    assert crowd.gold is not None
+    uniform = MACE(prior_fit="competence").fit(crowd)
+    learned = MACE(prior_fit="competence", class_prior="learned").fit(crowd)
+    assert np.allclose(uniform.class_prior_, 0.5)
+    assert abs(learned.class_prior_[1] - 0.12) < 0.04
+    # uniform classes turn split items to the rare class (the issue's failure); learned not
+    assert _accuracy(learned, crowd.gold) > _accuracy(uniform, crowd.gold) + 0.03
+
+
+def test_mace_refuses_an_unknown_class_prior() -> None:
+    with pytest.raises(InvalidParameterError, match="class_prior must be one of"):
+        MACE(class_prior="skewed").fit(make_crowd(IMBALANCED, 0))
+
+
+def test_held_out_labels_are_likelier_under_the_truth_than_under_its_flip() -> None:
+    crowd = make_crowd(replace(IMBALANCED, accuracy=(8.0, 2.0)), 1)
+    assert crowd.gold is not None
+    folds = label_folds(crowd, 3, 0)
+    train = crowd.labels[folds != 0]
+    assert 0 < train.size < crowd.n_labels
+    train_data, test_data = crowd.labels_subset(folds != 0), crowd.labels_subset(folds == 0)
+    truth = np.eye(2)[crowd.gold]
+    flipped = np.eye(2)[1 - crowd.gold]
+    uniform = np.full((crowd.n_items, 2), 0.5)
+    scores = [
+        held_out_log_likelihood(p, train_data, test_data).mean() for p in (truth, uniform, flipped)
+    ]
+    # the flip is as likely as the truth under a free worker model (label switching), but
+    # an uninformative posterior is worse than both
+    assert scores[0] > scores[1] and scores[2] > scores[1]
+    assert held_out_log_likelihood(truth, train_data, test_data).shape == (test_data.n_labels,)
+
+
+def test_folds_do_not_depend_on_the_row_order() -> None:
+    crowd = make_crowd(IMBALANCED, 0)
+    order = np.random.default_rng(0).permutation(crowd.n_labels)
+    shuffled = replace(
+        crowd, items=crowd.items[order], workers=crowd.workers[order], labels=crowd.labels[order]
+    )
+    assert np.array_equal(label_folds(crowd, 3, 5)[order], label_folds(shuffled, 3, 5))
+    counts = np.bincount(label_folds(crowd, 3, 5), minlength=3)
+    assert counts.min() > 0.25 * crowd.n_labels
+    assert not np.array_equal(label_folds(crowd, 3, 5), label_folds(crowd, 3, 6))
+
+
+def test_auto_rejects_the_uniform_class_model_on_an_imbalanced_crowd() -> None:
+    crowd = make_crowd(IMBALANCED, 0)
+    assert crowd.gold is not None
+    choice = HeldOutLabelChoice(candidates=("mace-eb", "mace-eb-cp"), level_within=0).fit(crowd)
+    assert choice.chosen_ == "mace-eb-cp"
+    assert choice.scores_["mace-eb-cp"] > choice.scores_["mace-eb"]
+    assert np.array_equal(choice.probas_, make_aggregator("mace-eb-cp").fit(crowd).probas_)
+    assert "mace-eb-cp" in choice.reason_
+    assert choice.choice()["chosen"] == "mace-eb-cp"
+
+
+def test_auto_is_deterministic_and_prefers_the_first_of_level_candidates() -> None:
+    crowd = make_crowd(StressCell("easy", (0.5, 0.5), 5, 40, accuracy=(20.0, 1.0)), 0)
+    first = HeldOutLabelChoice(candidates=("mv", "bds")).fit(crowd)
+    again = HeldOutLabelChoice(candidates=("mv", "bds")).fit(crowd)
+    assert first.chosen_ == again.chosen_ and first.scores_ == again.scores_
+    # with an infinite level every candidate is level: the order of preference decides
+    forced = HeldOutLabelChoice(candidates=("mv", "bds"), level_within=1e9).fit(crowd)
+    assert forced.chosen_ == "mv"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("auto:candidates=auto", "candidates"),
+        ("auto:candidates=nope", "candidates"),
+        ("auto:n-folds=1", "n-folds"),
+    ],
+)
+def test_auto_refuses_bad_parameters(text: str, message: str) -> None:
+    with pytest.raises(InvalidParameterError, match=message):
+        make_aggregator(text)
+
+
+def test_aggregate_reports_the_choice(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    crowd = make_crowd(replace(IMBALANCED, n_items=200), 0)
+    path = Path(str(tmp_path)) / "labels.csv"
+    rows = ["task,worker,label"] + [
+        f"{crowd.item_ids[i]},{crowd.worker_ids[w]},{crowd.classes[c]}"
+        for i, w, c in zip(crowd.items, crowd.workers, crowd.labels, strict=True)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    out = Path(str(tmp_path)) / "out.csv"
+    assert main(["aggregate", str(path), "--method", "auto", "--json", "--out", str(out)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    choice = document["results"]["choice"]
+    assert choice["chosen"] in choice["scores"] and choice["reason"].startswith(choice["chosen"])
+    assert main(["aggregate", str(path), "--method", "auto", "--out", str(out)]) == 0
+    assert "auto chose" in capsys.readouterr().err

@@ -14,7 +14,12 @@ and of the client (Linux ``/proc``; the server's is the number that does not dep
 busy the machine is). Run from the repository root:
 
     python benchmarks/bench_service.py [--items 10000,100000] [--clients 8,16] [--seconds 10]
-        [--repeat 1] [--json out.json]
+        [--policies opt-kg,opt-kg:posterior=one-coin] [--workers 200] [--repeat 1]
+        [--json out.json]
+
+``--workers W`` registers W workers and lets each client thread act for W / clients of them
+in turn (a worker asks, labels, and the thread moves to its next worker), so worker-aware
+policies see a crowd rather than one worker per thread; labels are a seeded draw.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -86,7 +92,9 @@ def _start(db: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the service did not start")
 
 
-def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
+def bench(
+    n_items: int, clients: int, seconds: float, policy: str = "opt-kg", workers: int = 0
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         proc, base = _start(Path(tmp) / "bench.db")
         try:
@@ -94,7 +102,11 @@ def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
             t0 = time.perf_counter()
             created = setup.post(
                 "/v1/campaigns",
-                json={"items": [f"i{k}" for k in range(n_items)], "budget": 10**9},
+                json={
+                    "items": [f"i{k}" for k in range(n_items)],
+                    "budget": 10**9,
+                    "policy": policy,
+                },
             ).json()
             create_s = time.perf_counter() - t0
             cid, key = created["campaign_id"], created["requester_key"]
@@ -104,20 +116,29 @@ def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
                 setup.post(
                     f"/v1/campaigns/{cid}/workers", json={"worker_id": f"w{k}"}, headers=boss
                 ).json()["worker_token"]
-                for k in range(clients)
+                for k in range(max(workers, clients))
             ]
+            # client thread k acts for workers k, k + clients, k + 2 * clients, ...
+            per_client = [tokens[k::clients] for k in range(clients)]
             latencies: dict[str, list[float]] = {"next": [], "label": []}
             lock = threading.Lock()
             stop = time.perf_counter() + seconds
 
-            def loop(token: str, k: int) -> None:
+            def loop(my_tokens: list[str], k: int) -> None:
                 # the standard library's HTTP client: several times cheaper per request than
                 # httpx, so less of the two shared cores goes to the load generator
-                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
                 mine: dict[str, list[float]] = {"next": [], "label": []}
-                conn = http.client.HTTPConnection(host, port, timeout=30)
-                body = json.dumps({"label": str(k % 2)})
+                conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                rng = np.random.default_rng(k)
+                turn = 0
                 while time.perf_counter() < stop:
+                    token = my_tokens[turn % len(my_tokens)]
+                    turn += 1
+                    headers = {
+                        "Authorization": f"Bearer {token}",
+                        "Content-Type": "application/json",
+                    }
+                    body = json.dumps({"label": str(int(rng.integers(2)))})
                     a = time.perf_counter()
                     conn.request("POST", f"/v1/campaigns/{cid}/assignments", headers=headers)
                     response = conn.getresponse()
@@ -141,7 +162,9 @@ def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
                     for kind in mine:
                         latencies[kind].extend(mine[kind])
 
-            threads = [threading.Thread(target=loop, args=(t, k)) for k, t in enumerate(tokens)]
+            threads = [
+                threading.Thread(target=loop, args=(mine, k)) for k, mine in enumerate(per_client)
+            ]
             load_before = _load()
             server_cpu, client_cpu = _cpu_seconds(proc.pid), _cpu_seconds()
             start = time.perf_counter()
@@ -157,7 +180,8 @@ def bench(n_items: int, clients: int, seconds: float) -> dict[str, float]:
             proc.kill()
             proc.wait()
     n = len(latencies["label"])
-    out = {"n_items": n_items, "clients": clients, "create_s": create_s}
+    out: dict[str, Any] = {"policy": policy, "n_items": n_items, "clients": clients}
+    out["workers"], out["create_s"] = max(workers, clients), create_s
     out["load_before"], out["load_after"] = load_before, load_after
     out["round_trips_per_s"] = n / elapsed
     out["server_cpu_ms_per_round_trip"] = 1000 * server_cpu / n
@@ -174,22 +198,29 @@ def main() -> None:
     parser.add_argument("--items", default="10000,100000")
     parser.add_argument("--clients", default="8", help="comma-separated client counts")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--policies", default="opt-kg", help="comma-separated policy ids")
+    parser.add_argument("--workers", type=int, default=0, help="workers (default: one a client)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every case, interleaved")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    cases = [(int(n), int(c)) for n in args.items.split(",") for c in args.clients.split(",")]
+    cases = [
+        (policy, int(n), int(c))
+        for policy in args.policies.split(",")
+        for n in args.items.split(",")
+        for c in args.clients.split(",")
+    ]
     print(
-        "| n_items | clients | load 1-min before / after | round trips/s "
+        "| policy | n_items | clients | workers | load 1-min before / after | round trips/s "
         "| next p50 / p99 ms | label p50 / p99 ms | server / client CPU ms per round trip |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for _ in range(args.repeat):
-        for n_items, clients in cases:
-            r = bench(n_items, clients, args.seconds)
+        for policy, n_items, clients in cases:
+            r = bench(n_items, clients, args.seconds, policy, args.workers)
             rows.append(r)
             print(
-                f"| {r['n_items']:,} | {r['clients']} | "
+                f"| `{r['policy']}` | {r['n_items']:,} | {r['clients']} | {r['workers']} | "
                 f"{r['load_before']:.2f} / {r['load_after']:.2f} | "
                 f"{r['round_trips_per_s']:.0f} | "
                 f"{r['next_p50_ms']:.1f} / {r['next_p99_ms']:.1f} | "

@@ -54,7 +54,7 @@ class LabelData:
     def permuted(
         self, *, classes: bool = False, workers: bool = False, seed: int = 0, items: bool = False
     ) -> LabelData:
-        """The same labels under another coding (issue 15's fairness check): with
+        """The same labels under another coding (the fairness check of ``--permute-*``): with
         ``classes``, class code c becomes (c + 1) mod L — labels, gold and the class names
         move together, so every answer and its truth are unchanged, only the codes; with
         ``workers``, the worker indices are shuffled (a seeded permutation); with ``items``,

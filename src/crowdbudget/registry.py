@@ -772,7 +772,7 @@ def split_verdict(
 def pin_paper_ties(spec: Spec) -> Spec:
     """``spec`` (a policy's, without verdict) with the papers' rule among tied items pinned.
 
-    Since issue 15 the item-selecting policies (``opt-kg``, ``cvar-kg``, ``gittins``,
+    The item-selecting policies (``opt-kg``, ``cvar-kg``, ``gittins``,
     ``gittins-inf``, ``label-uncertainty``, ``requallo``, ``opt-kg:features=logistic``) break
     a tie among items at random by default; the papers take the smallest index
     (``tie-break=first``). This adds ``tie-break=<the class's paper_tie_break>`` where the id

@@ -41,7 +41,7 @@ and the label-count rules shift by it: ``min-labels=m`` needs ``a + b >= m + 2·
 
 All methods are vectorised: ``a``, ``b``, ``x`` are arrays of any common shape.
 
-Why a requirement is not a registry id (issue #16). Every component id has one grammar,
+Why a requirement is not a registry id. Every component id has one grammar,
 ``name[:key=value]*`` (:func:`crowdbudget.registry.parse`, DESIGN §11). A requirement text has
 no name: ``fisher=0.2:max-labels=14`` is a conjunction of rules, each ``key=value`` — it is the
 *parameter part* of that grammar, and where a user types it inside an id it is exactly that:

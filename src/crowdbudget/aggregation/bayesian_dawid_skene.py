@@ -39,22 +39,13 @@ gives a finite, very strong prior). The prior is thus the crowd's average confus
 with the crowd's own spread: the upper level of a hierarchical model whose lower level is the
 workers.
 
-When (``prior_fit``). ``"start"`` (the default since issue 15's stop 27): once, on the expected
-counts of the starting shares (the majority vote), to convergence (20 steps), then held fixed
-while the variational updates run — two-stage empirical Bayes. ``"every"`` (the first build's
-rule): re-fitted at every iteration (3 steps, warm-started), i.e. the hyperparameters and
-``q`` maximise the evidence bound jointly. Why the change: the joint maximisation has
-degenerate optima that the two-stage fit cannot drift into. On a label log bought by the
-worker-aware policy on trec (19,033 labels, most items labelled once) the joint fit moved the
-prior to "class 0: workers answer at random; class 1: workers always say 1", a fixed point
-in which an item with a single "1" is class 0 — 0.497 accuracy against majority vote's 0.637
-(the two-stage fit: 0.645); the same happened on one of 20 fact_eval campaigns. On all labels
-of every bundled crowd set the two-stage fit is as accurate or more (rte 0.9263 → 0.9313, trec
-0.7081 → 0.7086, adult 0.7658 → 0.7688, fact_eval 0.8507 → 0.8524, temp and wsd equal) except
-millionaire (0.9149 → 0.9127), with a lower or equal NLL on every set (rte 0.363 → 0.295,
-temp 0.719 → 0.497, millionaire 2.08 → 1.98, trec 1.01 → 0.95, adult 2.86 → 1.92, fact_eval
-1.72 → 1.41, wsd 0.156 both; ``benchmarks/bench_calibration.py``) and faster (millionaire
-25.6 s → 1.4 s: the Pólya fit over 37,332 workers runs once, not at every iteration).
+When (``prior_fit``). ``"start"`` (the default): once, on the expected counts of the
+starting shares (the majority vote), to convergence (20 steps), then held fixed while the
+variational updates run — two-stage empirical Bayes. ``"every"``: re-fitted at every iteration
+(3 steps, warm-started), i.e. the hyperparameters and ``q`` maximise the evidence bound
+jointly. The joint maximisation has degenerate optima (e.g. "class 0: workers answer at random;
+class 1: workers always say 1") that the two-stage fit cannot drift into, and the two-stage fit
+runs the Pólya fit once instead of at every iteration (measurements: docs/decisions.md).
 ``confusion_prior=(diagonal, off_diagonal)`` fixes it instead (Kim & Ghahramani use
 hand-set values). ``ν₀ = class_prior`` (1: uniform).
 

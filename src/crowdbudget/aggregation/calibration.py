@@ -1,6 +1,6 @@
-"""Calibration of a verdict's class probabilities (issue 19): ECE (equal-width and
-equal-mass bins), NLL, Brier score, a reliability diagram, and the per-checkpoint columns of
-the campaign loop (:func:`verdict_calibration`).
+"""Calibration of a verdict's class probabilities: ECE (equal-width and equal-mass bins),
+NLL, Brier score, a reliability diagram, and the per-checkpoint columns of the campaign loop
+(:func:`verdict_calibration`).
 
 The one place these are computed: ``crowdbudget aggregate --gold``, the engine's checkpoint
 rows (``ece``, ``nll``, ``brier`` → ``ece_mean`` ... in summaries), the compiled engine and

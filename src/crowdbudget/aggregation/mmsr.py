@@ -50,7 +50,8 @@ the P stored pairs of co-workers (``_msr_rows``): each worker's ratios are split
 value and only the kept ranks are picked from either side — no sort, O(P) expected. At 10^6
 labels (1,000 workers, P ≈ 10^6, 30 iterations) a fit takes about 2 s, against 25 s with a
 lexsort of all P ratios per pass (``_msr_means_reference``, kept as the tests' reference; same
-results bit for bit; benchmarks/README.md, issue 19 section).
+results bit for bit; benchmarks/README.md, "GLAD, MACE, MMSR, Wawa, Zero-Based Skill side by
+side with crowd-kit").
 
 Example:
     >>> from crowdbudget.datasets import load_dataset

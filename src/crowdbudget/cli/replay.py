@@ -1,7 +1,7 @@
 """``crowdbudget replay``: policies on a real data set by replaying its recorded labels, and
 what ``replay`` and ``compare`` share: the data set options (:func:`add_data_arguments`), its
 loading, the run and its report (:func:`run_replay`, with the quantity–quality metrics and
-the fairness check of issue 15)."""
+the fairness check under permuted class codes, worker ids or item order)."""
 
 from __future__ import annotations
 
@@ -231,7 +231,7 @@ def run_replay(
     ]
     note_texts = notes(result.summary, data) if notes is not None else []
     note_texts += round_robin_notes(result.summary, data.n_classes)
-    # issue 15's fairness check: the same runs with the class codes / worker ids permuted
+    # the fairness check: the same runs with the class codes / worker ids / item order permuted
     fairness_rows: list[dict[str, Any]] = []
     fairness_lines: list[str] = []
     for flag, permutation in (
@@ -315,7 +315,7 @@ def _fairness(
     """Accuracy before and after permuting the ``what`` codes, per policy and budget: JSON
     rows and text lines. A change beyond two standard errors of the difference (the two
     runs' replication stds, ``sqrt(s1² / n + s2² / n)``) is flagged: the policy or its
-    verdict depends on the coding (issue 15)."""
+    verdict depends on the coding."""
     import math
 
     key = ["policy", "budget"]

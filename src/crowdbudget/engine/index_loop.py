@@ -1,4 +1,4 @@
-"""A compiled continuous-time campaign for the Hu–Frazier index policy (issue 21).
+"""A compiled continuous-time campaign for the Hu–Frazier index policy.
 
 Hu & Frazier, "Bayes-Optimal Effort Allocation in Crowdsourcing: Bounds and Index Policies",
 AISTATS 2016, §6 (Algorithm 1) and §7 (Fig. 1): workers arrive as a Poisson process, each is

@@ -234,7 +234,7 @@ class CheckpointRecorder:
         labels = verdict.labels(state, self.policy)
         mask, truth = self.evaluation_mask, self.true_labels
         accuracy = float(np.mean(labels[mask] == truth[mask]))
-        # the verdict's calibration (ece, nll, brier; issue 19), then the hook's metrics;
+        # the verdict's calibration (ece, nll, brier), then the hook's metrics;
         probas = verdict.probabilities(state, self.policy)
         extra = verdict_calibration(probas, labels, truth, mask)
         extra.update(self.metrics(state, labels, truth, mask) if self.metrics is not None else {})

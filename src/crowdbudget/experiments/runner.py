@@ -677,7 +677,7 @@ def run_experiment(
         metrics: optional module-level hook adding metrics per checkpoint
             (:data:`MetricsHook`); campaigns then run on the reference engine.
         ties: ``"default"`` (each policy's own rule among tied items: random for the
-            item-selecting policies since issue 15, bar deterministic ``kg``) or ``"paper"``:
+            item-selecting policies, bar deterministic ``kg``) or ``"paper"``:
             the papers' rule (``tie-break=first``) for every id that names none
             (:func:`~crowdbudget.registry.pin_paper_ties`; rows keep the ids as given) —
             what the faithful reproductions use.

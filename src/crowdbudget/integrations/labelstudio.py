@@ -1,4 +1,4 @@
-"""Budget-optimal dynamic overlap for a Label Studio project (issue 20).
+"""Budget-optimal dynamic overlap for a Label Studio project.
 
 Label Studio's overlap is fixed: every task gets ``maximum_annotations`` annotators. Here a
 crowdbudget :class:`~crowdbudget.campaign.Campaign` decides, annotation by annotation, which

@@ -27,10 +27,9 @@ from crowdbudget.types import FloatArray, IntArray
 
 TieBreak = Literal["first", "random"]
 
-#: How the item-selecting policies break a tie among items by default (issue 15): uniformly at
-#: random, so a result does not depend on the order of the items in the file. The smallest
-#: index (``"first"``, what ``np.argmax`` does) made a replay's accuracy a function of the
-#: item order; it stays available as ``tie-break=first``.
+#: How the item-selecting policies break a tie among items by default: uniformly at random, so
+#: a result does not depend on the order of the items in the file. The smallest index
+#: (``"first"``, what ``np.argmax`` does) is available as ``tie-break=first``.
 DEFAULT_TIE_BREAK: TieBreak = "random"
 
 #: The papers' rule (the smallest index among the best — deterministic KG of Chen et al.'s

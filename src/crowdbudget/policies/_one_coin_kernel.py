@@ -1,4 +1,4 @@
-"""Compiled scoring of the one-coin worker-aware fast path at d = 1/2 (issue 21).
+"""Compiled scoring of the one-coin worker-aware fast path at d = 1/2.
 
 A refit of ``opt-kg:posterior=one-coin`` (``refit=N``, the registry's default) changes every
 item's and every worker's Beta, so every live (item, worker) pair is rescored. In NumPy that

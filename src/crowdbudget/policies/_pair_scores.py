@@ -1,4 +1,4 @@
-"""Helpers of the worker-aware KG policies' incremental scoring (issue 21).
+"""Helpers of the worker-aware KG policies' incremental scoring.
 
 - :func:`representatives`: one representative per distinct integer key, in O(n) with a scratch
   table (no sort), and the map back — pairs whose scores are equal by construction (the same

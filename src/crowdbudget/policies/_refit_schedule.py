@@ -1,5 +1,5 @@
-"""When the worker-aware policies re-read all their labels (``refit``, ``refit-growth``;
-issue 15): the one schedule of the binary one-coin policy
+"""When the worker-aware policies re-read all their labels (``refit``, ``refit-growth``):
+the one schedule of the binary one-coin policy
 (:mod:`crowdbudget.policies.worker_aware`) and the categorical ones
 (:mod:`crowdbudget.policies.worker_aware_multiclass`).
 

@@ -91,7 +91,7 @@ class AllocationPolicy(ABC):
             (``…:verdict=ID``) nor the caller (``--verdict``, ``verdict=``) names one:
             ``"posterior"`` (the policy's own model) for most; an aggregator id where the
             policy's model allocates well but reads its labels worse than that aggregator
-            (measured: the worker-aware one-coin policies, issue 15). The registry applies it
+            (the worker-aware one-coin policies; docs/decisions.md). The registry applies it
             (:func:`crowdbudget.registry.split_verdict`); naming ``verdict=posterior`` keeps
             the policy's own model.
     """

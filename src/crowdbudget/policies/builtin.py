@@ -39,7 +39,7 @@ CHEN2013 = "Chen, Lin, Zhou (2013) Optimistic Knowledge Gradient Policy ..."
 #: posteriors the KG family (kg, opt-kg, cvar-kg) is parametrised by (DESIGN §11): ``beta``
 #: (anonymous workers, the Beta fast path), ``one-coin`` and ``two-coin`` (named workers, §4 of
 #: Chen et al.: the policy then picks (item, worker) pairs), ``confusion`` (a Dirichlet
-#: confusion matrix per worker, issue 15); one-coin and confusion take any number of classes
+#: confusion matrix per worker); one-coin and confusion take any number of classes
 #: (crowdbudget.policies.worker_aware_multiclass), two-coin is binary
 POSTERIORS = ("beta", "one-coin", "two-coin", "confusion")
 
@@ -78,17 +78,15 @@ DEFAULT_ONE_COIN_REFIT = 10
 #: the workers' Beta prior of Chen, Lin, Zhou (2013) §4 (mean 0.8, worth 5 labels): the
 #: default of the paper's sequential rule (``refit=0``) and of the other worker models
 PAPER_WORKER_PRIOR = (4.0, 1.0)
-#: the default of ``posterior=one-coin`` with a refit (``refit`` > 0, the default since issue
-#: 15) on two classes: the paper's mean 0.8, worth 20 labels (stop 31); more classes keep the
-#: paper's prior (measured level or worse there: millionaire −1.1 points at 2 per item). A
-#: refit re-reads every worker from all labels as ``c0 + agreements, d0 + disagreements``;
-#: with the paper's prior, worth 5 labels, a worker's first few labels already move them far
-#: (three agreements: 0.875, three disagreements: 0.5), so Opt-KG asks the workers that
-#: started lucky and learns little about the others. Worth 20 labels, a worker stays near the
-#: crowd's mean until about 20 of their labels say otherwise. Measured (20 replays, seed 0,
-#: MACE verdict): rte +3.4 / +0.1 / +0.9 / +0.5 points at 1 / 2 / 3 / 4 labels per item
-#: (−0.2 at 5), temp +3.5 / +0.9 / +0.5 / 0.0, trec level (3 replays); 8,2 and 32,8 land
-#: within noise of 16,4 (docs/reproductions.md, "A stronger worker prior for the refit").
+#: the default of ``posterior=one-coin`` with a refit (``refit`` > 0, the default) on two
+#: classes: the paper's mean 0.8, worth 20 labels; more classes keep the paper's prior
+#: (:data:`PAPER_WORKER_PRIOR`). A refit re-reads every worker from all labels as
+#: ``c0 + agreements, d0 + disagreements``; with the paper's prior, worth 5 labels, a worker's
+#: first few labels already move them far (three agreements: 0.875, three disagreements: 0.5),
+#: so Opt-KG asks the workers that started lucky and learns little about the others. Worth 20
+#: labels, a worker stays near the crowd's mean until about 20 of their labels say otherwise
+#: (measurements: docs/decisions.md; docs/reproductions.md, "A stronger worker prior for the
+#: refit").
 REFIT_WORKER_PRIOR = (16.0, 4.0)
 
 #: item models the KG family can be given with ``features=`` (§5 of Chen et al.)
@@ -98,7 +96,7 @@ FEATURE_MODELS = ("none", "logistic")
 _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 
 
-#: refit variants of the binary one-coin policy, passed only when given (issue 15)
+#: refit variants of the binary one-coin policy, passed only when given
 _ONE_COIN_REFIT_PARAMS = ("refit_items", "refit_rounds", "refit_final")
 #: the worker models whose refit takes ``refit-growth``
 GROWING_REFITS = ("one-coin", "confusion")
@@ -137,7 +135,7 @@ def _with_workers(
             f"workers must be one of {', '.join(WORKER_MODELS)}, got {workers!r}"
         )
     if workers == "confusion":
-        # a Dirichlet confusion matrix per worker, any K >= 2 (issue 15); refit=N re-reads
+        # a Dirichlet confusion matrix per worker, any K >= 2; refit=N re-reads
         # all labels (variational Dawid–Skene rounds), off by default
         return CategoricalWorkerKnowledgeGradient(
             "confusion",
@@ -150,20 +148,15 @@ def _with_workers(
         )
     if workers in ("one-coin", "two-coin"):
         # Worker-aware KG picks (item, worker) pairs. Opt-KG breaks ties at random by default
-        # (the paper's Fig. 3(b) error bars need a randomised policy; measured on RTE at 3,200
-        # labels: random 0.917, first 0.909 — see crowdbudget.policies.worker_aware); ``kg``
-        # keeps its deterministic "first" default, ``kg:workers=...:tie-break=random`` is the
-        # randomised one.
-        # The one-coin default re-reads all labels every 10 (refit=10, issue 15): the paper's
-        # sequential moment matching (refit=0, what the reproductions name) can lock onto a
-        # worker after a lucky start — temp, 20 replays: std 0.054–0.085 at 2–5 labels per
-        # item against 0.003–0.007 with refit=10, which is also more accurate at every budget
-        # on rte and temp (docs/reproductions.md, "The worker-aware default"). The same default
-        # on K > 2 classes (the categorical refit): millionaire at 2-5 labels per item, std
-        # 0.018-0.033 with refit=0 (20 replays), 0.004-0.023 and 5-10 points more accurate
-        # with refit=10 (10 replays; docs/reproductions.md, "Worker-aware allocation for any
-        # number of classes").
-        # one-coin: the binary policy on two classes, the categorical one on more (issue 15)
+        # (the paper's Fig. 3(b) error bars need a randomised policy;
+        # crowdbudget.policies.worker_aware); ``kg`` keeps its deterministic "first" default,
+        # ``kg:workers=...:tie-break=random`` is the randomised one.
+        # The one-coin default re-reads all labels every 10 (refit=10), on any number of
+        # classes: the paper's sequential moment matching (refit=0, what the reproductions
+        # name) can lock onto a worker after a lucky start (measurements: docs/decisions.md;
+        # docs/reproductions.md, "The worker-aware default" and "Worker-aware allocation for
+        # any number of classes").
+        # one-coin: the binary policy on two classes, the categorical one on more
         aware = (
             OneCoinAnyClassKnowledgeGradient if workers == "one-coin" else TwoCoinKnowledgeGradient
         )
@@ -173,7 +166,7 @@ def _with_workers(
         if worker_prior is None:
             worker_prior = PAPER_WORKER_PRIOR
             if workers == "one-coin" and refit > 0:
-                # the binary refit's prior; more classes keep the paper's (stop 31)
+                # the binary refit's prior; more classes keep the paper's
                 worker_prior = REFIT_WORKER_PRIOR
                 extra["multiclass_worker_prior"] = PAPER_WORKER_PRIOR
         return aware(
@@ -240,9 +233,9 @@ def _kg_posterior(posterior: str | None, workers: str | None) -> str:
 
 
 #: ``tie-break``: the smallest index or a uniformly random one among equal scores. Random is
-#: the default of every item-selecting policy but deterministic KG (issue 15): with "first" a
-#: result depended on the order of the items in the file; ``first`` is the papers' rule, which
-#: every faithful reproduction pins (crowdbudget.registry.pin_paper_ties)
+#: the default of every item-selecting policy but deterministic KG: with "first" a result
+#: depends on the order of the items in the file; ``first`` is the papers' rule, which every
+#: faithful reproduction pins (crowdbudget.registry.pin_paper_ties)
 TIE_BREAK = Param(
     "tie-break",
     str,
@@ -341,7 +334,7 @@ def _kg_capabilities(binary_only: bool) -> Any:
     def rule(values: Mapping[str, Any]) -> Capabilities:
         workers, posterior = values.get("workers", "none"), values.get("posterior", "beta")
         if workers != "none" or posterior != "beta":
-            # one-coin and confusion take any number of classes (issue 15), two-coin is binary
+            # one-coin and confusion take any number of classes, two-coin is binary
             model = posterior if workers == "none" else workers
             return Capabilities(
                 binary_only=model == "two-coin", needs_workers=True, chooses_workers=True

@@ -68,8 +68,8 @@ class FeatureKnowledgeGradient(AllocationPolicy):
         reward: ``"global"`` (the MDP's reward, every item's accuracy; the paper) or ``"local"``
             (the labeled item's only; cheaper).
         standardize, intercept: feature preparation (module docstring).
-        tie_break: ``"random"`` (default since issue 15: a result does not depend on the item
-            order) or ``"first"`` (smallest index, the papers' rule, ``tie-break=first``;
+        tie_break: ``"random"`` (default: a result does not depend on the item order) or
+            ``"first"`` (smallest index, the papers' rule, ``tie-break=first``;
             ``kg:features=logistic`` keeps it, as deterministic KG).
         max_global_items: largest n_items for ``reward="global"`` (memory O(n_items²)).
 

@@ -108,8 +108,8 @@ class GittinsInf(BetaIndexPolicy):
             hours at T = 8,000) or ``"fixed"`` (always the full L, the reference).
         max_levels: the adaptive rule's largest depth (default 1,600).
         solver: ``"dinkelbach"`` or ``"bisection"``.
-        tie_break: ``"random"`` (default since issue 15: a result does not depend on the
-            item order) or ``"first"`` (smallest index, the papers' rule, ``tie-break=first``)
+        tie_break: ``"random"`` (default: a result does not depend on the item order) or
+            ``"first"`` (smallest index, the papers' rule, ``tie-break=first``)
             among equal indices.
     """
 
@@ -177,8 +177,8 @@ class FiniteHorizonGittins(AllocationPolicy):
 
     Args:
         solver: ``"dinkelbach"`` (default) or ``"bisection"``.
-        tie_break: ``"random"`` (default since issue 15: with a shared prior every unlabeled
-            item ties, and the smallest index made a result depend on the item order) or
+        tie_break: ``"random"`` (default: with a shared prior every unlabeled item
+            ties, and the smallest index would make a result depend on the item order) or
             ``"first"`` (smallest item index among equal indices: the papers' rule, which the
             reproductions pin, ``tie-break=first``).
 

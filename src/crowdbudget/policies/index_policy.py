@@ -33,8 +33,8 @@ class BetaIndexPolicy(AllocationPolicy):
     """Label the eligible item of largest score ``f(a_i, b_i, d_i)``.
 
     Args:
-        tie_break: ``"random"`` — uniformly among the best (the default of the subclasses
-            since issue 15, bar deterministic KG); ``"first"`` — smallest item index among
+        tie_break: ``"random"`` — uniformly among the best (the default of the subclasses,
+            bar deterministic KG); ``"first"`` — smallest item index among
             the best (deterministic; the papers' rule, ``tie-break=first``).
 
     Fitted attributes:

@@ -4,10 +4,10 @@ Chen, Lin, Zhou (2013), "Optimistic Knowledge Gradient Policy for Optimal Budget
 Crowdsourcing": KG (eq. 12; deterministic = smallest index on ties, randomized = uniform on
 ties), optimistic KG (Algorithm 1) and the CVaR-α family of §3.2 that joins them.
 
-Ties among items (issue 15). Opt-KG and CVaR-α KG break a tie uniformly at random by default:
+Ties among items. Opt-KG and CVaR-α KG break a tie uniformly at random by default:
 with a shared prior every unlabeled item ties, and so does every pair of items in the same
-state, so "the smallest index" made the labels — and a replay's accuracy — depend on the
-order of the items in the file. The paper does not say how Algorithm 1 breaks ties; its
+state, so "the smallest index" would make the labels — and a replay's accuracy — depend on
+the order of the items in the file. The paper does not say how Algorithm 1 breaks ties; its
 ``argmax`` (smallest index) is ``tie-break=first``, which every faithful reproduction pins.
 :class:`KnowledgeGradient` keeps ``"first"``: ``kg`` is the paper's *deterministic* KG of
 Prop. 3.1 (smallest index on ties, the rule the proposition is about); ``kg-random`` is the
@@ -55,7 +55,7 @@ class OptimisticKnowledgeGradient(BetaIndexPolicy):
     """Optimistic KG (Algorithm 1): label the item of largest ``R+(a, b) = max(R1, R2)``.
 
     Consistent (Thm. 3.2): accuracy → 1 as the budget grows. Ties among items are broken
-    uniformly at random by default (issue 15: the smallest index made a result depend on the
+    uniformly at random by default (the smallest index would make a result depend on the
     item order); the paper does not say how it breaks ties, and with the consistent
     optimistic reward the choice does not matter for consistency. ``tie_break="first"``
     (``opt-kg:tie-break=first``) is the ``argmax`` of Algorithm 1, the rule the faithful
@@ -83,8 +83,8 @@ class CVaRKnowledgeGradient(BetaIndexPolicy):
 
     Args:
         alpha: in [0, 1]; 1 is KG, 0 is optimistic KG. Consistent for every α < 1.
-        tie_break: ``"random"`` (default, issue 15: a result does not depend on the item
-            order) or ``"first"`` (smallest index, the papers' rule, ``tie-break=first``).
+        tie_break: ``"random"`` (default: a result does not depend on the item order) or
+            ``"first"`` (smallest index, the papers' rule, ``tie-break=first``).
     """
 
     def __init__(self, alpha: float = 0.5, tie_break: TieBreak = DEFAULT_TIE_BREAK) -> None:

@@ -39,8 +39,8 @@ class LabelUncertainty(BetaIndexPolicy):
     """Label the item of largest label uncertainty ``min(I, 1 − I)`` (Sheng et al. 2008 eq. 4).
 
     Args:
-        tie_break: ``"random"`` (default since issue 15: with a shared prior every unlabeled
-            item ties, and the smallest index made a result depend on the item order) or
+        tie_break: ``"random"`` (default: with a shared prior every unlabeled item ties,
+            and the smallest index would make a result depend on the item order) or
             ``"first"`` (smallest index among the most uncertain: the rule the ``requallo-*``
             reproductions pin, ``tie-break=first``).
     """

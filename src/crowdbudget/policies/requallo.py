@@ -216,8 +216,8 @@ class RequalloPolicy(AllocationPolicy):
         workers: ``"none"``, ``"spammer"`` or ``"weighted"`` (§3.2).
         worker_reliability: known θ_j, shape (n_workers,), for ``workers="weighted"``.
         spammer_alpha, spammer_min_labels: the spammer test (``workers="spammer"``).
-        tie_break: ``"random"`` (default since issue 15: every item starts tied, and the
-            smallest index made a result depend on the item order) or ``"first"`` (smallest
+        tie_break: ``"random"`` (default: every item starts tied, and the smallest index
+            would make a result depend on the item order) or ``"first"`` (smallest
             index, Algorithm 1's argmax: what the ``requallo-*`` reproductions pin,
             ``tie-break=first``).
 

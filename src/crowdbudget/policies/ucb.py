@@ -15,12 +15,12 @@ class is least certain":
   and the task with the largest c_x − |θ̂_x − d_x| is labeled: the one whose confidence
   interval [θ̂_x − c_x, θ̂_x + c_x] reaches deepest across its threshold d_x.
 
-Ties (issue 15): ``tie_break="random"`` (the default) picks uniformly among the tasks of
+Ties: ``tie_break="random"`` (the default) picks uniformly among the tasks of
 largest score, compared after rounding to 40 significant bits
 (:func:`~crowdbudget.policies._index.canonical_scores`: the symmetric states n⁺ = k and
 n⁺ = n − k tie mathematically but reach us with last-bit noise from ``|θ̂ − d|``) — so the
 initial round visits the tasks in random order; ``"first"`` takes the smallest index on the
-raw scores, the rule before issue 15 and what the ``hu-frazier-*`` reproductions pin.
+raw scores, the rule the ``hu-frazier-*`` reproductions pin.
 
 No prior is used (frequentist); the final labels are the default Bayes rule on the posterior
 (:meth:`AllocationPolicy.final_labels`). Cost: O(n_items) vectorised per decision (ln t changes

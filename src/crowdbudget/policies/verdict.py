@@ -52,11 +52,11 @@ from crowdbudget.types import CampaignState, FloatArray, IntArray, Problem, task
 #: the verdict that is the policy's own model
 POSTERIOR = "posterior"
 
-#: the policy's own model with the papers' tie rule (issue 15)
+#: the policy's own model with the papers' tie rule
 PAPER = "paper"
 
 #: how the ``posterior`` verdict breaks ties (:class:`PosteriorVerdict`): by the estimated
-#: class prior (issue 15); ``paper`` keeps the papers' rule
+#: class prior; ``paper`` keeps the papers' rule
 POSTERIOR_TIES = "prior"
 
 #: two class probabilities closer than this (relative to the largest) are a tie: the Beta
@@ -138,7 +138,7 @@ def break_ties_by_prior(
 ) -> IntArray:
     """``labels`` with every tie of ``probabilities`` (two or more classes within
     :data:`TIE_TOLERANCE` of the largest) sent to the tied class of largest estimated prior,
-    and ties of that estimate to a uniformly random tied class (issue 15).
+    and ties of that estimate to a uniformly random tied class.
 
     The class prior is estimated from the decided items — those without a tie — as
     ``π̂_c ∝ 1 + #{decided items labelled c}`` (Laplace smoothing: with nothing decided every
@@ -173,7 +173,7 @@ class PosteriorVerdict(Verdict):
     Args:
         ties: ``"prior"`` (default): an item whose class probabilities tie — even votes, no
             vote under a symmetric prior — takes the tied class of largest estimated prior
-            (:func:`break_ties_by_prior`), so no class is favoured by its code (issue 15);
+            (:func:`break_ties_by_prior`), so no class is favoured by its code;
             ``"paper"``: the policy's labels as they are, the papers' rule (Chen, Lin, Zhou
             2013 Prop. 2.1: positive iff ``P(θ ≥ d) ≥ 1/2``, so every binary tie goes to
             class 1) — what the faithful reproductions use (``verdict=paper``).

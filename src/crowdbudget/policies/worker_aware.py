@@ -18,12 +18,12 @@ rounding of ``betainc``. ``tie_break="random"`` picks uniformly among the tied c
 ``"first"`` the first candidate pair (items, then workers, in index order). The paper does not
 say how it breaks ties; its Fig. 3(b) shows error bars over 20 runs of the RTE replay, which a
 pair-choosing policy only has if it is randomised (the replay itself is deterministic once the
-pair is chosen), so the registry's ``opt-kg:posterior=...`` uses random ties. Measured on RTE
-(20 replays, 3,200 labels): random 0.917, first 0.909 (the first-pair rule sends every fresh
-item to the lowest-numbered workers first, so fewer workers' reliabilities get learned).
+pair is chosen), so the registry's ``opt-kg:posterior=...`` uses random ties (the first-pair
+rule sends every fresh item to the lowest-numbered workers first, so fewer workers'
+reliabilities get learned; measurements: docs/decisions.md).
 
 ``refit=N`` (our variant, not in the paper; ``refit=10`` is the registry's default for
-``posterior=one-coin`` since issue 15, ``refit=0`` the paper's rule that the reproductions name
+``posterior=one-coin``, ``refit=0`` the paper's rule that the reproductions name
 — docs/reproductions.md, "The worker-aware default"): the online moment matching reads each
 label with the worker belief of the moment it arrived — a worker's early labels are weighed with
 the Beta(4, 1) prior and never re-read once the worker is known better. Every N labels the
@@ -31,27 +31,21 @@ variant re-reads all labels so far in three rounds of a variational-EM-like swee
 paper's own model: (items) every item restarts from its prior and takes its labels in arrival
 order by the paper's moment matching with the worker Betas held fixed; (workers) every worker's
 Beta becomes prior + expected agreements with a noiseless worker, ``c_j = c0 + Σ P(agree)``,
-``d_j = d0 + n_j − Σ P(agree)`` with P(agree) = E[θ_i] for a label 1 and 1 − E[θ_i] for a 0. (A
-Dawid–Skene EM in place of the item step was tried and fails: with one label per item its
-maximum-likelihood class posteriors are certain, so every worker looks perfect.) Then every
-available pair is rescored. Cost per refit: O(labels so far) vectorised plus one scoring pass
-over the pairs.
+``d_j = d0 + n_j − Σ P(agree)`` with P(agree) = E[θ_i] for a label 1 and 1 − E[θ_i] for a 0.
+Then every available pair is rescored. Cost per refit: O(labels so far) vectorised plus one
+scoring pass over the pairs.
 
-``refit_growth=g`` (``refit-growth``; ours, issue 15): with a fixed interval N the refits of a
-campaign of T labels re-read T²/(2N) labels in all — quadratic, ~9 min per replay on trec (88,000
-labels). After a refit at n labels the next one is at ``n + max(N, ceil(g · n))`` labels
-(``refit_schedule``), so from n = N/g on the intervals grow geometrically and a campaign makes
-about N/g + ln(T·g/N)/ln(1 + g) refits re-reading O(N/g² + T/g) labels in all. g = 0 is the fixed
-interval, decision for decision. The schedule counts labels observed, state-free otherwise
-(``_next_refit``, set at ``reset``). Measured (``crowdbudget replay --dataset rte --budget
-1600,3200 --reps 20 --seed 0 --jobs 1``): g = 0.05 makes a replay 1.6–2.3× faster (0.64 → 0.39 s
-at 1,600 labels, 1.63 → 0.71 s at 3,200) and costs accuracy, 0.8782 → 0.8699 at 1,600 and
-0.9186 → 0.9168 at 3,200 (the labels read only online since the last refit, up to 5% of them,
-steer the allocation) — so it is not the default; docs/reproductions.md, "The worker-aware
-default", has temp and trec.
+``refit_growth=g`` (``refit-growth``; ours, default 0): with a fixed interval N the refits of a
+campaign of T labels re-read T²/(2N) labels in all — quadratic. After a refit at n labels the
+next one is at ``n + max(N, ceil(g · n))`` labels (``refit_schedule``), so from n = N/g on the
+intervals grow geometrically and a campaign makes about N/g + ln(T·g/N)/ln(1 + g) refits
+re-reading O(N/g² + T/g) labels in all. g = 0 is the fixed interval, decision for decision.
+The schedule counts labels observed, state-free otherwise (``_next_refit``, set at ``reset``).
+A growing schedule is faster and costs some accuracy (the labels read only online since the
+last refit, up to a fraction g of them, steer the allocation), so it is not the default
+(measurements: docs/decisions.md; docs/reproductions.md, "The worker-aware default").
 
-Refit variants (ours, issue 15, non-default; measured on RTE, the same command, as
-1,600 / 3,200 labels against the default's 0.8782 ± 0.0087 / 0.9186 ± 0.0053):
+Refit variants (ours, non-default; what each was measured to do: docs/decisions.md):
 
 - ``refit_items="exact"`` (``refit-items=exact``): the item step of a refit is order-free.
   With the workers fixed, a label z of a worker of mean reliability r multiplies θ's density
@@ -60,30 +54,21 @@ Refit variants (ours, issue 15, non-default; measured on RTE, the same command, 
   ``Σ_k π_k Beta(a+k, b+n−k)`` (a Bernstein polynomial, weights by a convolution per label:
   arrays (n_items, max labels per item + 1)), matched to one Beta once instead of label by
   label in arrival order (:func:`~crowdbudget.posteriors.one_coin.exact_item_beliefs`).
-  0.8790 ± 0.0098 / 0.9194 ± 0.0042: +0.0008 at both budgets, within one standard error of
-  the difference, 10–15% slower — not adopted.
-- ``refit_rounds`` (default 3): rounds of the item/worker sweep. 10 rounds: 0.8769 ± 0.0084 /
-  0.9187 ± 0.0033 (3 rounds are converged as far as the verdict is concerned); with the exact
-  item step 0.8788 ± 0.0076 / 0.9194 ± 0.0053.
+- ``refit_rounds`` (default 3): rounds of the item/worker sweep.
 - ``refit_final`` (``refit-final=true``): the verdict reads a refit of all labels (on a copy
   of the posterior, so a verdict asked mid-campaign changes no later choice) when labels
   arrived since the last refit. With refit every 10 labels and a budget that is a multiple of
-  10 it changes nothing; with g = 0.05: 0.8701 ± 0.0093 / 0.9171 ± 0.0048 (without it 0.8699
-  / 0.9168) — the growing schedule's loss is in the allocation, not in the verdict.
-- KG instead of Opt-KG under the same refit (``kg:posterior=one-coin:refit=10:tie-break=
-  random``): 0.8841 ± 0.0066 / 0.9134 ± 0.0047 — ahead at 1,600, behind at 3,200.
+  10 it changes nothing.
 
-None reaches the paper's 0.9225 at 3,200 labels (issue 15's target); an empirical-Bayes worker
-prior was tried before and is worse (docs/reproductions.md). A *stronger* prior with the
-paper's mean is better where budgets are small: since stop 31 the registry's default with a
-refit is Beta(16, 4) on two classes (``policies.builtin.REFIT_WORKER_PRIOR``; rte 0.7977 →
-0.8314 at 1 label per item, 0.9163 → 0.9208 at 4, MACE verdict, 20 replays —
-docs/reproductions.md, "A stronger worker prior for the refit"); this class's own default
-stays the paper's (4, 1). The registry's default (``opt-kg:posterior=one-coin``) is read by
-the default verdict (:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`, chosen on the
-stress bed: docs/stress-bed.md): the allocation assumes one-coin workers and uniform classes,
-the verdict reads the same labels with per-worker confusion matrices and a learned class
-prior (``OneCoinAnyClassKnowledgeGradient.default_verdict``). Its RTE number at 3,200 labels:
+The registry's default worker prior with a refit on two classes is Beta(16, 4), the paper's
+mean worth 20 labels (``policies.builtin.REFIT_WORKER_PRIOR``; docs/reproductions.md, "A
+stronger worker prior for the refit"); this class's own default is the paper's (4, 1).
+
+The registry's default (``opt-kg:posterior=one-coin``) is read by the default verdict
+(:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`, chosen on the stress bed:
+docs/stress-bed.md): the allocation assumes one-coin workers and uniform classes, the verdict
+reads the same labels with per-worker confusion matrices and a learned class prior
+(``OneCoinAnyClassKnowledgeGradient.default_verdict``). Its RTE number at 3,200 labels:
 docs/reproductions.md.
 
 Push mode chooses the pair; pull mode (``select(state, worker=j)``) chooses the item for the
@@ -91,10 +76,10 @@ arriving worker. On a replay only pairs with an unused recorded label are candid
 (``state.pairs``).
 
 Cost: a label changes item i and worker j, so the scores of every pair of item i and of worker j
-are recomputed (vectorised): O(n_workers + n_items_of_worker). Savings that change no decision
-(issue 21): the current error of each item is kept per item (``_item_error``); on a replay a
-pair with no unused record left is never rescored (``remaining`` only decreases); the posterior's
-own update runs in Python floats. One-coin with one threshold for every item (the fast path,
+are recomputed (vectorised): O(n_workers + n_items_of_worker). Savings that change no decision:
+the current error of each item is kept per item (``_item_error``); on a replay a pair with no
+unused record left is never rescored (``remaining`` only decreases); the posterior's own update
+runs in Python floats. One-coin with one threshold for every item (the fast path,
 ``reference=False``; benchmarks/README.md, "worker-aware KG per label"): a pair's score is a
 function of the item's state (a, b) and the worker's mean reliability alone, computed
 elementwise, so (i) worker j's pairs are scored once per distinct item state (items in the same
@@ -201,9 +186,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     #: for pair and draw for draw; set on an instance before ``reset``
     lazy_workers = True
 
-    #: True: score and choose as before issue 21's incremental path (every pair of a changed
-    #: item or worker rescored one by one, the argmax a scan over every pair) — the reference
-    #: the fast path is tested against; set on an instance before ``reset``
+    #: True: the reference path (every pair of a changed item or worker rescored one by one,
+    #: the argmax a scan over every pair) — the reference the fast path is tested against; set
+    #: on an instance before ``reset``
     reference = False
 
     def __init__(
@@ -332,7 +317,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._rescore(np.arange(self._pair_items.shape[0]))
         self._pairs_built = True
 
-    # ---- the fast path (issue 21) -------------------------------------------------------------
+    # ---- the fast path ------------------------------------------------------------------------
     def _worker_keys(self) -> np.ndarray:
         """What a worker's pair scores depend on, one exact value per worker: the mean
         reliability c/(c+d) (the look-ahead reads nothing else of the worker)."""

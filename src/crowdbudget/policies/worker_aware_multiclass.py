@@ -1,4 +1,4 @@
-"""KG, Opt-KG and CVaR-KG over (item, worker) pairs for any number of classes K ≥ 2 (issue 15).
+"""KG, Opt-KG and CVaR-KG over (item, worker) pairs for any number of classes K ≥ 2.
 
 The worker-aware policies of :mod:`crowdbudget.policies.worker_aware` (Chen, Lin, Zhou 2013,
 §4) model the item as a Beta soft label and are binary. Here the item is a categorical belief
@@ -24,7 +24,7 @@ recorded pairs with an unused label (``state.pairs``) are candidates; ``state.ex
 searched past.
 
 ``refit=N`` (ours, not in the paper; the registry's default for ``posterior=one-coin`` is
-``refit=10`` on any number of classes since issue 15, ``refit=0`` the paper's sequential rule;
+``refit=10`` on any number of classes, ``refit=0`` the paper's sequential rule;
 docs/reproductions.md, "Worker-aware allocation for any number of classes"): every N labels
 the posterior re-reads all labels so far — rounds of (items from the prior with the workers
 fixed; workers = prior + expected right answers / soft counts), starting from the worker prior
@@ -44,7 +44,7 @@ a refit's rescoring is most of a replay's time (adult, one refit after 11,040 la
 live pairs, 0.115 s with the look-ahead, 0.037 s without; one replay to 3,000 labels
 13.8 s → 5.0 s, the same choices).
 
-Refit schedule. ``refit_growth=g`` (ours, issue 15): after a refit at n labels the next one
+Refit schedule. ``refit_growth=g`` (ours): after a refit at n labels the next one
 is at n + max(refit, ⌈g·n⌉) labels — every ``refit`` labels while g·n ≤ refit, then
 geometrically (a factor 1 + g per refit). A refit costs O(labels so far + live pairs), so the
 fixed interval costs O(n²/refit) over a campaign of n labels — quadratic (adult at 1 label per
@@ -448,10 +448,9 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
     Args (beyond :class:`~crowdbudget.policies.worker_aware.OneCoinKnowledgeGradient`'s):
         multiclass_worker_prior: the worker prior on more than two classes (None:
             ``worker_prior``). The registry's default sets it to the paper's Beta(4, 1) while
-            ``worker_prior`` is Beta(16, 4) for the binary refit (stop 31: the stronger prior
-            helps the binary refit on rte and temp, and measured level or worse on the
-            multi-class sets — millionaire −1.1 points at 2 labels per item; docs/
-            reproductions.md, "A stronger worker prior for the refit").
+            ``worker_prior`` is Beta(16, 4) for the binary refit (the stronger prior helps the
+            binary refit, not the multi-class one; docs/decisions.md, docs/reproductions.md,
+            "A stronger worker prior for the refit").
 
     Fitted attributes:
         multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,

@@ -1,4 +1,4 @@
-"""Compiled global look-ahead of the logistic feature model (Chen, Lin, Zhou 2013, §5; issue 21).
+"""Compiled global look-ahead of the logistic feature model (Chen, Lin, Zhou 2013, §5).
 
 ``FeatureKnowledgeGradient`` with the paper's global reward scores every candidate item i by
 the change of every item's error after a label on i (:mod:`crowdbudget.policies.feature_kg`):

@@ -80,7 +80,7 @@ near 1e-16 (0/0 in the next match). The soft count has no such failure.
 each label once, with the worker belief of the moment it arrived: a worker whose first answers
 land on fresh items is credited with w = μ per answer (for a fresh item q_i(l) = 1/K, so
 Z_l = 1/K and w = μ), and the later labels of other workers on the same items move the items,
-not that worker's belief — the lock-in of issue 15. Chen, Lin, Zhou (2013, §4) approximate
+not that worker's belief — the lock-in a refit undoes. Chen, Lin, Zhou (2013, §4) approximate
 the posterior of (items, workers) after each label by independent factors (their moment
 matching); a refit recomputes the same kind of factorised posterior from *all* labels so far
 by coordinate ascent on the mean-field objective (variational EM in the model above), in

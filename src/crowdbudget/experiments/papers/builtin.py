@@ -1,4 +1,4 @@
-"""The paper reproductions on the one registry (DESIGN §11, issue #16).
+"""The paper reproductions on the one registry (DESIGN §11).
 
 Every figure or table is an entry of :data:`crowdbudget.registry.REPRODUCTIONS` (this module
 registers them; the registry imports it on first use): a :class:`ReproductionSpec` — a
@@ -245,10 +245,10 @@ def _register(
 # (user + sys, workers included) of `/usr/bin/time crowdbudget reproduce ID --quick`, measured
 # on the project's first machine — the wall time of a run that has the machine to itself is at
 # most about that. Full: wall time of `/usr/bin/time crowdbudget reproduce ID` (both cores) on
-# the current machine kind (AMD EPYC, 2 cores; stop 32), one id at a time, nothing else
-# running — except chen2013-features, bkube-fig1 and bbta-fig2, whose full runs were measured
-# in CPU time on one core (stops 30–31: 47.6, 11.0 and 97.0 min; benchmarks/README.md) and are
-# given here halved.
+# the current machine kind (AMD EPYC, 2 cores), one id at a time, nothing else running —
+# except chen2013-features, bkube-fig1 and bbta-fig2, whose full runs were measured in CPU time
+# on one core (47.6, 11.0 and 97.0 min; benchmarks/README.md) and are given here halved.
+# Where each time was measured: docs/decisions.md.
 
 _register(
     "chen2013-fig2a",
@@ -309,8 +309,8 @@ _register(
         {"K=10": 40, "K=100": 20, "K=1000": 4},
         {"K=10": 5000, "K=100": 5000, "K=1000": 5000},
     ),
-    # full: 3 min 58 s with --jobs 1 since the index policy's campaign is compiled (stop 31;
-    # 7 min 28 s before), about half of it Opt-KG's
+    # full: 3 min 58 s with --jobs 1 (the index policy's campaign compiled), about half of it
+    # Opt-KG's
     ("5 s", "2.5 min"),
 )
 _register(

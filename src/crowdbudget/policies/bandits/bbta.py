@@ -34,14 +34,14 @@ each of them):
   at ``reset``, so ``final_labels`` is a pure function of the campaign;
 - the "current" weights of context s, used for confidence scores and final labels, are
   ``exp(−η^s L^s)`` with the context's latest η (η for t^s = 1 before its first step);
-- ties of ``argmin |ȳ_i|`` (issue 15): every task without labels has ȳ = 0, so after the
+- ties of ``argmin |ȳ_i|``: every task without labels has ȳ = 0, so after the
   exploration the whole context ties. ``tie_break="random"`` (the default) picks uniformly
   among the tied tasks (confidences compared after
   :func:`~crowdbudget.policies._index.canonical_scores`, so last-bit noise of the weighted sums
   does not decide), in a context and then among contexts of equal best confidence; pull mode
   ranks equal confidences in random order. ``"first"`` takes the smallest task index (the
-  paper's code: numpy's ``argmin``), the rule before issue 15 and what the ``bbta-*``
-  reproductions pin — with it the tasks are labeled in file order;
+  paper's code: numpy's ``argmin``), what the ``bbta-*`` reproductions pin — with it the
+  tasks are labeled in file order;
 - the weights are shifted by ``min_j L^s_j`` before exponentiating (a common factor, so p and
   ȳ are unchanged) to avoid underflow when importance-weighted losses grow large.
 

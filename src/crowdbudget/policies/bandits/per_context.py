@@ -11,21 +11,19 @@ Implementation. One :class:`~crowdbudget.posteriors.one_coin.OneCoinPosterior` w
 the (context, worker) pairs: worker j on a task of context s is the virtual worker s·K + j, so
 the S instances share no parameter and behave exactly as S separate OptKG runs. The Opt-KG score
 of asking j about i is ``max(R_1, R_0)`` (:func:`one_coin_rewards`); within a context the pair
-of largest score is asked. Ties (issue 15): ``tie_break="random"`` (the default) picks
+of largest score is asked. Ties: ``tie_break="random"`` (the default) picks
 uniformly among the pairs of the context with the largest score (scores compared after
 :func:`~crowdbudget.policies._index.canonical_scores`); ``"first"`` the smallest pair index —
-the rule before issue 15, which the ``bbta-*`` reproductions pin. At the start every pair of a
+the rule the ``bbta-*`` reproductions pin. At the start every pair of a
 context ties (every task at its prior, every worker at Beta(4, 1)), so with ``"first"`` the
 first pairs in file order get the first labels and the result depends on the item order.
 
-Speed (issue 21). After a label from worker j on item i, the pairs of i and of the virtual
+Speed. After a label from worker j on item i, the pairs of i and of the virtual
 worker s·K + j are rescored: at d = 0.5 through :func:`_half_after`, the item half of the
 moment-matched update and both outcomes' errors in one ``betainc`` call (bit-identical to
 ``one_coin_update`` + ``error_probability``, about a third less work); the pairs are held
-grouped by context, so the argmax of a context is one ``argmax`` over a slice. A lazy variant
-(stale pairs bounded by ``now_i`` ≥ score) was measured and dropped: on the BBTA worlds the
-bound never prunes (every pair's ``now_i`` stays above the best score, which runs at about a
-third of ``now_i``), see benchmarks/README.md.
+grouped by context, so the argmax of a context is one ``argmax`` over a slice (rescoring is
+eager; why not lazy: docs/decisions.md).
 
 Sub-budgets without knowing T. A run of the experiment runner records every budget of a sweep
 along one campaign, so the policy cannot split a T it does not know. Instead it serves, at each

@@ -567,16 +567,36 @@ class Campaign:
 
     def can_refresh(self) -> bool:
         """Whether :meth:`refresh` is safe now: nothing this object applied is still waiting
-        for its commit. (A staged event may lose its number to another process's event; the
-        store's events after it would then be applied on top of one it never held.)"""
+        for its commit, and nothing it applied failed to commit (:attr:`diverged`). (A
+        staged event may lose its number to another process's event; the store's events
+        after it would then be applied on top of one it never held.)"""
         ticket = self._last_ticket
-        return ticket is None or ticket.settled
+        return ticket is None or (ticket.settled and ticket.error is None)
+
+    @property
+    def diverged(self) -> bool:
+        """Whether this object applied an event the store refused (deferred durability: it
+        lost its event number to another process, or the database failed). Its state then
+        holds a decision that never happened; only :meth:`load` gives a true copy again.
+        Once true it stays true: every later event it stages fails as well (the store fails
+        the whole epoch)."""
+        ticket = self._last_ticket
+        return ticket is not None and ticket.settled and ticket.error is not None
 
     def refresh(self) -> int:
         """Apply events other processes appended since this object last saw the store;
         returns how many. Refuses (:class:`ConcurrentWriteError`) while an event this object
-        staged is not yet committed (see :meth:`can_refresh`): wait for it first."""
+        staged is not yet committed, or after one failed to commit (see :meth:`can_refresh`):
+        wait for it first, or reload a diverged copy.
+
+        Events of assignments this object never saw are applied like any other: the store's
+        events since ``self._seq`` include their ``assigned`` events, because this object's
+        own events all hold their numbers in the store (nothing it applied was refused)."""
         assert self.config is not None
+        if self.diverged:
+            raise ConcurrentWriteError(
+                "this campaign copy applied an event the store refused; reload the campaign"
+            )
         if not self.can_refresh():
             raise ConcurrentWriteError(
                 "this campaign copy has uncommitted events; wait for them before refreshing"

@@ -170,8 +170,12 @@ class Service:
 
     # ------------------------------------------------------------------ campaigns in memory
     def cached(self, campaign_id: str) -> Campaign | None:
-        """The campaign's in-memory copy, marked most recently used, or None."""
+        """The campaign's in-memory copy, marked most recently used, or None (also when the
+        copy :attr:`~Campaign.diverged`: it is dropped, and the caller reloads the campaign)."""
         campaign = self._campaigns.get(campaign_id)
+        if campaign is not None and campaign.diverged:
+            del self._campaigns[campaign_id]
+            return None
         if campaign is not None:
             self._campaigns.move_to_end(campaign_id)
         return campaign
@@ -203,7 +207,7 @@ class Service:
                 continue
             try:
                 candidate = self._campaigns.get(campaign_id)
-                if candidate is not None and candidate.can_refresh():
+                if candidate is not None and (candidate.can_refresh() or candidate.diverged):
                     del self._campaigns[campaign_id]
                     excess -= 1
             finally:

@@ -75,6 +75,7 @@ from crowdbudget.campaign import (
     PendingAssignment,
     UnknownAssignmentError,
 )
+from crowdbudget.campaign.store import create_tables
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 from crowdbudget.registry import check_network_policy
 from crowdbudget.service.guards import RequestGuard, clip_detail
@@ -154,7 +155,7 @@ class Service:
         settings: ServiceSettings | None = None,
     ) -> None:
         self.store = EventStore(db_url)
-        _CREDENTIALS.metadata.create_all(self.store.engine)
+        create_tables(self.store.engine, _CREDENTIALS.metadata)
         self.clock = clock
         self.settings = settings or ServiceSettings()
         self._campaigns: OrderedDict[str, Campaign] = OrderedDict()

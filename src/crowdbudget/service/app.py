@@ -35,8 +35,10 @@ limit, 422 malformed input, 500 (with no detail) a fault of the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
-are safe: an append that loses the race raises, the campaign reloads its new events and the
-request is retried (the event table's primary key makes each event number unique).
+give the answers of one (an event-version check with retry, :meth:`Service.run`): a request
+first catches up with the events other processes appended, and an append that loses the race
+(the event table's primary key makes each event number unique) is decided again on a
+reloaded copy.
 """
 
 import asyncio
@@ -232,20 +234,23 @@ class Service:
         object staged so far, so even a request that wrote nothing (a repeated label, a
         status read) never reports a change that is not yet durable.
 
-        Several processes: reads first catch up with events other processes wrote; writes
-        need not: a stale campaign's event collides with the other process's event number
-        (primary key), the stale in-memory copy is dropped and reloaded, and the request is
-        retried — no round trip to the database is spent on the common single-process case.
-        A copy never catches up while events it staged are uncommitted (they may lose their
-        numbers to the other process's events; :meth:`Campaign.can_refresh`): the request
-        then waits for them and tries again.
+        Several processes (decisions serialised per campaign by an event-version check with
+        retry): every request first catches up with the events other processes appended
+        since this copy's version (one indexed read, usually empty), so it decides — and
+        answers, even when it writes nothing, such as a held assignment handed out again —
+        on a state that includes everything acknowledged before it arrived. Its events then
+        carry the next version numbers; if another process appended meanwhile, the primary
+        key refuses them, the copy (now :attr:`Campaign.diverged`) is dropped and reloaded,
+        and the request is decided again. A copy never catches up while events it staged are
+        uncommitted (they may lose their numbers to the other process's events;
+        :meth:`Campaign.can_refresh`): the request then waits for them and tries again.
         """
         # every lost race means another process committed an event, so the system as a
         # whole progresses; a jittered, growing pause keeps two busy processes from
         # colliding in lock step. Give up only after a deadline (a store that is down).
         deadline = time.monotonic() + _RETRY_SECONDS
         pause = 0.001
-        catch_up = read
+        catch_up = True  # see the docstring: reads and decisions see every acknowledged event
         while True:
             refusal: CrowdBudgetError | None = None
             with self.lock(campaign_id):
@@ -294,7 +299,7 @@ class Service:
         only once everything this campaign copy staged is durable."""
         deadline = time.monotonic() + _RETRY_SECONDS
         pause = 0.001
-        catch_up = False
+        catch_up = True  # as in run: decide on every acknowledged event
         while True:
             refusal: CrowdBudgetError | None = None
             lock = self.lock(campaign_id)

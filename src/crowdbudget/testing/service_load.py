@@ -52,6 +52,7 @@ class LoadResult:
     handed_out: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     round_trips: int = 0
     seconds: float = 0.0
+    failures: list[tuple[str, int, str]] = field(default_factory=list)  # the first few
 
     @property
     def server_errors(self) -> int:
@@ -136,6 +137,7 @@ def run_load(
         statuses: Counter[tuple[str, int]] = Counter()
         acknowledged: list[tuple[str, str, str]] = []
         handed: list[tuple[str, str, str]] = []
+        failures: list[tuple[str, int, str]] = []
         active = list(range(len(mine)))
         k = 0
         try:
@@ -150,12 +152,13 @@ def run_load(
                     active.remove(slot)  # this worker has nothing left
                     continue
                 if code != 200:
+                    failures.append(("next", code, data[:200].decode(errors="replace")))
                     k += 1
                     continue
                 assignment_id = json.loads(data)["assignment_id"]
                 handed.append((cid, assignment_id, token))
                 label = str(int(rng.integers(n_classes)))
-                code, _ = conns.post(
+                code, data = conns.post(
                     int(rng.integers(len(urls))),
                     f"/v1/campaigns/{cid}/assignments/{assignment_id}/label",
                     token,
@@ -164,12 +167,15 @@ def run_load(
                 statuses["label", code] += 1
                 if code == 200:
                     acknowledged.append((cid, assignment_id, label))
+                else:
+                    failures.append(("label", code, data[:200].decode(errors="replace")))
                 k += 1
         finally:
             conns.close()
         with lock:
             result.statuses.update(statuses)
             result.acknowledged.extend(acknowledged)
+            result.failures.extend(failures[: max(0, 20 - len(result.failures))])
             for cid, assignment_id, token in handed:
                 result.handed_out.setdefault((cid, assignment_id), set()).add(token)
             result.round_trips += len(acknowledged)

@@ -4,7 +4,8 @@ For each process count (``--processes 1,2,4``): a fresh PostgreSQL database, tha
 ``crowdbudget serve`` processes on it (loopback, free ports), ``--campaigns`` campaigns of
 ``--items`` binary items (Opt-KG, a budget that never runs out) with ``--workers`` workers
 each, and ``--threads`` client threads that loop "ask for work, answer it" for ``--seconds``,
-every request to a process drawn at random (``crowdbudget.testing.service_load.run_load``).
+every request to a process drawn at random or each campaign's to one process (``--route``;
+``crowdbudget.testing.service_load.run_load``).
 Then the invariants are checked from the store itself (``check_store``: no double assignment,
 no overspend, no lost label) and the case reports labels per second, server errors and
 refused requests. The clients run in this process; CPU is shared with the servers and the
@@ -15,7 +16,7 @@ may create databases, or ``$CROWDBUDGET_POSTGRES_URL`` (``source .ci/postgres.sh
 throw-away one on loopback). Run from the repository root:
 
     python benchmarks/bench_multiprocess.py [--processes 1,2,4] [--campaigns 8] [--seconds 20]
-        [--threads 8] [--repeat 1] [--sqlite] [--json out.json]
+        [--threads 8] [--route campaign,random] [--repeat 1] [--sqlite] [--json out.json]
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def _start(db_url: str, n: int) -> list[LocalServer]:
     return servers
 
 
-def bench(db_url: str, args: argparse.Namespace, n_processes: int) -> dict[str, float]:
+def bench(
+    db_url: str, args: argparse.Namespace, n_processes: int, route: str
+) -> dict[str, float | str]:
     servers = _start(db_url, n_processes)
     try:
         urls = [s.url for s in servers]
@@ -83,7 +86,12 @@ def bench(db_url: str, args: argparse.Namespace, n_processes: int) -> dict[str, 
             campaigns.append(LoadCampaign(cid, tokens))
         load_before = os.getloadavg()[0]
         result = run_load(
-            urls, campaigns, n_threads=args.threads, seconds=args.seconds, seed=n_processes
+            urls,
+            campaigns,
+            n_threads=args.threads,
+            seconds=args.seconds,
+            seed=n_processes,
+            route=route,
         )
         load_after = os.getloadavg()[0]
     finally:
@@ -92,6 +100,7 @@ def bench(db_url: str, args: argparse.Namespace, n_processes: int) -> dict[str, 
     counts = check_store(db_url, result)  # raises on a broken invariant
     return {
         "processes": n_processes,
+        "route": route,
         "labels_per_s": result.round_trips / result.seconds,
         "labels": len(result.acknowledged),
         "server_errors": result.server_errors,
@@ -112,6 +121,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1, help="runs of every case, interleaved")
+    parser.add_argument(
+        "--route",
+        default="campaign,random",
+        help="campaign: a campaign's requests to one process (hash on its id); random: each "
+        "request to any process",
+    )
     parser.add_argument("--postgres", default=os.environ.get("CROWDBUDGET_POSTGRES_URL"))
     parser.add_argument("--sqlite", action="store_true", help="one SQLite file instead")
     parser.add_argument("--json", default=None)
@@ -119,26 +134,28 @@ def main() -> None:
     if not args.sqlite and not args.postgres:
         parser.error("give --postgres URL (or $CROWDBUDGET_POSTGRES_URL), or --sqlite")
     print(
-        "| store | processes | labels/s | labels (stored) | server errors | refused "
+        "| store | route | processes | labels/s | labels (stored) | server errors | refused "
         "| load 1-min before / after |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     rows = []
     for _ in range(args.repeat):
-        for n in [int(p) for p in args.processes.split(",")]:
+        for route, n in [
+            (route, int(p)) for route in args.route.split(",") for p in args.processes.split(",")
+        ]:
             if args.sqlite:
                 with tempfile.TemporaryDirectory() as tmp:
-                    r = bench(f"sqlite:///{Path(tmp) / 'bench.db'}", args, n)
+                    r = bench(f"sqlite:///{Path(tmp) / 'bench.db'}", args, n, route)
             else:
                 url, name = _fresh_postgres(args.postgres)
                 try:
-                    r = bench(url, args, n)
+                    r = bench(url, args, n, route)
                 finally:
                     _drop_postgres(args.postgres, name)
             r["store"] = "sqlite" if args.sqlite else "postgresql"
             rows.append(r)
             print(
-                f"| {r['store']} | {n} | {r['labels_per_s']:.0f} | "
+                f"| {r['store']} | {route} | {n} | {r['labels_per_s']:.0f} | "
                 f"{r['labels']:,} ({r['stored_labels']:,}) | {r['server_errors']} | "
                 f"{r['refused']} | {r['load_before']:.2f} / {r['load_after']:.2f} |",
                 flush=True,

@@ -2,7 +2,8 @@
 
 What the multi-process test and ``benchmarks/bench_multiprocess.py`` share: worker threads
 that send every request (ask for work, answer it) to a process drawn at random, so a label
-usually reaches a process that did not hand out its assignment; then a check of the event store
+usually reaches a process that did not hand out its assignment (or each campaign's requests
+to one process, ``route="campaign"``); then a check of the event store
 itself (not of what the servers say) that the run kept the campaign's promises:
 
 - no server error (HTTP 5xx) and no refused request (a conflict or a lost race is the
@@ -106,6 +107,7 @@ def run_load(
     n_classes: int = 2,
     seed: int = 0,
     timeout: float = 60.0,
+    route: str = "random",
 ) -> LoadResult:
     """Worker threads loop "ask for work, answer it", each request to a random server.
 
@@ -120,10 +122,17 @@ def run_load(
         seed: the servers each request goes to and the answers (``default_rng([seed, t])``
             for thread t).
         timeout: seconds a request may take before it counts as a server error.
+        route: ``"random"`` — every request to a server drawn at random (the worst case: a
+            campaign's consecutive requests land on different processes); ``"campaign"`` —
+            campaign k's requests to server k mod n (a load balancer hashing the campaign id
+            in the path: campaigns spread across processes).
 
     Returns:
         A :class:`LoadResult`; check the store with :func:`check_store`.
     """
+    if route not in ("random", "campaign"):
+        raise ValueError(f"route must be 'random' or 'campaign', got {route!r}")
+    home = {c.campaign_id: k % len(urls) for k, c in enumerate(campaigns)}
     workers = [(c.campaign_id, token) for c in campaigns for token in c.worker_tokens]
     shares = [workers[t::n_threads] for t in range(n_threads)]
     result = LoadResult()
@@ -132,6 +141,10 @@ def run_load(
 
     def loop(t: int) -> None:
         rng = np.random.default_rng([seed, t])
+
+        def server(cid: str) -> int:
+            return home[cid] if route == "campaign" else int(rng.integers(len(urls)))
+
         conns = _Connections(urls, timeout)
         mine = shares[t]
         statuses: Counter[tuple[str, int]] = Counter()
@@ -145,7 +158,7 @@ def run_load(
                 slot = active[k % len(active)]
                 cid, token = mine[slot]
                 code, data = conns.post(
-                    int(rng.integers(len(urls))), f"/v1/campaigns/{cid}/assignments", token, None
+                    server(cid), f"/v1/campaigns/{cid}/assignments", token, None
                 )
                 statuses["next", code] += 1
                 if code == 204:
@@ -159,7 +172,7 @@ def run_load(
                 handed.append((cid, assignment_id, token))
                 label = str(int(rng.integers(n_classes)))
                 code, data = conns.post(
-                    int(rng.integers(len(urls))),
+                    server(cid),
                     f"/v1/campaigns/{cid}/assignments/{assignment_id}/label",
                     token,
                     {"label": label},

@@ -147,7 +147,11 @@ _STOP_REASONS: Mapping[str, tuple[str, bool]] = {
     "budget": ("the budget left pays for no further label", True),
     "items": ("every item is finished (at its label cap, or closed by the policy)", True),
     "pairs": ("no (item, worker) pair of the team is left to ask", True),
-    "policy": ("the policy has no further assignment (its plan is complete)", True),
+    "policy": (
+        "the policy has no further assignment to give (its plan is complete, or no pair is "
+        "worth asking by its own rule)",
+        True,
+    ),
     "done": (
         "every worker so far has already labeled (or holds, or is at their capacity for) "
         "the items the policy offers; a new worker can still take work",
@@ -881,7 +885,7 @@ class Campaign:
         # campaign checks the arriving worker's real price first (next_assignment), so the
         # policy never refuses a label the campaign can pay for (budget 1 at 0.1 a label:
         # 10 labels)
-        cheapest = min([self.config.default_price, *self.config.worker_prices.values()])
+        cheapest = self._cheapest_price()
         slots = self._slots_wanted()
         attributes = attributes or {}
         contexts = features = None
@@ -925,6 +929,11 @@ class Campaign:
         ):
             policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
         return _Rebuild(problem, state, policy)
+
+    def _cheapest_price(self) -> float:
+        """The lowest price any worker can have (the default or a listed one)."""
+        assert self.config is not None
+        return min([self.config.default_price, *self.config.worker_prices.values()])
 
     def _worker_spec(self, slots: int) -> WorkerSpec:
         """The problem's workers. Push mode (exactly the team): their prices when they differ
@@ -1169,9 +1178,9 @@ class Campaign:
         return self._assign(choice.item, worker_id, price)
 
     def _open_to(self, excluded: set[int]) -> bool:
-        """Whether an item is still open (eligible) outside ``excluded``, shape-free: the
-        eligible count against the excluded eligible ones — O(n_items) in NumPy, run only
-        when a request gets no work."""
+        """Whether an item is still open (eligible) outside ``excluded``: the eligible count
+        against the excluded eligible ones — one O(n_items) NumPy count plus O(|excluded|),
+        run only when a request gets no work, never on the way to an assignment."""
         n_open = int(np.count_nonzero(self.state.eligible))
         closed = sum(1 for item in excluded if self.state.eligible[item])
         return n_open > closed
@@ -1282,8 +1291,7 @@ class Campaign:
 
     def _push_cause(self) -> str:
         """Why the policy chose no (item, worker) pair (see :meth:`_note_no_work`)."""
-        cheapest = min([self.config.default_price, *self.config.worker_prices.values()])  # type: ignore[union-attr]
-        if not self._ledger.can_afford(cheapest):
+        if not self._ledger.can_afford(self._cheapest_price()):
             return "budget"
         pairs = self.state.pairs
         if pairs is not None and not np.any(
@@ -1311,8 +1319,7 @@ class Campaign:
         assert self.config is not None
         if pending:
             return None, False
-        cheapest = min([self.config.default_price, *self.config.worker_prices.values()])
-        if not self._ledger.can_afford(cheapest):
+        if not self._ledger.can_afford(self._cheapest_price()):
             return _STOP_REASONS["budget"]
         if policy_status.get("stopped_early", False):
             return "the policy stopped by its own rule (every item meets its requirement)", True

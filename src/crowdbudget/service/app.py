@@ -35,10 +35,10 @@ limit, 422 malformed input, 500 (with no detail) a fault of the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
-give the answers of one (an event-version check with retry, :meth:`Service.run`): a request
-first catches up with the events other processes appended, and an append that loses the race
-(the event table's primary key makes each event number unique) is decided again on a
-reloaded copy.
+give the answers of one (an event-version check with retry, :meth:`Service.run`): an append
+that loses the race (the event table's primary key makes each event number unique) is decided
+again on a reloaded copy, and an answer that wrote nothing is checked against the events
+other processes appended before it is given.
 """
 
 import asyncio
@@ -235,38 +235,48 @@ class Service:
         status read) never reports a change that is not yet durable.
 
         Several processes (decisions serialised per campaign by an event-version check with
-        retry): every request first catches up with the events other processes appended
-        since this copy's version (one indexed read, usually empty), so it decides — and
-        answers, even when it writes nothing, such as a held assignment handed out again —
-        on a state that includes everything acknowledged before it arrived. Its events then
-        carry the next version numbers; if another process appended meanwhile, the primary
-        key refuses them, the copy (now :attr:`Campaign.diverged`) is dropped and reloaded,
-        and the request is decided again. A copy never catches up while events it staged are
-        uncommitted (they may lose their numbers to the other process's events;
-        :meth:`Campaign.can_refresh`): the request then waits for them and tries again.
+        retry): a decision's events carry the next version numbers of this copy; if another
+        process appended meanwhile, the primary key refuses them, the copy (now
+        :attr:`Campaign.diverged`) is dropped and reloaded, and the request is decided again
+        — no read of the store is spent on a request that writes. An answer that wrote
+        nothing (a refusal, a held assignment handed out again, no work) cannot be checked
+        that way, so it is checked against the store before it is given: the copy catches up
+        (one indexed read, usually empty) and, if the store had news, the request runs again
+        on the current state. Reads (``read=True``) catch up first. So every answer includes
+        everything acknowledged before the request arrived, whichever process acknowledged
+        it. A copy never catches up while events it staged are uncommitted (they may lose
+        their numbers to the other process's events; :meth:`Campaign.can_refresh`): the
+        request then waits for them and tries again.
         """
         # every lost race means another process committed an event, so the system as a
         # whole progresses; a jittered, growing pause keeps two busy processes from
         # colliding in lock step. Give up only after a deadline (a store that is down).
         deadline = time.monotonic() + _RETRY_SECONDS
         pause = 0.001
-        catch_up = True  # see the docstring: reads and decisions see every acknowledged event
+        catch_up = read
         while True:
             refusal: CrowdBudgetError | None = None
             with self.lock(campaign_id):
                 campaign = self.campaign(campaign_id)
-                if catch_up and campaign.can_refresh():
+                caught_up = catch_up and campaign.can_refresh()
+                if caught_up:
                     campaign.refresh()
+                before = campaign.durability_ticket()
                 try:
                     with campaign.deferred_durability():
                         result = action(campaign)
                 except CrowdBudgetError as error:
                     refusal = error
                 ticket = campaign.durability_ticket()
-                # refused on this process's view (e.g. an assignment another process handed
-                # out): retry if the store has news, else the refusal stands
+                # an answer that wrote nothing (e.g. refused on this process's view of an
+                # assignment another process handed out): run again if the store has news,
+                # else the answer stands
                 retry_now = False
-                if refusal is not None and not read and time.monotonic() <= deadline:
+                if (
+                    (refusal is not None or ticket is before)
+                    and not caught_up
+                    and time.monotonic() <= deadline
+                ):
                     if campaign.can_refresh():
                         retry_now = campaign.refresh() > 0
                     else:
@@ -299,7 +309,7 @@ class Service:
         only once everything this campaign copy staged is durable."""
         deadline = time.monotonic() + _RETRY_SECONDS
         pause = 0.001
-        catch_up = True  # as in run: decide on every acknowledged event
+        catch_up = False
         while True:
             refusal: CrowdBudgetError | None = None
             lock = self.lock(campaign_id)
@@ -308,8 +318,10 @@ class Service:
                 campaign = self.cached(campaign_id)
                 if campaign is None:
                     campaign = await run_in_threadpool(self.campaign, campaign_id)
-                if catch_up and campaign.can_refresh():
+                caught_up = catch_up and campaign.can_refresh()
+                if caught_up:
                     await run_in_threadpool(campaign.refresh)
+                before = campaign.durability_ticket()
                 try:
                     with campaign.deferred_durability():
                         result = action(campaign)
@@ -317,7 +329,12 @@ class Service:
                     refusal = error
                 ticket = campaign.durability_ticket()
                 retry_now = False
-                if refusal is not None and time.monotonic() <= deadline:
+                # an answer that wrote nothing is checked against the store (see run)
+                if (
+                    (refusal is not None or ticket is before)
+                    and not caught_up
+                    and time.monotonic() <= deadline
+                ):
                     if campaign.can_refresh():
                         retry_now = await run_in_threadpool(campaign.refresh) > 0
                     else:  # wait for this copy's own staged events, then catch up

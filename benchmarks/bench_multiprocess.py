@@ -8,8 +8,10 @@ every request to a process drawn at random or each campaign's to one process (``
 ``crowdbudget.testing.service_load.run_load``).
 Then the invariants are checked from the store itself (``check_store``: no double assignment,
 no overspend, no lost label) and the case reports labels per second, server errors and
-refused requests. The clients run in this process; CPU is shared with the servers and the
-database, so on a small machine the curve shows the cost of coordination more than capacity.
+refused requests, and the servers' CPU time per label (all processes, Linux ``/proc``): the
+number that says whether more cores would carry more processes. The clients run in this
+process; CPU is shared with the servers and the database, so on a small machine the curve
+shows the cost of coordination more than capacity.
 
 Needs a PostgreSQL server: ``--postgres URL`` of a maintenance database (``postgres``) that
 may create databases, or ``$CROWDBUDGET_POSTGRES_URL`` (``source .ci/postgres.sh`` starts a
@@ -28,30 +30,18 @@ import platform
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
-import sqlalchemy as sa
-
+from bench_service import _cpu_seconds  # this directory is on sys.path when run as a script
 from crowdbudget.client import Client
 from crowdbudget.service.local import LocalServer
-from crowdbudget.testing.service_load import LoadCampaign, check_store, run_load
-
-
-def _fresh_postgres(admin_url: str) -> tuple[str, str]:
-    name = f"crowdbudget_bench_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return admin_url.rsplit("/", 1)[0] + "/" + name, name
-
-
-def _drop_postgres(admin_url: str, name: str) -> None:
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+from crowdbudget.testing.service_load import (
+    LoadCampaign,
+    check_store,
+    create_database,
+    drop_database,
+    run_load,
+)
 
 
 def _start(db_url: str, n: int) -> list[LocalServer]:
@@ -85,6 +75,8 @@ def bench(
             tokens = [boss.add_worker(cid, f"w{k}")["worker_token"] for k in range(args.workers)]
             campaigns.append(LoadCampaign(cid, tokens))
         load_before = os.getloadavg()[0]
+        pids = [s.pid for s in servers if s.pid is not None]
+        cpu_before = sum(_cpu_seconds(pid) for pid in pids)
         result = run_load(
             urls,
             campaigns,
@@ -93,6 +85,7 @@ def bench(
             seed=n_processes,
             route=route,
         )
+        server_cpu = sum(_cpu_seconds(pid) for pid in pids) - cpu_before
         load_after = os.getloadavg()[0]
     finally:
         for server in servers:
@@ -103,6 +96,7 @@ def bench(
         "route": route,
         "labels_per_s": result.round_trips / result.seconds,
         "labels": len(result.acknowledged),
+        "server_cpu_ms_per_label": 1000 * server_cpu / max(result.round_trips, 1),
         "server_errors": result.server_errors,
         "refused": result.refused,
         "stored_labels": counts.get("labels", 0),
@@ -134,10 +128,10 @@ def main() -> None:
     if not args.sqlite and not args.postgres:
         parser.error("give --postgres URL (or $CROWDBUDGET_POSTGRES_URL), or --sqlite")
     print(
-        "| store | route | processes | labels/s | labels (stored) | server errors | refused "
-        "| load 1-min before / after |"
+        "| store | route | processes | labels/s | servers' CPU ms per label | labels (stored) "
+        "| server errors | refused | load 1-min before / after |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for _ in range(args.repeat):
         for route, n in [
@@ -147,15 +141,16 @@ def main() -> None:
                 with tempfile.TemporaryDirectory() as tmp:
                     r = bench(f"sqlite:///{Path(tmp) / 'bench.db'}", args, n, route)
             else:
-                url, name = _fresh_postgres(args.postgres)
+                url, name = create_database(args.postgres, "crowdbudget_bench")
                 try:
                     r = bench(url, args, n, route)
                 finally:
-                    _drop_postgres(args.postgres, name)
+                    drop_database(args.postgres, name)
             r["store"] = "sqlite" if args.sqlite else "postgresql"
             rows.append(r)
             print(
                 f"| {r['store']} | {route} | {n} | {r['labels_per_s']:.0f} | "
+                f"{r['server_cpu_ms_per_label']:.2f} | "
                 f"{r['labels']:,} ({r['stored_labels']:,}) | {r['server_errors']} | "
                 f"{r['refused']} | {r['load_before']:.2f} / {r['load_after']:.2f} |",
                 flush=True,

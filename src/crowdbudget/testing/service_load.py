@@ -24,14 +24,36 @@ import http.client
 import json
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from urllib.parse import urlsplit
 
 import numpy as np
+import sqlalchemy as sa
 
 from crowdbudget.campaign.store import EventStore
+
+
+def create_database(admin_url: str, prefix: str = "crowdbudget_test") -> tuple[str, str]:
+    """A new, empty PostgreSQL database next to ``admin_url`` (a maintenance database such
+    as ``postgres`` on a server that lets its user create databases): its URL and name
+    (``prefix`` and 12 random hex digits; drop it with :func:`drop_database`)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return admin_url.rsplit("/", 1)[0] + "/" + name, name
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    """Drop the database ``name`` made by :func:`create_database` (its sessions closed)."""
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
 
 
 @dataclass

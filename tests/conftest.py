@@ -4,7 +4,6 @@ server is configured — CI starts one with .ci/postgres.sh and requires it)."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,14 +16,9 @@ def _postgres_database() -> tuple[str, str]:
         if os.environ.get("CROWDBUDGET_REQUIRE_POSTGRES"):
             raise AssertionError("CROWDBUDGET_POSTGRES_URL is required here (.ci/postgres.sh)")
         pytest.skip("no PostgreSQL server configured (CI starts one with .ci/postgres.sh)")
-    import sqlalchemy as sa
+    from crowdbudget.testing.service_load import create_database
 
-    name = f"crowdbudget_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return base.rsplit("/", 1)[0] + "/" + name, name
+    return create_database(base)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -35,9 +29,6 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     url, name = _postgres_database()
     yield url
-    import sqlalchemy as sa
+    from crowdbudget.testing.service_load import drop_database
 
-    admin = sa.create_engine(os.environ["CROWDBUDGET_POSTGRES_URL"], isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    drop_database(os.environ["CROWDBUDGET_POSTGRES_URL"], name)

@@ -168,6 +168,34 @@ def test_second_writer_is_told_to_reload() -> None:
     assert Campaign.load(store, first.campaign_id).status()["pending"] == 2
 
 
+def test_a_copy_whose_staged_event_lost_its_number_is_diverged_and_never_refreshed(
+    tmp_path,
+) -> None:
+    """Two processes: the second stages an assignment under deferred durability while the
+    first writes that event number; the first then labels its assignment. The second copy
+    holds a decision the store refused: refreshing it would apply the label of an
+    assignment it never saw (a KeyError in the service). It is diverged instead, refuses to
+    refresh, and a reload sees both of the first process's events."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    store = EventStore(url)  # one store object per process
+    first = Campaign.create(_items(3), budget=10, store=store)
+    second = Campaign.load(EventStore(url), first.campaign_id)
+    with second.deferred_durability():
+        assert second.next_assignment("b") is not None
+    ticket = second.durability_ticket()
+    got = first.next_assignment("a")
+    assert got is not None
+    with pytest.raises(ConcurrentWriteError):
+        second.wait_durable(ticket)
+    first.record_label(got.assignment_id, "1")
+    assert second.diverged and not second.can_refresh()
+    with pytest.raises(ConcurrentWriteError, match="reload the campaign"):
+        second.refresh()
+    fresh = Campaign.load(store, first.campaign_id)
+    assert not fresh.diverged and fresh.status()["n_labels"] == 1
+    assert fresh.assignment(got.assignment_id).status == "answered"
+
+
 def test_pull_mode_tells_the_policy_who_asks_requallo_blocks_a_spammer_live() -> None:
     """Requallo (workers=spammer) blocks a worker whose labels disagree with the completed
     items' majority; live, that worker then gets no work while the others still do."""

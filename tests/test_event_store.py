@@ -132,3 +132,31 @@ def test_wait_async_raises_a_collision_and_a_failed_flush(tmp_path) -> None:
         asyncio.run(mine.wait_async(ticket))
     assert list(other.events("b")) == []
     mine.dispose()
+
+
+def test_stores_opened_together_on_a_new_database_all_open(db_url: str) -> None:
+    """Several processes started at once on a new database each create the schema; the
+    loser of the check-then-create race used to fail ("table events already exists")."""
+    from crowdbudget.service import create_app
+
+    n = 6
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        barrier.wait()
+        try:
+            create_app(db_url).state.service.store.dispose()  # events and credentials
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    store = EventStore(db_url)
+    store.append("c", 1, "created", {})
+    assert [e.seq for e in store.events("c")] == [1]
+    store.dispose()

@@ -188,6 +188,48 @@ def test_push_over_http(tmp_path: Any) -> None:
     assert status["spent"] == 4
 
 
+def _declares_push() -> list[str]:
+    from crowdbudget.registry import parse_policy
+
+    return sorted(p for p in registered_policies() if parse_policy(p).capabilities.chooses_workers)
+
+
+@pytest.mark.parametrize("policy", _declares_push())
+def test_every_push_policy_pushes_over_http_until_it_stops(policy: str, tmp_path: Any) -> None:
+    """Every id that declares push runs over HTTP to its end (``kos`` was a 500 at the first
+    push: its graph named workers outside the team): every push answers 200 with pairs of
+    the team, and the campaign ends spent or stopped with a reason."""
+    api = TestClient(create_app(f"sqlite:///{tmp_path / 'push.db'}"))
+    team = ["ann", "bob", "cy"]
+    body = {"items": [f"i{k}" for k in range(6)], "budget": 12, "policy": policy}
+    created = api.post("/v1/campaigns", json={**body, "mode": "push", "workers": team})
+    assert created.status_code == 201, created.text
+    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
+    boss = {"Authorization": f"Bearer {key}"}
+    tokens = {
+        name: api.post(
+            f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=boss
+        ).json()["worker_token"]
+        for name in team
+    }
+    for _ in range(50):
+        pushed = api.post(f"/v1/campaigns/{cid}/push", json={"count": 2}, headers=boss)
+        assert pushed.status_code == 200, pushed.text
+        if not pushed.json():
+            break
+        for a in pushed.json():
+            assert a["worker_id"] in team
+            answer = api.post(
+                f"/v1/campaigns/{cid}/assignments/{a['assignment_id']}/label",
+                json={"label": "1"},
+                headers={"Authorization": f"Bearer {tokens[a['worker_id']]}"},
+            )
+            assert answer.status_code == 200, answer.text
+    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    assert status["stopped"] and status["stop_reason"], status
+    assert status["spent"] == 12 or not status["stop_reason"].startswith("the budget")
+
+
 def test_contexts_and_features_reach_the_live_problem() -> None:
     rng = np.random.default_rng(0)
     items = [f"q{k}" for k in range(6)]

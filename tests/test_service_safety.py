@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from crowdbudget.campaign import Campaign, EventStore
+from crowdbudget.campaign import Campaign, ConcurrentWriteError, EventStore
 from crowdbudget.service import create_app
 from crowdbudget.service.settings import ServiceSettings
 
@@ -373,6 +373,39 @@ def test_a_stale_copy_never_answers_500(tmp_path: Path) -> None:
     assert again.status_code == 200, again.text
     status = one.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
     assert status["n_labels"] == 1 and status["pending"] == 0
+
+
+def test_a_label_reaches_the_process_whose_cached_copy_diverged(tmp_path: Path) -> None:
+    """Process "one" staged an assignment whose event number process "two" took; "two" then
+    hands out and labels more. A label posted to "one" is accepted (its diverged copy is
+    reloaded, not refreshed on top of the refused event: that was a 500, KeyError)."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    settings = ServiceSettings(operator_key=OPERATOR)
+    app_one = create_app(url, settings=settings)
+    one = TestClient(app_one, raise_server_exceptions=False)
+    two = TestClient(create_app(url, settings=settings), raise_server_exceptions=False)
+    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    created = one.post("/v1/campaigns", json={"items": ["a", "b", "c"], "budget": 10}, headers=auth)
+    cid = created.json()["campaign_id"]
+    boss = {"Authorization": f"Bearer {created.json()['requester_key']}"}
+    token = one.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": "x"}, headers=boss)
+    worker = {"Authorization": f"Bearer {token.json()['worker_token']}"}
+    assert two.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
+    assert one.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
+    stale = app_one.state.service.campaign(cid)
+    with stale.deferred_durability():  # a request of "one" that will lose its event number
+        assert stale.next_assignment("y") is not None
+    first = two.post(f"/v1/campaigns/{cid}/assignments", headers=worker).json()
+    with pytest.raises(ConcurrentWriteError):
+        stale.wait_durable(stale.durability_ticket())
+    path = f"/v1/campaigns/{cid}/assignments/{first['assignment_id']}/label"
+    assert two.post(path, json={"label": "0"}, headers=worker).status_code == 200
+    second = two.post(f"/v1/campaigns/{cid}/assignments", headers=worker).json()
+    path = f"/v1/campaigns/{cid}/assignments/{second['assignment_id']}/label"
+    answered = one.post(path, json={"label": "1"}, headers=worker)
+    assert answered.status_code == 200, answered.text
+    status = two.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    assert status["n_labels"] == 2 and status["pending"] == 0
 
 
 def test_refresh_refuses_to_apply_events_on_top_of_staged_ones(tmp_path: Path) -> None:

@@ -141,6 +141,30 @@ _EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed"})
 _UNLIMITED = 2**40
 
 
+#: the reasons :meth:`Campaign.status` gives, per cause; a final one means no assignment is
+#: possible for anyone any more (until items, workers or budget change)
+_STOP_REASONS: Mapping[str, tuple[str, bool]] = {
+    "budget": ("the budget left pays for no further label", True),
+    "items": ("every item is finished (at its label cap, or closed by the policy)", True),
+    "pairs": ("no (item, worker) pair of the team is left to ask", True),
+    "policy": (
+        "the policy has no further assignment to give (its plan is complete, or no pair is "
+        "worth asking by its own rule)",
+        True,
+    ),
+    "done": (
+        "every worker so far has already labeled (or holds, or is at their capacity for) "
+        "the items the policy offers; a new worker can still take work",
+        False,
+    ),
+    "declined": (
+        "the policy offers no further work to any worker so far (it chooses per worker); "
+        "a new worker may get work",
+        False,
+    ),
+}
+
+
 class AssignmentError(CrowdBudgetError):
     """A label or cancellation names an assignment that cannot take it (unknown, expired,
     cancelled, another worker's, or already answered differently)."""
@@ -381,6 +405,11 @@ class Campaign:
         # a rebuild computed before its ``items_added`` event was stored (validate, then
         # commit), used by the event's handler instead of computing it again
         self._prepared: tuple[tuple[str, ...], _Rebuild] | None = None
+        # why the last request for work got none, per asking worker (pull; key: worker index)
+        # or for the team (push; key: None), since the last change of the allocation state
+        # (:meth:`_stop_reason`); not an event: it describes answers, not decisions
+        self._no_work: dict[int | None, str] = {}
+        self._named_excluded = False  # the last _ask named an item closed to its worker
 
     # ------------------------------------------------------------------ creation and loading
     @classmethod
@@ -567,16 +596,36 @@ class Campaign:
 
     def can_refresh(self) -> bool:
         """Whether :meth:`refresh` is safe now: nothing this object applied is still waiting
-        for its commit. (A staged event may lose its number to another process's event; the
-        store's events after it would then be applied on top of one it never held.)"""
+        for its commit, and nothing it applied failed to commit (:attr:`diverged`). (A
+        staged event may lose its number to another process's event; the store's events
+        after it would then be applied on top of one it never held.)"""
         ticket = self._last_ticket
-        return ticket is None or ticket.settled
+        return ticket is None or (ticket.settled and ticket.error is None)
+
+    @property
+    def diverged(self) -> bool:
+        """Whether this object applied an event the store refused (deferred durability: it
+        lost its event number to another process, or the database failed). Its state then
+        holds a decision that never happened; only :meth:`load` gives a true copy again.
+        Once true it stays true: every later event it stages fails as well (the store fails
+        the whole epoch)."""
+        ticket = self._last_ticket
+        return ticket is not None and ticket.settled and ticket.error is not None
 
     def refresh(self) -> int:
         """Apply events other processes appended since this object last saw the store;
         returns how many. Refuses (:class:`ConcurrentWriteError`) while an event this object
-        staged is not yet committed (see :meth:`can_refresh`): wait for it first."""
+        staged is not yet committed, or after one failed to commit (see :meth:`can_refresh`):
+        wait for it first, or reload a diverged copy.
+
+        Events of assignments this object never saw are applied like any other: the store's
+        events since ``self._seq`` include their ``assigned`` events, because this object's
+        own events all hold their numbers in the store (nothing it applied was refused)."""
         assert self.config is not None
+        if self.diverged:
+            raise ConcurrentWriteError(
+                "this campaign copy applied an event the store refused; reload the campaign"
+            )
         if not self.can_refresh():
             raise ConcurrentWriteError(
                 "this campaign copy has uncommitted events; wait for them before refreshing"
@@ -629,6 +678,10 @@ class Campaign:
         self._seq = event.seq
         if event.kind in _EVALUATION_EVENTS:
             self._evaluation_events += 1
+        elif event.kind != "workers_added" or self._push:
+            # the allocation state changed: an earlier "no work" may no longer hold (in pull
+            # mode a joining worker changes nothing for the others)
+            self._no_work.clear()
         if event.kind in ("labeled", "imported"):
             spent = float(self._ledger.spent)
             self._timeline.append((event.created_at, spent, len(self._log_items)))
@@ -662,9 +715,14 @@ class Campaign:
         # per-item attributes of the items installed so far (None: the campaign has none)
         self._item_contexts: list[int] | None = None if self.config.contexts is None else []
         self._item_features: list[list[float]] | None = None if self.config.features is None else []
-        # a policy that models workers gets worker slots in its problem (module docstring)
-        self._models_workers = parse_policy(self.config.policy).capabilities.needs_workers
+        # a policy that models workers gets worker slots in its problem (module docstring);
+        # so does one that chooses workers in push mode (``kos``): it must choose among the
+        # team, not among workers of its own invention
+        capabilities = parse_policy(self.config.policy).capabilities
         self._push = self.config.mode == "push"
+        self._models_workers = capabilities.needs_workers or (
+            self._push and capabilities.chooses_workers
+        )
         self._worker_slots = 0
         # push mode with listed pairs: (item, worker) -> pair index (built in _rebuild)
         self._pair_lookup: dict[tuple[int, int], int] = {}
@@ -827,7 +885,7 @@ class Campaign:
         # campaign checks the arriving worker's real price first (next_assignment), so the
         # policy never refuses a label the campaign can pay for (budget 1 at 0.1 a label:
         # 10 labels)
-        cheapest = min([self.config.default_price, *self.config.worker_prices.values()])
+        cheapest = self._cheapest_price()
         slots = self._slots_wanted()
         attributes = attributes or {}
         contexts = features = None
@@ -871,6 +929,11 @@ class Campaign:
         ):
             policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
         return _Rebuild(problem, state, policy)
+
+    def _cheapest_price(self) -> float:
+        """The lowest price any worker can have (the default or a listed one)."""
+        assert self.config is not None
+        return min([self.config.default_price, *self.config.worker_prices.values()])
 
     def _worker_spec(self, slots: int) -> WorkerSpec:
         """The problem's workers. Push mode (exactly the team): their prices when they differ
@@ -1080,9 +1143,10 @@ class Campaign:
         worker_id = _check_ids([worker_id], "worker")[0]
         self.expire_overdue()
         price = self.price_of(worker_id)
-        if not self._ledger.can_afford(price):
-            return None
         worker = self._worker_index.get(worker_id)
+        if not self._ledger.can_afford(price):
+            self._note_no_work(worker, "budget")
+            return None
         if worker is None and self._models_workers:
             # the policy answers for this worker: they join first (an event), so that the
             # policy has a slot for them
@@ -1092,6 +1156,7 @@ class Campaign:
         if held is not None:
             return self.assignment(held)  # at the limit: the oldest pending one, again
         if not self._capacity_left(worker, worker_id):
+            self._note_no_work(worker, "capacity")
             return None  # the worker has given (or holds) as many labels as allowed
         excluded = self._worker_items.get(worker, set()) if worker is not None else set()
         if self._saturated:
@@ -1109,16 +1174,42 @@ class Campaign:
             # a generator), so asking twice would skip a decision
             choice = self._ask(excluded, worker)
         if choice is None:
+            # say why: the policy offered an item the worker has (a new worker could take
+            # it), every open item is the worker's, or the policy itself had nothing
+            # — a policy that models workers may decline one worker and not the next
+            if self._named_excluded or not self._open_to(excluded):
+                self._note_no_work(worker, "done")
+            else:
+                self._note_no_work(worker, "declined" if self._models_workers else "policy")
             return None
         return self._assign(choice.item, worker_id, price)
+
+    def _open_to(self, excluded: set[int]) -> bool:
+        """Whether an item is still open (eligible) outside ``excluded``: the eligible count
+        against the excluded eligible ones — one O(n_items) NumPy count plus O(|excluded|),
+        run only when a request gets no work, never on the way to an assignment."""
+        n_open = int(np.count_nonzero(self.state.eligible))
+        closed = sum(1 for item in excluded if self.state.eligible[item])
+        return n_open > closed
+
+    def _note_no_work(self, worker: int | None, cause: str) -> None:
+        """Remember why a request got no work (:meth:`_stop_reason`): ``budget``,
+        ``capacity`` (the worker's), ``done`` (every open item, or the one the policy
+        offers, is the worker's already),
+        ``pairs`` (push: no (item, worker) pair left), ``policy`` (the policy has no further
+        assignment although items are open), ``declined`` (so, but the policy models workers:
+        its answer may differ for another worker)."""
+        if worker is not None or self._push:
+            self._no_work[worker] = cause
 
     def _ask(self, excluded: set[int], worker: int | None) -> Assignment | None:
         """The policy's answer with ``excluded`` closed for this one question
         (``state.excluded``); a policy that does not search past excluded items may name one,
-        which is no answer ("no work for this worker now")."""
+        which is no answer ("no work for this worker now"; ``_named_excluded`` says so)."""
         with self.state.excluding(excluded):
             choice = self.policy.select(self.state, worker=worker)
-        if choice is not None and choice.item in excluded:
+        self._named_excluded = choice is not None and choice.item in excluded
+        if self._named_excluded:
             return None
         return choice
 
@@ -1189,6 +1280,8 @@ class Campaign:
             else:  # asked once (see next_assignment); B-KUBE puts several workers on a task
                 choice = self.policy.select(self.state)
             if choice is None or choice.worker is None:
+                if not out:
+                    self._note_no_work(None, self._push_cause())
                 break
             worker_id = self.worker_ids[choice.worker]
             price = self.price_of(worker_id)
@@ -1202,6 +1295,53 @@ class Campaign:
                 break  # the policy's choice cannot be given now: stop this batch
             out.append(self._assign(choice.item, worker_id, price))
         return out
+
+    def _push_cause(self) -> str:
+        """Why the policy chose no (item, worker) pair (see :meth:`_note_no_work`)."""
+        if not self._ledger.can_afford(self._cheapest_price()):
+            return "budget"
+        pairs = self.state.pairs
+        if pairs is not None and not np.any(
+            (pairs.remaining > 0) & self.state.eligible[pairs.items]
+        ):
+            return "pairs"
+        return "policy"
+
+    def _stop_reason(
+        self, policy_status: Mapping[str, Any], pending: int
+    ) -> tuple[str | None, bool]:
+        """``(reason, final)``: why no further assignment is possible now, or ``(None,
+        False)`` while one is (or work is pending: its labels may open more).
+
+        Final reasons (``stopped``): the budget left pays for no label at the cheapest
+        price; the policy stopped by its own rule (``stopped_early``, Requallo); no item is
+        open; in push mode the last request found no pair (every pair used, or the policy's
+        plan is complete); in pull mode every known worker's last request got none from the
+        policy itself (one that does not model workers). Not final: the policy, which
+        models workers, declined each of them; or every known worker has every open item
+        already (or is at their capacity, or the policy offers only items they have) — a new
+        worker would get work. The pull and push reasons are
+        learned from requests for work since the last change (a freshly loaded copy knows
+        them once the workers ask again)."""
+        assert self.config is not None
+        if pending:
+            return None, False
+        if not self._ledger.can_afford(self._cheapest_price()):
+            return _STOP_REASONS["budget"]
+        if policy_status.get("stopped_early", False):
+            return "the policy stopped by its own rule (every item meets its requirement)", True
+        if not np.any(self.state.eligible):
+            return _STOP_REASONS["items"]
+        if self._push:
+            cause = self._no_work.get(None)
+            return (None, False) if cause is None else _STOP_REASONS[cause]
+        known = range(len(self.worker_ids))
+        if not known or any(w not in self._no_work for w in known):
+            return None, False
+        causes = {self._no_work[w] for w in known}
+        if causes <= {"policy", "budget"}:
+            return _STOP_REASONS["policy"]
+        return _STOP_REASONS["declined" if "declined" in causes else "done"]
 
     def _record(self, assignment_id: str) -> _Record:
         record = self._records.get(assignment_id)
@@ -1573,9 +1713,16 @@ class Campaign:
         A policy that reports its own progress (``policy.status()``, e.g. Requallo's items
         meeting the requirement) adds it under ``policy_status``; ``items_complete`` is its
         count of complete items when it has one (else the items with posterior confidence
-        >= 0.95). ``stopped`` is true once the policy has stopped by itself (no item gains
-        from another label, Li et al. Algorithm 1) with nothing pending; ``saved`` is then
-        the budget it left unspent.
+        >= 0.95).
+
+        ``stopped`` is true as soon as no further assignment is possible, with nothing
+        pending, and ``stop_reason`` says why (the budget is spent; the policy stopped by
+        itself — no item gains from another label, Li et al. Algorithm 1; every item is
+        finished; no (item, worker) pair is left; the policy's plan is complete — the
+        ε-first family and ``kos`` plan once); ``saved`` is then the budget left unspent.
+        ``stop_reason`` without ``stopped``: every worker so far has every open item (a new
+        worker can take work). Both None/false while work can be handed out (see
+        :meth:`_stop_reason`).
         """
         assert self.config is not None
         self.expire_overdue()
@@ -1584,7 +1731,7 @@ class Campaign:
         report = getattr(self.policy, "status", None)
         policy_status: dict[str, Any] = report() if callable(report) else {}
         pending = int(self.state.pending.sum())
-        stopped = bool(policy_status.get("stopped_early", False)) and pending == 0
+        stop_reason, stopped = self._stop_reason(policy_status, pending)
         confident = int(np.count_nonzero(confidence >= 0.95))
         return {
             "campaign_id": self.config.campaign_id,
@@ -1603,6 +1750,7 @@ class Campaign:
             "items_complete": int(policy_status.get("complete", confident)),
             "estimated_accuracy": float(confidence.mean()) if confidence.size else None,
             "stopped": stopped,
+            "stop_reason": stop_reason,
             "saved": float(self._ledger.remaining) if stopped else 0.0,
             "policy_status": policy_status,
             "events": self._seq,

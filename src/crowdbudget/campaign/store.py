@@ -94,6 +94,27 @@ def _engine_for(url: str) -> sa.Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
+def create_tables(engine: sa.Engine, metadata: sa.MetaData, *, attempts: int = 8) -> None:
+    """Create ``metadata``'s tables that do not exist yet, safe against other processes
+    creating them at the same moment (several ``serve`` processes started together on a new
+    database).
+
+    ``create_all`` checks for each table, then creates it; a concurrent creator may slip in
+    between (SQLite: "table events already exists"; PostgreSQL: a duplicate table, or a
+    unique violation in its catalogue). Such an error is retried after a short pause: the
+    check then finds the other creator's tables and creates nothing. Any other error keeps
+    failing and is raised after ``attempts`` tries (about 1.5 s)."""
+    for attempt in range(attempts):
+        try:
+            metadata.create_all(engine)
+            return
+        except sa.exc.DBAPIError:
+            if attempt == attempts - 1:
+                raise
+            engine.dispose()  # a connection the failed DDL left in a bad state is not reused
+            time.sleep(0.01 * 2**attempt)
+
+
 class EventStore:
     """Append-only events per campaign in a SQL database.
 
@@ -113,7 +134,7 @@ class EventStore:
         self._committer: ThreadPoolExecutor | None = None  # drains the queue for coroutines
         try:
             self.engine = _engine_for(url)
-            _METADATA.create_all(self.engine)
+            create_tables(self.engine, _METADATA)
         except sa.exc.ArgumentError:
             raise CrowdBudgetError(
                 f"cannot use database URL {url!r}; expected e.g. sqlite:///path/to/file.db"

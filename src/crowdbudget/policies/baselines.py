@@ -75,10 +75,17 @@ class UniformPolicy(AllocationPolicy):
 
 
 class RoundRobinPolicy(AllocationPolicy):
-    """Items in index order, cycling ("looping" in Li et al. 2016)."""
+    """Items in index order, cycling ("looping" in Li et al. 2016).
+
+    An item closed to the question (``state.excluded``: in a live campaign, the asking
+    worker's own items) keeps its place in the cycle and the next open one is named, so a
+    live campaign spends its budget while any worker can label any open item (the scan is
+    O(|excluded|) per decision). Without exclusions the cycle is the papers' exactly.
+    """
 
     binary_only = False
     replay_pull = True
+    searches_past_excluded = True
 
     def __init__(self) -> None:
         pass
@@ -99,9 +106,16 @@ class RoundRobinPolicy(AllocationPolicy):
             item = int(mine[at % mine.shape[0]])
             self._cursor = item + 1
             return Assignment(item=item, worker=worker, price=price)
-        while self._queue:
-            item = self._queue.popleft()
-            if state.eligible[item]:
+        excluded = state.excluded
+        position = 0
+        while position < len(self._queue):
+            item = self._queue[position]
+            if not state.eligible[item]:
+                del self._queue[position]  # finished for good: leaves the cycle
+            elif item in excluded:
+                position += 1  # keeps its place for the next question
+            else:
+                del self._queue[position]
                 self._queue.append(item)
                 return Assignment(item=item, worker=worker, price=price)
         return None

@@ -45,8 +45,10 @@ the server.
 
 Consistency: one lock per campaign serialises its requests in this process; every accepted
 change is in the event store before the response is sent. Several processes on one database
-are safe: an append that loses the race raises, the campaign reloads its new events and the
-request is retried (the event table's primary key makes each event number unique).
+give the answers of one (an event-version check with retry, :meth:`Service.run`): an append
+that loses the race (the event table's primary key makes each event number unique) is decided
+again on a reloaded copy, and an answer that wrote nothing is checked against the events
+other processes appended before it is given.
 """
 
 import asyncio
@@ -86,6 +88,7 @@ from crowdbudget.campaign import (
     PendingAssignment,
     UnknownAssignmentError,
 )
+from crowdbudget.campaign.store import create_tables
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 from crowdbudget.registry import check_network_policy, check_network_verdict
 from crowdbudget.service.guards import KeyRateLimiter, RequestGuard, clip_detail
@@ -186,7 +189,7 @@ class Service:
         settings: ServiceSettings | None = None,
     ) -> None:
         self.store = EventStore(db_url)
-        _CREDENTIALS.metadata.create_all(self.store.engine)
+        create_tables(self.store.engine, _CREDENTIALS.metadata)
         self.clock = clock
         self.settings = settings or ServiceSettings()
         self._campaigns: OrderedDict[str, Campaign] = OrderedDict()
@@ -209,8 +212,12 @@ class Service:
 
     # ------------------------------------------------------------------ campaigns in memory
     def cached(self, campaign_id: str) -> Campaign | None:
-        """The campaign's in-memory copy, marked most recently used, or None."""
+        """The campaign's in-memory copy, marked most recently used, or None (also when the
+        copy :attr:`~Campaign.diverged`: it is dropped, and the caller reloads the campaign)."""
         campaign = self._campaigns.get(campaign_id)
+        if campaign is not None and campaign.diverged:
+            del self._campaigns[campaign_id]
+            return None
         if campaign is not None:
             self._campaigns.move_to_end(campaign_id)
         return campaign
@@ -246,7 +253,7 @@ class Service:
                 continue
             try:
                 candidate = self._campaigns.get(campaign_id)
-                if candidate is not None and candidate.can_refresh():
+                if candidate is not None and (candidate.can_refresh() or candidate.diverged):
                     del self._campaigns[campaign_id]
                     excess -= 1
                     excess_items -= len(candidate.item_ids)
@@ -271,13 +278,19 @@ class Service:
         object staged so far, so even a request that wrote nothing (a repeated label, a
         status read) never reports a change that is not yet durable.
 
-        Several processes: reads first catch up with events other processes wrote; writes
-        need not: a stale campaign's event collides with the other process's event number
-        (primary key), the stale in-memory copy is dropped and reloaded, and the request is
-        retried — no round trip to the database is spent on the common single-process case.
-        A copy never catches up while events it staged are uncommitted (they may lose their
-        numbers to the other process's events; :meth:`Campaign.can_refresh`): the request
-        then waits for them and tries again.
+        Several processes (decisions serialised per campaign by an event-version check with
+        retry): a decision's events carry the next version numbers of this copy; if another
+        process appended meanwhile, the primary key refuses them, the copy (now
+        :attr:`Campaign.diverged`) is dropped and reloaded, and the request is decided again
+        — no read of the store is spent on a request that writes. An answer that wrote
+        nothing (a refusal, a held assignment handed out again, no work) cannot be checked
+        that way, so it is checked against the store before it is given: the copy catches up
+        (one indexed read, usually empty) and, if the store had news, the request runs again
+        on the current state. Reads (``read=True``) catch up first. So every answer includes
+        everything acknowledged before the request arrived, whichever process acknowledged
+        it. A copy never catches up while events it staged are uncommitted (they may lose
+        their numbers to the other process's events; :meth:`Campaign.can_refresh`): the
+        request then waits for them and tries again.
         """
         # every lost race means another process committed an event, so the system as a
         # whole progresses; a jittered, growing pause keeps two busy processes from
@@ -289,18 +302,25 @@ class Service:
             refusal: CrowdBudgetError | None = None
             with self.lock(campaign_id):
                 campaign = self.campaign(campaign_id)
-                if catch_up and campaign.can_refresh():
+                caught_up = catch_up and campaign.can_refresh()
+                if caught_up:
                     campaign.refresh()
+                before = campaign.durability_ticket()
                 try:
                     with campaign.deferred_durability():
                         result = action(campaign)
                 except CrowdBudgetError as error:
                     refusal = error
                 ticket = campaign.durability_ticket()
-                # refused on this process's view (e.g. an assignment another process handed
-                # out): retry if the store has news, else the refusal stands
+                # an answer that wrote nothing (e.g. refused on this process's view of an
+                # assignment another process handed out): run again if the store has news,
+                # else the answer stands
                 retry_now = False
-                if refusal is not None and not read and time.monotonic() <= deadline:
+                if (
+                    (refusal is not None or ticket is before)
+                    and not caught_up
+                    and time.monotonic() <= deadline
+                ):
                     if campaign.can_refresh():
                         retry_now = campaign.refresh() > 0
                     else:
@@ -342,8 +362,10 @@ class Service:
                 campaign = self.cached(campaign_id)
                 if campaign is None:
                     campaign = await run_in_threadpool(self.campaign, campaign_id)
-                if catch_up and campaign.can_refresh():
+                caught_up = catch_up and campaign.can_refresh()
+                if caught_up:
                     await run_in_threadpool(campaign.refresh)
+                before = campaign.durability_ticket()
                 try:
                     with campaign.deferred_durability():
                         result = action(campaign)
@@ -351,7 +373,12 @@ class Service:
                     refusal = error
                 ticket = campaign.durability_ticket()
                 retry_now = False
-                if refusal is not None and time.monotonic() <= deadline:
+                # an answer that wrote nothing is checked against the store (see run)
+                if (
+                    (refusal is not None or ticket is before)
+                    and not caught_up
+                    and time.monotonic() <= deadline
+                ):
                     if campaign.can_refresh():
                         retry_now = await run_in_threadpool(campaign.refresh) > 0
                     else:  # wait for this copy's own staged events, then catch up

@@ -70,6 +70,11 @@ class LocalServer:
         self.stop()
         raise RuntimeError(f"crowdbudget serve did not answer within {self.start_timeout:g} s")
 
+    @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs (None before start and after stop)."""
+        return None if self._process is None else self._process.pid
+
     def stop(self) -> None:
         if self._process is not None:
             self._process.kill()

@@ -534,7 +534,7 @@ class Campaign:
         policy_spec, named = split_verdict(policy, POSTERIOR)  # what the id itself names
         make_policy(policy_spec)
         if verdict is None:
-            # neither names one: the policy's default (its own model for most; issue 15)
+            # neither names one: the policy's default (its own model for most)
             verdict = split_verdict(policy)[1].name
         verdict = check_verdict(verdict, len(classes_))
         if not named.is_posterior:
@@ -1670,7 +1670,7 @@ class Campaign:
         ``floor=True``: the confidences under the probability floor fitted on the campaign's
         gold sample (:func:`~crowdbudget.aggregation.calibration.fit_probability_floor` on the
         gold items with labels — the ``floor.epsilon`` that :meth:`calibration` reports), the
-        labels unchanged (issue 19): what a requester who checked a sample by hand may quote.
+        labels unchanged: what a requester who checked a sample by hand may quote.
         InvalidParameterError while no gold item has a label.
 
         ``fitted``: the verdict's labels and probabilities already computed on this

@@ -198,10 +198,22 @@ def test_select_never_returns_an_excluded_item(policy_id: str) -> None:
     assert state.eligible.all()  # nothing was made ineligible for good
 
 
-def test_a_policy_whose_select_moves_its_state_does_not_search_past_excluded() -> None:
-    """Round-robin's ``select`` advances its cycle, so a live campaign asks it once and
-    refuses an excluded answer: it does not claim to search."""
-    assert not make_policy("round-robin").searches_past_excluded
+def test_round_robin_names_the_next_open_item_and_an_excluded_one_keeps_its_place() -> None:
+    """Round-robin searches past the excluded items (a live worker's own): it names the next
+    open item of its cycle, and an excluded item is not moved, so the next question without
+    exclusions gets it; without exclusions the cycle is the papers' (0, 1, 2, …)."""
+    problem = Problem(n_items=4, budget=30)
+    policy = make_policy("round-robin")
+    assert policy.searches_past_excluded
+    policy.reset(problem, np.random.default_rng(0))
+    state = CampaignState.initial(problem)
+    with state.excluding({0, 1}):
+        first = policy.select(state)
+    assert first is not None and first.item == 2
+    assert [policy.select(state).item for _ in range(3)] == [0, 1, 3]  # type: ignore[union-attr]
+    with state.excluding({0, 1, 2, 3}):
+        assert policy.select(state) is None
+    assert [policy.select(state).item for _ in range(4)] == [2, 0, 1, 3]  # type: ignore[union-attr]
 
 
 def test_variant_id_with_a_colon_is_an_alias() -> None:

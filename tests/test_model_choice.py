@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -124,3 +125,73 @@ def test_aggregate_reports_the_choice(tmp_path: object, capsys: pytest.CaptureFi
     assert choice["chosen"] in choice["scores"] and choice["reason"].startswith(choice["chosen"])
     assert main(["aggregate", str(path), "--method", "auto", "--out", str(out)]) == 0
     assert "auto chose" in capsys.readouterr().err
+
+
+def _labelled_auto_campaign() -> tuple[Any, int]:
+    """A live campaign read by ``auto``: 12 items, 4 workers who agree on 0/1 by parity."""
+    from crowdbudget import Campaign
+
+    items = [f"i{k}" for k in range(12)]
+    campaign = Campaign.create(
+        items, budget=48, classes=["0", "1"], policy="uniform", verdict="auto", seed=3
+    )
+    n = 0
+    for round_ in range(3):
+        for worker in ("ann", "bob", "cy", "dee"):
+            assignment = campaign.next_assignment(worker)
+            if assignment is None:
+                continue
+            k = int(assignment.item_id[1:])
+            wrong = worker == "dee" and round_ == 0
+            campaign.record_label(assignment.assignment_id, str((k + wrong) % 2), worker_id=worker)
+            n += 1
+    return campaign, n
+
+
+def test_a_live_campaign_reports_what_auto_chose_and_chooses_again_as_labels_arrive() -> None:
+    """``status()["verdict_choice"]``: None until the campaign's own ``auto`` verdict is fitted
+    (a read), then its choice with the label count it was made at; a fit of another verdict
+    leaves it alone, and a later read after more labels replaces it."""
+    campaign, n = _labelled_auto_campaign()
+    assert campaign.status()["verdict_choice"] is None  # nothing fitted yet
+    campaign.results(verdict="ds")  # another verdict: not the campaign's
+    assert campaign.status()["verdict_choice"] is None
+    campaign.results()
+    choice = campaign.status()["verdict_choice"]
+    assert choice["chosen"] in ("bds", "ds", "mace-eb-cp", "mace-eb")
+    assert set(choice["scores"]) == {"bds", "ds", "mace-eb-cp", "mace-eb"}
+    assert choice["at_labels"] == n and choice["reason"]
+    json.dumps(choice)  # JSON-ready, as the service sends it
+    assignment = campaign.next_assignment("eve")
+    assert assignment is not None
+    campaign.record_label(assignment.assignment_id, "1", worker_id="eve")
+    campaign.results()
+    assert campaign.status()["verdict_choice"]["at_labels"] == n + 1
+
+
+def test_the_service_status_shows_auto_s_choice_fitted_in_a_child(tmp_path: object) -> None:
+    """Over HTTP the verdict is fitted in the compute pool's child process; its choice comes
+    back with the labels and reaches ``GET …/status``."""
+    from pathlib import Path
+
+    from fastapi.testclient import TestClient
+
+    from crowdbudget.service import create_app
+
+    with TestClient(create_app(f"sqlite:///{Path(str(tmp_path)) / 'auto.db'}")) as api:
+        created = api.post(
+            "/v1/campaigns",
+            json={"items": ["a", "b", "c", "d"], "budget": 12, "verdict": "auto"},
+        ).json()
+        cid, boss = created["campaign_id"], {"Authorization": f"Bearer {created['requester_key']}"}
+        csv = "task,worker,label\na,w1,1\nb,w1,0\nc,w1,1\na,w2,1\nb,w2,0\nd,w2,0\na,w3,1\nc,w3,1\n"
+        imported = api.post(
+            f"/v1/campaigns/{cid}/labels/import",
+            content=csv,
+            headers={**boss, "Content-Type": "text/csv"},
+        )
+        assert imported.status_code == 200, imported.text
+        assert api.get(f"/v1/campaigns/{cid}/results", headers=boss).status_code == 200
+        choice = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()["verdict_choice"]
+        assert choice is not None and choice["at_labels"] == 8
+        assert choice["chosen"] in choice["scores"]

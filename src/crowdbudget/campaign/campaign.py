@@ -131,6 +131,10 @@ from crowdbudget.types import (
     WorkerSpec,
 )
 
+#: :func:`fit_verdict`'s answer: final labels (n_items,), class probabilities
+#: (n_items, n_classes) and a model-choosing verdict's choice (None for the others)
+VerdictFit = tuple[IntArray, FloatArray, dict[str, Any] | None]
+
 _EPOCHS = itertools.count(1)
 
 #: events that only evaluate the campaign (gold labels): no part of the allocation, so they do
@@ -410,6 +414,8 @@ class Campaign:
         # (:meth:`_stop_reason`); not an event: it describes answers, not decisions
         self._no_work: dict[int | None, str] = {}
         self._named_excluded = False  # the last _ask named an item closed to its worker
+        # what a model-choosing verdict (``auto``) chose at its last fit (:meth:`status`)
+        self._verdict_choice: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ creation and loading
     @classmethod
@@ -1507,7 +1513,7 @@ class Campaign:
         verdict: str | None = None,
         *,
         n_bins: int = DEFAULT_BINS,
-        fitted: tuple[IntArray, FloatArray] | None = None,
+        fitted: VerdictFit | None = None,
     ) -> dict[str, Any] | None:
         """Accuracy and calibration of the verdict on the gold sample, None without gold.
 
@@ -1596,7 +1602,7 @@ class Campaign:
         """
         fit_input = self.verdict_fit_input(verdict)
         if fit_input is not None:
-            return fit_verdict(*fit_input)
+            return self._kept_choice(fit_verdict(*fit_input), verdict)
         assert self.config is not None
         # the policy's own model, ties broken as the verdict says (policies/verdict.py),
         # its random draws seeded by the campaign's seed
@@ -1641,15 +1647,26 @@ class Campaign:
         )
         return verdict, data, self.config.seed
 
+    def _kept_choice(self, fit: VerdictFit, verdict: str | None) -> tuple[IntArray, FloatArray]:
+        """The labels and probabilities of ``fit``; a model choice of the campaign's own
+        verdict (``verdict`` None or the same id) is kept for :meth:`status` with the label
+        count it was made at — a read model only: no event, no accepted label changes."""
+        labels, probabilities, choice = fit
+        assert self.config is not None
+        if choice is not None and verdict in (None, self.config.verdict):
+            self._verdict_choice = {**choice, "at_labels": len(self._log_items)}
+        return labels, probabilities
+
     def _checked_fitted(
-        self, fitted: tuple[IntArray, FloatArray] | None, verdict: str | None
+        self, fitted: VerdictFit | None, verdict: str | None
     ) -> tuple[IntArray, FloatArray]:
-        """``fitted`` (labels, probabilities computed elsewhere) if it covers this campaign's
-        items and classes, else the verdict computed here; ValueError on a mismatch."""
+        """``fitted`` (:func:`fit_verdict`'s answer computed elsewhere) if it covers this
+        campaign's items and classes, else the verdict computed here; ValueError on a
+        mismatch."""
         if fitted is None:
             return self.verdict_probabilities(verdict)
         assert self.config is not None
-        labels, probabilities = fitted
+        labels, probabilities = self._kept_choice(fitted, verdict)
         shape = (len(self.item_ids), len(self.config.classes))
         if labels.shape != shape[:1] or probabilities.shape != shape:
             raise ValueError(
@@ -1662,7 +1679,7 @@ class Campaign:
         verdict: str | None = None,
         *,
         floor: bool = False,
-        fitted: tuple[IntArray, FloatArray] | None = None,
+        fitted: VerdictFit | None = None,
     ) -> pd.DataFrame:
         """Final label, confidence (the verdict's probability of that label) and number of
         labels per item (``task``-indexed); ``verdict`` overrides the campaign's.
@@ -1753,6 +1770,7 @@ class Campaign:
             "stop_reason": stop_reason,
             "saved": float(self._ledger.remaining) if stopped else 0.0,
             "policy_status": policy_status,
+            "verdict_choice": self._verdict_choice,
             "events": self._seq,
         }
 
@@ -1807,8 +1825,15 @@ class Campaign:
         }
 
 
-def fit_verdict(verdict: str, data: LabelData, seed: int) -> tuple[IntArray, FloatArray]:
+def fit_verdict(verdict: str, data: LabelData, seed: int) -> VerdictFit:
     """An aggregator verdict fitted on ``data`` (:meth:`Campaign.verdict_fit_input`): final
-    labels, shape (n_items,), and class probabilities, shape (n_items, n_classes)."""
+    labels, shape (n_items,), class probabilities, shape (n_items, n_classes), and, for a
+    verdict that chooses among models (``auto``: ``choice()`` of the fitted aggregator), what
+    it chose and why as a JSON-ready dict (None for any other verdict)."""
     fitted = make_aggregator(f"{verdict}:seed={seed}").fit(data)
-    return np.asarray(fitted.labels_, dtype=np.int64), np.asarray(fitted.probas_, dtype=float)
+    report = getattr(fitted, "choice", None)
+    return (
+        np.asarray(fitted.labels_, dtype=np.int64),
+        np.asarray(fitted.probas_, dtype=float),
+        report() if callable(report) else None,
+    )

@@ -29,7 +29,12 @@ import pandas as pd
 
 from crowdbudget.aggregation.registry import registered_aggregators
 from crowdbudget.datasets import load_dataset
-from crowdbudget.experiments.stress import choose_verdict, evaluate_method, subsample_per_item
+from crowdbudget.experiments.stress import (
+    choose_verdict,
+    evaluate_mean,
+    evaluate_method,
+    subsample_per_item,
+)
 
 SETS = ("rte", "temp", "wsd", "millionaire", "trec", "adult", "fact_eval")
 
@@ -60,10 +65,9 @@ def main() -> None:
             streams = np.random.default_rng(args.seed).spawn(args.reps)
             samples = [subsample_per_item(data, k, stream) for stream in streams]
             for method in methods:
-                found = [evaluate_method(method, sample) for sample in samples]
-                if any(r is None for r in found):
+                mean = evaluate_mean(method, samples)
+                if mean is None:
                     continue
-                mean = pd.DataFrame(found).mean().to_dict()
                 rows.append(
                     {"set": name, "per_item": k, "method": method, "reps": args.reps, **mean}
                 )

@@ -47,14 +47,14 @@ except ImportError:
 
 
 from crowdbudget.service.settings import ServiceSettings
-from crowdbudget.service.setup_probe import _HELPER_GRACE
+from crowdbudget.service.setup_probe import HELPER_GRACE
 
 #: seconds an ordinary request waits for the service's answer
 DEFAULT_TIMEOUT = 10.0
 #: seconds a request that sets up a campaign's policy waits: the server's default set-up limit
 #: twice (its probe in a helper process, then its own set-up) and the grace it gives a
 #: set-up helper that is starting (:mod:`crowdbudget.service.setup_probe`)
-SETUP_REQUEST_TIMEOUT = 2 * ServiceSettings.setup_timeout + _HELPER_GRACE
+SETUP_REQUEST_TIMEOUT = 2 * ServiceSettings.setup_timeout + HELPER_GRACE
 #: further attempts at a connection that could not be made (no request reached the server)
 CONNECT_RETRIES = 3
 

@@ -301,6 +301,15 @@ def evaluate_method(method: str, data: LabelData) -> dict[str, float] | None:
     return row
 
 
+def evaluate_mean(method: str, samples: Sequence[LabelData]) -> dict[str, float] | None:
+    """:func:`evaluate_method`'s numbers averaged over ``samples`` (replications of one row);
+    None when the method refuses any of them."""
+    found = [evaluate_method(method, sample) for sample in samples]
+    if any(r is None for r in found):
+        return None
+    return {str(k): float(v) for k, v in pd.DataFrame(found).mean().items()}
+
+
 def run_bed(
     cells: Sequence[StressCell],
     sets: Sequence[str],
@@ -347,10 +356,9 @@ def run_bed(
                     for d, r in zip(bases, streams, strict=True)
                 ]
             for method in methods:
-                found = [evaluate_method(method, sample) for sample in samples]
-                if any(r is None for r in found):
+                mean = evaluate_mean(method, samples)
+                if mean is None:
                     continue
-                mean = pd.DataFrame(found).mean().to_dict()
                 rows.append(
                     {
                         "kind": kind,

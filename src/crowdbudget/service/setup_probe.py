@@ -57,7 +57,7 @@ from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
 #: seconds the server waits for a helper beyond the job's own limit before it gives up on
 #: the helper (and starts a new one)
-_HELPER_GRACE = 30.0
+HELPER_GRACE = 30.0
 
 #: scheduling priority a child gives up: the server's own requests come first on a busy CPU
 _CHILD_NICENESS = 10
@@ -226,7 +226,7 @@ class _Helper:
         try:
             process.stdin.write(json.dumps(request) + "\n")
             process.stdin.flush()
-            ready, _, _ = select.select([process.stdout], [], [], timeout + _HELPER_GRACE)
+            ready, _, _ = select.select([process.stdout], [], [], timeout + HELPER_GRACE)
             line = process.stdout.readline() if ready else ""
         except (BrokenPipeError, OSError, ValueError):
             line = ""

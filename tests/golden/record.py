@@ -15,6 +15,11 @@ SHA-256 digest of its canonical JSON:
 - ``reproduce/<id>``: the summary numbers (means, stds and intervals of every metric, the
   claims, the extra figures' data) of every reproduction's ``--quick`` run at seed 0, or of
   a reduced run of the same code path when the quick run is slow (see ``REDUCED``);
+- ``live/<id>/<mode>``: one scripted live :class:`~crowdbudget.campaign.Campaign` per id in
+  each mode it declares (pull, push) on a fake clock — prices, a capacity, a label cap, a
+  pending limit, a ttl, items and workers joining, cancellations and expiries: every
+  assignment, every refusal and "no work" answer with its stop reason, the money and the
+  results — the net under the live allocation rules;
 - ``cli/<command>``: the ``results`` of the ``--json`` document of ``simulate``, ``replay``
   and ``compare`` with their default policies and budgets (fewer replications).
 
@@ -394,6 +399,128 @@ CLI_CASES = {
     "compare-wsd": ["compare", "--dataset", "wsd", "--reps", "2"],
 }
 
+# --------------------------------------------------------------------------- live campaigns
+
+#: what a live campaign is tried with: every id that runs live in pull or push mode
+LIVE_VARIANTS = ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:refit=10")
+
+
+class _LiveClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _live_case(policy_id: str, mode: str) -> dict[str, Any]:
+    """One scripted live :class:`~crowdbudget.campaign.Campaign` on a fake clock: priced
+    workers, a capacity, a label cap, a pending limit, a ttl, items and workers added
+    mid-campaign, cancellations and expiries. Records every assignment handed out (item,
+    worker, price), every ``None`` answer with the status' stop reason, and at the end the
+    status' money and the results (label, confidence)."""
+    from crowdbudget.campaign import Campaign, EventStore
+
+    clock = _LiveClock()
+    rng = np.random.default_rng(7)
+    n_items = 4 if policy_id == "dp" else 12
+    items = [f"q{k}" for k in range(n_items)]
+    truth = {f"q{k}": int(rng.integers(2)) for k in range(n_items + 3)}
+    accuracy = {"w0": 0.95, "w1": 0.9, "w2": 0.8, "w3": 0.7, "w4": 0.55, "late": 0.85}
+    try:
+        campaign = Campaign.create(
+            items,
+            budget=8.0 if policy_id == "dp" else 30.0,
+            policy=policy_id,
+            seed=3,
+            ttl=10.0,
+            workers=["w0", "w1", "w2"],
+            worker_prices={"w1": 0.5, "w3": 1.5},
+            worker_capacities={"w2": 4},
+            max_labels_per_item=None if policy_id == "dp" else 4,
+            max_pending_per_worker=2,
+            mode=mode,
+            store=EventStore("sqlite://"),
+            clock=clock,
+        )
+    except CrowdBudgetError as exc:
+        return {"refused": type(exc).__name__}
+    present = ["w0", "w1", "w2", "w3", "w4"]
+    log: list[Any] = []
+    held: list[Any] = []
+    for step in range(160):
+        clock.now += 1.0
+        if step == 10 and policy_id != "dp":
+            try:
+                campaign.add_items([f"q{n_items + k}" for k in range(3)])
+                log.append("items+3")
+            except CrowdBudgetError as exc:
+                log.append(["add_items refused", type(exc).__name__])
+        if step == 12:
+            present.append("late")
+            if mode == "push":
+                campaign.add_workers(["w3", "w4", "late"])
+        if step == 25:
+            for pending in campaign.pending_assignments("w4"):
+                campaign.cancel_assignment(pending.assignment_id)
+            present.remove("w4")
+        if mode == "push":
+            given = campaign.push_assignments(2)
+        else:
+            one = campaign.next_assignment(present[int(rng.integers(len(present)))])
+            given = [] if one is None else [one]
+        if not given:
+            log.append(["none", campaign.status()["stop_reason"]])
+            if len(log) > 2 and log[-2][0:1] == ["none"] and log[-3][0:1] == ["none"]:
+                break  # three times nothing: the campaign is done
+        for assignment in given:
+            log.append([assignment.item_id, assignment.worker_id, assignment.price])
+            held.append(assignment)
+        # answer, cancel or leave the oldest held assignments
+        while len(held) > 1:
+            assignment = held.pop(0)
+            pair = [assignment.item_id, assignment.worker_id]  # ids are random: not hashed
+            fate = rng.random()
+            try:
+                if fate < 0.08:
+                    campaign.cancel_assignment(assignment.assignment_id)
+                    log.append(["cancel", *pair])
+                elif fate < 0.14:
+                    log.append(["left", *pair])  # expires after the ttl
+                else:
+                    right = rng.random() < accuracy[assignment.worker_id]
+                    value = truth[assignment.item_id]
+                    label = value if right else 1 - value
+                    campaign.record_label(assignment.assignment_id, str(label))
+                    log.append(["label", *pair, label])
+            except CrowdBudgetError as exc:  # expired, or handed out again and answered
+                log.append(["refused", *pair, type(exc).__name__])
+    clock.now += 100.0
+    campaign.expire_overdue()
+    status = campaign.status()
+    money = {k: status[k] for k in ("spent", "committed", "remaining", "n_labels", "pending")}
+    results = campaign.results()
+    return {
+        "log": log,
+        "status": money,
+        "stopped": [status["stopped"], status["stop_reason"]],
+        "results": [results["label"].tolist(), results["confidence"].tolist()],
+    }
+
+
+def _live_ids() -> list[tuple[str, str]]:
+    from crowdbudget.registry import parse_policy, registered_policies
+
+    out = []
+    for policy_id in [*sorted(registered_policies()), *LIVE_VARIANTS]:
+        capabilities = parse_policy(policy_id).capabilities
+        if capabilities.supports_pull:
+            out.append((policy_id, "pull"))
+        if capabilities.chooses_workers:
+            out.append((policy_id, "push"))
+    return out
+
+
 # --------------------------------------------------------------------------- the cases
 
 
@@ -430,6 +557,8 @@ def cases() -> Iterator[tuple[str, Callable[[], Any]]]:
         yield f"reproduce/{reproduction_id}", lambda r=reproduction_id: _reproduction_case(r)
     for name, argv in CLI_CASES.items():
         yield f"cli/{name}", lambda a=argv: _cli_case(a)
+    for policy_id, mode in _live_ids():
+        yield f"live/{policy_id}/{mode}", lambda p=policy_id, m=mode: _live_case(p, m)
 
 
 MISSING = "missing-data"

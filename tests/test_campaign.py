@@ -251,3 +251,29 @@ def test_a_campaign_verdict_is_a_setting_and_validated() -> None:
     with pytest.raises(InvalidParameterError, match="verdict"):
         Campaign.create(_items(3), budget=6, verdict="nope", store=store)
     assert store.campaign_ids() == [c.campaign_id]
+
+
+def test_a_campaign_without_its_created_event_has_no_configuration() -> None:
+    store = EventStore("sqlite://")
+    with pytest.raises(InvalidParameterError, match="no created event"):
+        _ = Campaign(store).config
+    with pytest.raises(InvalidParameterError, match="no campaign 'missing'"):
+        Campaign.load(store, "missing")
+
+
+def test_the_read_model_reads_every_label_once_imported_or_answered() -> None:
+    c = Campaign.create(_items(4), budget=6, verdict="mv")
+    a = c.next_assignment("w0")
+    assert a is not None
+    c.record_label(a.assignment_id, "1")
+    c.import_labels(pd.DataFrame({"task": ["item-3"], "worker": ["ext"], "label": ["0"]}))
+    exported = c.export_labels()
+    assert list(exported.itertuples(index=False, name=None)) == [
+        (a.item_id, "w0", "1"),
+        ("item-3", "ext", "0"),
+    ]
+    assert c.read_model.status()["n_labels"] == 2
+    fit_input = c.verdict_fit_input()
+    assert fit_input is not None and fit_input[1].labels.tolist() == [1, 0]
+    agreement = c.worker_reliability().set_index("worker")
+    assert agreement.loc["w0", "n_labels"] == 1 and agreement.loc["ext", "agreement"] == 1.0

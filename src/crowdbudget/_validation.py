@@ -11,6 +11,19 @@ from numpy.typing import ArrayLike
 from crowdbudget.exceptions import BudgetError, InvalidParameterError
 
 
+def short_repr(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters (its last character kept, so a cut list or
+    string still shows how it ends): error messages name the offending input without echoing
+    a large one back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
+
+
+def clip_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (an ellipsis marks the cut)."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
     """``value`` as an int >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):

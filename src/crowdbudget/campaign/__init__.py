@@ -7,12 +7,14 @@ from crowdbudget.campaign.campaign import (
     PendingAssignment,
     UnknownAssignmentError,
 )
+from crowdbudget.campaign.read_models import CampaignReadModel
 from crowdbudget.campaign.store import ConcurrentWriteError, EventStore, StoredEvent
 
 __all__ = [
     "AssignmentError",
     "Campaign",
     "CampaignConfig",
+    "CampaignReadModel",
     "ConcurrentWriteError",
     "EventStore",
     "PendingAssignment",

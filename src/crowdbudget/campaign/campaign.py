@@ -79,29 +79,30 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from decimal import Decimal
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crowdbudget.aggregation.calibration import (
-    DEFAULT_BINS,
-    apply_probability_floor,
-    calibration_metrics,
-    fit_probability_floor,
-    floor_calibration,
-    reliability_bins,
-)
-from crowdbudget.aggregation.registry import make_aggregator
+# the validation helpers and the ledger keep the private names this module's methods use
+from crowdbudget._validation import clip_text as _clip
+from crowdbudget._validation import short_repr as _short
+from crowdbudget.aggregation.calibration import DEFAULT_BINS
+from crowdbudget.campaign.config import MAX_SEED as _MAX_SEED
+from crowdbudget.campaign.config import CampaignConfig
+from crowdbudget.campaign.config import check_ids as _check_ids
+from crowdbudget.campaign.config import check_item_attributes as _check_item_attributes
+from crowdbudget.campaign.config import check_mode as _check_mode
+from crowdbudget.campaign.ledger import Ledger
+from crowdbudget.campaign.ledger import exact_decimal as _decimal
+from crowdbudget.campaign.read_models import CampaignReadModel, VerdictFit
 from crowdbudget.campaign.store import (
     CommitTicket,
     ConcurrentWriteError,
@@ -116,9 +117,7 @@ from crowdbudget.exceptions import (
     InvalidParameterError,
 )
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.policies.verdict import POSTERIOR, check_verdict, make_verdict
-from crowdbudget.posteriors.beta_bernoulli import positive_probability
-from crowdbudget.posteriors.dirichlet import largest_class_probabilities
+from crowdbudget.policies.verdict import POSTERIOR, check_verdict
 from crowdbudget.registry import make_policy, parse_policy, split_verdict
 from crowdbudget.types import (
     Assignment,
@@ -130,10 +129,6 @@ from crowdbudget.types import (
     Problem,
     WorkerSpec,
 )
-
-#: :func:`fit_verdict`'s answer: final labels (n_items,), class probabilities
-#: (n_items, n_classes) and a model-choosing verdict's choice (None for the others)
-VerdictFit = tuple[IntArray, FloatArray, dict[str, Any] | None]
 
 _EPOCHS = itertools.count(1)
 
@@ -204,37 +199,6 @@ class _Record:
     label: int | None = None
 
 
-@functools.lru_cache(maxsize=4096)
-def _decimal(value: float) -> Decimal:
-    """A price or budget as the decimal number it was written as (``0.1`` is one tenth, not
-    the binary float nearest to it): its shortest repr, which round-trips exactly. Cached:
-    a campaign has few distinct prices, and this runs on every assignment and label."""
-    return Decimal(repr(float(value)))
-
-
-@dataclass(slots=True)
-class _Ledger:
-    """The campaign's money in exact decimal arithmetic: the authority on affordability.
-
-    Float sums of prices drift (0.1 + 0.1 + 0.1 > 0.3), and a tolerance to absorb the drift
-    would let spending pass the budget by that much. Prices and the budget are decimal
-    numbers as the requester typed them, so their sums are exact here: a budget of 1 at 0.1 a
-    label pays exactly 10 labels and ``spent + committed`` never exceeds the budget, not
-    even by 1e-9. (The float state the policies read follows along; its drift is far below
-    its own 1e-9 slack, so it never refuses what the ledger allows.)"""
-
-    budget: Decimal
-    spent: Decimal = Decimal(0)
-    committed: Decimal = Decimal(0)
-
-    def can_afford(self, price: float) -> bool:
-        return self.spent + self.committed + _decimal(price) <= self.budget
-
-    @property
-    def remaining(self) -> Decimal:
-        return self.budget - self.spent - self.committed
-
-
 @dataclass(frozen=True, slots=True)
 class _Rebuild:
     """What :meth:`Campaign._rebuild` computes: the campaign's problem, state and policy."""
@@ -242,155 +206,6 @@ class _Rebuild:
     problem: Problem
     state: CampaignState
     policy: AllocationPolicy
-
-
-@dataclass
-class CampaignConfig:
-    """What a campaign was created with (the payload of its ``created`` event)."""
-
-    campaign_id: str
-    items: list[str]
-    classes: list[str]
-    budget: float
-    policy: str = "opt-kg"
-    prior: list[float] | None = None
-    worker_prices: dict[str, float] = field(default_factory=dict)
-    default_price: float = 1.0
-    ttl: float | None = None
-    seed: int = 0
-    name: str = ""
-    max_labels_per_item: int | None = None
-    max_pending_per_worker: int | None = None
-    verdict: str = "posterior"
-    workers: list[str] = field(default_factory=list)
-    mode: str = "pull"
-    pairs: list[list[str]] | None = None
-    contexts: list[int] | None = None
-    features: list[list[float]] | None = None
-    worker_capacities: dict[str, int] = field(default_factory=dict)
-
-    def to_payload(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-def _clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters (an ellipsis marks the cut)."""
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    """``repr(value)`` cut to ``limit`` characters: error messages name the offending input
-    without echoing a large one back."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-1]}"
-
-
-#: the largest seed NumPy's SeedSequence takes per entry is unbounded, but a seed must be a
-#: non-negative integer; 2**63 keeps it an int64 in every store
-_MAX_SEED = 2**63 - 1
-
-
-def _check_ids(values: Iterable[Any], what: str) -> list[str]:
-    out = []
-    for value in values:
-        if not isinstance(value, str | int) or isinstance(value, bool) or str(value) == "":
-            raise DataFormatError(f"{what} ids must be non-empty strings, got {_short(value)}")
-        out.append(str(value))
-    seen: set[str] = set()
-    for value in out:
-        if value in seen:
-            raise DataFormatError(f"{what} id {_short(value)} appears more than once")
-        seen.add(value)
-    return out
-
-
-def _check_item_attributes(
-    n_items: int,
-    contexts: Sequence[int] | None,
-    features: Sequence[Sequence[float]] | None,
-    *,
-    n_features: int | None = None,
-) -> dict[str, Any]:
-    """``contexts`` and ``features`` of ``n_items`` new items as JSON-ready lists (only those
-    given); ``n_features`` (a campaign's) when more items are added."""
-    out: dict[str, Any] = {}
-    if contexts is not None:
-        values = list(contexts)
-        if len(values) != n_items or any(
-            isinstance(c, bool) or not isinstance(c, int | np.integer) or c < 0 for c in values
-        ):
-            raise InvalidParameterError(
-                f"contexts must be {n_items} integers >= 0 (one per item), got {_short(values)}"
-            )
-        out["contexts"] = [int(c) for c in values]
-    if features is not None:
-        try:
-            matrix = np.asarray(features, dtype=float)
-        except (TypeError, ValueError):
-            raise InvalidParameterError(
-                "features must be a number per item and feature (a matrix)"
-            ) from None
-        width = (
-            n_features if n_features is not None else (matrix.shape[1] if matrix.ndim == 2 else 0)
-        )
-        if matrix.shape != (n_items, width) or width < 1 or not np.all(np.isfinite(matrix)):
-            raise InvalidParameterError(
-                f"features must be finite numbers of shape (items={n_items}, features"
-                f"{'' if n_features is None else '=' + str(n_features)}), got shape "
-                f"{matrix.shape}"
-            )
-        out["features"] = matrix.tolist()
-    return out
-
-
-def _check_mode(
-    mode: Any,
-    pairs: Sequence[Sequence[str]] | None,
-    policy: str,
-    items: list[str],
-    workers: list[str],
-) -> list[list[str]] | None:
-    """Check ``mode`` and ``pairs`` (see :meth:`Campaign.create`); returns the pairs as
-    ``[item, worker]`` lists (workers they name are appended to ``workers``)."""
-    if mode not in ("pull", "push"):
-        raise InvalidParameterError(f"mode must be 'pull' or 'push', got {_short(mode)}")
-    capabilities = parse_policy(policy).capabilities
-    if mode == "push" and not capabilities.chooses_workers:
-        raise InvalidParameterError(
-            f"policy {_short(policy)} picks items only, so it cannot push (item, worker) "
-            "pairs; use mode 'pull' (or push to a named team with next_assignments)"
-        )
-    if mode == "pull" and not capabilities.supports_pull:
-        raise InvalidParameterError(
-            f"policy {_short(policy)} picks the worker itself, so workers cannot ask it for "
-            "work; create the campaign with mode='push'"
-        )
-    if pairs is None:
-        if mode == "push" and not workers:
-            raise InvalidParameterError("push mode needs the team: give workers or pairs")
-        return None
-    if mode != "push":
-        raise InvalidParameterError("pairs restrict a push campaign; give mode='push' too")
-    known_items = set(items)
-    known_workers = set(workers)
-    out: list[list[str]] = []
-    seen: set[tuple[str, str]] = set()
-    for pair in pairs:
-        if isinstance(pair, str | bytes) or len(pair) != 2:
-            raise DataFormatError(f"a pair is [item id, worker id], got {_short(pair)}")
-        item, worker = _check_ids([pair[0]], "item")[0], _check_ids([pair[1]], "worker")[0]
-        if item not in known_items:
-            raise DataFormatError(f"pair {_short([item, worker])} names an unknown item")
-        if (item, worker) in seen:
-            raise DataFormatError(f"pair {_short([item, worker])} appears more than once")
-        seen.add((item, worker))
-        if worker not in known_workers:
-            known_workers.add(worker)
-            workers.append(worker)
-        out.append([item, worker])
-    if not out:
-        raise InvalidParameterError("pairs is empty: no worker may label any item")
-    return out
 
 
 class Campaign:
@@ -405,7 +220,7 @@ class Campaign:
         self._epoch = next(_EPOCHS)  # names this in-memory copy for deferred durability
         self._deferring = False
         self._last_ticket: CommitTicket | None = None
-        self.config: CampaignConfig | None = None
+        self._config: CampaignConfig | None = None  # set by the ``created`` event
         # a rebuild computed before its ``items_added`` event was stored (validate, then
         # commit), used by the event's handler instead of computing it again
         self._prepared: tuple[tuple[str, ...], _Rebuild] | None = None
@@ -414,8 +229,23 @@ class Campaign:
         # (:meth:`_stop_reason`); not an event: it describes answers, not decisions
         self._no_work: dict[int | None, str] = {}
         self._named_excluded = False  # the last _ask named an item closed to its worker
-        # what a model-choosing verdict (``auto``) chose at its last fit (:meth:`status`)
-        self._verdict_choice: dict[str, Any] | None = None
+        #: what the campaign reports (results, status, calibration, …; read_models.py)
+        self.read_model = CampaignReadModel(self)
+
+    @property
+    def config(self) -> CampaignConfig:
+        """The campaign's configuration: its ``created`` event, with the ``settings_changed``
+        events since. Every campaign :meth:`create` or :meth:`load` returns has one (the
+        ``created`` event is the first of every campaign), so readers need no None check."""
+        if self._config is None:
+            raise InvalidParameterError(
+                "this campaign has no created event; use Campaign.create or Campaign.load"
+            )
+        return self._config
+
+    @config.setter
+    def config(self, config: CampaignConfig) -> None:
+        self._config = config
 
     # ------------------------------------------------------------------ creation and loading
     @classmethod
@@ -595,7 +425,7 @@ class Campaign:
         campaign = cls(store, clock)
         for event in store.events(campaign_id):
             campaign._apply(event)
-        if campaign.config is None:
+        if campaign._config is None:
             raise InvalidParameterError(f"no campaign {campaign_id!r} in {store.url}")
         campaign._start_policy_stream()
         return campaign
@@ -704,7 +534,7 @@ class Campaign:
         self.worker_ids: list[str] = []
         self._worker_index: dict[str, int] = {}
         self._class_index = {c: k for k, c in enumerate(self.config.classes)}
-        self._ledger = _Ledger(_decimal(self.config.budget))
+        self._ledger = Ledger(_decimal(self.config.budget))
         self._records: dict[str, _Record] = {}
         self._expiry: list[tuple[float, str]] = []
         self._worker_items: dict[int, set[int]] = {}
@@ -1357,7 +1187,6 @@ class Campaign:
 
     def assignment(self, assignment_id: str) -> PendingAssignment:
         record = self._record(assignment_id)
-        assert self.config is not None
         return PendingAssignment(
             assignment_id=assignment_id,
             item_id=self.item_ids[record.item],
@@ -1386,7 +1215,6 @@ class Campaign:
         """Accept the answer to a pending assignment (idempotent: the same label twice is
         recorded once). ``worker_id``, when given, must be the assignment's worker."""
         record = self._record(assignment_id)
-        assert self.config is not None
         if worker_id is not None and self.worker_ids[record.worker] != worker_id:
             raise AssignmentError(f"assignment {assignment_id!r} belongs to another worker")
         code = self._class_index.get(str(label))
@@ -1428,7 +1256,6 @@ class Campaign:
     def import_labels(self, labels: pd.DataFrame) -> int:
         """Add labels collected elsewhere (crowd-kit table ``task, worker, label``); they
         inform the posterior and the results, and cost nothing from the budget."""
-        assert self.config is not None
         for column in ("task", "worker", "label"):
             if column not in labels.columns:
                 raise DataFormatError(f"imported labels lack column {column!r}")
@@ -1461,7 +1288,6 @@ class Campaign:
         never read it, so it changes no allocation and no result. Refused (nothing stored):
         no rows, more rows than the campaign has items, an unknown item or class, an item
         given twice. The same gold again stores nothing."""
-        assert self.config is not None
         rows = list(gold.items()) if isinstance(gold, Mapping) else list(gold)
         if not rows:
             raise InvalidParameterError(
@@ -1504,175 +1330,46 @@ class Campaign:
 
     def gold(self) -> dict[str, str]:
         """The gold labels, ``{item id: class}`` in item order (empty: no gold)."""
-        assert self.config is not None
         classes = self.config.classes
         return {self.item_ids[i]: classes[self._gold[i]] for i in sorted(self._gold)}
 
-    def calibration(
-        self,
-        verdict: str | None = None,
-        *,
-        n_bins: int = DEFAULT_BINS,
-        fitted: VerdictFit | None = None,
-    ) -> dict[str, Any] | None:
-        """Accuracy and calibration of the verdict on the gold sample, None without gold.
+    # ------------------------------------------------------------------ what read models read
+    @property
+    def ledger(self) -> Ledger:
+        """The campaign's money (exact decimals): budget, spent, committed, remaining."""
+        return self._ledger
 
-        The probabilities are those :meth:`results` reports (the campaign's verdict, or
-        ``verdict``); the metrics are :func:`~crowdbudget.aggregation.calibration.
-        calibration_metrics` on the gold items with at least one label (``n_scored`` of
-        ``n_gold``: an item without labels shows only the prior, which says nothing about
-        the verdict). Metrics are None while no gold item has a label. ``fitted``: as in
-        :meth:`results`."""
-        if not self._gold:
-            return None
-        labels, probabilities = self._checked_fitted(fitted, verdict)
-        return self._calibration(labels, probabilities, verdict, n_bins)
+    @property
+    def gold_classes(self) -> Mapping[int, int]:
+        """The gold class of each gold item, ``{item index: class index}`` (evaluation only:
+        :meth:`set_gold`)."""
+        return self._gold
 
-    def _scored_gold(self, *, required: bool = True) -> IntArray:
-        """Gold class per item, shape (n_items,), −1 where there is none or the item has no
-        label (an unlabelled item shows only the prior: it says nothing about the verdict).
-        ``required``: InvalidParameterError when no item is left."""
-        gold = np.full(len(self.item_ids), -1, dtype=np.int64)
-        items = np.fromiter(self._gold, dtype=np.int64, count=len(self._gold))
-        gold[items] = np.fromiter(self._gold.values(), dtype=np.int64, count=len(self._gold))
-        gold[self.state.label_counts.sum(axis=1) == 0] = -1
-        if required and not np.any(gold >= 0):
-            raise InvalidParameterError(
-                "floor needs gold labels (PUT …/gold) on items that have labels; "
-                f"this campaign has {len(self._gold)} gold items, none labelled yet"
-            )
-        return gold
-
-    def _calibration(
-        self,
-        labels: IntArray,
-        probabilities: FloatArray,
-        verdict: str | None = None,
-        n_bins: int = DEFAULT_BINS,
-    ) -> dict[str, Any]:
-        """:meth:`calibration` on a verdict already computed (the dashboard's)."""
-        assert self.config is not None
-        gold = self._scored_gold(required=False)
-        metrics = calibration_metrics(probabilities, gold, labels=labels, n_bins=n_bins)
-        # the probability floor the gold sample supports, scored on gold it was not fitted on
-        # (folds drawn from the campaign's seed, outside the policy's stream)
-        floor = floor_calibration(
-            probabilities,
-            gold,
-            labels=labels,
-            n_bins=n_bins,
-            rng=np.random.default_rng(self.config.seed),
-        )
-        fitted = floor["cross_fitted"]
-        return {
-            "verdict": check_verdict(verdict or self.config.verdict, len(self.config.classes)),
-            "n_gold": len(self._gold),
-            "n_scored": int(np.count_nonzero(gold >= 0)),
-            **{k: (None if np.isnan(v) else v) for k, v in metrics.items()},
-            "bins": reliability_bins(probabilities, gold, labels=labels, n_bins=n_bins),
-            "floor": {
-                "epsilon": floor["floor"],
-                "n_folds": floor["n_folds"],
-                "cross_fitted": None
-                if fitted is None
-                else {k: (None if np.isnan(v) else v) for k, v in fitted.items()},
-            },
-        }
+    @property
+    def spend_timeline(self) -> Sequence[tuple[float, float, int]]:
+        """``(time, spent, labels received)`` after each ``labeled`` or ``imported`` event,
+        in order (the dashboard's spend curve)."""
+        return self._timeline
 
     # ------------------------------------------------------------------ reading
-    def class_probabilities(self) -> np.ndarray:
-        """Posterior class probabilities per item from the prior and the votes,
-        shape (n_items, n_classes): ``[1 − I, I]`` (binary) or P(class is the largest)."""
-        alpha = self.problem.prior_array + self.state.label_counts
-        if alpha.shape[1] == 2:
-            p = positive_probability(alpha[:, 1], alpha[:, 0])
-            return np.column_stack([1.0 - p, p])
-        return largest_class_probabilities(alpha)
+    # The reports are read models (:class:`~crowdbudget.campaign.read_models.
+    # CampaignReadModel`, ``self.read_model``); these methods hand over to it.
+    def class_probabilities(self) -> FloatArray:
+        """Posterior class probabilities per item from the prior and the votes, shape
+        (n_items, n_classes) (:meth:`CampaignReadModel.class_probabilities`)."""
+        return self.read_model.class_probabilities()
 
     def verdict_probabilities(self, verdict: str | None = None) -> tuple[IntArray, FloatArray]:
         """Final labels, shape (n_items,), and class probabilities, shape (n_items,
-        n_classes), from one model: the campaign's verdict, or ``verdict`` if given.
-
-        ``"posterior"`` / ``"paper"``: the policy's :meth:`~AllocationPolicy.final_labels` and
-        :meth:`~AllocationPolicy.final_probabilities` (its posterior, or the aggregator of an
-        aggregating policy), ties broken as :class:`~crowdbudget.policies.verdict.PosteriorVerdict`
-        says. An aggregator id: that aggregator fitted on every label received
-        (answered and imported; :meth:`verdict_fit_input`, :func:`fit_verdict`); an item
-        without labels gets uniform probabilities.
-        """
-        fit_input = self.verdict_fit_input(verdict)
-        if fit_input is not None:
-            return self._kept_choice(fit_verdict(*fit_input), verdict)
-        assert self.config is not None
-        # the policy's own model, ties broken as the verdict says (policies/verdict.py),
-        # its random draws seeded by the campaign's seed
-        model = make_verdict(
-            check_verdict(verdict or self.config.verdict, len(self.config.classes))
-        )
-        model.reset(self.state.problem, np.random.default_rng(self.config.seed))
-        return model.labels(self.state, self.policy), model.probabilities(self.state, self.policy)
+        n_classes), from the campaign's verdict or ``verdict``
+        (:meth:`CampaignReadModel.verdict_probabilities`)."""
+        return self.read_model.verdict_probabilities(verdict)
 
     def verdict_fit_input(self, verdict: str | None = None) -> tuple[str, LabelData, int] | None:
-        """What an aggregator verdict is fitted on — ``(aggregator id, labels, seed)``, the
-        arguments of :func:`fit_verdict`, picklable so the fit may run in another process —
-        or None for the policy's own model (``posterior`` / ``paper``: computed in place).
-        ``verdict`` overrides the campaign's, as in :meth:`verdict_probabilities`."""
-        assert self.config is not None
-        # ``verdict-workers=per-context`` named with the policy applies to the campaign's verdict
-        per_context = (
-            verdict is None
-            and split_verdict(self.config.policy, POSTERIOR)[1].workers == "per-context"
-        )
-        verdict = check_verdict(verdict or self.config.verdict, len(self.config.classes))
-        if verdict in ("posterior", "paper"):
-            return None
-        workers = np.asarray(self._log_workers, dtype=np.int64)
-        worker_ids = np.asarray(self.worker_ids, dtype=object)
-        if per_context and self._item_contexts is not None:
-            # one virtual worker per (context, worker): s·K + j (policies/verdict.py)
-            n_workers = len(self.worker_ids)
-            contexts = np.asarray(self._item_contexts, dtype=np.int64)
-            workers = contexts[np.asarray(self._log_items, dtype=np.int64)] * n_workers + workers
-            n_contexts = int(contexts.max(initial=0)) + 1
-            worker_ids = np.array(
-                [f"{w}@{s}" for s in range(n_contexts) for w in self.worker_ids], dtype=object
-            )
-        data = LabelData(
-            items=np.asarray(self._log_items, dtype=np.int64),
-            workers=workers,
-            labels=np.asarray(self._log_labels, dtype=np.int64),
-            item_ids=np.asarray(self.item_ids, dtype=object),
-            worker_ids=worker_ids,
-            classes=tuple(self.config.classes),
-        )
-        return verdict, data, self.config.seed
-
-    def _kept_choice(self, fit: VerdictFit, verdict: str | None) -> tuple[IntArray, FloatArray]:
-        """The labels and probabilities of ``fit``; a model choice of the campaign's own
-        verdict (``verdict`` None or the same id) is kept for :meth:`status` with the label
-        count it was made at — a read model only: no event, no accepted label changes."""
-        labels, probabilities, choice = fit
-        assert self.config is not None
-        if choice is not None and verdict in (None, self.config.verdict):
-            self._verdict_choice = {**choice, "at_labels": len(self._log_items)}
-        return labels, probabilities
-
-    def _checked_fitted(
-        self, fitted: VerdictFit | None, verdict: str | None
-    ) -> tuple[IntArray, FloatArray]:
-        """``fitted`` (:func:`fit_verdict`'s answer computed elsewhere) if it covers this
-        campaign's items and classes, else the verdict computed here; ValueError on a
-        mismatch."""
-        if fitted is None:
-            return self.verdict_probabilities(verdict)
-        assert self.config is not None
-        labels, probabilities = self._kept_choice(fitted, verdict)
-        shape = (len(self.item_ids), len(self.config.classes))
-        if labels.shape != shape[:1] or probabilities.shape != shape:
-            raise ValueError(
-                f"a verdict fitted on {probabilities.shape} for a campaign of shape {shape}"
-            )
-        return labels, probabilities
+        """The picklable arguments of :func:`~crowdbudget.campaign.read_models.fit_verdict`
+        for an aggregator verdict, None for the policy's own model
+        (:meth:`CampaignReadModel.verdict_fit_input`)."""
+        return self.read_model.verdict_fit_input(verdict)
 
     def results(
         self,
@@ -1681,159 +1378,36 @@ class Campaign:
         floor: bool = False,
         fitted: VerdictFit | None = None,
     ) -> pd.DataFrame:
-        """Final label, confidence (the verdict's probability of that label) and number of
-        labels per item (``task``-indexed); ``verdict`` overrides the campaign's.
+        """Final label, confidence and number of labels per item, ``task``-indexed
+        (:meth:`CampaignReadModel.results`)."""
+        return self.read_model.results(verdict, floor=floor, fitted=fitted)
 
-        ``floor=True``: the confidences under the probability floor fitted on the campaign's
-        gold sample (:func:`~crowdbudget.aggregation.calibration.fit_probability_floor` on the
-        gold items with labels — the ``floor.epsilon`` that :meth:`calibration` reports), the
-        labels unchanged: what a requester who checked a sample by hand may quote.
-        InvalidParameterError while no gold item has a label.
-
-        ``fitted``: the verdict's labels and probabilities already computed on this
-        campaign's current items (:meth:`verdict_fit_input` and :func:`fit_verdict` in another
-        process); ValueError if their shapes do not match it."""
-        assert self.config is not None
-        labels, probabilities = self._checked_fitted(fitted, verdict)
-        if floor:
-            probabilities = apply_probability_floor(
-                probabilities, fit_probability_floor(probabilities, self._scored_gold())
-            )
-        classes = np.asarray(self.config.classes, dtype=object)
-        return pd.DataFrame(
-            {
-                "label": classes[labels],
-                "confidence": probabilities[np.arange(labels.shape[0]), labels],
-                "n_labels": self.state.label_counts.sum(axis=1),
-            },
-            index=pd.Index(self.item_ids, name="task"),
-        )
+    def calibration(
+        self,
+        verdict: str | None = None,
+        *,
+        n_bins: int = DEFAULT_BINS,
+        fitted: VerdictFit | None = None,
+    ) -> dict[str, Any] | None:
+        """Accuracy and calibration of the verdict on the gold sample, None without gold
+        (:meth:`CampaignReadModel.calibration`)."""
+        return self.read_model.calibration(verdict, n_bins=n_bins, fitted=fitted)
 
     def export_labels(self) -> pd.DataFrame:
-        """Every label received (answered and imported), crowd-kit's ``task, worker, label``."""
-        assert self.config is not None
-        items = np.asarray(self.item_ids, dtype=object)
-        workers = np.asarray(self.worker_ids, dtype=object)
-        classes = np.asarray(self.config.classes, dtype=object)
-        return pd.DataFrame(
-            {
-                "task": items[np.asarray(self._log_items, dtype=np.int64)],
-                "worker": workers[np.asarray(self._log_workers, dtype=np.int64)],
-                "label": classes[np.asarray(self._log_labels, dtype=np.int64)],
-            }
-        )
+        """Every label received, crowd-kit's ``task, worker, label``
+        (:meth:`CampaignReadModel.export_labels`)."""
+        return self.read_model.export_labels()
 
     def status(self) -> dict[str, Any]:
-        """Spending and progress: spent, pending, remaining, labels, estimated accuracy (the
-        mean posterior probability that each item's final label is right).
-
-        A policy that reports its own progress (``policy.status()``, e.g. Requallo's items
-        meeting the requirement) adds it under ``policy_status``; ``items_complete`` is its
-        count of complete items when it has one (else the items with posterior confidence
-        >= 0.95).
-
-        ``stopped`` is true as soon as no further assignment is possible, with nothing
-        pending, and ``stop_reason`` says why (the budget is spent; the policy stopped by
-        itself — no item gains from another label, Li et al. Algorithm 1; every item is
-        finished; no (item, worker) pair is left; the policy's plan is complete — the
-        ε-first family and ``kos`` plan once); ``saved`` is then the budget left unspent.
-        ``stop_reason`` without ``stopped``: every worker so far has every open item (a new
-        worker can take work). Both None/false while work can be handed out (see
-        :meth:`_stop_reason`).
-        """
-        assert self.config is not None
-        self.expire_overdue()
-        confidence = self.class_probabilities().max(axis=1)
-        counts = self.state.label_counts.sum(axis=1)
-        report = getattr(self.policy, "status", None)
-        policy_status: dict[str, Any] = report() if callable(report) else {}
-        pending = int(self.state.pending.sum())
-        stop_reason, stopped = self._stop_reason(policy_status, pending)
-        confident = int(np.count_nonzero(confidence >= 0.95))
-        return {
-            "campaign_id": self.config.campaign_id,
-            "name": self.config.name,
-            "policy": self.config.policy,
-            "budget": self.config.budget,
-            "spent": float(self._ledger.spent),
-            "committed": float(self._ledger.committed),
-            "remaining": float(self._ledger.remaining),
-            "pending": pending,
-            "n_items": len(self.item_ids),
-            "n_workers": len(self.worker_ids),
-            "n_labels": len(self._log_items),
-            "items_labeled": int(np.count_nonzero(counts)),
-            "items_confident": confident,
-            "items_complete": int(policy_status.get("complete", confident)),
-            "estimated_accuracy": float(confidence.mean()) if confidence.size else None,
-            "stopped": stopped,
-            "stop_reason": stop_reason,
-            "saved": float(self._ledger.remaining) if stopped else 0.0,
-            "policy_status": policy_status,
-            "verdict_choice": self._verdict_choice,
-            "events": self._seq,
-        }
+        """Spending, progress and whether (and why) the campaign stopped
+        (:meth:`CampaignReadModel.status`)."""
+        return self.read_model.status()
 
     def worker_reliability(self) -> pd.DataFrame:
-        """Per worker: labels given and agreement with the current final labels (a quick
-        reliability estimate, the one majority-vote aggregators report as ``skills_``)."""
-        if not self._log_items:
-            return self._worker_agreement(None)
-        return self._worker_agreement(self.verdict_probabilities()[0])
-
-    def _worker_agreement(self, labels: IntArray | None) -> pd.DataFrame:
-        """:meth:`worker_reliability` against the verdict's ``labels`` (None: no labels yet)."""
-        n_workers = len(self.worker_ids)
-        if labels is None or not self._log_items:
-            return pd.DataFrame({"worker": [], "n_labels": [], "agreement": []})
-        items = np.asarray(self._log_items, dtype=np.int64)
-        workers = np.asarray(self._log_workers, dtype=np.int64)
-        agree = (labels[items] == np.asarray(self._log_labels)).astype(float)
-        n = np.bincount(workers, minlength=n_workers)
-        hits = np.bincount(workers, weights=agree, minlength=n_workers)
-        return pd.DataFrame(
-            {"worker": self.worker_ids, "n_labels": n, "agreement": hits / np.maximum(n, 1)}
-        )
+        """Per worker: labels given and agreement with the final labels
+        (:meth:`CampaignReadModel.worker_reliability`)."""
+        return self.read_model.worker_reliability()
 
     def dashboard_data(self, max_points: int = 400, max_workers: int = 30) -> dict[str, Any]:
-        """What the dashboard draws: status, spend over time (at most ``max_points``),
-        the histogram of labels per item, the most active workers' reliability, and with
-        gold the verdict's ``calibration`` on it (:meth:`calibration`; one verdict fit
-        serves both)."""
-        status = self.status()
-        verdict = self.verdict_probabilities() if self._log_items or self._gold else None
-        timeline = self._timeline
-        if len(timeline) > max_points:
-            keep = np.linspace(0, len(timeline) - 1, max_points).round().astype(int)
-            timeline = [timeline[k] for k in keep]
-        counts = self.state.label_counts.sum(axis=1)
-        histogram = np.bincount(counts) if counts.size else np.zeros(1, dtype=np.int64)
-        workers = self._worker_agreement(None if verdict is None else verdict[0])
-        workers = workers.sort_values("n_labels", ascending=False).head(max_workers)
-        extra = {}
-        if verdict is not None and self._gold:
-            extra["calibration"] = self._calibration(*verdict)
-        return {
-            "status": status,
-            "spend": [{"time": t, "spent": s, "labels": n} for t, s, n in timeline],
-            "labels_per_item": [int(v) for v in histogram],
-            "workers": [
-                {"worker": str(w), "n_labels": int(n), "agreement": float(a)}
-                for w, n, a in workers.itertuples(index=False)
-            ],
-            **extra,
-        }
-
-
-def fit_verdict(verdict: str, data: LabelData, seed: int) -> VerdictFit:
-    """An aggregator verdict fitted on ``data`` (:meth:`Campaign.verdict_fit_input`): final
-    labels, shape (n_items,), class probabilities, shape (n_items, n_classes), and, for a
-    verdict that chooses among models (``auto``: ``choice()`` of the fitted aggregator), what
-    it chose and why as a JSON-ready dict (None for any other verdict)."""
-    fitted = make_aggregator(f"{verdict}:seed={seed}").fit(data)
-    report = getattr(fitted, "choice", None)
-    return (
-        np.asarray(fitted.labels_, dtype=np.int64),
-        np.asarray(fitted.probas_, dtype=float),
-        report() if callable(report) else None,
-    )
+        """What the dashboard draws (:meth:`CampaignReadModel.dashboard_data`)."""
+        return self.read_model.dashboard_data(max_points, max_workers)

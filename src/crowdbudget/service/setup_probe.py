@@ -114,7 +114,7 @@ def _setup_job(config: dict[str, Any]) -> str | None:
 
 
 def _verdict_job(arguments: tuple[Any, ...]) -> Any:
-    from crowdbudget.campaign.campaign import fit_verdict
+    from crowdbudget.campaign.read_models import fit_verdict
 
     return fit_verdict(*arguments)
 

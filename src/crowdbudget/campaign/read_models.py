@@ -1,0 +1,410 @@
+"""What a live campaign reports (DESIGN §5): final labels with their confidence, the status,
+the verdict's calibration on gold, the labels received, worker agreement and the dashboard's
+data — read models of the campaign's event-sourced state.
+
+:class:`CampaignReadModel` reads a :class:`~crowdbudget.campaign.Campaign` — its
+configuration, id maps, core state (``state.label_counts``, ``state.label_log``), policy,
+ledger, gold and spend timeline — and writes no event. Final labels and their confidence come
+from one model, the campaign's verdict (:meth:`CampaignReadModel.verdict_probabilities`):
+:meth:`~CampaignReadModel.results`, :meth:`~CampaignReadModel.calibration`,
+:meth:`~CampaignReadModel.worker_reliability` and the dashboard all read it. The status'
+``estimated_accuracy`` and ``items_confident`` are the vote posterior's
+(:meth:`~CampaignReadModel.class_probabilities`): a status answers on every request, without
+fitting an aggregator.
+
+An aggregator verdict may be fitted in another process: :meth:`~CampaignReadModel.
+verdict_fit_input` gives the picklable arguments of :func:`fit_verdict`, and its answer is
+passed back as ``fitted`` (the service's child processes do this).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from crowdbudget.aggregation.calibration import (
+    DEFAULT_BINS,
+    apply_probability_floor,
+    calibration_metrics,
+    fit_probability_floor,
+    floor_calibration,
+    reliability_bins,
+)
+from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.datasets.loaders import LabelData
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies.verdict import POSTERIOR, check_verdict, make_verdict
+from crowdbudget.posteriors.beta_bernoulli import positive_probability
+from crowdbudget.posteriors.dirichlet import largest_class_probabilities
+from crowdbudget.registry import split_verdict
+from crowdbudget.types import FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from crowdbudget.campaign.campaign import Campaign
+
+#: :func:`fit_verdict`'s answer: final labels (n_items,), class probabilities
+#: (n_items, n_classes) and a model-choosing verdict's choice (None for the others)
+VerdictFit = tuple[IntArray, FloatArray, dict[str, Any] | None]
+
+
+def fit_verdict(verdict: str, data: LabelData, seed: int) -> VerdictFit:
+    """An aggregator verdict fitted on ``data`` (:meth:`CampaignReadModel.verdict_fit_input`):
+    final labels, shape (n_items,), class probabilities, shape (n_items, n_classes), and, for a
+    verdict that chooses among models (``auto``: ``choice()`` of the fitted aggregator), what
+    it chose and why as a JSON-ready dict (None for any other verdict)."""
+    fitted = make_aggregator(f"{verdict}:seed={seed}").fit(data)
+    report = getattr(fitted, "choice", None)
+    return (
+        np.asarray(fitted.labels_, dtype=np.int64),
+        np.asarray(fitted.probas_, dtype=float),
+        report() if callable(report) else None,
+    )
+
+
+def _none_for_nan(metrics: dict[str, float]) -> dict[str, float | None]:
+    """``metrics`` with NaN (a metric with nothing to score) as None, JSON's null."""
+    return {k: (None if np.isnan(v) else v) for k, v in metrics.items()}
+
+
+class CampaignReadModel:
+    """The reports of one campaign (see the module docstring); ``campaign.read_model``.
+
+    Holds no state of its own but the last model choice of a model-choosing verdict
+    (``auto``), which :meth:`status` reports as ``verdict_choice``: a read model only, no
+    event, so no accepted label changes it."""
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.campaign = campaign
+        self.verdict_choice: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ the verdict
+    def class_probabilities(self) -> FloatArray:
+        """Posterior class probabilities per item from the prior and the votes,
+        shape (n_items, n_classes): ``[1 − I, I]`` (binary) or P(class is the largest)."""
+        campaign = self.campaign
+        alpha = campaign.problem.prior_array + campaign.state.label_counts
+        if alpha.shape[1] == 2:
+            p = positive_probability(alpha[:, 1], alpha[:, 0])
+            return np.column_stack([1.0 - p, p])
+        return largest_class_probabilities(alpha)
+
+    def verdict_probabilities(self, verdict: str | None = None) -> tuple[IntArray, FloatArray]:
+        """Final labels, shape (n_items,), and class probabilities, shape (n_items,
+        n_classes), from one model: the campaign's verdict, or ``verdict`` if given.
+
+        ``"posterior"`` / ``"paper"``: the policy's
+        :meth:`~crowdbudget.policies.base.AllocationPolicy.final_labels` and
+        :meth:`~crowdbudget.policies.base.AllocationPolicy.final_probabilities` (its
+        posterior, or the aggregator of an aggregating policy), ties broken as
+        :class:`~crowdbudget.policies.verdict.PosteriorVerdict` says. An aggregator id: that
+        aggregator fitted on every label received (answered and imported;
+        :meth:`verdict_fit_input`, :func:`fit_verdict`); an item without labels gets uniform
+        probabilities.
+        """
+        fit_input = self.verdict_fit_input(verdict)
+        if fit_input is not None:
+            return self._kept_choice(fit_verdict(*fit_input), verdict)
+        campaign = self.campaign
+        config = campaign.config
+        # the policy's own model, ties broken as the verdict says (policies/verdict.py),
+        # its random draws seeded by the campaign's seed
+        model = make_verdict(check_verdict(verdict or config.verdict, len(config.classes)))
+        model.reset(campaign.state.problem, np.random.default_rng(config.seed))
+        return (
+            model.labels(campaign.state, campaign.policy),
+            model.probabilities(campaign.state, campaign.policy),
+        )
+
+    def verdict_fit_input(self, verdict: str | None = None) -> tuple[str, LabelData, int] | None:
+        """What an aggregator verdict is fitted on — ``(aggregator id, labels, seed)``, the
+        arguments of :func:`fit_verdict`, picklable so the fit may run in another process —
+        or None for the policy's own model (``posterior`` / ``paper``: computed in place).
+        ``verdict`` overrides the campaign's, as in :meth:`verdict_probabilities`."""
+        campaign = self.campaign
+        config = campaign.config
+        # ``verdict-workers=per-context`` named with the policy applies to the campaign's verdict
+        per_context = (
+            verdict is None and split_verdict(config.policy, POSTERIOR)[1].workers == "per-context"
+        )
+        verdict = check_verdict(verdict or config.verdict, len(config.classes))
+        if verdict in ("posterior", "paper"):
+            return None
+        log = campaign.state.label_log
+        # copies: the log's columns are views that later labels may outgrow
+        items, workers = log.items.copy(), log.workers.copy()
+        worker_ids = np.asarray(campaign.worker_ids, dtype=object)
+        contexts = campaign.problem.contexts
+        if per_context and contexts is not None:
+            # one virtual worker per (context, worker): s·K + j (policies/verdict.py)
+            n_workers = len(campaign.worker_ids)
+            workers = contexts[items] * n_workers + workers
+            n_contexts = int(contexts.max(initial=0)) + 1
+            worker_ids = np.array(
+                [f"{w}@{s}" for s in range(n_contexts) for w in campaign.worker_ids], dtype=object
+            )
+        data = LabelData(
+            items=items,
+            workers=workers,
+            labels=log.labels.copy(),
+            item_ids=np.asarray(campaign.item_ids, dtype=object),
+            worker_ids=worker_ids,
+            classes=tuple(config.classes),
+        )
+        return verdict, data, config.seed
+
+    def _kept_choice(self, fit: VerdictFit, verdict: str | None) -> tuple[IntArray, FloatArray]:
+        """The labels and probabilities of ``fit``; a model choice of the campaign's own
+        verdict (``verdict`` None or the same id) is kept for :meth:`status` with the label
+        count it was made at."""
+        labels, probabilities, choice = fit
+        if choice is not None and verdict in (None, self.campaign.config.verdict):
+            self.verdict_choice = {**choice, "at_labels": len(self.campaign.state.label_log)}
+        return labels, probabilities
+
+    def _checked_fitted(
+        self, fitted: VerdictFit | None, verdict: str | None
+    ) -> tuple[IntArray, FloatArray]:
+        """``fitted`` (:func:`fit_verdict`'s answer computed elsewhere) if it covers this
+        campaign's items and classes, else the verdict computed here; ValueError on a
+        mismatch."""
+        if fitted is None:
+            return self.verdict_probabilities(verdict)
+        labels, probabilities = self._kept_choice(fitted, verdict)
+        shape = (len(self.campaign.item_ids), len(self.campaign.config.classes))
+        if labels.shape != shape[:1] or probabilities.shape != shape:
+            raise ValueError(
+                f"a verdict fitted on {probabilities.shape} for a campaign of shape {shape}"
+            )
+        return labels, probabilities
+
+    # ------------------------------------------------------------------ results and labels
+    def results(
+        self,
+        verdict: str | None = None,
+        *,
+        floor: bool = False,
+        fitted: VerdictFit | None = None,
+    ) -> pd.DataFrame:
+        """Final label, confidence (the verdict's probability of that label) and number of
+        labels per item (``task``-indexed); ``verdict`` overrides the campaign's.
+
+        ``floor=True``: the confidences under the probability floor fitted on the campaign's
+        gold sample (:func:`~crowdbudget.aggregation.calibration.fit_probability_floor` on the
+        gold items with labels — the ``floor.epsilon`` that :meth:`calibration` reports), the
+        labels unchanged: what a requester who checked a sample by hand may quote.
+        InvalidParameterError while no gold item has a label.
+
+        ``fitted``: the verdict's labels and probabilities already computed on this
+        campaign's current items (:meth:`verdict_fit_input` and :func:`fit_verdict` in another
+        process); ValueError if their shapes do not match it."""
+        campaign = self.campaign
+        labels, probabilities = self._checked_fitted(fitted, verdict)
+        if floor:
+            probabilities = apply_probability_floor(
+                probabilities, fit_probability_floor(probabilities, self.scored_gold())
+            )
+        classes = np.asarray(campaign.config.classes, dtype=object)
+        return pd.DataFrame(
+            {
+                "label": classes[labels],
+                "confidence": probabilities[np.arange(labels.shape[0]), labels],
+                "n_labels": campaign.state.label_counts.sum(axis=1),
+            },
+            index=pd.Index(campaign.item_ids, name="task"),
+        )
+
+    def export_labels(self) -> pd.DataFrame:
+        """Every label received (answered and imported), crowd-kit's ``task, worker, label``."""
+        campaign = self.campaign
+        log = campaign.state.label_log
+        items = np.asarray(campaign.item_ids, dtype=object)
+        workers = np.asarray(campaign.worker_ids, dtype=object)
+        classes = np.asarray(campaign.config.classes, dtype=object)
+        return pd.DataFrame(
+            {"task": items[log.items], "worker": workers[log.workers], "label": classes[log.labels]}
+        )
+
+    # ------------------------------------------------------------------ gold (evaluation)
+    def scored_gold(self, *, required: bool = True) -> IntArray:
+        """Gold class per item, shape (n_items,), −1 where there is none or the item has no
+        label (an unlabelled item shows only the prior: it says nothing about the verdict).
+        ``required``: InvalidParameterError when no item is left."""
+        campaign = self.campaign
+        gold_classes = campaign.gold_classes
+        gold = np.full(len(campaign.item_ids), -1, dtype=np.int64)
+        items = np.fromiter(gold_classes, dtype=np.int64, count=len(gold_classes))
+        gold[items] = np.fromiter(gold_classes.values(), dtype=np.int64, count=len(gold_classes))
+        gold[campaign.state.label_counts.sum(axis=1) == 0] = -1
+        if required and not np.any(gold >= 0):
+            raise InvalidParameterError(
+                "floor needs gold labels (PUT …/gold) on items that have labels; "
+                f"this campaign has {len(gold_classes)} gold items, none labelled yet"
+            )
+        return gold
+
+    def calibration(
+        self,
+        verdict: str | None = None,
+        *,
+        n_bins: int = DEFAULT_BINS,
+        fitted: VerdictFit | None = None,
+    ) -> dict[str, Any] | None:
+        """Accuracy and calibration of the verdict on the gold sample, None without gold.
+
+        The probabilities are those :meth:`results` reports (the campaign's verdict, or
+        ``verdict``); the metrics are :func:`~crowdbudget.aggregation.calibration.
+        calibration_metrics` on the gold items with at least one label (``n_scored`` of
+        ``n_gold``: an item without labels shows only the prior, which says nothing about
+        the verdict). Metrics are None while no gold item has a label. ``fitted``: as in
+        :meth:`results`."""
+        if not self.campaign.gold_classes:
+            return None
+        labels, probabilities = self._checked_fitted(fitted, verdict)
+        return self.calibration_of(labels, probabilities, verdict, n_bins)
+
+    def calibration_of(
+        self,
+        labels: IntArray,
+        probabilities: FloatArray,
+        verdict: str | None = None,
+        n_bins: int = DEFAULT_BINS,
+    ) -> dict[str, Any]:
+        """:meth:`calibration` of a verdict already computed: final ``labels``, shape
+        (n_items,), and class ``probabilities``, shape (n_items, n_classes)."""
+        config = self.campaign.config
+        gold = self.scored_gold(required=False)
+        metrics = calibration_metrics(probabilities, gold, labels=labels, n_bins=n_bins)
+        # the probability floor the gold sample supports, scored on gold it was not fitted on
+        # (folds drawn from the campaign's seed, outside the policy's stream)
+        floor = floor_calibration(
+            probabilities,
+            gold,
+            labels=labels,
+            n_bins=n_bins,
+            rng=np.random.default_rng(config.seed),
+        )
+        fitted = floor["cross_fitted"]
+        return {
+            "verdict": check_verdict(verdict or config.verdict, len(config.classes)),
+            "n_gold": len(self.campaign.gold_classes),
+            "n_scored": int(np.count_nonzero(gold >= 0)),
+            **_none_for_nan(metrics),
+            "bins": reliability_bins(probabilities, gold, labels=labels, n_bins=n_bins),
+            "floor": {
+                "epsilon": floor["floor"],
+                "n_folds": floor["n_folds"],
+                "cross_fitted": None if fitted is None else _none_for_nan(fitted),
+            },
+        }
+
+    # ------------------------------------------------------------------ progress
+    def status(self) -> dict[str, Any]:
+        """Spending and progress: spent, pending, remaining, labels, estimated accuracy (the
+        mean posterior probability that each item's final label is right).
+
+        A policy that reports its own progress (``policy.status()``, e.g. Requallo's items
+        meeting the requirement) adds it under ``policy_status``; ``items_complete`` is its
+        count of complete items when it has one (else the items with posterior confidence
+        >= 0.95).
+
+        ``stopped`` is true as soon as no further assignment is possible, with nothing
+        pending, and ``stop_reason`` says why (the budget is spent; the policy stopped by
+        itself — no item gains from another label, Li et al. Algorithm 1; every item is
+        finished; no (item, worker) pair is left; the policy's plan is complete — the
+        ε-first family and ``kos`` plan once); ``saved`` is then the budget left unspent.
+        ``stop_reason`` without ``stopped``: every worker so far has every open item (a new
+        worker can take work). Both None/false while work can be handed out (see
+        :meth:`Campaign._stop_reason`). Releases the overdue assignments first.
+        """
+        campaign = self.campaign
+        config = campaign.config
+        campaign.expire_overdue()
+        confidence = self.class_probabilities().max(axis=1)
+        counts = campaign.state.label_counts.sum(axis=1)
+        report = getattr(campaign.policy, "status", None)
+        policy_status: dict[str, Any] = report() if callable(report) else {}
+        pending = int(campaign.state.pending.sum())
+        stop_reason, stopped = campaign._stop_reason(policy_status, pending)
+        confident = int(np.count_nonzero(confidence >= 0.95))
+        ledger = campaign.ledger
+        return {
+            "campaign_id": config.campaign_id,
+            "name": config.name,
+            "policy": config.policy,
+            "budget": config.budget,
+            "spent": float(ledger.spent),
+            "committed": float(ledger.committed),
+            "remaining": float(ledger.remaining),
+            "pending": pending,
+            "n_items": len(campaign.item_ids),
+            "n_workers": len(campaign.worker_ids),
+            "n_labels": len(campaign.state.label_log),
+            "items_labeled": int(np.count_nonzero(counts)),
+            "items_confident": confident,
+            "items_complete": int(policy_status.get("complete", confident)),
+            "estimated_accuracy": float(confidence.mean()) if confidence.size else None,
+            "stopped": stopped,
+            "stop_reason": stop_reason,
+            "saved": float(ledger.remaining) if stopped else 0.0,
+            "policy_status": policy_status,
+            "verdict_choice": self.verdict_choice,
+            "events": campaign.event_count,
+        }
+
+    # ------------------------------------------------------------------ workers
+    def worker_reliability(self) -> pd.DataFrame:
+        """Per worker: labels given and agreement with the current final labels (a quick
+        reliability estimate, the one majority-vote aggregators report as ``skills_``)."""
+        if len(self.campaign.state.label_log) == 0:
+            return self.worker_agreement(None)
+        return self.worker_agreement(self.verdict_probabilities()[0])
+
+    def worker_agreement(self, labels: IntArray | None) -> pd.DataFrame:
+        """:meth:`worker_reliability` against the verdict's final ``labels``, shape
+        (n_items,) (None: no labels yet)."""
+        campaign = self.campaign
+        log = campaign.state.label_log
+        if labels is None or len(log) == 0:
+            return pd.DataFrame({"worker": [], "n_labels": [], "agreement": []})
+        n_workers = len(campaign.worker_ids)
+        agree = (labels[log.items] == log.labels).astype(float)
+        n = np.bincount(log.workers, minlength=n_workers)
+        hits = np.bincount(log.workers, weights=agree, minlength=n_workers)
+        return pd.DataFrame(
+            {"worker": campaign.worker_ids, "n_labels": n, "agreement": hits / np.maximum(n, 1)}
+        )
+
+    # ------------------------------------------------------------------ the dashboard
+    def dashboard_data(self, max_points: int = 400, max_workers: int = 30) -> dict[str, Any]:
+        """What the dashboard draws: status, spend over time (at most ``max_points``),
+        the histogram of labels per item, the most active workers' reliability, and with
+        gold the verdict's ``calibration`` on it (:meth:`calibration`; one verdict fit
+        serves both)."""
+        campaign = self.campaign
+        status = self.status()
+        has_gold = bool(campaign.gold_classes)
+        has_labels = len(campaign.state.label_log) > 0
+        verdict = self.verdict_probabilities() if has_labels or has_gold else None
+        timeline = campaign.spend_timeline
+        if len(timeline) > max_points:
+            keep = np.linspace(0, len(timeline) - 1, max_points).round().astype(int)
+            timeline = [timeline[k] for k in keep]
+        counts = campaign.state.label_counts.sum(axis=1)
+        histogram = np.bincount(counts) if counts.size else np.zeros(1, dtype=np.int64)
+        workers = self.worker_agreement(None if verdict is None else verdict[0])
+        workers = workers.sort_values("n_labels", ascending=False).head(max_workers)
+        extra = {}
+        if verdict is not None and has_gold:
+            extra["calibration"] = self.calibration_of(*verdict)
+        return {
+            "status": status,
+            "spend": [{"time": t, "spent": s, "labels": n} for t, s, n in timeline],
+            "labels_per_item": [int(v) for v in histogram],
+            "workers": [
+                {"worker": str(w), "n_labels": int(n), "agreement": float(a)}
+                for w, n, a in workers.itertuples(index=False)
+            ],
+            **extra,
+        }

@@ -95,11 +95,9 @@ import pandas as pd
 from crowdbudget._validation import clip_text as _clip
 from crowdbudget._validation import short_repr as _short
 from crowdbudget.aggregation.calibration import DEFAULT_BINS
-from crowdbudget.campaign.config import MAX_SEED as _MAX_SEED
-from crowdbudget.campaign.config import CampaignConfig
+from crowdbudget.campaign.config import CampaignConfig, checked_config
 from crowdbudget.campaign.config import check_ids as _check_ids
 from crowdbudget.campaign.config import check_item_attributes as _check_item_attributes
-from crowdbudget.campaign.config import check_mode as _check_mode
 from crowdbudget.campaign.ledger import Ledger
 from crowdbudget.campaign.ledger import exact_decimal as _decimal
 from crowdbudget.campaign.read_models import CampaignReadModel, VerdictFit
@@ -111,13 +109,12 @@ from crowdbudget.campaign.store import (
 )
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import (
-    BudgetError,
     CrowdBudgetError,
     DataFormatError,
     InvalidParameterError,
 )
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.policies.verdict import POSTERIOR, check_verdict
+from crowdbudget.policies.verdict import POSTERIOR
 from crowdbudget.registry import make_policy, parse_policy, split_verdict
 from crowdbudget.types import (
     Assignment,
@@ -318,94 +315,27 @@ class Campaign:
         before it is written, so a policy that refuses the problem (``kg`` with three
         classes, ``bbta`` without workers, …) leaves the store unchanged.
         """
-        classes_ = _check_ids(classes, "class")
-        if len(classes_) < 2:
-            raise InvalidParameterError(f"a campaign needs at least 2 classes, got {classes_}")
-        try:
-            budget_ = float(budget)
-        except (TypeError, ValueError):
-            raise BudgetError(f"budget must be a number > 0, got {budget!r}") from None
-        if not np.isfinite(budget_) or budget_ <= 0:
-            raise BudgetError(f"budget must be a number > 0, got {budget!r}")
-        prior_ = None
-        if prior is not None:
-            prior_ = [float(p) for p in prior]
-            if len(prior_) != len(classes_) or min(prior_) <= 0:
-                raise InvalidParameterError(
-                    f"prior must be {len(classes_)} pseudo-counts > 0 (one per class), got {prior}"
-                )
-        prices = {str(k): float(v) for k, v in (worker_prices or {}).items()}
-        capacities: dict[str, int] = {}
-        for worker_id, capacity in (worker_capacities or {}).items():
-            if (
-                isinstance(capacity, bool)
-                or not isinstance(capacity, int | np.integer)
-                or capacity < 0
-            ):
-                raise InvalidParameterError(
-                    f"worker capacities must be integers >= 0, got {_short(capacity)} for "
-                    f"{_short(worker_id)}"
-                )
-            capacities[str(worker_id)] = int(capacity)
-        if any(not np.isfinite(p) or p <= 0 for p in [*prices.values(), default_price]):
-            raise InvalidParameterError("worker prices must be numbers > 0")
-        if ttl is not None and not (np.isfinite(ttl) and ttl > 0):
-            raise InvalidParameterError(f"ttl must be a number of seconds > 0, got {ttl!r}")
-        for limit_name, limit in (
-            ("max_labels_per_item", max_labels_per_item),
-            ("max_pending_per_worker", max_pending_per_worker),
-        ):
-            if limit is not None and (
-                isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1
-            ):
-                raise InvalidParameterError(
-                    f"{limit_name} must be an integer >= 1, got {_short(limit)}"
-                )
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-            raise InvalidParameterError(f"seed must be an integer >= 0, got {_short(seed)}")
-        if not 0 <= int(seed) <= _MAX_SEED:
-            raise InvalidParameterError(f"seed must be an integer in [0, 2**63), got {seed}")
-        # an unknown id or bad parameter fails here, before any work; the id may name the
-        # verdict (``opt-kg:verdict=ds``), which must then agree with ``verdict``
-        policy_spec, named = split_verdict(policy, POSTERIOR)  # what the id itself names
-        make_policy(policy_spec)
-        if verdict is None:
-            # neither names one: the policy's default (its own model for most)
-            verdict = split_verdict(policy)[1].name
-        verdict = check_verdict(verdict, len(classes_))
-        if not named.is_posterior:
-            if verdict not in ("posterior", named.name):
-                raise InvalidParameterError(
-                    f"policy {policy!r} names the verdict {named.name!r} and verdict= names "
-                    f"{verdict!r}; give one"
-                )
-            verdict = check_verdict(named.name, len(classes_))
-        items_ = _check_ids(items, "item")
-        workers_ = _check_ids(workers, "worker")
-        pairs_ = _check_mode(mode, pairs, policy, items_, workers_)
-        attributes = _check_item_attributes(len(items_), contexts, features)
-        config = CampaignConfig(
-            campaign_id=campaign_id or uuid.uuid4().hex,
-            items=items_,
-            classes=classes_,
-            budget=budget_,
+        config = checked_config(
+            items,
+            budget=budget,
+            classes=classes,
             policy=policy,
-            prior=prior_,
-            worker_prices=prices,
-            worker_capacities=capacities,
-            default_price=float(default_price),
-            ttl=None if ttl is None else float(ttl),
-            seed=int(seed),
-            name=name,
-            max_labels_per_item=None if max_labels_per_item is None else int(max_labels_per_item),
-            max_pending_per_worker=(
-                None if max_pending_per_worker is None else int(max_pending_per_worker)
-            ),
+            prior=prior,
+            worker_prices=worker_prices,
+            worker_capacities=worker_capacities,
+            default_price=default_price,
+            ttl=ttl,
+            seed=seed,
+            max_labels_per_item=max_labels_per_item,
+            max_pending_per_worker=max_pending_per_worker,
             verdict=verdict,
-            workers=workers_,
+            workers=workers,
             mode=mode,
-            pairs=pairs_,
-            **attributes,
+            pairs=pairs,
+            contexts=contexts,
+            features=features,
+            campaign_id=campaign_id or uuid.uuid4().hex,
+            name=name,
         )
         campaign = cls(store if store is not None else EventStore("sqlite://"), clock)
         payload = config.to_payload()

@@ -9,15 +9,16 @@ raises a one-line :class:`~crowdbudget.exceptions.DataFormatError` or
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from crowdbudget._validation import short_repr
-from crowdbudget.exceptions import DataFormatError, InvalidParameterError
-from crowdbudget.registry import parse_policy
+from crowdbudget.exceptions import BudgetError, DataFormatError, InvalidParameterError
+from crowdbudget.policies.verdict import POSTERIOR, check_verdict
+from crowdbudget.registry import make_policy, parse_policy, split_verdict
 
 
 @dataclass
@@ -161,3 +162,150 @@ def check_mode(
     if not out:
         raise InvalidParameterError("pairs is empty: no worker may label any item")
     return out
+
+
+def checked_config(
+    items: Sequence[str],
+    *,
+    budget: float,
+    classes: Sequence[str],
+    policy: str,
+    prior: Sequence[float] | None,
+    worker_prices: Mapping[str, float] | None,
+    worker_capacities: Mapping[str, int] | None,
+    default_price: float,
+    ttl: float | None,
+    seed: int,
+    max_labels_per_item: int | None,
+    max_pending_per_worker: int | None,
+    verdict: str | None,
+    workers: Sequence[str],
+    mode: str,
+    pairs: Sequence[Sequence[str]] | None,
+    contexts: Sequence[int] | None,
+    features: Sequence[Sequence[float]] | None,
+    campaign_id: str,
+    name: str,
+) -> CampaignConfig:
+    """The configuration of a new campaign from :meth:`~crowdbudget.campaign.Campaign.create`'s
+    arguments (documented there), checked and normalised (ids as strings, numbers as floats
+    and ints, the verdict resolved); the first check that fails raises."""
+    classes_ = check_ids(classes, "class")
+    if len(classes_) < 2:
+        raise InvalidParameterError(f"a campaign needs at least 2 classes, got {classes_}")
+    budget_ = _check_campaign_budget(budget)
+    prior_ = None
+    if prior is not None:
+        prior_ = [float(p) for p in prior]
+        if len(prior_) != len(classes_) or min(prior_) <= 0:
+            raise InvalidParameterError(
+                f"prior must be {len(classes_)} pseudo-counts > 0 (one per class), got {prior}"
+            )
+    prices, capacities = _check_workers(worker_prices, worker_capacities, default_price)
+    _check_limits(ttl, max_labels_per_item, max_pending_per_worker, seed)
+    verdict_ = _resolve_verdict(policy, verdict, len(classes_))
+    items_ = check_ids(items, "item")
+    workers_ = check_ids(workers, "worker")
+    pairs_ = check_mode(mode, pairs, policy, items_, workers_)
+    attributes = check_item_attributes(len(items_), contexts, features)
+    return CampaignConfig(
+        campaign_id=campaign_id,
+        items=items_,
+        classes=classes_,
+        budget=budget_,
+        policy=policy,
+        prior=prior_,
+        worker_prices=prices,
+        worker_capacities=capacities,
+        default_price=float(default_price),
+        ttl=None if ttl is None else float(ttl),
+        seed=int(seed),
+        name=name,
+        max_labels_per_item=None if max_labels_per_item is None else int(max_labels_per_item),
+        max_pending_per_worker=(
+            None if max_pending_per_worker is None else int(max_pending_per_worker)
+        ),
+        verdict=verdict_,
+        workers=workers_,
+        mode=mode,
+        pairs=pairs_,
+        **attributes,
+    )
+
+
+def _check_campaign_budget(budget: Any) -> float:
+    """``budget`` as a float, a finite number > 0 (BudgetError otherwise)."""
+    try:
+        value = float(budget)
+    except (TypeError, ValueError):
+        raise BudgetError(f"budget must be a number > 0, got {budget!r}") from None
+    if not np.isfinite(value) or value <= 0:
+        raise BudgetError(f"budget must be a number > 0, got {budget!r}")
+    return value
+
+
+def _check_workers(
+    worker_prices: Mapping[str, float] | None,
+    worker_capacities: Mapping[str, int] | None,
+    default_price: float,
+) -> tuple[dict[str, float], dict[str, int]]:
+    """The prices (numbers > 0, ``default_price`` too) and capacities (integers >= 0) per
+    worker id, keyed by string ids."""
+    prices = {str(k): float(v) for k, v in (worker_prices or {}).items()}
+    capacities: dict[str, int] = {}
+    for worker_id, capacity in (worker_capacities or {}).items():
+        if isinstance(capacity, bool) or not isinstance(capacity, int | np.integer) or capacity < 0:
+            raise InvalidParameterError(
+                f"worker capacities must be integers >= 0, got {short_repr(capacity)} for "
+                f"{short_repr(worker_id)}"
+            )
+        capacities[str(worker_id)] = int(capacity)
+    if any(not np.isfinite(p) or p <= 0 for p in [*prices.values(), default_price]):
+        raise InvalidParameterError("worker prices must be numbers > 0")
+    return prices, capacities
+
+
+def _check_limits(
+    ttl: float | None,
+    max_labels_per_item: int | None,
+    max_pending_per_worker: int | None,
+    seed: Any,
+) -> None:
+    """The time-to-live (seconds > 0 or None), the two limits (integers >= 1 or None) and
+    the seed (an integer in [0, 2**63))."""
+    if ttl is not None and not (np.isfinite(ttl) and ttl > 0):
+        raise InvalidParameterError(f"ttl must be a number of seconds > 0, got {ttl!r}")
+    for limit_name, limit in (
+        ("max_labels_per_item", max_labels_per_item),
+        ("max_pending_per_worker", max_pending_per_worker),
+    ):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1
+        ):
+            raise InvalidParameterError(
+                f"{limit_name} must be an integer >= 1, got {short_repr(limit)}"
+            )
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise InvalidParameterError(f"seed must be an integer >= 0, got {short_repr(seed)}")
+    if not 0 <= int(seed) <= MAX_SEED:
+        raise InvalidParameterError(f"seed must be an integer in [0, 2**63), got {seed}")
+
+
+def _resolve_verdict(policy: str, verdict: str | None, n_classes: int) -> str:
+    """The campaign's verdict: ``verdict``, or the one the policy id names
+    (``opt-kg:verdict=ds``; the two must then agree), or the policy's default. Builds the
+    policy once, so an unknown id or bad parameter fails here, before any work."""
+    policy_spec, named = split_verdict(policy, POSTERIOR)  # what the id itself names
+    make_policy(policy_spec)
+    if verdict is None:
+        # neither names one: the policy's default (its own model for most)
+        verdict = split_verdict(policy)[1].name
+    verdict = check_verdict(verdict, n_classes)
+    if not named.is_posterior:
+        if verdict not in ("posterior", named.name):
+            raise InvalidParameterError(
+                f"policy {policy!r} names the verdict {named.name!r} and verdict= names "
+                f"{verdict!r}; give one"
+            )
+        verdict = check_verdict(named.name, n_classes)
+    return verdict

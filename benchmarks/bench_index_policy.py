@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from crowdbudget.bounds import lagrangian
+from crowdbudget.bounds import index_tables, single_task
 from crowdbudget.bounds.lagrangian import (
     StateSpace,
     default_label_cap,
@@ -77,7 +77,7 @@ def dp_costs() -> dict[str, Any]:
     t = time.perf_counter()
     bound = lagrangian_bound(n_items=n_items, budget=budget, arrival_rate=R, completion_rate=MU)
     bound_s = time.perf_counter() - t
-    lagrangian._TABLES.clear()
+    index_tables._TABLES.clear()
     t = time.perf_counter()
     table = index_table(
         prior_a=1.0,
@@ -95,7 +95,7 @@ def dp_costs() -> dict[str, Any]:
     solve_single_task_reference(space, pen, R, MU)
     numpy_solve_s = time.perf_counter() - t
     t = time.perf_counter()
-    lagrangian._backward(
+    single_task.backward_induction(
         pen,
         R,
         MU,

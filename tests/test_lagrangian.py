@@ -12,13 +12,13 @@ import pytest
 from crowdbudget.bounds.exact_dp import ExactDPSolution
 from crowdbudget.bounds.lagrangian import (
     StateSpace,
-    _backward,
     index_by_bisection,
     index_table,
     lagrangian_bound,
     relaxed_value,
     solve_single_task_reference,
 )
+from crowdbudget.bounds.single_task import backward_induction
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 
 
@@ -164,7 +164,7 @@ def test_compiled_dp_equals_the_numpy_reference(cap_mode: str) -> None:
         0.7,
         cap_mode=cap_mode,  # type: ignore[arg-type]
     )
-    fast, fast_decisions = _backward(
+    fast, fast_decisions = backward_induction(
         penalties,
         0.3,
         0.7,
@@ -217,9 +217,9 @@ def test_index_tables_are_cached_on_disk(tmp_path) -> None:  # type: ignore[no-u
     first = index_table(**kwargs)  # type: ignore[arg-type]
     files = list(tmp_path.glob("*.npz"))
     assert len(files) == 1
-    from crowdbudget.bounds import lagrangian
+    from crowdbudget.bounds import index_tables
 
-    lagrangian._TABLES.clear()  # force the disk path
+    index_tables._TABLES.clear()  # force the disk path
     second = index_table(**kwargs)  # type: ignore[arg-type]
     assert np.array_equal(first.index, second.index)
 

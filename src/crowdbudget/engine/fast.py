@@ -72,10 +72,19 @@ from functools import partial
 from typing import Any, Literal, Protocol, overload
 
 import numpy as np
-from numba import njit
 
 from crowdbudget.aggregation.calibration import verdict_calibration
 from crowdbudget.engine import index_loop
+from crowdbudget.engine._fast_kernel import (
+    EMPTY,
+    NEED_SCORES,
+    NEED_SPACE,
+    NEED_TILE,
+    campaign_loop,
+    campaign_loop_random,
+    gather_scores,
+)
+from crowdbudget.engine._fast_tables import Groups, ScoreTable, Tiles
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import UniformPolicy
@@ -84,304 +93,17 @@ from crowdbudget.policies.lagrangian_index import LagrangianIndexPolicy
 from crowdbudget.policies.verdict import Verdict, make_verdict
 from crowdbudget.posteriors.beta_bernoulli import BetaBernoulliPosterior
 from crowdbudget.simulation.environment import LabelingEnvironment, SyntheticBernoulliEnvironment
-from crowdbudget.types import CampaignState, FloatArray, IntArray
+from crowdbudget.types import CampaignState, IntArray, Problem
 
 __all__ = ["COMPILED_ENGINE", "CompiledEngine", "Engine", "run_campaign_fast", "supports_fast_path"]
 
 _LOOKAHEAD_MIN, _LOOKAHEAD_MAX = 16, 4096  # states computed ahead along an item's path
-_EMPTY = -1
-_HASH_MULTIPLIER = 6364136223846793005  # < 2**63: stays an int64 inside Numba
-
-_DONE, _NEED_TILE, _NEED_SCORES, _NEED_SPACE = 0, 1, 2, 3
 _PLAN_CHUNK = 1 << 20
 
 # methods the uniform policy (its ``_reset`` is AllocationPolicy's subclass hook) and the world
 # must inherit unchanged for the fast loop to be exact (the rest: the classes' own hooks)
 _UNIFORM_METHODS = ("_reset", "select", "observe", "final_labels")
 _ENV_METHODS = ("problem", "arriving_worker")
-
-
-# ---- compiled parts ------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
-def _hash_find(keys: IntArray, key: int) -> int:
-    """Slot of ``key`` in the open-addressing table ``keys``, or of the empty slot ending its
-    probe sequence (capacity a power of two, load <= 1/2)."""
-    mask = keys.shape[0] - 1
-    h = ((key * _HASH_MULTIPLIER) >> 29) & mask
-    while True:
-        k = keys[h]
-        if k == key or k == _EMPTY:  # noqa: SIM109 - compiled code
-            return h
-        h = (h + 1) & mask
-
-
-@njit(cache=True, nogil=True)
-def _hash_insert_many(
-    keys: IntArray,
-    scores: FloatArray,
-    groups: IntArray,
-    new_keys: IntArray,
-    new_scores: FloatArray,
-    new_groups: IntArray,
-) -> None:
-    for j in range(new_keys.shape[0]):
-        h = _hash_find(keys, new_keys[j])
-        keys[h] = new_keys[j]
-        scores[h] = new_scores[j]
-        groups[h] = new_groups[j]
-
-
-@njit(cache=True, nogil=True)
-def _hash_contains(keys: IntArray, query: IntArray) -> np.ndarray:
-    out = np.empty(query.shape[0], dtype=np.bool_)
-    for j in range(query.shape[0]):
-        out[j] = keys[_hash_find(keys, query[j])] != _EMPTY
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _gather_scores(counts: IntArray, keys: IntArray, scores: FloatArray) -> FloatArray:
-    """Current score of every item (every item's state has been looked up before)."""
-    n = counts.shape[0]
-    out = np.empty(n)
-    for i in range(n):
-        out[i] = scores[_hash_find(keys, (counts[i, 1] << 32) | counts[i, 0])]
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _campaign_loop(
-    target: int,
-    st: IntArray,
-    counts: IntArray,
-    a: FloatArray,
-    b: FloatArray,
-    use_heap: bool,
-    heap: FloatArray,
-    plan: IntArray,
-    plan_start: int,
-    tile_dir: IntArray,
-    tile_pool: np.ndarray,
-    item_shift: int,
-    label_shift: int,
-    keys: IntArray,
-    scores: FloatArray,
-    record_items: bool,
-    items_out: IntArray,
-) -> int:
-    """Make decisions ``st[0], ..., target - 1``; return ``_DONE``, or ``_NEED_TILE`` with the
-    tile's (item block, label block) in ``st[1:3]``, or ``_NEED_SCORES`` when the score of
-    the labeled item's next state is not in the table (``keys``, ``scores``): the item in
-    ``st[1]``. ``st[0]`` is the number of decisions made so far.
-
-    Index policies (``use_heap``): the item is the root of ``heap`` (rows ``(score, item)``,
-    a max-heap on (score, -item)). Otherwise the item is ``plan[decision - plan_start]``.
-    """
-    item_mask = (1 << item_shift) - 1
-    label_mask = (1 << label_shift) - 1
-    n_heap = heap.shape[0]
-    s = st[0]
-    while s < target:
-        item = np.int64(heap[0, 1]) if use_heap else plan[s - plan_start]
-        n_pos = counts[item, 1]
-        n_neg = counts[item, 0]
-        k = n_pos + n_neg
-        ib = item >> item_shift
-        lb = k >> label_shift
-        off = tile_dir[ib, lb] if lb < tile_dir.shape[1] else _EMPTY
-        if off == _EMPTY:
-            st[0] = s
-            st[1] = ib
-            st[2] = lb
-            return _NEED_TILE
-        label = tile_pool[off + ((item & item_mask) << label_shift) + (k & label_mask)]
-        if label:
-            n_pos += 1
-        else:
-            n_neg += 1
-        if use_heap:
-            h = _hash_find(keys, (n_pos << 32) | n_neg)
-            if keys[h] == _EMPTY:
-                st[0] = s
-                st[1] = item
-                return _NEED_SCORES
-            score = scores[h]
-            fitem = heap[0, 1]
-            # sift the root down: a child moves up iff it beats (score, item)
-            pos = 0
-            while True:
-                c = 2 * pos + 1
-                if c >= n_heap:
-                    break
-                if c + 1 < n_heap:
-                    s1 = heap[c, 0]
-                    s2 = heap[c + 1, 0]
-                    if s2 > s1 or (s2 == s1 and heap[c + 1, 1] < heap[c, 1]):
-                        c += 1
-                cs = heap[c, 0]
-                if cs > score or (cs == score and heap[c, 1] < fitem):
-                    heap[pos, 0] = cs
-                    heap[pos, 1] = heap[c, 1]
-                    pos = c
-                else:
-                    break
-            heap[pos, 0] = score
-            heap[pos, 1] = fitem
-            if label:
-                a[item] += 1.0
-            else:
-                b[item] += 1.0
-        if label:
-            counts[item, 1] += 1
-        else:
-            counts[item, 0] += 1
-        if record_items:
-            items_out[s] = item
-        s += 1
-    st[0] = s
-    return _DONE
-
-
-@njit(cache=True, nogil=True)
-def _campaign_loop_random(
-    target: int,
-    st: IntArray,
-    counts: IntArray,
-    a: FloatArray,
-    b: FloatArray,
-    rng: np.random.Generator,
-    item_group: IntArray,
-    position: IntArray,
-    members: IntArray,
-    g_start: IntArray,
-    g_size: IntArray,
-    g_cap: IntArray,
-    g_score: FloatArray,
-    in_heap: np.ndarray,
-    gheap: IntArray,
-    tile_dir: IntArray,
-    tile_pool: np.ndarray,
-    item_shift: int,
-    label_shift: int,
-    keys: IntArray,
-    groups: IntArray,
-    record_items: bool,
-    items_out: IntArray,
-) -> int:
-    """The index loop with ties broken at random: ``ScoreBuckets(..., "random")`` step by step.
-
-    Items are grouped by score (group ids: ``groups`` of the score table; one group per
-    distinct canonical score). Group g's members are ``members[g_start[g]:g_start[g] +
-    g_size[g]]`` in the order the reference keeps them (a new member is appended, a leaving
-    one is replaced by the last), ``position[i]`` is item i's place in its group. ``gheap``
-    (``st[4]`` entries) is a max-heap of group ids on ``g_score`` holding every non-empty
-    group (and, lazily, emptied ones). A decision takes the top non-empty group and, when it
-    has more than one member, the member at ``rng.integers(0, size)`` — the draw
-    ``ScoreBuckets.best`` makes, from the same generator (NumPy's own algorithm, shared
-    state). The chosen item waits in ``st[3]`` while the loop returns for a tile or a score
-    (the draw is made once); ``_NEED_SPACE``: the group in ``st[1]`` is full (Python moves
-    it to a larger slice of ``members``); nothing is changed before the loop returns.
-    """
-    item_mask = (1 << item_shift) - 1
-    label_mask = (1 << label_shift) - 1
-    s = st[0]
-    while s < target:
-        item = st[3]
-        if item < 0:
-            n_heap = st[4]
-            while g_size[gheap[0]] == 0:  # lazy deletion of emptied groups
-                g = gheap[0]
-                in_heap[g] = False
-                n_heap -= 1
-                last = gheap[n_heap]
-                key = g_score[last]
-                pos = 0
-                while True:
-                    c = 2 * pos + 1
-                    if c >= n_heap:
-                        break
-                    if c + 1 < n_heap and g_score[gheap[c + 1]] > g_score[gheap[c]]:
-                        c += 1
-                    if g_score[gheap[c]] > key:
-                        gheap[pos] = gheap[c]
-                        pos = c
-                    else:
-                        break
-                gheap[pos] = last
-            st[4] = n_heap
-            g = gheap[0]
-            size = g_size[g]
-            pick = rng.integers(0, size) if size > 1 else 0  # the reference draws for 2+
-            item = members[g_start[g] + pick]
-            st[3] = item
-        n_pos = counts[item, 1]
-        n_neg = counts[item, 0]
-        k = n_pos + n_neg
-        ib = item >> item_shift
-        lb = k >> label_shift
-        off = tile_dir[ib, lb] if lb < tile_dir.shape[1] else _EMPTY
-        if off == _EMPTY:
-            st[0] = s
-            st[1] = ib
-            st[2] = lb
-            return _NEED_TILE
-        label = tile_pool[off + ((item & item_mask) << label_shift) + (k & label_mask)]
-        if label:
-            n_pos += 1
-        else:
-            n_neg += 1
-        h = _hash_find(keys, (n_pos << 32) | n_neg)
-        if keys[h] == _EMPTY:
-            st[0] = s
-            st[1] = item
-            return _NEED_SCORES
-        new_group = groups[h]
-        old_group = item_group[item]
-        if new_group != old_group:  # the reference's update: an unchanged score stays put
-            if g_size[new_group] == g_cap[new_group]:
-                st[0] = s
-                st[1] = new_group
-                return _NEED_SPACE
-            # discard from the old group: the last member takes the item's place
-            start = g_start[old_group]
-            p = position[item]
-            last_member = members[start + g_size[old_group] - 1]
-            g_size[old_group] -= 1
-            if last_member != item:
-                members[start + p] = last_member
-                position[last_member] = p
-            # append to the new group
-            size = g_size[new_group]
-            members[g_start[new_group] + size] = item
-            position[item] = size
-            g_size[new_group] = size + 1
-            item_group[item] = new_group
-            if not in_heap[new_group]:
-                in_heap[new_group] = True
-                n_heap = st[4]
-                key = g_score[new_group]
-                pos = n_heap
-                while pos > 0:
-                    parent = (pos - 1) >> 1
-                    if g_score[gheap[parent]] < key:
-                        gheap[pos] = gheap[parent]
-                        pos = parent
-                    else:
-                        break
-                gheap[pos] = new_group
-                st[4] = n_heap + 1
-        if label:
-            a[item] += 1.0
-            counts[item, 1] += 1
-        else:
-            b[item] += 1.0
-            counts[item, 0] += 1
-        if record_items:
-            items_out[s] = item
-        st[3] = -1
-        s += 1
-    st[0] = s
-    return _DONE
 
 
 # ---- eligibility ---------------------------------------------------------------------------
@@ -429,193 +151,6 @@ def _first_int(pred: Callable[[int], bool], guess: int, low: int) -> int:
     while not pred(x):
         x += 1
     return x
-
-
-def _grown(array: np.ndarray, length: int, fill: float | int) -> np.ndarray:
-    """``array`` with its first axis extended to at least ``length`` (doubling)."""
-    size = array.shape[0]
-    if length <= size:
-        return array
-    new_size = max(length, 2 * size, 1)
-    out = np.full((new_size, *array.shape[1:]), fill, dtype=array.dtype)
-    out[:size] = array
-    return out
-
-
-class _ScoreTable:
-    """Canonical scores of label-count states ``(p, q)``, computed on demand, in an
-    open-addressing hash table the compiled loop reads (key ``p << 32 | q``), with the id of
-    each state's score group (one per distinct score, in order of appearance: the groups of
-    random tie-breaking, ``group_scores``)."""
-
-    def __init__(
-        self, policy: BetaIndexPolicy, prior_a: float, prior_b: float, threshold: float, cap: int
-    ) -> None:
-        self.policy = policy
-        self.threshold = threshold
-        self.prior_a = prior_a
-        self.prior_b = prior_b
-        self.a_values = self._cumulative(prior_a, 64)
-        self.b_values = self._cumulative(prior_b, 64)
-        capacity = max(2, 1 << max(1, cap - 1).bit_length())
-        self.keys = np.full(capacity, _EMPTY, dtype=np.int64)
-        self.scores = np.zeros(capacity)
-        self.groups = np.zeros(capacity, dtype=np.int64)
-        self.size = 0
-        self.group_of: dict[float, int] = {}
-        self.group_scores: list[float] = []
-
-    @staticmethod
-    def _cumulative(prior: float, length: int) -> FloatArray:
-        # prior + 1.0 + 1.0 + ..., added one at a time as the reference posterior does
-        steps = np.ones(length)
-        steps[0] = prior
-        return np.add.accumulate(steps)
-
-    def add(self, p: IntArray, q: IntArray) -> None:
-        """Compute and store the scores of the states ``(p[j], q[j])`` not stored yet."""
-        keys = np.unique((p << 32) | q)
-        keys = keys[~_hash_contains(self.keys, keys)]
-        if keys.shape[0] == 0:
-            return
-        p, q = keys >> 32, keys & 0xFFFFFFFF
-        top_p, top_q = int(p.max()) + 1, int(q.max()) + 1
-        if top_p > self.a_values.shape[0]:
-            self.a_values = self._cumulative(self.prior_a, max(top_p, 2 * self.a_values.shape[0]))
-        if top_q > self.b_values.shape[0]:
-            self.b_values = self._cumulative(self.prior_b, max(top_q, 2 * self.b_values.shape[0]))
-        a, b = self.a_values[p], self.b_values[q]
-        scores = self.policy.index_scores(a, b, np.full(a.shape, self.threshold))
-        groups = np.empty(keys.shape[0], dtype=np.int64)
-        for j, score in enumerate(scores.tolist()):  # equal floats, one group (as a dict key)
-            group = self.group_of.get(score)
-            if group is None:
-                group = self.group_of[score] = len(self.group_scores)
-                self.group_scores.append(score)
-            groups[j] = group
-        self.size += keys.shape[0]
-        if 2 * self.size > self.keys.shape[0]:
-            capacity = self.keys.shape[0]
-            while 2 * self.size > capacity:
-                capacity *= 2
-            live = self.keys != _EMPTY
-            old = self.keys[live], self.scores[live], self.groups[live]
-            self.keys = np.full(capacity, _EMPTY, dtype=np.int64)
-            self.scores = np.zeros(capacity)
-            self.groups = np.zeros(capacity, dtype=np.int64)
-            _hash_insert_many(self.keys, self.scores, self.groups, *old)
-        _hash_insert_many(self.keys, self.scores, self.groups, keys, scores, groups)
-
-    def score(self, p: int, q: int) -> float:
-        self.add(np.array([p], dtype=np.int64), np.array([q], dtype=np.int64))
-        return float(self.scores[_hash_find(self.keys, (p << 32) | q)])
-
-    def group(self, p: int, q: int) -> int:
-        self.add(np.array([p], dtype=np.int64), np.array([q], dtype=np.int64))
-        return int(self.groups[_hash_find(self.keys, (p << 32) | q)])
-
-
-class _Groups:
-    """The score groups of random tie-breaking (:func:`_campaign_loop_random`): every item in
-    one group (at first all in ``first_group``, in index order, as ``ScoreBuckets``), the
-    members of each group in a slice of one pool, moved to a slice twice as large when full
-    (amortised O(1); the pool holds O(n_items + decisions))."""
-
-    def __init__(self, n_items: int, first_group: int) -> None:
-        self.item_group = np.full(n_items, first_group, dtype=np.int64)
-        self.position = np.arange(n_items, dtype=np.int64)
-        self.members = np.arange(max(n_items, 1) * 2, dtype=np.int64)
-        self.used = n_items
-        size = max(16, first_group + 1)
-        self.start = np.zeros(size, dtype=np.int64)
-        self.size = np.zeros(size, dtype=np.int64)
-        self.cap = np.zeros(size, dtype=np.int64)
-        self.in_heap = np.zeros(size, dtype=np.bool_)
-        self.heap = np.zeros(size, dtype=np.int64)
-        self.scores = np.zeros(size)
-        self.known = 0
-        self.size[first_group] = self.cap[first_group] = n_items
-        self.in_heap[first_group] = True
-        self.heap[0] = first_group
-
-    def sync(self, group_scores: list[float]) -> None:
-        """Make room for every group the score table has named (new ones empty)."""
-        n = len(group_scores)
-        if n > self.start.shape[0]:
-            size = max(n, 2 * self.start.shape[0])
-            self.start = _grown(self.start, size, 0)
-            self.size = _grown(self.size, size, 0)
-            self.cap = _grown(self.cap, size, 0)
-            self.in_heap = _grown(self.in_heap, size, False)
-            self.heap = _grown(self.heap, size, 0)
-            self.scores = _grown(self.scores, size, 0.0)
-        self.scores[self.known : n] = group_scores[self.known : n]
-        self.known = n
-
-    def make_room(self, group: int) -> None:
-        """Move ``group``'s members to a fresh slice of twice its capacity (at least 4)."""
-        cap = max(4, 2 * int(self.cap[group]))
-        self.members = _grown(self.members, self.used + cap, 0)
-        start, size = int(self.start[group]), int(self.size[group])
-        self.members[self.used : self.used + size] = self.members[start : start + size]
-        self.start[group] = self.used
-        self.cap[group] = cap
-        self.used += cap
-
-    def order(self) -> IntArray:
-        """The items, group by group, each group's members in their order."""
-        live = np.flatnonzero(self.size)
-        return np.concatenate(
-            [self.members[self.start[g] : self.start[g] + self.size[g]] for g in live]
-        )
-
-
-class _Tiles:
-    """The world's answers as 0/1 tiles in one flat int8 pool, indexed by (item block, label
-    block)."""
-
-    def __init__(self, env: SyntheticBernoulliEnvironment, cap: int) -> None:
-        self.env = env
-        self.tile_items, self.tile_labels = env.answer_tile_shape
-        self.item_shift = self.tile_items.bit_length() - 1
-        self.label_shift = self.tile_labels.bit_length() - 1
-        n_item_blocks = -(-env.n_items // self.tile_items)
-        self.directory = np.full((n_item_blocks, max(1, cap)), _EMPTY, dtype=np.int64)
-        self.pool = np.zeros(min(env.n_items, self.tile_items) * self.tile_labels, dtype=np.int8)
-        self.used = 0
-
-    def add(self, item_block: int, label_block: int) -> None:
-        # generated (and cached) by the environment's own code
-        labels = self.env.noiseless_answer_tile(item_block, label_block).reshape(-1)
-        if label_block >= self.directory.shape[1]:
-            width = max(label_block + 1, 2 * self.directory.shape[1])
-            directory = np.full((self.directory.shape[0], width), _EMPTY, dtype=np.int64)
-            directory[:, : self.directory.shape[1]] = self.directory
-            self.directory = directory
-        self.pool = _grown(self.pool, self.used + labels.shape[0], 0)
-        self.pool[self.used : self.used + labels.shape[0]] = labels
-        self.directory[item_block, label_block] = self.used
-        self.used += labels.shape[0]
-
-    def answers(self, item: int, first: int, count: int) -> np.ndarray:
-        """Answers ``first, ..., first + count - 1`` of ``item`` (0/1, int8)."""
-        out = np.empty(count, dtype=np.int8)
-        item_block = item >> self.item_shift
-        row = (item & (self.tile_items - 1)) * self.tile_labels
-        k = first
-        while k < first + count:
-            label_block = k >> self.label_shift
-            if (
-                label_block >= self.directory.shape[1]
-                or self.directory[item_block, label_block] == _EMPTY
-            ):
-                self.add(item_block, label_block)
-            start = int(self.directory[item_block, label_block]) + row
-            lo = k - label_block * self.tile_labels
-            hi = min(self.tile_labels, first + count - label_block * self.tile_labels)
-            out[k - first : k - first + hi - lo] = self.pool[start + lo : start + hi]
-            k += hi - lo
-        return out
 
 
 # ---- the campaign --------------------------------------------------------------------------
@@ -737,117 +272,9 @@ def run_campaign_fast(
 
     stop = _first_int(unaffordable, math.floor(budget) - 1, 0)
     final = min(stop, _first_int(lambda x: reached(x, checkpoints[-1]), int(checkpoints[-1]), 0))
-
-    counts = state.label_counts
-    tiles = _Tiles(env, initial_capacity)
-    index_policy = isinstance(policy, BetaIndexPolicy)
-    groups: _Groups | None = None  # random ties: the score groups
-    if isinstance(policy, BetaIndexPolicy):
-        posterior = policy.posterior_
-        assert isinstance(posterior, BetaBernoulliPosterior)  # the fast path is binary only
-        a_arr, b_arr = posterior.a, posterior.b
-        new_table = _ScoreTable(
-            policy,
-            float(problem.prior_array[0, 1]),
-            float(problem.prior_array[0, 0]),
-            float(problem.threshold_array[0]),
-            initial_capacity,
-        )
-        table: _ScoreTable | None = new_table
-        heap = np.empty((n_items, 2))
-        heap[:, 0] = new_table.score(0, 0)  # one shared prior: all equal, so index order is a heap
-        heap[:, 1] = np.arange(n_items, dtype=float)
-        if policy.tie_break == "random":
-            groups = _Groups(n_items, new_table.group(0, 0))
-            groups.sync(new_table.group_scores)
-    else:
-        table = None
-        a_arr = b_arr = np.zeros(0)
-        heap = np.zeros((0, 2))
-    dummy_keys = np.full(2, _EMPTY, dtype=np.int64)
-    dummy_scores = np.zeros(2)
-    items_out = np.zeros(final if record_items else 0, dtype=np.int64)
-    plan = np.zeros(0, dtype=np.int64)
-    plan_start = 0
-    # decisions made, what the loop waits for (2), the item drawn (random ties), heap size
-    st = np.array([0, 0, 0, -1, 1], dtype=np.int64)
-    random_ties = groups is not None
-
-    def advance(target: int) -> None:
-        nonlocal plan, plan_start
-        while int(st[0]) < target:
-            stop_at = target
-            if groups is not None:
-                assert table is not None
-                status = _campaign_loop_random(
-                    stop_at,
-                    st,
-                    counts,
-                    a_arr,
-                    b_arr,
-                    policy.rng_,
-                    groups.item_group,
-                    groups.position,
-                    groups.members,
-                    groups.start,
-                    groups.size,
-                    groups.cap,
-                    groups.scores,
-                    groups.in_heap,
-                    groups.heap,
-                    tiles.directory,
-                    tiles.pool,
-                    tiles.item_shift,
-                    tiles.label_shift,
-                    table.keys,
-                    table.groups,
-                    record_items,
-                    items_out,
-                )
-                if status == _NEED_SPACE:
-                    groups.make_room(int(st[1]))
-                    continue
-            else:
-                if not index_policy:
-                    if int(st[0]) >= plan_start + plan.shape[0]:
-                        plan_start = int(st[0])
-                        size = min(_PLAN_CHUNK, final - plan_start)
-                        plan = policy_rng.integers(n_items, size=size).astype(np.int64)
-                    stop_at = min(target, plan_start + plan.shape[0])
-                status = _campaign_loop(
-                    stop_at,
-                    st,
-                    counts,
-                    a_arr,
-                    b_arr,
-                    index_policy,
-                    heap,
-                    plan,
-                    plan_start,
-                    tiles.directory,
-                    tiles.pool,
-                    tiles.item_shift,
-                    tiles.label_shift,
-                    table.keys if table is not None else dummy_keys,
-                    table.scores if table is not None else dummy_scores,
-                    record_items,
-                    items_out,
-                )
-            if status == _NEED_TILE:
-                tiles.add(int(st[1]), int(st[2]))
-            elif status == _NEED_SCORES:
-                assert table is not None
-                # the item's path is known (its answers are fixed): score the states it will
-                # reach in its next few labels, about as many as it has had so far
-                item = int(st[1])
-                n_pos, n_neg = int(counts[item, 1]), int(counts[item, 0])
-                depth = min(_LOOKAHEAD_MAX, max(_LOOKAHEAD_MIN, n_pos + n_neg))
-                ahead = np.cumsum(tiles.answers(item, n_pos + n_neg, depth), dtype=np.int64)
-                steps = np.arange(1, depth + 1, dtype=np.int64)
-                table.add(n_pos + ahead, n_neg + steps - ahead)
-                if groups is not None:
-                    groups.sync(table.group_scores)
-
+    run = _CompiledRun(
+        policy, env, problem, state.label_counts, policy_rng, final, record_items, initial_capacity
+    )
     decisions = 0
     while True:
         if reached(decisions, checkpoints[next_checkpoint]):
@@ -860,17 +287,161 @@ def run_campaign_fast(
         target = min(
             stop, _first_int(partial(reached, checkpoint=checkpoint), int(checkpoint), decisions)
         )
-        advance(target)
+        run.advance(target)
         decisions = target
     record(decisions, float("inf"))
-
-    env.set_answers_given(counts.sum(axis=1))
-    if isinstance(policy, BetaIndexPolicy) and sync_policy and table is not None:
-        order = groups.order() if random_ties and groups is not None else None
-        policy.restore_scores(_gather_scores(counts, table.keys, table.scores), order)
+    run.finish(sync_policy)
     if record_items:
-        return rows, items_out
+        return rows, run.items_out
     return rows
+
+
+class _CompiledRun:
+    """The compiled loop's state for one campaign of :func:`run_campaign_fast`: the label
+    counts (shape (n_items, 2), updated in place), the answer tiles, the score table and heap
+    (index policies) or the score groups (random ties), the uniform policy's plan of draws,
+    and ``st`` — decisions made, what the loop waits for (2 entries), the item drawn (random
+    ties), the group heap's size."""
+
+    def __init__(
+        self,
+        policy: AllocationPolicy,
+        env: SyntheticBernoulliEnvironment,
+        problem: Problem,
+        counts: IntArray,
+        policy_rng: np.random.Generator,
+        final: int,
+        record_items: bool,
+        initial_capacity: int,
+    ) -> None:
+        n_items = self.n_items = problem.n_items
+        self.policy, self.env, self.counts = policy, env, counts
+        self.policy_rng, self.final, self.record_items = policy_rng, final, record_items
+        self.tiles = Tiles(env, initial_capacity)
+        self.groups: Groups | None = None  # random ties: the score groups
+        self.table: ScoreTable | None = None
+        self.a = self.b = np.zeros(0)
+        self.heap = np.zeros((0, 2))
+        if isinstance(policy, BetaIndexPolicy):
+            posterior = policy.posterior_
+            assert isinstance(posterior, BetaBernoulliPosterior)  # the fast path is binary only
+            self.a, self.b = posterior.a, posterior.b
+            table = self.table = ScoreTable(
+                policy,
+                float(problem.prior_array[0, 1]),
+                float(problem.prior_array[0, 0]),
+                float(problem.threshold_array[0]),
+                initial_capacity,
+            )
+            self.heap = np.empty((n_items, 2))
+            # one shared prior: all scores equal, so index order is a heap
+            self.heap[:, 0] = table.score(0, 0)
+            self.heap[:, 1] = np.arange(n_items, dtype=float)
+            if policy.tie_break == "random":
+                self.groups = Groups(n_items, table.group(0, 0))
+                self.groups.sync(table.group_scores)
+        self.dummy_keys = np.full(2, EMPTY, dtype=np.int64)
+        self.dummy_scores = np.zeros(2)
+        self.items_out = np.zeros(final if record_items else 0, dtype=np.int64)
+        self.plan = np.zeros(0, dtype=np.int64)
+        self.plan_start = 0
+        self.st = np.array([0, 0, 0, -1, 1], dtype=np.int64)
+
+    def advance(self, target: int) -> None:
+        """Make the decisions up to ``target`` (exclusive), serving the loop's requests."""
+        while int(self.st[0]) < target:
+            status = self._loop_random(target) if self.groups is not None else self._loop(target)
+            if status == NEED_SPACE:
+                assert self.groups is not None
+                self.groups.make_room(int(self.st[1]))
+            elif status == NEED_TILE:
+                self.tiles.add(int(self.st[1]), int(self.st[2]))
+            elif status == NEED_SCORES:
+                self._score_ahead(int(self.st[1]))
+
+    def _loop_random(self, target: int) -> int:
+        groups, table, tiles = self.groups, self.table, self.tiles
+        assert groups is not None and table is not None
+        return int(
+            campaign_loop_random(
+                target,
+                self.st,
+                self.counts,
+                self.a,
+                self.b,
+                self.policy.rng_,
+                groups.item_group,
+                groups.position,
+                groups.members,
+                groups.start,
+                groups.size,
+                groups.cap,
+                groups.scores,
+                groups.in_heap,
+                groups.heap,
+                tiles.directory,
+                tiles.pool,
+                tiles.item_shift,
+                tiles.label_shift,
+                table.keys,
+                table.groups,
+                self.record_items,
+                self.items_out,
+            )
+        )
+
+    def _loop(self, target: int) -> int:
+        table, tiles = self.table, self.tiles
+        stop_at = target
+        if table is None:  # uniform: the items come from the plan of draws
+            if int(self.st[0]) >= self.plan_start + self.plan.shape[0]:
+                self.plan_start = int(self.st[0])
+                size = min(_PLAN_CHUNK, self.final - self.plan_start)
+                self.plan = self.policy_rng.integers(self.n_items, size=size)
+                self.plan = self.plan.astype(np.int64)
+            stop_at = min(target, self.plan_start + self.plan.shape[0])
+        return int(
+            campaign_loop(
+                stop_at,
+                self.st,
+                self.counts,
+                self.a,
+                self.b,
+                table is not None,
+                self.heap,
+                self.plan,
+                self.plan_start,
+                tiles.directory,
+                tiles.pool,
+                tiles.item_shift,
+                tiles.label_shift,
+                table.keys if table is not None else self.dummy_keys,
+                table.scores if table is not None else self.dummy_scores,
+                self.record_items,
+                self.items_out,
+            )
+        )
+
+    def _score_ahead(self, item: int) -> None:
+        """Score the states ``item`` will reach in its next few labels, about as many as it
+        has had so far: its path is known (its answers are fixed by the world)."""
+        table = self.table
+        assert table is not None
+        n_pos, n_neg = int(self.counts[item, 1]), int(self.counts[item, 0])
+        depth = min(_LOOKAHEAD_MAX, max(_LOOKAHEAD_MIN, n_pos + n_neg))
+        ahead = np.cumsum(self.tiles.answers(item, n_pos + n_neg, depth), dtype=np.int64)
+        steps = np.arange(1, depth + 1, dtype=np.int64)
+        table.add(n_pos + ahead, n_neg + steps - ahead)
+        if self.groups is not None:
+            self.groups.sync(table.group_scores)
+
+    def finish(self, sync_policy: bool) -> None:
+        """Leave the world and (``sync_policy``) the index policy as the reference does."""
+        self.env.set_answers_given(self.counts.sum(axis=1))
+        policy, table = self.policy, self.table
+        if isinstance(policy, BetaIndexPolicy) and sync_policy and table is not None:
+            order = self.groups.order() if self.groups is not None else None
+            policy.restore_scores(gather_scores(self.counts, table.keys, table.scores), order)
 
 
 # ---- the engine ----------------------------------------------------------------------------

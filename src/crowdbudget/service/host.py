@@ -230,26 +230,27 @@ class Service:
         failure: Exception | None = None
         try:
             while True:
+                finished, step = _advance(steps, reply, failure)
+                if finished:
+                    return step
                 try:
-                    kind, subject = steps.send(reply) if failure is None else steps.throw(failure)
-                except StopIteration as done:
-                    return done.value
-                reply, failure = None, None
-                try:
-                    if kind == _ACQUIRE:
-                        subject.acquire()
-                    elif kind == _LOAD:
-                        reply = self.campaign(subject)
-                    elif kind == _REFRESH:
-                        reply = subject.refresh()
-                    elif kind == _DURABLE:
-                        self.store.wait(subject)
-                    else:
-                        time.sleep(subject)
+                    reply, failure = self._perform(*step), None
                 except Exception as error:
-                    failure = error
+                    reply, failure = None, error
         finally:
             steps.close()
+
+    def _perform(self, kind: str, subject: Any) -> Any:
+        """One step of :meth:`_decide`, blocking."""
+        if kind == _ACQUIRE:
+            return subject.acquire()
+        if kind == _LOAD:
+            return self.campaign(subject)
+        if kind == _REFRESH:
+            return subject.refresh()
+        if kind == _DURABLE:
+            return self.store.wait(subject)
+        return time.sleep(subject)
 
     async def run_async(self, campaign_id: str, action: Callable[[Campaign], T]) -> T:
         """:meth:`_decide` (a write) on the event loop, for the hot endpoints (next
@@ -266,26 +267,27 @@ class Service:
         failure: Exception | None = None
         try:
             while True:
+                finished, step = _advance(steps, reply, failure)
+                if finished:
+                    return step
                 try:
-                    kind, subject = steps.send(reply) if failure is None else steps.throw(failure)
-                except StopIteration as done:
-                    return done.value
-                reply, failure = None, None
-                try:
-                    if kind == _ACQUIRE:
-                        await acquire_without_blocking(subject)
-                    elif kind == _LOAD:
-                        reply = await run_in_threadpool(self.campaign, subject)
-                    elif kind == _REFRESH:
-                        reply = await run_in_threadpool(subject.refresh)
-                    elif kind == _DURABLE:
-                        await self.store.wait_async(subject)
-                    else:
-                        await asyncio.sleep(subject)
+                    reply, failure = await self._perform_async(*step), None
                 except Exception as error:
-                    failure = error
+                    reply, failure = None, error
         finally:
             steps.close()  # a cancelled request releases the lock it holds
+
+    async def _perform_async(self, kind: str, subject: Any) -> Any:
+        """One step of :meth:`_decide`, without blocking the event loop."""
+        if kind == _ACQUIRE:
+            return await acquire_without_blocking(subject)
+        if kind == _LOAD:
+            return await run_in_threadpool(self.campaign, subject)
+        if kind == _REFRESH:
+            return await run_in_threadpool(subject.refresh)
+        if kind == _DURABLE:
+            return await self.store.wait_async(subject)
+        return await asyncio.sleep(subject)
 
     def cached_read(
         self,
@@ -352,6 +354,18 @@ class Service:
         with self.lock(campaign.campaign_id):
             self.remember(campaign)
         return campaign
+
+
+def _advance(
+    steps: Generator[_Step, Any, T], reply: Any, failure: Exception | None
+) -> tuple[bool, Any]:
+    """Resume ``steps`` with ``reply`` (or raise ``failure`` in it): ``(True, its result)``
+    once it returned, else ``(False, the next step)``."""
+    try:
+        step = steps.send(reply) if failure is None else steps.throw(failure)
+    except StopIteration as done:
+        return True, done.value
+    return False, step
 
 
 async def acquire_without_blocking(lock: threading.Lock) -> None:

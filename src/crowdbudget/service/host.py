@@ -34,6 +34,7 @@ from crowdbudget.service.expensive import ExpensiveWork
 from crowdbudget.service.limits import RequestLimits
 from crowdbudget.service.read_cache import ReadCache
 from crowdbudget.service.settings import ServiceSettings
+from crowdbudget.service.setup_probe import ComputePool
 
 T = TypeVar("T")
 
@@ -76,8 +77,8 @@ class Service:
         self._creating = threading.Lock()
 
     @property
-    def compute(self) -> Any:
-        """The process's compute pool (:class:`~crowdbudget.service.setup_probe.ComputePool`)."""
+    def compute(self) -> ComputePool:
+        """The process's compute pool (shared by the apps built in one process)."""
         return self.expensive.pool
 
     def lock(self, campaign_id: str) -> threading.Lock:

@@ -49,8 +49,8 @@ def _labels_csv(n_items: int = 600, n_workers: int = 40, n_labels: int = 6000) -
     return buffer.getvalue()
 
 
-def _campaign_with_labels(api: Api, n_items: int = 600) -> tuple[str, str]:
-    created = api.create(items=[f"i{k}" for k in range(n_items)], budget=10)
+def _campaign_with_labels(api: Api, n_items: int = 600, **body: Any) -> tuple[str, str]:
+    created = api.create(items=[f"i{k}" for k in range(n_items)], budget=10, **body)
     cid, boss = created["campaign_id"], created["requester_key"]
     response = api.client.post(
         f"/v1/campaigns/{cid}/labels/import",
@@ -149,20 +149,28 @@ def test_a_verdict_fit_past_the_deadline_is_killed_and_changes_nothing(tmp_path:
     assert ok.status_code == 200 and len(ok.json()) == 600
 
 
-def test_a_full_compute_pool_answers_503_with_retry_after_at_once(tmp_path: Path) -> None:
-    api = Api(tmp_path, operator_key=OPERATOR, compute_timeout=4.0, max_compute_jobs=1)
-    cid, boss = _campaign_with_labels(api)
-    path = f"/v1/campaigns/{cid}/results"
+def _hold_the_pool(api: Api, cid: str, boss: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start a worst-case fit of the campaign's results in a thread and return once it holds
+    a compute slot; the thread leaves its answer under ``"response"``."""
     first: dict[str, Any] = {}
 
     def slow() -> None:
+        path = f"/v1/campaigns/{cid}/results"
         first["response"] = api.call("GET", path, boss, params={"verdict": WORST_VERDICTS[0]})
 
     thread = threading.Thread(target=slow)
     thread.start()
     deadline = time.monotonic() + 10
     while not api.app.state.service.compute._busy and time.monotonic() < deadline:
-        time.sleep(0.02)  # until the first fit holds the pool's one slot
+        time.sleep(0.02)
+    return thread, first
+
+
+def test_a_full_compute_pool_answers_503_with_retry_after_at_once(tmp_path: Path) -> None:
+    api = Api(tmp_path, operator_key=OPERATOR, compute_timeout=4.0, max_compute_jobs=1)
+    cid, boss = _campaign_with_labels(api)
+    path = f"/v1/campaigns/{cid}/results"
+    thread, first = _hold_the_pool(api, cid, boss)
     start = time.monotonic()
     busy = api.call("GET", path, boss, params={"verdict": "mv"})
     assert busy.status_code == 503 and "busy" in busy.json()["detail"]
@@ -171,6 +179,44 @@ def test_a_full_compute_pool_answers_503_with_retry_after_at_once(tmp_path: Path
     thread.join()
     assert first["response"].status_code == 503  # the slow one met its deadline
     assert api.call("GET", path, boss, params={"verdict": "mv"}).status_code == 200
+
+
+def test_the_dashboards_verdict_is_fitted_in_the_pool_under_its_deadline(tmp_path: Path) -> None:
+    # the dashboard shows the campaign's own verdict: an aggregator is fitted in a child,
+    # as for …/results; past the deadline the request is a 503 that stored nothing
+    api = Api(tmp_path, operator_key=OPERATOR, compute_timeout=1.0)
+    cid, boss = _campaign_with_labels(api, verdict=WORST_VERDICTS[0])
+    start = time.monotonic()
+    detail = api.refused("GET", f"/v1/campaigns/{cid}/dashboard", boss, 503)
+    assert "longer than this server allows (1 s)" in detail
+    assert time.monotonic() - start < 5.0
+
+
+def test_the_dashboard_waits_for_no_busy_pool_and_answers_as_in_process(tmp_path: Path) -> None:
+    from fastapi.encoders import jsonable_encoder
+
+    from crowdbudget.campaign import Campaign, EventStore
+
+    api = Api(tmp_path, operator_key=OPERATOR, compute_timeout=4.0, max_compute_jobs=1)
+    slow_cid, slow_boss = _campaign_with_labels(api)
+    fitted_cid, boss = _campaign_with_labels(api, verdict="ds")
+    posterior_cid, posterior_boss = _campaign_with_labels(api)
+    thread, first = _hold_the_pool(api, slow_cid, slow_boss)
+    start = time.monotonic()
+    busy = api.call("GET", f"/v1/campaigns/{fitted_cid}/dashboard", boss)
+    assert busy.status_code == 503 and "busy" in busy.json()["detail"]
+    assert int(busy.headers["retry-after"]) >= 1
+    # the posterior verdict fits nothing: its dashboard never waits for the pool
+    posterior = api.call("GET", f"/v1/campaigns/{posterior_cid}/dashboard", posterior_boss)
+    assert posterior.status_code == 200 and posterior.json()["workers"]
+    assert time.monotonic() - start < 2.0
+    thread.join()
+    assert first["response"].status_code == 503  # the slow one met its deadline
+    served = api.call("GET", f"/v1/campaigns/{fitted_cid}/dashboard", boss)
+    assert served.status_code == 200
+    # the verdict fitted in the child gives the dashboard the campaign computes in place
+    campaign = Campaign.load(EventStore(api.url), fitted_cid)
+    assert served.json() == jsonable_encoder(campaign.dashboard_data())
 
 
 def test_a_set_up_beyond_the_memory_ceiling_is_refused(tmp_path: Path) -> None:

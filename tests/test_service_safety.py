@@ -447,9 +447,9 @@ def test_requester_keys_rotate_and_worker_tokens_revoke(api: Api) -> None:
 def test_a_revocation_reaches_another_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from crowdbudget.service import app as app_module
+    from crowdbudget.service import credentials
 
-    monkeypatch.setattr(app_module, "_KEY_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(credentials, "KEY_RECHECK_SECONDS", 0.0)
     url = f"sqlite:///{tmp_path / 'k.db'}"
     settings = ServiceSettings(operator_key=OPERATOR)
     one = TestClient(create_app(url, settings=settings))

@@ -1338,6 +1338,12 @@ class Campaign:
         (:meth:`CampaignReadModel.worker_reliability`)."""
         return self.read_model.worker_reliability()
 
-    def dashboard_data(self, max_points: int = 400, max_workers: int = 30) -> dict[str, Any]:
+    def dashboard_data(
+        self,
+        max_points: int = 400,
+        max_workers: int = 30,
+        *,
+        fitted: VerdictFit | None = None,
+    ) -> dict[str, Any]:
         """What the dashboard draws (:meth:`CampaignReadModel.dashboard_data`)."""
-        return self.read_model.dashboard_data(max_points, max_workers)
+        return self.read_model.dashboard_data(max_points, max_workers, fitted=fitted)

@@ -377,16 +377,22 @@ class CampaignReadModel:
         )
 
     # ------------------------------------------------------------------ the dashboard
-    def dashboard_data(self, max_points: int = 400, max_workers: int = 30) -> dict[str, Any]:
+    def dashboard_data(
+        self,
+        max_points: int = 400,
+        max_workers: int = 30,
+        *,
+        fitted: VerdictFit | None = None,
+    ) -> dict[str, Any]:
         """What the dashboard draws: status, spend over time (at most ``max_points``),
         the histogram of labels per item, the most active workers' reliability, and with
         gold the verdict's ``calibration`` on it (:meth:`calibration`; one verdict fit
-        serves both)."""
+        serves both). ``fitted``: as in :meth:`results`."""
         campaign = self.campaign
         status = self.status()
         has_gold = bool(campaign.gold_classes)
         has_labels = len(campaign.state.label_log) > 0
-        verdict = self.verdict_probabilities() if has_labels or has_gold else None
+        verdict = self._checked_fitted(fitted, None) if has_labels or has_gold else None
         timeline = campaign.spend_timeline
         if len(timeline) > max_points:
             keep = np.linspace(0, len(timeline) - 1, max_points).round().astype(int)

@@ -174,25 +174,9 @@ def dashboard_fit_input(campaign: Campaign) -> FitInput | None:
 
 def dashboard_data(campaign: Campaign, fitted: Fitted | None) -> dict[str, Any]:
     """:meth:`Campaign.dashboard_data` with its verdict taken from ``fitted`` (fitted in a
-    child by :func:`fitted_read`) instead of fitted in this process (None: the campaign's
-    own computation, for the posterior or when no verdict is shown).
-
-    :meth:`Campaign.dashboard_data` takes no fitted verdict, so for this one call (under the
-    campaign's lock: no other request sees the copy meanwhile) the copy's
-    ``verdict_probabilities`` answers with ``fitted``, checked against the campaign's shape
-    as :meth:`Campaign.results` checks it."""
-    if fitted is None:
-        return campaign.dashboard_data()
-    labels, probabilities = campaign._checked_fitted(fitted, None)
-
-    def verdict_probabilities(verdict: str | None = None) -> tuple[Any, Any]:
-        return labels, probabilities
-
-    campaign.verdict_probabilities = verdict_probabilities  # type: ignore[method-assign]
-    try:
-        return campaign.dashboard_data()
-    finally:
-        del campaign.verdict_probabilities
+    child by :func:`fitted_read`; None: the campaign's own computation, for the posterior
+    or when no verdict is shown)."""
+    return campaign.dashboard_data(fitted=fitted)
 
 
 async def next_assignment(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from crowdbudget.campaign import Campaign, EventStore
 from crowdbudget.engine.live import LiveRules
 from crowdbudget.engine.loop import StopAtSpend, drive
+from crowdbudget.policies.base import ScoringPolicy
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, StepResult
 
@@ -216,3 +218,40 @@ def test_the_script_exercises_every_rule() -> None:
     assert campaign.state.label_counts.sum(axis=1).max() == 3
     statuses = [campaign.assignment(a).status for a in campaign._records]
     assert "expired" in statuses
+
+
+class _ClosestVote(ScoringPolicy):
+    """A policy that only scores (the contributors' guide's): the closest vote first."""
+
+    def __init__(self) -> None:
+        pass
+
+    def scores(self, state: CampaignState, items: np.ndarray) -> np.ndarray:
+        votes = state.label_counts[items]
+        return np.asarray(-np.abs(votes[:, 1] - votes[:, 0]), dtype=float)
+
+
+@pytest.fixture
+def closest_vote() -> Iterator[str]:
+    """``closest-vote`` registered for the test, taken out again after it."""
+    from crowdbudget.registry import POLICIES, ComponentSpec, register_policy
+
+    POLICIES.entries()  # the built-in ones first
+    saved = dict(POLICIES._entries)
+    register_policy(ComponentSpec("closest-vote", _ClosestVote, "the closest vote first"))
+    yield "closest-vote"
+    POLICIES._entries.clear()
+    POLICIES._entries.update(saved)
+
+
+def test_a_policy_that_only_scores_follows_the_live_rules_live_and_simulated(
+    closest_vote: str,
+) -> None:
+    """No availability, price or capacity code of its own, and the same decisions under the
+    live rules in ``drive`` and in a :class:`Campaign`."""
+    script = _Script.draw(6, seed=11)
+    live_given, campaign = _live_run(closest_vote, 6, script)
+    sim_given, state = _simulated_run(closest_vote, 6, script)
+    assert sim_given == live_given and len(live_given) > 10
+    assert np.array_equal(state.label_counts, campaign.state.label_counts)
+    assert sum(1 for _, w, _ in live_given if w == 2) <= CAPACITIES["w2"]

@@ -72,6 +72,14 @@ class AllocationPolicy(ABC):
             checkpoints along one run.
         chooses_workers: in push mode, the policy picks the worker as well as the item.
         binary_only: the policy only handles two classes.
+        needs_workers: the problem must name its workers (``Problem.n_workers``).
+        needs_features: the problem must carry instance features (``Problem.features``).
+        needs_contexts: the problem must give every task a context (``Problem.contexts``).
+        unit_prices_only: every label costs one budget unit (no ``worker_prices``).
+        supports_pull: it can answer an arriving worker (pull mode).
+
+        These flags are the policy's capabilities, declared once: the registry reads them from
+        the class (:class:`crowdbudget.registry.DeclaredByClass`).
         replay_pull: in pull mode on a replay (``state.pairs`` set) the policy only offers
             the arriving worker items they have an unused recorded label for (item–worker
             policies do by construction; item-only ones read
@@ -88,6 +96,11 @@ class AllocationPolicy(ABC):
     budget_aware: ClassVar[bool] = False
     chooses_workers: ClassVar[bool] = False
     binary_only: ClassVar[bool] = True
+    needs_workers: ClassVar[bool] = False
+    needs_features: ClassVar[bool] = False
+    needs_contexts: ClassVar[bool] = False
+    unit_prices_only: ClassVar[bool] = False
+    supports_pull: ClassVar[bool] = True
     replay_pull: ClassVar[bool] = False
     default_verdict: ClassVar[str] = "posterior"
 
@@ -175,3 +188,45 @@ class AllocationPolicy(ABC):
     # ---- helpers shared by policies -----------------------------------------------------------
     def _price(self, state: CampaignState, worker: int | None) -> float:
         return state.problem.price_of(worker)
+
+
+class ScoringPolicy(AllocationPolicy):
+    """A policy that only scores items: the base asks ``state.availability`` for the open
+    candidates, checks the asking worker's price against the budget, puts busy items last
+    (a live campaign) and names the best-scored candidate.
+
+    A subclass implements :meth:`scores` and, if it learns, ``observe``; it has no
+    availability, price or capacity code of its own. Ties go to the first candidate, or to
+    a uniformly random one (``rng_``) when the instance has ``tie_break == "random"``. Item
+    selection only (push mode: the world picks the worker); on a replay in pull mode the
+    candidates are the asking worker's recorded items (``replay_pull``).
+    """
+
+    replay_pull: ClassVar[bool] = True
+
+    @abstractmethod
+    def scores(self, state: CampaignState, items: IntArray) -> FloatArray:
+        """The score of each candidate in ``items`` (ascending item indices, shape (n,)),
+        shape (n,); the largest is named."""
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        price = self._price(state, worker)
+        if not state.can_afford(price):
+            return None
+        return state.availability.search(lambda: self._best_scored(state, worker, price))
+
+    def _best_scored(
+        self, state: CampaignState, worker: int | None, price: float
+    ) -> Assignment | None:
+        availability = state.availability
+        items = availability.items_for_worker(worker)
+        if items is None:
+            items = availability.open_items()
+        if items.shape[0] == 0:
+            return None
+        scores = np.asarray(self.scores(state, items), dtype=float)
+        best = np.flatnonzero(scores == scores.max())
+        pick = 0
+        if best.shape[0] > 1 and getattr(self, "tie_break", "first") == "random":
+            pick = int(self.rng_.integers(best.shape[0]))
+        return Assignment(item=int(items[best[pick]]), worker=worker, price=price)

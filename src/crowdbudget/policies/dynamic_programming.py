@@ -24,6 +24,7 @@ class ExactDPPolicy(AllocationPolicy):
     """
 
     budget_aware = True
+    unit_prices_only = True
 
     def __init__(self) -> None:
         pass

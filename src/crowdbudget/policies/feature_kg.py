@@ -78,6 +78,7 @@ class FeatureKnowledgeGradient(AllocationPolicy):
     """
 
     replay_pull = True
+    needs_features = True
     #: the papers' rule among tied items (:func:`crowdbudget.registry.pin_paper_ties`)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 

@@ -175,6 +175,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     """
 
     chooses_workers = True
+    needs_workers = True
 
     worker_model = "one-coin"
 

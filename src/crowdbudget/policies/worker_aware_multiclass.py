@@ -142,6 +142,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
 
     binary_only = False
     chooses_workers = True
+    needs_workers = True
 
     #: a refit's first round starts from the worker prior (True), or from the current worker
     #: beliefs (False: the binary refit's choice; kept to measure against)

@@ -64,7 +64,7 @@ class _Script:
         return cls(arrivals, durations, answers)
 
 
-def _create(policy: str, n_items: int, clock: Any) -> Campaign:
+def _create(policy: str, n_items: int, clock: Any, mode: str = "pull") -> Campaign:
     return Campaign.create(
         [f"q{k}" for k in range(n_items)],
         budget=14.0,
@@ -76,8 +76,22 @@ def _create(policy: str, n_items: int, clock: Any) -> Campaign:
         worker_capacities=CAPACITIES,
         max_labels_per_item=3,
         max_pending_per_worker=2,
+        mode=mode,
         store=EventStore("sqlite://"),
         clock=clock,
+    )
+
+
+def _rules(**extra: Any) -> LiveRules:
+    """The campaign's rules by worker index."""
+    index = {w: k for k, w in enumerate(WORKERS)}
+    return LiveRules(
+        worker_prices={index[w]: p for w, p in PRICES.items()},
+        worker_capacities={index[w]: c for w, c in CAPACITIES.items()},
+        max_labels_per_item=3,
+        max_pending_per_worker=2,
+        ttl=TTL,
+        **extra,
     )
 
 
@@ -173,14 +187,7 @@ def _simulated_run(policy: str, n_items: int, script: _Script) -> tuple[list[tup
     """The same campaign through ``drive``: the live campaign's own policy and state as built
     (a twin created the same way), the live rules by worker index."""
     twin = _create(policy, n_items, _FakeClock())
-    index = {w: k for k, w in enumerate(WORKERS)}
-    rules = LiveRules(
-        worker_prices={index[w]: p for w, p in PRICES.items()},
-        worker_capacities={index[w]: c for w, c in CAPACITIES.items()},
-        max_labels_per_item=3,
-        max_pending_per_worker=2,
-        ttl=TTL,
-    )
+    rules = _rules()
     crowd = _Crowd(script)
     crowd.reset()
     clock = _ScriptClock(script.durations, len(script.arrivals))
@@ -255,3 +262,53 @@ def test_a_policy_that_only_scores_follows_the_live_rules_live_and_simulated(
     assert sim_given == live_given and len(live_given) > 10
     assert np.array_equal(state.label_counts, campaign.state.label_counts)
     assert sum(1 for _, w, _ in live_given if w == 2) <= CAPACITIES["w2"]
+
+
+#: ids that choose the worker (push mode) and take priced workers
+PUSH_POLICIES = ["opt-kg:posterior=one-coin", "kg:posterior=two-coin", "kos", "b-kube", "eps-first"]
+
+
+def _live_push_run(policy: str, n_items: int, script: _Script) -> tuple[list[tuple], Campaign]:
+    """Push mode live: at each arrival time one assignment is asked for (the policy chooses
+    the worker); labels at their completion times, expiries by the housekeeping."""
+    clock = _FakeClock()
+    campaign = _create(policy, n_items, clock, mode="push")
+    given: list[tuple] = []
+    completions: list[tuple[float, int, str, int, int]] = []
+    for k in range(len(script.arrivals)):
+        t = float(k + 1)
+        while completions and completions[0][0] < t:
+            clock.now, _, assignment_id, item, who = heapq.heappop(completions)
+            campaign.record_label(assignment_id, str(script.answers[item, who]))
+        clock.now = t
+        for work in campaign.push_assignments(1):
+            item = campaign._item_index[work.item_id]
+            worker = WORKERS.index(work.worker_id)
+            given.append((item, worker, work.price))
+            duration = script.durations[len(given) - 1]
+            if duration < TTL:
+                heapq.heappush(
+                    completions, (t + duration, len(given), work.assignment_id, item, worker)
+                )
+    return given, campaign
+
+
+@pytest.mark.parametrize("policy", PUSH_POLICIES)
+def test_a_simulated_push_campaign_under_the_live_rules_decides_as_the_live_campaign(
+    policy: str,
+) -> None:
+    """Push mode: the policy chooses (item, worker); the live step refuses a pair the worker
+    cannot take (their item, their pending limit, their capacity, a saturated item) and takes
+    each pair once — the same in ``drive`` as in the campaign."""
+    n_items = 6
+    script = _Script.draw(n_items, seed=12)
+    live_given, campaign = _live_push_run(policy, n_items, script)
+    twin = _create(policy, n_items, _FakeClock(), mode="push")
+    rules = _rules(pair_of=twin._pair)
+    crowd = _Crowd(script)
+    crowd.reset()
+    clock = _ScriptClock(script.durations, len(script.arrivals), pull=False)
+    drive(twin.policy, crowd, twin.state, clock, StopAtSpend(None), live=rules)
+    assert crowd.given[: len(live_given)] == live_given
+    assert len(crowd.given) == len(live_given) and len(live_given) >= 5
+    assert campaign.state.label_counts.sum(axis=1).max() <= 3  # the label cap held

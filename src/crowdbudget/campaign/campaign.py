@@ -709,7 +709,9 @@ class Campaign:
         self._expiry: list[tuple[float, str]] = []
         # the live rules' bookkeeping: workers' own and pending items, busy and saturated ones
         self._live = LiveStep(
-            self.config.max_labels_per_item, affords=lambda price: self._ledger.can_afford(price)
+            self.config.max_labels_per_item,
+            affords=lambda price: self._ledger.can_afford(price),
+            pair_of=self._pair,
         )
         self._log_items: list[int] = []
         self._log_workers: list[int] = []
@@ -760,7 +762,6 @@ class Campaign:
         assignment = Assignment(record.item, worker, record.price)
         self.state.record_assignment(assignment)
         self._ledger.committed += _decimal(record.price)
-        self._use_pair(record.item, worker, 1)
         self._live.assigned(self.state, p["id"], assignment)
         if record.expires_at is not None:
             heapq.heappush(self._expiry, (record.expires_at, p["id"]))
@@ -779,7 +780,6 @@ class Campaign:
         assignment = Assignment(record.item, record.worker, record.price)
         self.state.release_assignment(assignment)
         self._ledger.committed -= _decimal(record.price)
-        self._use_pair(record.item, record.worker, -1)
         self._live.released(self.state, p["id"], assignment)
 
     def _on_settings_changed(self, p: dict[str, Any]) -> None:
@@ -807,8 +807,6 @@ class Campaign:
         """A label: the answer to the pending assignment ``key``, or imported (None)."""
         event = LabelEvent(item=item, worker=worker, label=label, cost=cost)
         pending = key is not None
-        if not pending:  # an imported label uses its pair (an assigned one did already)
-            self._use_pair(item, worker, 1)
         self.state.record_label(event, Assignment(item, worker, cost) if pending else None)
         self.policy.observe(event)
         self._log_items.append(item)
@@ -977,20 +975,10 @@ class Campaign:
         remaining = np.maximum(1 - used[: items.shape[0]], 0).astype(np.int64)
         return PairAvailability(items=items, workers=workers, remaining=remaining)
 
-    def _use_pair(self, item: int, worker: int, n: int) -> None:
-        """Push mode: take (n = 1) or give back (n = −1) the pair (item, worker). A pair is
-        taken when assigned, so no batch gives it twice, and given back when the assignment
-        is released. (Worker-aware KG does not rescore a pair while it is taken; one given
-        back keeps its score until the next label of its item or worker rescores it.)"""
-        pairs = self.state.pairs
-        if pairs is None:
-            return
-        k = self._pair(item, worker)
-        if k is not None:
-            pairs.remaining[k] = max(0, int(pairs.remaining[k]) - n)
-
     def _pair(self, item: int, worker: int) -> int | None:
-        """The index of pair (item, worker) in ``state.pairs`` (None: not a listed pair)."""
+        """The index of pair (item, worker) in ``state.pairs`` (None: not a listed pair).
+        Push mode: the live step takes a pair when it is assigned, so no batch gives it twice,
+        and gives it back when the assignment is released (``LiveStep(pair_of=...)``)."""
         if self.config is not None and self.config.pairs is None:
             n_workers = self.problem.n_workers or 0
             return item * n_workers + worker if worker < n_workers else None

@@ -57,6 +57,8 @@ class LiveRules:
         max_pending_per_worker: assignments one worker may hold unanswered (None: any).
         ttl: work not answered within ``ttl`` of being handed out expires and is released
             (None: never).
+        pair_of: the index of (item, worker) in ``state.pairs`` when each pair may be asked
+            once (a push campaign's pairs; :class:`LiveStep`), None: the world keeps them.
     """
 
     worker_prices: Mapping[int, float] = field(default_factory=dict)
@@ -65,6 +67,7 @@ class LiveRules:
     max_labels_per_item: int | None = None
     max_pending_per_worker: int | None = None
     ttl: float | None = None
+    pair_of: Callable[[int, int], int | None] | None = None
 
     def __post_init__(self) -> None:
         if self.ttl is not None and not self.ttl > 0:
@@ -114,6 +117,10 @@ class LiveStep:
         max_labels_per_item: the label cap (None: none).
         affords: ``affords(price)``: whether one more label at ``price`` fits the budget
             (None: ``state.can_afford``; a live campaign passes its exact ledger's).
+        pair_of: ``pair_of(item, worker)``: the index of the pair in ``state.pairs`` (None:
+            not listed), when each pair may be asked once — a live push campaign's pairs: a
+            pair is taken when assigned or labeled (imported) and given back when released.
+            None: the step leaves ``state.pairs`` alone (a replay's world keeps its own).
 
     Attributes (read them, the methods keep them):
         worker_items: worker -> the items they hold or labeled.
@@ -127,9 +134,11 @@ class LiveStep:
         self,
         max_labels_per_item: int | None = None,
         affords: Callable[[float], bool] | None = None,
+        pair_of: Callable[[int, int], int | None] | None = None,
     ) -> None:
         self.max_labels_per_item = max_labels_per_item
         self._affords = affords
+        self._pair_of = pair_of
         self.worker_items: dict[int, set[int]] = {}
         self.worker_pending: dict[int, dict[Hashable, None]] = {}
         self.labels_by_worker: dict[int, int] = {}
@@ -227,6 +236,7 @@ class LiveStep:
     def assigned(self, state: CampaignState, key: Hashable, assignment: Assignment) -> None:
         """``assignment`` (recorded in ``state`` already) was handed out under ``key``."""
         item, worker = assignment.item, assignment.worker
+        self._use_pair(state, item, worker, 1)
         if worker is not None:
             self.worker_items.setdefault(worker, set()).add(item)
             self.worker_pending.setdefault(worker, {})[key] = None
@@ -242,6 +252,7 @@ class LiveStep:
         assignment ``key``, or (``key`` None) a label imported from elsewhere, which makes the
         item the worker's own."""
         if key is None:
+            self._use_pair(state, event.item, event.worker, 1)
             self.worker_items.setdefault(event.worker, set()).add(event.item)
         else:
             self.settled(event.worker, key)
@@ -252,9 +263,21 @@ class LiveStep:
         """The pending ``assignment`` (released in ``state`` already) was cancelled or
         expired: the item is no longer the worker's."""
         self.settled(assignment.worker, key)
+        self._use_pair(state, assignment.item, assignment.worker, -1)
         if assignment.worker is not None:
             self.worker_items.get(assignment.worker, set()).discard(assignment.item)
         self._check(state, assignment.item)
+
+    def _use_pair(self, state: CampaignState, item: int, worker: int | None, n: int) -> None:
+        """Take (n = 1) or give back (n = −1) the pair (item, worker) when pairs are taken
+        once (``pair_of``). (Worker-aware KG does not rescore a pair while it is taken; one
+        given back keeps its score until the next label of its item or worker rescores it.)"""
+        pairs = state.pairs
+        if pairs is None or self._pair_of is None or worker is None:
+            return
+        k = self._pair_of(item, worker)
+        if k is not None:
+            pairs.remaining[k] = max(0, int(pairs.remaining[k]) - n)
 
     def _check(self, state: CampaignState, item: int) -> None:
         """Keep the label cap and the busy set for ``item``."""

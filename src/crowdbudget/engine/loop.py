@@ -333,7 +333,7 @@ def drive(
     # apart, answered newest first when the policy idles
     due: list[tuple[float, int, Assignment]] = []
     held: list[tuple[int, Assignment]] = []
-    step = None if live is None else LiveStep(live.max_labels_per_item)
+    step = None if live is None else LiveStep(live.max_labels_per_item, pair_of=live.pair_of)
     expiring: set[int] = set()  # keys of pending work that expires instead of completing
     claim = getattr(env, "claim", None)
     timed, horizon, cap = clock.timed, clock.horizon, clock.max_assignments

@@ -421,6 +421,15 @@ class Availability:
             self.closed = closed
         return find() if found is None else found
 
+    def offer(self, worker: int | None, find: Callable[[float], _T | None]) -> _T | None:
+        """``find(price)`` through :meth:`search`, at ``worker``'s price
+        (``problem.price_of``), or None when the budget left cannot pay it: the money check of
+        every policy that searches."""
+        price = self._state.problem.price_of(worker)
+        if not self._state.can_afford(price):
+            return None
+        return self.search(lambda: find(price))
+
     def is_open(self, item: int) -> bool:
         """Whether ``item`` may be named now: eligible and not closed (on a replay, the pairs
         of the asking worker are :meth:`items_for_worker`)."""

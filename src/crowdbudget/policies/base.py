@@ -210,10 +210,9 @@ class ScoringPolicy(AllocationPolicy):
         shape (n,); the largest is named."""
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        return state.availability.search(lambda: self._best_scored(state, worker, price))
+        return state.availability.offer(
+            worker, lambda price: self._best_scored(state, worker, price)
+        )
 
     def _best_scored(
         self, state: CampaignState, worker: int | None, price: float

@@ -30,10 +30,7 @@ class UniformPolicy(AllocationPolicy):
         self._n_alive = problem.n_items
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        return state.availability.search(lambda: self._draw(state, worker, price))
+        return state.availability.offer(worker, lambda price: self._draw(state, worker, price))
 
     def _draw(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
         """Uniform over the open items (of ``worker``'s recorded pairs, on a replay)."""
@@ -95,10 +92,7 @@ class RoundRobinPolicy(AllocationPolicy):
         self._cursor = 0  # pull mode on a replay: the next item in the cycle
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        return state.availability.search(lambda: self._next(state, worker, price))
+        return state.availability.offer(worker, lambda price: self._next(state, worker, price))
 
     def _next(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
         """The next open item of the cycle (of ``worker``'s recorded pairs, on a replay)."""

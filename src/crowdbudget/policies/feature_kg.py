@@ -196,10 +196,7 @@ class FeatureKnowledgeGradient(AllocationPolicy):
     # ---- contract --------------------------------------------------------------------------
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = state.problem.price_of(worker)
-        if not state.can_afford(price):
-            return None
-        return state.availability.search(lambda: self._best(state, worker, price))
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
 
     def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
         """The open item (of ``worker``'s recorded pairs, on a replay) of largest score."""

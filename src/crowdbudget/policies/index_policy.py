@@ -146,10 +146,7 @@ class BetaIndexPolicy(AllocationPolicy):
         self._index = ScoreBuckets(np.asarray(scores, dtype=float), self.tie_break, order)
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        return state.availability.search(lambda: self._best(state, worker, price))
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
 
     def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
         """The best open item (of ``worker``'s recorded pairs, on a replay)."""

@@ -375,12 +375,9 @@ class RequalloPolicy(AllocationPolicy):
 
     # ---- the contract --------------------------------------------------------------------
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
         if worker is not None and worker in self.blocked_:
             return None  # a blocked spammer gets no work (§3.2)
-        return state.availability.search(lambda: self._best(state, worker, price))
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
 
     def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
         """The best open item with work left (``stopped_early_`` when none is left)."""

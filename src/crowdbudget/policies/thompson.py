@@ -46,10 +46,7 @@ class ThompsonSamplingPolicy(AllocationPolicy):
         self._thresholds = problem.threshold_array
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        return state.availability.search(lambda: self._sample(state, worker, price))
+        return state.availability.offer(worker, lambda price: self._sample(state, worker, price))
 
     def _sample(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
         """One posterior draw per open item; the item whose draw is closest to its threshold."""

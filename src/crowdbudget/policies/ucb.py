@@ -86,10 +86,7 @@ class UCB1TunedPolicy(AllocationPolicy):
         self._thresholds = problem.threshold_array
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        return state.availability.search(lambda: self._best(state, worker, price))
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
 
     def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
         """The open item of largest UCB1-tuned score."""

@@ -1110,7 +1110,6 @@ class Campaign:
         worker_id = _check_ids([worker_id], "worker")[0]
         self.expire_overdue()
         assert self.config is not None
-
         price = self.price_of(worker_id)
         worker = self._worker_index.get(worker_id)
         if worker is None and self._models_workers and self._live.affords(self.state, price):
@@ -1207,8 +1206,9 @@ class Campaign:
                 if decision.cause is None and not out:  # the policy chose no pair
                     self._note_no_work(None, self._push_cause())
                 break  # the policy's choice cannot be given now: stop this batch
-            worker_id = self.worker_ids[decision.assignment.worker or 0]
-            out.append(self._assign(decision.assignment.item, worker_id, decision.assignment.price))
+            chosen = decision.assignment
+            assert chosen.worker is not None  # the step gives only (item, worker) pairs
+            out.append(self._assign(chosen.item, self.worker_ids[chosen.worker], chosen.price))
         return out
 
     def _push_cause(self) -> str:

@@ -232,6 +232,40 @@ class LiveStep:
             return Decision(None, worker, cause="refused")
         return Decision(Assignment(choice.item, worker, price), worker)
 
+    def under(
+        self,
+        rules: LiveRules,
+        policy: Policy,
+        state: CampaignState,
+        worker: int | None,
+        *,
+        pull: bool,
+    ) -> Decision:
+        """One arrival of a simulated campaign under ``rules`` (prices, capacities and the
+        pending limit by worker index): :meth:`assign` for ``worker`` (pull) or :meth:`push`."""
+        if pull:
+            return self.assign(
+                policy,
+                state,
+                worker,
+                price=rules.price_of(worker),
+                capacity=rules.capacity_of(worker),
+                max_pending=rules.max_pending_per_worker,
+            )
+        return self.push(
+            policy,
+            state,
+            price_of=rules.price_of,
+            capacity_of=rules.capacity_of,
+            max_pending=rules.max_pending_per_worker,
+        )
+
+    @staticmethod
+    def exhausted(state: CampaignState, rules: LiveRules) -> bool:
+        """Whether no worker can be given anything any more: the budget left pays for no
+        label at the cheapest price, or no item is eligible."""
+        return not state.can_afford(rules.cheapest_price) or not state.eligible.any()
+
     # ------------------------------------------------------------------------ settling
     def assigned(self, state: CampaignState, key: Hashable, assignment: Assignment) -> None:
         """``assignment`` (recorded in ``state`` already) was handed out under ``key``."""

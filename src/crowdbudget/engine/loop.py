@@ -368,25 +368,8 @@ def drive(
         """The work for the arrival, and whether no work ends the campaign."""
         if step is None or live is None:
             return policy.select(state, worker=worker), True
-        if clock.pull:
-            decision = step.assign(
-                policy,
-                state,
-                worker,
-                price=live.price_of(worker),
-                capacity=live.capacity_of(worker),
-                max_pending=live.max_pending_per_worker,
-            )
-        else:
-            decision = step.push(
-                policy,
-                state,
-                price_of=live.price_of,
-                capacity_of=live.capacity_of,
-                max_pending=live.max_pending_per_worker,
-            )
-        exhausted = not state.can_afford(live.cheapest_price) or not state.eligible.any()
-        return decision.assignment, exhausted
+        decision = step.under(live, policy, state, worker, pull=clock.pull)
+        return decision.assignment, step.exhausted(state, live)
 
     t_arrival = clock.next_arrival(now)
     while True:

@@ -35,12 +35,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.types import Assignment, CampaignState, LabelEvent
 
-#: ``select`` and ``observe`` of a policy (:class:`crowdbudget.engine.loop.Decider`)
-Policy = object
+
+class Policy(Protocol):
+    """What the live step asks of a policy: ``select`` (an
+    :class:`~crowdbudget.policies.base.AllocationPolicy` is one)."""
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None: ...
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,7 @@ class LiveStep:
         availability = state.availability
         # the policy is told who asks (e.g. Requallo refuses a worker it blocked)
         with availability.question(closed, self.busy):
-            choice = policy.select(state, worker=worker)  # type: ignore[attr-defined]
+            choice = policy.select(state, worker=worker)
             if choice is None or choice.item in closed:
                 # the policy offered an item the worker has (a new worker could take it),
                 # every open item is the worker's, or the policy itself had nothing
@@ -217,7 +222,7 @@ class LiveStep:
         given now — the worker cannot pay, holds the item, is at the pending limit or at
         capacity, or the item is saturated)."""
         with state.availability.question(set(), self.busy):
-            choice = policy.select(state)  # type: ignore[attr-defined]
+            choice = policy.select(state)
         if choice is None or choice.worker is None:
             return Decision(None)
         worker = choice.worker

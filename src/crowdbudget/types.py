@@ -254,8 +254,9 @@ class Problem:
 
 @dataclass(frozen=True)
 class PairAvailability:
-    """Which (item, worker) pairs can still be asked (replay of a fixed data set): the
-    *recorded* kind of a state's availability (see :class:`CampaignState`).
+    """Which (item, worker) pairs can still be asked (replay of a fixed data set, or a live
+    push campaign's pairs): the *recorded* kind of a state's availability (see
+    :class:`Availability`).
 
     Attributes:
         items, workers: the distinct pairs, shape (n_pairs,) each.
@@ -362,14 +363,15 @@ class Availability:
       live step sets them around ``select`` (:meth:`question`); offline both are empty.
 
     A policy reads candidates here and scores them; it does not handle the tiers. A policy
-    that searches its own structure (a score heap, a plan) runs that search through
-    :meth:`search`, which tries the open items outside ``last`` first and then the rest; the
-    search reads ``closed`` (the current try's) or :meth:`open_mask` / :meth:`open_items` /
-    :meth:`items_for_worker`. A policy that names an item without searching (a fixed plan) is
-    asked once all the same: the live step refuses an answer that is not open
-    (:meth:`is_open`), as "no work for this worker now". Money and capacity stay the
-    state's (:meth:`CampaignState.can_afford`, :meth:`CampaignState.has_capacity`); the live
-    step checks the asking worker's real price and capacity before asking.
+    that searches its own structure (a score heap, a cycle) runs that search through
+    :meth:`offer` (the money check at the worker's price, then :meth:`search`), which tries
+    the open items outside ``last`` first and then the rest; the search reads ``closed`` (the
+    current try's) or :meth:`open_mask` / :meth:`open_items` / :meth:`items_for_worker`. A
+    policy that names an item without searching (a fixed plan) is asked once all the same:
+    the live step refuses an answer that is not open (:meth:`is_open`), as "no work for this
+    worker now". The budget and capacities stay the state's (:meth:`CampaignState.can_afford`,
+    :meth:`CampaignState.has_capacity`); the live step checks the asking worker's real price
+    and capacity before asking.
     """
 
     __slots__ = ("_grouped", "_state", "_worker_order", "_worker_ptr", "closed", "last")
@@ -410,7 +412,8 @@ class Availability:
     def search(self, find: Callable[[], _T | None]) -> _T | None:
         """``find()`` with the items in ``last`` closed too, and, when that finds nothing,
         ``find()`` again without (busy items last). ``find`` reads ``closed`` (or the open
-        items) anew on each try and must leave no trace of a try that found nothing."""
+        items) anew on each try; what a try that found nothing did (a generator's draws,
+        ineligible items dropped for good) is part of the decision, the same on every run."""
         closed, last = self.closed, self.last
         if not last:
             return find()

@@ -162,8 +162,8 @@ class CrowdWorld(LabelingEnvironment):
 
 class _LiveRules:
     """The policy as the engine sees it, under the live rule that a worker never labels an
-    item twice (the worker's items are ``state.excluded`` for the question; a policy that does
-    not search past them may name one, which is no answer); records the decisions."""
+    item twice (the worker's items are closed for the question, ``state.availability``; a
+    policy that follows a plan may name one, which is no answer); records the decisions."""
 
     def __init__(self, policy: AllocationPolicy) -> None:
         self.policy = policy
@@ -172,7 +172,7 @@ class _LiveRules:
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         own = self.labeled_by.get(worker, set()) if worker is not None else set()
-        with state.excluding(own):
+        with state.availability.question(own):
             assignment = self.policy.select(state, worker=worker)
         if assignment is not None and assignment.item in own:
             assignment = None

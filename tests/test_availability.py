@@ -1,6 +1,6 @@
-"""The state's availability (DESIGN §11): ``state.excluded`` closes items for one question, and
-every policy that ``searches_past_excluded`` honours it in its own ``select`` — the same
-search as if the excluded items were ineligible, leaving no trace (issue 16, step 2)."""
+"""The state's availability (DESIGN §11): ``state.availability`` closes items for one question
+(and puts busy items last), and every policy that searches honours it in its own ``select`` —
+the same search as if the closed items were ineligible, leaving no trace."""
 
 from __future__ import annotations
 
@@ -57,15 +57,14 @@ def test_an_exclusion_is_the_search_past_ineligible_items_and_leaves_no_trace(
     policy_id: str, n_items: int, budget: int, worker: int | None
 ) -> None:
     policy, state = _played(policy_id, n_items, budget)
-    assert policy.searches_past_excluded
     untouched, untouched_state = _played(policy_id, n_items, budget)
     first = untouched.select(untouched_state, worker=worker)
     assert first is not None
     excluded = {first.item, (first.item + 1) % n_items}
     eligible_before = state.eligible.copy()
-    with state.excluding(excluded):
+    with state.availability.question(excluded):
         got = policy.select(state, worker=worker)
-    assert not state.excluded and np.array_equal(state.eligible, eligible_before)
+    assert not state.availability.closed and np.array_equal(state.eligible, eligible_before)
     # the same search with the excluded items ineligible (for good, on a twin)
     twin, twin_state = _played(policy_id, n_items, budget)
     twin_state.eligible[sorted(excluded)] = False
@@ -85,63 +84,82 @@ def test_a_searching_policy_never_names_an_excluded_item(policy_id: str) -> None
     rng = np.random.default_rng(1)
     for _ in range(30):
         excluded = set(rng.choice(7, size=int(rng.integers(0, 7)), replace=False).tolist())
-        with state.excluding(excluded):
+        with state.availability.question(excluded):
             assignment = policy.select(state, worker=int(rng.integers(3)))
         assert assignment is not None and assignment.item not in excluded
-    with state.excluding(set(range(7))):
+    with state.availability.question(set(range(7))):
         assert policy.select(state) is None
     assert state.eligible.all()
 
 
-def test_excluding_restores_on_error_and_is_open_reads_it() -> None:
+def test_a_question_restores_on_error_and_is_open_reads_it() -> None:
     state = CampaignState.initial(Problem(n_items=4, budget=4))
+    availability = state.availability
     state.eligible[3] = False
-    with pytest.raises(RuntimeError), state.excluding({1}):
-        assert not state.is_open(1) and state.is_open(0) and not state.is_open(3)
+    with pytest.raises(RuntimeError), availability.question({1}):
+        assert not availability.is_open(1) and availability.is_open(0)
+        assert not availability.is_open(3)
+        assert availability.open_items().tolist() == [0, 2]
         raise RuntimeError
-    assert tuple(state.excluded) == () and state.is_open(1)
-    with state.excluding({0}), state.excluding({2}):
-        assert set(state.excluded) == {2}
-    assert not state.excluded
+    assert tuple(availability.closed) == () and availability.is_open(1)
+    with availability.question({0}), availability.question({2}):
+        assert set(availability.closed) == {2}
+    assert not availability.closed
 
 
-class _ReadsAfresh(AllocationPolicy):
-    reads_eligibility_afresh = True
+def test_search_tries_the_busy_items_last_and_only_when_nothing_else_is_open() -> None:
+    """``search`` runs the policy's search with the busy items closed too, then (nothing
+    found) once more without; the closed items stay closed on both tries."""
+    state = CampaignState.initial(Problem(n_items=4, budget=4))
+    availability = state.availability
+    tries: list[list[int]] = []
+
+    def first_open() -> int | None:
+        items = availability.open_items()
+        tries.append(items.tolist())
+        return int(items[0]) if items.shape[0] else None
+
+    with availability.question({0}, {1, 2}):
+        assert availability.search(first_open) == 3
+        assert tries == [[3]]  # found outside the busy items: one try
+        state.eligible[3] = False
+        assert availability.search(first_open) == 1  # only busy items left: the second try
+        assert tries[1:] == [[], [1, 2]]
+        assert availability.closed == {0}
+    state.eligible[1:3] = False
+    assert availability.search(first_open) == 0  # offline: one try, nothing closed
+
+
+class _NamesAPlannedItem(AllocationPolicy):
+    """A plan that does not search: item 0, always."""
 
     def __init__(self) -> None:
-        self.seen: list[tuple[list[int], tuple[int, ...]]] = []
-
-    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        self.seen.append((np.flatnonzero(state.eligible).tolist(), tuple(state.excluded)))
-        items = np.flatnonzero(state.eligible)
-        return Assignment(int(items[0]), worker) if items.shape[0] else None
-
-
-class _MovesItsPlan(_ReadsAfresh):
-    reads_eligibility_afresh = False
+        pass
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         return Assignment(0, worker)
 
 
-class _Searches(_MovesItsPlan):
-    searches_past_excluded = True
+def test_the_live_step_asks_once_and_refuses_a_closed_answer() -> None:
+    """A policy that names an item from its plan is asked once; an item closed to the asking
+    worker is no work for them (``done``); an open one is given at the worker's price."""
+    from crowdbudget.engine.live import LiveStep
 
-    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        return Assignment(min(set(range(state.n_items)) - set(state.excluded)), worker)
-
-
-def test_the_base_class_declares_who_searches_and_hides_for_afresh_readers() -> None:
-    assert _ReadsAfresh.searches_past_excluded
-    assert not _MovesItsPlan.searches_past_excluded  # a new select says nothing: asked once
-    assert _Searches.searches_past_excluded
-    policy = _ReadsAfresh()
-    state = CampaignState.initial(Problem(n_items=4, budget=4))
-    with state.excluding({0, 2}):
-        assert policy.select(state) == Assignment(1, None)
-    assert policy.seen == [([1, 3], ())]  # hidden as ineligible, ``excluded`` empty inside
-    assert state.eligible.all()
-    assert policy.select(state) == Assignment(0, None)  # nothing excluded: plain select
+    problem = Problem(n_items=3, budget=5)
+    state = CampaignState.initial(problem)
+    step = LiveStep()
+    policy = _NamesAPlannedItem()
+    decision = step.assign(policy, state, 1, price=0.5)
+    assert decision.assignment == Assignment(0, 1, 0.5)
+    state.record_assignment(decision.assignment)
+    step.assigned(state, "a", decision.assignment)
+    assert step.busy == {0} and step.worker_items == {1: {0}}
+    refused = step.assign(policy, state, 1, price=0.5)
+    assert refused.assignment is None and refused.cause == "done"
+    assert step.assign(policy, state, 2, price=0.5).assignment == Assignment(0, 2, 0.5)
+    assert step.assign(policy, state, 2, price=9.0).cause == "budget"
+    assert step.assign(policy, state, 1, price=0.5, capacity=1).cause == "capacity"
+    assert step.assign(policy, state, 1, price=0.5, max_pending=1).held == "a"
 
 
 def test_a_campaign_asks_with_the_workers_items_excluded_and_clears_them() -> None:
@@ -150,17 +168,18 @@ def test_a_campaign_asks_with_the_workers_items_excluded_and_clears_them() -> No
     for _ in range(3):
         assignment = campaign.next_assignment("ann")
         assert assignment is not None
-        assert not campaign.state.excluded
+        assert not campaign.state.availability.closed
         given.append(assignment.item_id)
         campaign.record_label(assignment.assignment_id, "1")
     assert sorted(given) == ["q0", "q1", "q2"]  # never an item twice
     assert campaign.next_assignment("ann") is None  # nothing open to her: 204
-    assert not campaign.state.excluded
+    assert not campaign.state.availability.closed
     assert campaign.next_assignment("bob") is not None
 
 
-def test_a_policy_asked_once_gets_no_work_when_it_names_an_excluded_item() -> None:
-    """Round-robin's select moves its cycle: it is asked once, an excluded answer is none."""
+def test_round_robin_searches_past_the_workers_own_items() -> None:
+    """Round-robin names the next open item of its cycle: a worker who has every item gets
+    none; a worker with one of them gets the other."""
     campaign = Campaign.create(["a", "b"], budget=10, policy="round-robin", seed=0)
     first = campaign.next_assignment("ann")
     assert first is not None and first.item_id == "a"
@@ -169,4 +188,4 @@ def test_a_policy_asked_once_gets_no_work_when_it_names_an_excluded_item() -> No
     assert second is not None and second.item_id == "b"
     campaign.record_label(second.assignment_id, "1")
     assert campaign.next_assignment("ann") is None  # the cycle names "a": hers already
-    assert not campaign.state.excluded
+    assert not campaign.state.availability.closed

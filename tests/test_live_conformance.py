@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from crowdbudget.campaign import Campaign, EventStore
-from crowdbudget.engine.loop import Clock, StopAtSpend, drive
+from crowdbudget.engine.loop import StopAtSpend, drive
 from crowdbudget.registry import registered_policies
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
@@ -292,6 +291,7 @@ class _AnswerTable(LabelingEnvironment):
 
     def reset(self, *, seed: object = None) -> dict[str, object]:
         self._next = 0
+        self.given: list[tuple[int, int]] = []
         return {}
 
     def step(self, assignment: Assignment) -> StepResult:
@@ -305,43 +305,23 @@ class _AnswerTable(LabelingEnvironment):
         self._next += 1
         return worker
 
-
-class _LiveRule:
-    """The policy under the live rule that a worker never labels an item twice."""
-
-    def __init__(self, policy: Any) -> None:
-        self.policy = policy
-        self.given: list[tuple[int, int]] = []
-        self.own: dict[int, set[int]] = {}
-
-    def select(self, state: CampaignState, *, worker: int | None = None) -> Any:
-        assert worker is not None
-        own = self.own.get(worker, set())
-        with state.excluding(own):
-            assignment = self.policy.select(state, worker=worker)
-        assert assignment is None or assignment.item not in own
-        if assignment is not None:
-            self.given.append((assignment.item, worker))
-            self.own.setdefault(worker, set()).add(assignment.item)
-        return assignment
-
-    def observe(self, event: LabelEvent) -> None:
-        self.policy.observe(event)
+    def claim(self, assignment: Assignment) -> None:
+        assert assignment.worker is not None
+        self.given.append((assignment.item, assignment.worker))
 
 
-def _pull_equality_policies() -> list[str]:
-    from crowdbudget.registry import make_policy
+def _pull_ids() -> list[str]:
+    """Every registered id a worker can ask (the exact DP on a smaller campaign)."""
+    return [p for p in _policies() if p not in VARIANTS]
 
-    return [p for p in _policies() if make_policy(p).searches_past_excluded]
 
-
-@pytest.mark.parametrize("policy", _pull_equality_policies())
+@pytest.mark.parametrize("policy", _pull_ids())
 def test_a_sequential_live_pull_run_makes_the_offline_engines_decisions(policy: str) -> None:
     """Workers ask one at a time and answer at once: the live campaign and the engine in pull
-    mode (same generators, same answers, the live rule) give the same assignments. (Every
-    pull policy whose ``select`` searches past a worker's own items (``state.excluded``,
-    ``searches_past_excluded``); the others are asked once per request live, and a refused
-    request ends an engine run, so their runs part at the first item a worker already has.)"""
+    mode under the live rules (same generators, same answers) give the same assignments —
+    every pull policy, whether it searches past a worker's own items or names them from a
+    plan (then the worker gets nothing and the next arrival is served, on both sides)."""
+    from crowdbudget.engine.live import LiveRules
     from crowdbudget.registry import make_policy, parse_policy
 
     rng = np.random.default_rng(5)
@@ -355,9 +335,11 @@ def test_a_sequential_live_pull_run_makes_the_offline_engines_decisions(policy: 
     )
     live: list[tuple[int, int]] = []
     for worker in arrivals:
+        if campaign.state.spent >= budget:
+            break  # as the engine: the recorder ends the run once the budget is spent
         assignment = campaign.next_assignment(workers[worker])
         if assignment is None:
-            break  # as the engine: no work for the worker who asks ends the run
+            continue  # no work for this worker: the next arrival is served
         item = campaign._item_index[assignment.item_id]
         live.append((item, worker))
         campaign.record_label(assignment.assignment_id, str(answers[item, worker]))
@@ -367,11 +349,28 @@ def test_a_sequential_live_pull_run_makes_the_offline_engines_decisions(policy: 
     problem = Problem(n_items=n_items, budget=budget, n_workers=4 if needs_workers else None)
     offline_policy.reset(problem, np.random.default_rng([seed, 0]))
     offline_policy.rng_ = np.random.default_rng([seed, 1])
-    rule = _LiveRule(offline_policy)
     world = _AnswerTable(answers, arrivals)
     world.reset()
-    drive(rule, world, CampaignState.initial(problem), Clock("pull"), StopAtSpend(budget))  # type: ignore[arg-type]
-    assert live == rule.given
+    state = CampaignState.initial(problem)
+    drive(offline_policy, world, state, _Arrivals(400), StopAtSpend(budget), live=LiveRules())
+    assert live == world.given
+
+
+@dataclass(frozen=True)
+class _Arrivals:
+    """Discrete time with ``n`` arrivals, zero work time (pull mode)."""
+
+    n: int
+    pull: bool = True
+    timed: bool = False
+    horizon: float = float("inf")
+    max_assignments: int | None = None
+
+    def next_arrival(self, after: float) -> float:
+        return after + 1.0 if after < self.n else float("inf")
+
+    def next_duration(self, state: CampaignState) -> float:
+        return 0.0
 
 
 def _every_id() -> list[str]:

@@ -185,15 +185,14 @@ def test_best_excluding_is_argmax_outside_the_excluded(
 def test_select_never_returns_an_excluded_item(policy_id: str) -> None:
     problem = Problem(n_items=6, budget=30)
     policy = make_policy(policy_id)
-    assert policy.searches_past_excluded
     policy.reset(problem, np.random.default_rng(1))
     state = CampaignState.initial(problem)
     for excluded in ({0, 1, 2}, {3}, set(range(5))):
-        with state.excluding(excluded):
+        with state.availability.question(excluded):
             assignment = policy.select(state)
         assert assignment is not None and assignment.item not in excluded
-        assert not state.excluded  # one question only
-    with state.excluding(set(range(6))):
+        assert not state.availability.closed  # one question only
+    with state.availability.question(set(range(6))):
         assert policy.select(state) is None
     assert state.eligible.all()  # nothing was made ineligible for good
 
@@ -204,14 +203,13 @@ def test_round_robin_names_the_next_open_item_and_an_excluded_one_keeps_its_plac
     exclusions gets it; without exclusions the cycle is the papers' (0, 1, 2, …)."""
     problem = Problem(n_items=4, budget=30)
     policy = make_policy("round-robin")
-    assert policy.searches_past_excluded
     policy.reset(problem, np.random.default_rng(0))
     state = CampaignState.initial(problem)
-    with state.excluding({0, 1}):
+    with state.availability.question({0, 1}):
         first = policy.select(state)
     assert first is not None and first.item == 2
     assert [policy.select(state).item for _ in range(3)] == [0, 1, 3]  # type: ignore[union-attr]
-    with state.excluding({0, 1, 2, 3}):
+    with state.availability.question({0, 1, 2, 3}):
         assert policy.select(state) is None
     assert [policy.select(state).item for _ in range(4)] == [2, 0, 1, 3]  # type: ignore[union-attr]
 

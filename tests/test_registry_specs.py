@@ -15,10 +15,12 @@ from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError, Unkn
 from crowdbudget.registry import (
     POLICIES,
     Capabilities,
+    ComponentSpec,
     Spec,
     make_policy,
     parse,
     parse_policy,
+    register_policy,
     registered_policies,
     split_verdict,
 )
@@ -83,13 +85,21 @@ def test_spec_resolves_aliases_checks_values_and_crosses_processes() -> None:
 
 
 @pytest.mark.parametrize("text", POLICY_TEXTS)
-def test_declared_capabilities_match_the_policy(text: str) -> None:
+def test_capabilities_are_the_built_policys_class_flags(text: str) -> None:
+    """Declared once: the registry reads a policy's capabilities from its class."""
     spec = parse_policy(text)
-    caps = spec.capabilities
     policy = make_policy(split_verdict(spec)[0])  # the verdict is built apart
-    assert caps.chooses_workers == policy.chooses_workers
-    assert caps.budget_aware == policy.budget_aware
-    assert caps.binary_only == policy.binary_only
+    assert spec.capabilities == Capabilities.of(type(policy))
+
+
+def test_a_policy_entry_declares_no_capabilities_of_its_own() -> None:
+    from crowdbudget.policies.baselines import UniformPolicy
+
+    with pytest.raises(InvalidParameterError, match="class flags"):
+        register_policy(
+            ComponentSpec("x-twice", UniformPolicy, "twice", capabilities=Capabilities())
+        )
+    assert "x-twice" not in registered_policies()
 
 
 @pytest.mark.parametrize("text", POLICY_TEXTS)

@@ -212,6 +212,13 @@ class Capabilities:
     supports_pull: bool = True
     budget_aware: bool = False
 
+    @classmethod
+    def of(cls, component: Any) -> Capabilities:
+        """The capabilities ``component`` declares as attributes of the same names (a policy's
+        class flags: :class:`~crowdbudget.policies.base.AllocationPolicy`); a name it lacks
+        keeps its default."""
+        return cls(**{f.name: bool(getattr(component, f.name, f.default)) for f in fields(cls)})
+
     def names(self) -> list[str]:
         """The capabilities that are set (the defaults' opposite for ``supports_pull``)."""
         out = [f.name for f in fields(self) if f.name != "supports_pull" and getattr(self, f.name)]
@@ -242,6 +249,23 @@ class Capabilities:
 
 
 CapabilityRule = Capabilities | Callable[[Mapping[str, Any]], Capabilities]
+
+
+@dataclass(frozen=True)
+class DeclaredByClass:
+    """The capability rule of every policy: build the component with the parameters (a
+    constructor only stores them, scikit-learn style) and read its class flags
+    (:meth:`Capabilities.of`) — so a policy's capabilities are declared once, on its class.
+
+    ``construct``: the entry's factory with its defaults (:meth:`ComponentSpec.construct`).
+    ``varies``: some parameter changes the capabilities (the factory picks a class by its
+    parameters, e.g. ``opt-kg:posterior=one-coin``)."""
+
+    construct: Callable[[Mapping[str, Any]], Any]
+    varies: bool
+
+    def __call__(self, values: Mapping[str, Any]) -> Capabilities:
+        return Capabilities.of(self.construct(values))
 
 
 @dataclass(frozen=True)
@@ -288,7 +312,9 @@ class ComponentSpec:
         server_only: names of parameters a network client may not set (the same as
             ``network_settable=False`` in their rows; both spellings are merged).
         capabilities: :class:`Capabilities`, or a function of the converted parameters
-            (``opt-kg:posterior=one-coin`` chooses workers, ``opt-kg`` does not).
+            (``opt-kg:posterior=one-coin`` chooses workers, ``opt-kg`` does not); None: it
+            needs nothing. A policy declares none here: :func:`register_policy` reads them
+            from the policy's class flags (:class:`DeclaredByClass`), the one source.
         aliases: other ids that name it (old spellings).
         cost: its declared cost (:data:`CostRule`): the elementary steps of its set-up and
             first decision on a problem of a given size, in its own complexity (a graph with
@@ -303,7 +329,7 @@ class ComponentSpec:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     paper: str = ""
     server_only: frozenset[str] = frozenset()
-    capabilities: CapabilityRule = field(default_factory=Capabilities)
+    capabilities: CapabilityRule | None = None
     aliases: tuple[str, ...] = ()
     cost: CostRule = items_by_classes
 
@@ -336,8 +362,22 @@ class ComponentSpec:
         return self.params
 
     def capabilities_for(self, values: Mapping[str, Any]) -> Capabilities:
+        """The capabilities with the converted parameters ``values`` (kebab-case, the common
+        ones left out)."""
         rule = self.capabilities
+        if rule is None:
+            return Capabilities()
         return rule if isinstance(rule, Capabilities) else rule(values)
+
+    def construct(self, values: Mapping[str, Any]) -> Any:
+        """The factory called with the defaults and the converted parameters ``values``
+        (kebab-case names, passed as their rows' arguments or in snake_case)."""
+        kwargs = dict(self.defaults)
+        for key, value in values.items():
+            row = self.params.get(key)
+            argument = row.argument if row is not None else None
+            kwargs[argument or key.replace("-", "_")] = value
+        return self.factory(**kwargs)
 
 
 #: The name the policy registry has always used for its entries.
@@ -591,16 +631,13 @@ class Registry:
         spec = self.spec(text)
         entry = self.entry(spec.id)
         values = self.values(spec)
-        kwargs = dict(entry.defaults)
-        common = {}
+        own, common = {}, {}
         for key, value in values.items():
             if key in self.common and key not in entry.params:
                 common[key] = value
             else:
-                row = entry.params.get(key)
-                argument = row.argument if row is not None else None
-                kwargs[argument or key.replace("-", "_")] = value
-        component = entry.factory(**kwargs)
+                own[key] = value
+        component = entry.construct(own)
         if self.finish is not None:
             component = self.finish(component, common)
         return component
@@ -649,6 +686,15 @@ def _factory_default(entry: ComponentSpec, name: str) -> Any:
     return parameter.default
 
 
+def _capabilities_vary(entry: ComponentSpec) -> bool:
+    """Whether some parameter changes ``entry``'s capabilities: a rule that is a function
+    (for a policy: a factory that picks among classes)."""
+    rule = entry.capabilities
+    if isinstance(rule, DeclaredByClass):
+        return rule.varies
+    return rule is not None and not isinstance(rule, Capabilities)
+
+
 def describe_entry(entry: ComponentSpec) -> dict[str, Any]:
     """An entry as JSON: id, summary, paper, aliases, the parameter table (defaults from the
     table, else from the factory's signature) and the capabilities it has without parameters
@@ -670,7 +716,7 @@ def describe_entry(entry: ComponentSpec) -> dict[str, Any]:
         "aliases": list(entry.aliases),
         "parameters": rows,
         "capabilities": entry.capabilities_for({}).names(),
-        "capabilities_vary": not isinstance(entry.capabilities, Capabilities),
+        "capabilities_vary": _capabilities_vary(entry),
     }
 
 
@@ -801,8 +847,17 @@ AGGREGATORS = Registry("aggregator", "crowdbudget.aggregation.registry")
 
 
 def register_policy(spec: ComponentSpec) -> ComponentSpec:
-    """Add a policy (its id must be new)."""
-    return POLICIES.register(spec)
+    """Add a policy (its id must be new). Its capabilities are its class's flags
+    (``binary_only``, ``chooses_workers``, ``needs_workers``, … on
+    :class:`~crowdbudget.policies.base.AllocationPolicy`), read by :class:`DeclaredByClass`;
+    the entry declares none."""
+    if spec.capabilities is not None:
+        raise InvalidParameterError(
+            f"policy {spec.component_id!r}: declare its capabilities as class flags of the "
+            "policy (binary_only, chooses_workers, needs_workers, ...), not in the entry"
+        )
+    varies = not isinstance(spec.factory, type)
+    return POLICIES.register(replace(spec, capabilities=DeclaredByClass(spec.construct, varies)))
 
 
 def registered_policies() -> dict[str, ComponentSpec]:

@@ -12,10 +12,10 @@ posterior are updated from the event in O(1).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,6 +31,7 @@ from crowdbudget.exceptions import BudgetError, IneligibleAssignmentError, Inval
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,8 +254,9 @@ class Problem:
 
 @dataclass(frozen=True)
 class PairAvailability:
-    """Which (item, worker) pairs can still be asked (replay of a fixed data set): the
-    *recorded* kind of a state's availability (see :class:`CampaignState`).
+    """Which (item, worker) pairs can still be asked (replay of a fixed data set, or a live
+    push campaign's pairs): the *recorded* kind of a state's availability (see
+    :class:`Availability`).
 
     Attributes:
         items, workers: the distinct pairs, shape (n_pairs,) each.
@@ -344,15 +346,157 @@ class LabelLog:
         return self._costs[: self._n]
 
 
+class Availability:
+    """Which items — or (item, worker) pairs — the question being asked may name: the one
+    answer to "what can this worker be given now" (DESIGN §11), held by every
+    :class:`CampaignState` (``state.availability``).
+
+    Its kinds, one object:
+
+    - *synthetic world*: every eligible item (``eligible``; items only ever leave it);
+    - *replay*: the recorded pairs with an unused label (``pairs``;
+      :meth:`items_for_worker`);
+    - *live* (a :class:`~crowdbudget.campaign.Campaign`, or a simulated campaign under the
+      live rules of :mod:`crowdbudget.engine.live`): for one question, ``closed`` items (the
+      asking worker's own items, the items whose pending work fills their label cap) and
+      ``last`` items (items with work pending: offered only when nothing else is open). The
+      live step sets them around ``select`` (:meth:`question`); offline both are empty.
+
+    A policy reads candidates here and scores them; it does not handle the tiers. A policy
+    that searches its own structure (a score heap, a cycle) runs that search through
+    :meth:`offer` (the money check at the worker's price, then :meth:`search`), which tries
+    the open items outside ``last`` first and then the rest; the search reads ``closed`` (the
+    current try's) or :meth:`open_mask` / :meth:`open_items` / :meth:`items_for_worker`. A
+    policy that names an item without searching (a fixed plan) is asked once all the same:
+    the live step refuses an answer that is not open (:meth:`is_open`), as "no work for this
+    worker now". The budget and capacities stay the state's (:meth:`CampaignState.can_afford`,
+    :meth:`CampaignState.has_capacity`); the live step checks the asking worker's real price
+    and capacity before asking.
+    """
+
+    __slots__ = ("_grouped", "_state", "_worker_order", "_worker_ptr", "closed", "last")
+
+    def __init__(self, state: CampaignState) -> None:
+        self._state = state
+        #: items the current try may not name (empty: none); a set, small (one worker's)
+        self.closed: Collection[int] = ()
+        #: items offered only when nothing outside them is open (empty offline)
+        self.last: Collection[int] = ()
+        self._grouped: IntArray | None = None
+        self._worker_ptr = np.zeros(1, dtype=np.int64)
+        self._worker_order = np.zeros(0, dtype=np.int64)
+
+    @property
+    def eligible(self) -> BoolArray:
+        """Items that may still be assigned, shape (n_items,) (the state's ``eligible``)."""
+        return self._state.eligible
+
+    @property
+    def pairs(self) -> PairAvailability | None:
+        """The recorded pairs with their unused labels (None: every pair can be asked)."""
+        return self._state.pairs
+
+    @contextmanager
+    def question(
+        self, closed: Collection[int] = (), last: Collection[int] = ()
+    ) -> Iterator[Availability]:
+        """``closed`` and ``last`` for the block (one question: ``select``), and what they
+        were before after it."""
+        before = self.closed, self.last
+        self.closed, self.last = closed, last
+        try:
+            yield self
+        finally:
+            self.closed, self.last = before
+
+    def search(self, find: Callable[[], _T | None]) -> _T | None:
+        """``find()`` with the items in ``last`` closed too, and, when that finds nothing,
+        ``find()`` again without (busy items last). ``find`` reads ``closed`` (or the open
+        items) anew on each try; what a try that found nothing did (a generator's draws,
+        ineligible items dropped for good) is part of the decision, the same on every run."""
+        closed, last = self.closed, self.last
+        if not last:
+            return find()
+        self.closed = set(closed).union(last)
+        try:
+            found = find()
+        finally:
+            self.closed = closed
+        return find() if found is None else found
+
+    def offer(self, worker: int | None, find: Callable[[float], _T | None]) -> _T | None:
+        """``find(price)`` through :meth:`search`, at ``worker``'s price
+        (``problem.price_of``), or None when the budget left cannot pay it: the money check of
+        every policy that searches."""
+        price = self._state.problem.price_of(worker)
+        if not self._state.can_afford(price):
+            return None
+        return self.search(lambda: find(price))
+
+    def is_open(self, item: int) -> bool:
+        """Whether ``item`` may be named now: eligible and not closed (on a replay, the pairs
+        of the asking worker are :meth:`items_for_worker`)."""
+        return bool(self._state.eligible[item]) and item not in self.closed
+
+    def open_mask(self) -> BoolArray:
+        """The items that may be named now, shape (n_items,): eligible and not closed (the
+        state's own array when nothing is closed — read it, do not write it)."""
+        if not self.closed:
+            return self._state.eligible
+        mask = self._state.eligible.copy()
+        mask[np.fromiter(self.closed, dtype=np.int64, count=len(self.closed))] = False
+        return mask
+
+    def open_items(self) -> IntArray:
+        """The items that may be named now, ascending, shape (n_open,)."""
+        return np.flatnonzero(self.open_mask())
+
+    def any_open(self) -> bool:
+        """Whether an item outside ``closed`` is still eligible: the eligible count against
+        the closed eligible ones (one O(n_items) count plus O(|closed|))."""
+        eligible = self._state.eligible
+        n_closed = sum(1 for item in self.closed if eligible[item])
+        return int(np.count_nonzero(eligible)) > n_closed
+
+    def items_for_worker(self, worker: int | None) -> IntArray | None:
+        """Pull mode on a replay: the open items ``worker`` still has an unused recorded
+        label for, ascending (None when any item will do: push mode or no ``pairs``).
+
+        Cost O(labels recorded for the worker), not O(n_items): the pairs are grouped by
+        worker once (CSR over ``pairs.workers``)."""
+        pairs = self._state.pairs
+        if worker is None or pairs is None:
+            return None
+        if self._grouped is not pairs.workers:
+            counts = np.bincount(pairs.workers, minlength=int(pairs.workers.max(initial=-1)) + 1)
+            self._worker_ptr = np.concatenate([[0], np.cumsum(counts)])
+            self._worker_order = np.argsort(pairs.workers, kind="stable")
+            self._grouped = pairs.workers
+        if not 0 <= worker < self._worker_ptr.shape[0] - 1:
+            return np.empty(0, dtype=np.int64)
+        mine = self._worker_order[self._worker_ptr[worker] : self._worker_ptr[worker + 1]]
+        items = pairs.items[mine[pairs.remaining[mine] > 0]]
+        items = np.unique(items[self._state.eligible[items]])
+        if self.closed:
+            closed = np.fromiter(self.closed, dtype=np.int64, count=len(self.closed))
+            items = items[~np.isin(items, closed)]
+        return items
+
+    def any_pair_left(self) -> bool:
+        """Whether a recorded pair with an unused label has an eligible item (True without
+        ``pairs``: every pair can be asked)."""
+        pairs = self._state.pairs
+        return pairs is None or bool(
+            np.any((pairs.remaining > 0) & self._state.eligible[pairs.items])
+        )
+
+
 @dataclass
 class CampaignState:
     """What has happened so far, as arrays (what policies may look at).
 
-    Availability — which (item, worker) pairs may be asked now — has three kinds, read from
-    ``eligible``, ``pairs`` and ``excluded``: *all* pairs of eligible items (a synthetic world:
-    ``pairs`` None, ``excluded`` empty), the *recorded* pairs with an unused label (a replay:
-    ``pairs``), and *live*: not yet held or labeled by the asking worker (a live campaign:
-    ``excluded``, set for one question). :meth:`is_open` answers for one item.
+    Which items (or pairs) a question may name is ``availability`` (:class:`Availability`):
+    ``eligible`` and ``pairs`` are its permanent parts, kept here as arrays.
 
     Attributes:
         problem: the problem being solved.
@@ -366,15 +510,7 @@ class CampaignState:
         n_events: number of labels received.
         time: the current time (continuous-time environments), else the number of events.
         pairs: the (item, worker) pairs that can still be asked, or None when every pair can
-            (synthetic worlds, live campaigns).
-        excluded: items the question being asked may not name (empty: none). A live campaign
-            sets it around each ``select`` (:meth:`excluding`): in pull mode the items the
-            asking worker already holds or labeled (and, first, the items with work pending),
-            in push mode the items with work pending; offline it stays empty. It is small (one
-            worker's items), so policies search past it; it is never permanent, unlike
-            ``eligible``. Every policy whose ``searches_past_excluded`` is True never answers
-            an excluded item; another may (its ``select`` moves its own state, so it is asked
-            once), and the asker then treats the answer as "no work for this worker now".
+            (synthetic worlds, live pull campaigns).
         remaining_capacity: labels each worker may still give, shape (n_workers,), or None
             when the problem's workers have no capacities: ``workers.capacities`` minus the
             labels received from each worker and the assignments pending with it.
@@ -392,9 +528,12 @@ class CampaignState:
     time: float = 0.0
     pairs: PairAvailability | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    excluded: Collection[int] = ()
     remaining_capacity: IntArray | None = None
     label_log: LabelLog = field(default_factory=LabelLog)
+    availability: Availability = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.availability = Availability(self)
 
     @classmethod
     def initial(cls, problem: Problem) -> CampaignState:
@@ -425,22 +564,6 @@ class CampaignState:
         """Whether one more assignment of ``price`` fits in the budget (1e-9 slack for
         float sums of prices)."""
         return price <= self.remaining + 1e-9
-
-    @contextmanager
-    def excluding(self, items: Collection[int]) -> Iterator[CampaignState]:
-        """``excluded`` is ``items`` inside the block (one question: ``select``), and what it
-        was before after it."""
-        before = self.excluded
-        self.excluded = items
-        try:
-            yield self
-        finally:
-            self.excluded = before
-
-    def is_open(self, item: int) -> bool:
-        """Whether ``item`` may be named now: eligible and not excluded (on a replay, the
-        pairs of the asking worker are a policy's to check: ``pairs``)."""
-        return bool(self.eligible[item]) and item not in self.excluded
 
     def n_labels(self, item: int) -> int:
         """Labels received for ``item``."""

@@ -108,6 +108,7 @@ from crowdbudget.campaign.store import (
     StoredEvent,
 )
 from crowdbudget.datasets.loaders import LabelData
+from crowdbudget.engine.live import LiveStep
 from crowdbudget.exceptions import (
     CrowdBudgetError,
     DataFormatError,
@@ -225,7 +226,6 @@ class Campaign:
         # or for the team (push; key: None), since the last change of the allocation state
         # (:meth:`_stop_reason`); not an event: it describes answers, not decisions
         self._no_work: dict[int | None, str] = {}
-        self._named_excluded = False  # the last _ask named an item closed to its worker
         #: what the campaign reports (results, status, calibration, …; read_models.py)
         self.read_model = CampaignReadModel(self)
 
@@ -467,16 +467,16 @@ class Campaign:
         self._ledger = Ledger(_decimal(self.config.budget))
         self._records: dict[str, _Record] = {}
         self._expiry: list[tuple[float, str]] = []
-        self._worker_items: dict[int, set[int]] = {}
-        # each worker's pending assignment ids, oldest first (a dict: ordered, O(1) removal)
-        self._worker_pending: dict[int, dict[str, None]] = {}
-        self._saturated: set[int] = set()  # items whose pending work fills their label cap
-        self._busy: set[int] = set()  # items with pending assignments
+        # the live rules' bookkeeping: workers' own and pending items, busy and saturated ones
+        self._live = LiveStep(
+            self.config.max_labels_per_item,
+            affords=lambda price: self._ledger.can_afford(price),
+            pair_of=self._pair,
+        )
         self._log_items: list[int] = []
         self._log_workers: list[int] = []
         self._log_labels: list[int] = []
         self._log_costs: list[float] = []
-        self._labels_by_worker: dict[int, int] = {}
         self._timeline: list[tuple[float, float, int]] = []  # (time, spent, labels) per event
         # per-item attributes of the items installed so far (None: the campaign has none)
         self._item_contexts: list[int] | None = None if self.config.contexts is None else []
@@ -519,35 +519,28 @@ class Campaign:
         worker = self._worker(p["worker"])
         record = _Record(p["item"], worker, p["price"], p["expires_at"])
         self._records[p["id"]] = record
-        self.state.record_assignment(Assignment(record.item, worker, record.price))
+        assignment = Assignment(record.item, worker, record.price)
+        self.state.record_assignment(assignment)
         self._ledger.committed += _decimal(record.price)
-        self._worker_items.setdefault(worker, set()).add(record.item)
-        self._worker_pending.setdefault(worker, {})[p["id"]] = None
-        self._use_pair(record.item, worker, 1)
-        self._check_cap(record.item)
-        self._check_busy(record.item)
+        self._live.assigned(self.state, p["id"], assignment)
         if record.expires_at is not None:
             heapq.heappush(self._expiry, (record.expires_at, p["id"]))
 
     def _on_labeled(self, p: dict[str, Any]) -> None:
         record = self._records[p["id"]]
         record.status, record.label = "answered", int(p["label"])
-        self._worker_pending[record.worker].pop(p["id"], None)
         price = _decimal(record.price)
         self._ledger.committed -= price
         self._ledger.spent += price
-        self._observe(record.item, record.worker, record.label, record.price, pending=True)
+        self._observe(record.item, record.worker, record.label, record.price, key=p["id"])
 
     def _on_released(self, p: dict[str, Any]) -> None:
         record = self._records[p["id"]]
         record.status = p["reason"]
-        self._worker_pending[record.worker].pop(p["id"], None)
-        self.state.release_assignment(Assignment(record.item, record.worker, record.price))
+        assignment = Assignment(record.item, record.worker, record.price)
+        self.state.release_assignment(assignment)
         self._ledger.committed -= _decimal(record.price)
-        self._worker_items[record.worker].discard(record.item)
-        self._use_pair(record.item, record.worker, -1)
-        self._check_cap(record.item)
-        self._check_busy(record.item)
+        self._live.released(self.state, p["id"], assignment)
 
     def _on_settings_changed(self, p: dict[str, Any]) -> None:
         assert self.config is not None
@@ -568,44 +561,19 @@ class Campaign:
     def _on_imported(self, p: dict[str, Any]) -> None:
         for item, worker_id, label in p["rows"]:
             worker = self._worker(worker_id)
-            self._worker_items.setdefault(worker, set()).add(int(item))
-            self._observe(int(item), worker, int(label), 0.0, pending=False)
+            self._observe(int(item), worker, int(label), 0.0, key=None)
 
-    def _observe(self, item: int, worker: int, label: int, cost: float, *, pending: bool) -> None:
+    def _observe(self, item: int, worker: int, label: int, cost: float, *, key: str | None) -> None:
+        """A label: the answer to the pending assignment ``key``, or imported (None)."""
         event = LabelEvent(item=item, worker=worker, label=label, cost=cost)
-        if not pending:  # an imported label uses its pair (an assigned one did already)
-            self._use_pair(item, worker, 1)
+        pending = key is not None
         self.state.record_label(event, Assignment(item, worker, cost) if pending else None)
         self.policy.observe(event)
         self._log_items.append(item)
         self._log_workers.append(worker)
         self._log_labels.append(label)
         self._log_costs.append(cost)
-        self._labels_by_worker[worker] = self._labels_by_worker.get(worker, 0) + 1
-        self._check_cap(item)
-        self._check_busy(item)
-
-    def _check_busy(self, item: int) -> None:
-        if self.state.pending[item] > 0:
-            self._busy.add(item)
-        else:
-            self._busy.discard(item)
-
-    def _check_cap(self, item: int) -> None:
-        """Keep the label cap: an item whose received labels reach it leaves for good; one
-        whose received + pending labels reach it is skipped until a pending one is released."""
-        assert self.config is not None
-        cap = self.config.max_labels_per_item
-        if cap is None:
-            return
-        received = int(self.state.label_counts[item].sum())
-        if received >= cap:
-            self.state.eligible[item] = False
-            self._saturated.discard(item)
-        elif received + int(self.state.pending[item]) >= cap:
-            self._saturated.add(item)
-        else:
-            self._saturated.discard(item)
+        self._live.labeled(self.state, event, key)
 
     def _worker(self, worker_id: str) -> int:
         index = self._worker_index.get(worker_id)
@@ -721,17 +689,20 @@ class Campaign:
             )
         return WorkerSpec(slots, prices=prices, capacities=capacities)
 
-    def _capacity_left(self, worker: int | None, worker_id: str) -> bool:
-        """Whether ``worker_id`` may take one more assignment (labels given and pending count
-        against their capacity)."""
+    @property
+    def _labels_by_worker(self) -> dict[int, int]:
+        """Labels received per worker (the live step's count)."""
+        return self._live.labels_by_worker
+
+    @property
+    def _worker_pending(self) -> dict[int, dict[Any, None]]:
+        """Each worker's pending assignment ids, oldest first (the live step's)."""
+        return self._live.worker_pending
+
+    def _capacity_of(self, worker_id: str) -> int | None:
+        """``worker_id``'s capacity (None: unlimited)."""
         assert self.config is not None
-        capacity = self.config.worker_capacities.get(worker_id)
-        if capacity is None:
-            return True
-        if worker is None:
-            return capacity > 0
-        given = self._labels_by_worker.get(worker, 0)
-        return given + len(self._worker_pending.get(worker, ())) < capacity
+        return self.config.worker_capacities.get(worker_id)
 
     def _available_pairs(self, n_items: int, n_workers: int) -> PairAvailability:
         """Push mode: the (item, worker) pairs, each usable once, minus those labeled."""
@@ -764,20 +735,10 @@ class Campaign:
         remaining = np.maximum(1 - used[: items.shape[0]], 0).astype(np.int64)
         return PairAvailability(items=items, workers=workers, remaining=remaining)
 
-    def _use_pair(self, item: int, worker: int, n: int) -> None:
-        """Push mode: take (n = 1) or give back (n = −1) the pair (item, worker). A pair is
-        taken when assigned, so no batch gives it twice, and given back when the assignment
-        is released. (Worker-aware KG does not rescore a pair while it is taken; one given
-        back keeps its score until the next label of its item or worker rescores it.)"""
-        pairs = self.state.pairs
-        if pairs is None:
-            return
-        k = self._pair(item, worker)
-        if k is not None:
-            pairs.remaining[k] = max(0, int(pairs.remaining[k]) - n)
-
     def _pair(self, item: int, worker: int) -> int | None:
-        """The index of pair (item, worker) in ``state.pairs`` (None: not a listed pair)."""
+        """The index of pair (item, worker) in ``state.pairs`` (None: not a listed pair).
+        Push mode: the live step takes a pair when it is assigned, so no batch gives it twice,
+        and gives it back when the assignment is released (``LiveStep(pair_of=...)``)."""
         if self.config is not None and self.config.pairs is None:
             n_workers = self.problem.n_workers or 0
             return item * n_workers + worker if worker < n_workers else None
@@ -908,55 +869,31 @@ class Campaign:
         affordable for this worker now (budget, all items done, or all left already theirs)."""
         worker_id = _check_ids([worker_id], "worker")[0]
         self.expire_overdue()
+        assert self.config is not None
         price = self.price_of(worker_id)
         worker = self._worker_index.get(worker_id)
-        if not self._ledger.can_afford(price):
-            self._note_no_work(worker, "budget")
-            return None
-        if worker is None and self._models_workers:
-            # the policy answers for this worker: they join first (an event), so that the
-            # policy has a slot for them
+        if worker is None and self._models_workers and self._live.affords(self.state, price):
+            # the policy answers for this worker: they join first (an event, which rebuilds
+            # the policy), so that the policy has a slot for them
             self._commit("workers_added", {"workers": [worker_id]})
             worker = self._worker_index[worker_id]
-        held = self._held(worker)
-        if held is not None:
-            return self.assignment(held)  # at the limit: the oldest pending one, again
-        if not self._capacity_left(worker, worker_id):
-            self._note_no_work(worker, "capacity")
-            return None  # the worker has given (or holds) as many labels as allowed
-        excluded = self._worker_items.get(worker, set()) if worker is not None else set()
-        if self._saturated:
-            excluded = excluded | self._saturated
-        # items with work pending come last: the policy's scores do not move until a label
-        # comes back, so without this every arriving worker would get the same top item
-        # pull mode: the policy is told who asks (a worker it knows from earlier events; a
-        # newcomer has no index yet), so e.g. Requallo refuses a worker it blocked as a spammer
-        if self.policy.searches_past_excluded:
-            choice = self._ask(excluded | self._busy, worker)
-            if choice is None and self._busy:  # only items with pending work are left
-                choice = self._ask(excluded, worker)
-        else:
-            # one question only: this policy's select moves its own state (a plan, counters,
-            # a generator), so asking twice would skip a decision
-            choice = self._ask(excluded, worker)
-        if choice is None:
-            # say why: the policy offered an item the worker has (a new worker could take
-            # it), every open item is the worker's, or the policy itself had nothing
-            # — a policy that models workers may decline one worker and not the next
-            if self._named_excluded or not self._open_to(excluded):
-                self._note_no_work(worker, "done")
-            else:
-                self._note_no_work(worker, "declined" if self._models_workers else "policy")
+        decision = self._live.assign(
+            self.policy,
+            self.state,
+            worker,
+            price=price,
+            capacity=self._capacity_of(worker_id),
+            max_pending=self.config.max_pending_per_worker,
+        )
+        if decision.held is not None:
+            return self.assignment(str(decision.held))  # at the limit: the oldest pending one
+        if decision.assignment is None:
+            cause = decision.cause or "policy"
+            if cause == "policy" and self._models_workers:
+                cause = "declined"  # a policy that models workers may take the next worker
+            self._note_no_work(decision.worker, cause)
             return None
-        return self._assign(choice.item, worker_id, price)
-
-    def _open_to(self, excluded: set[int]) -> bool:
-        """Whether an item is still open (eligible) outside ``excluded``: the eligible count
-        against the excluded eligible ones — one O(n_items) NumPy count plus O(|excluded|),
-        run only when a request gets no work, never on the way to an assignment."""
-        n_open = int(np.count_nonzero(self.state.eligible))
-        closed = sum(1 for item in excluded if self.state.eligible[item])
-        return n_open > closed
+        return self._assign(decision.assignment.item, worker_id, decision.assignment.price)
 
     def _note_no_work(self, worker: int | None, cause: str) -> None:
         """Remember why a request got no work (:meth:`_stop_reason`): ``budget``,
@@ -967,17 +904,6 @@ class Campaign:
         its answer may differ for another worker)."""
         if worker is not None or self._push:
             self._no_work[worker] = cause
-
-    def _ask(self, excluded: set[int], worker: int | None) -> Assignment | None:
-        """The policy's answer with ``excluded`` closed for this one question
-        (``state.excluded``); a policy that does not search past excluded items may name one,
-        which is no answer ("no work for this worker now"; ``_named_excluded`` says so)."""
-        with self.state.excluding(excluded):
-            choice = self.policy.select(self.state, worker=worker)
-        self._named_excluded = choice is not None and choice.item in excluded
-        if self._named_excluded:
-            return None
-        return choice
 
     def _assign(self, item: int, worker_id: str, price: float) -> PendingAssignment:
         """Commit an ``assigned`` event (checked by the caller) and return it."""
@@ -996,25 +922,15 @@ class Campaign:
         )
         return self.assignment(assignment_id)
 
-    def _held(self, worker: int | None) -> str | None:
-        """The worker's oldest pending assignment if they hold ``max_pending_per_worker``
-        already, else None."""
-        assert self.config is not None
-        cap = self.config.max_pending_per_worker
-        if cap is None or worker is None:
-            return None
-        pending = self._worker_pending.get(worker)
-        if not pending or len(pending) < cap:
-            return None
-        return next(iter(pending))
-
     def next_assignments(self, worker_ids: Sequence[str]) -> list[PendingAssignment]:
         """Push mode for a managed team: one assignment per worker in turn, while any is
         available (a worker with nothing left, or holding ``max_pending_per_worker``
         assignments already, is skipped)."""
+        assert self.config is not None
         out = []
         for worker_id in worker_ids:
-            if self._held(self._worker_index.get(str(worker_id))) is not None:
+            worker = self._worker_index.get(str(worker_id))
+            if self._live.held(worker, self.config.max_pending_per_worker) is not None:
                 continue
             assignment = self.next_assignment(worker_id)
             if assignment is not None:
@@ -1039,37 +955,27 @@ class Campaign:
         self.expire_overdue()
         out: list[PendingAssignment] = []
         for _ in range(int(count)):
-            if self.policy.searches_past_excluded:
-                choice = self._ask(self._busy, None)
-                if choice is None and self._busy:
-                    choice = self.policy.select(self.state)
-            else:  # asked once (see next_assignment); B-KUBE puts several workers on a task
-                choice = self.policy.select(self.state)
-            if choice is None or choice.worker is None:
-                if not out:
+            decision = self._live.push(
+                self.policy,
+                self.state,
+                price_of=lambda worker: self.price_of(self.worker_ids[worker]),
+                capacity_of=lambda worker: self._capacity_of(self.worker_ids[worker]),
+                max_pending=self.config.max_pending_per_worker,
+            )
+            if decision.assignment is None:
+                if decision.cause is None and not out:  # the policy chose no pair
                     self._note_no_work(None, self._push_cause())
-                break
-            worker_id = self.worker_ids[choice.worker]
-            price = self.price_of(worker_id)
-            if (
-                not self._ledger.can_afford(price)
-                or choice.item in self._worker_items.get(choice.worker, ())
-                or self._held(choice.worker) is not None
-                or not self._capacity_left(choice.worker, worker_id)
-                or (self.config.max_labels_per_item is not None and choice.item in self._saturated)
-            ):
                 break  # the policy's choice cannot be given now: stop this batch
-            out.append(self._assign(choice.item, worker_id, price))
+            chosen = decision.assignment
+            assert chosen.worker is not None  # the step gives only (item, worker) pairs
+            out.append(self._assign(chosen.item, self.worker_ids[chosen.worker], chosen.price))
         return out
 
     def _push_cause(self) -> str:
         """Why the policy chose no (item, worker) pair (see :meth:`_note_no_work`)."""
         if not self._ledger.can_afford(self._cheapest_price()):
             return "budget"
-        pairs = self.state.pairs
-        if pairs is not None and not np.any(
-            (pairs.remaining > 0) & self.state.eligible[pairs.items]
-        ):
+        if not self.state.availability.any_pair_left():
             return "pairs"
         return "policy"
 

@@ -23,6 +23,14 @@ The clock (:class:`Timing`) supplies the arrivals and the work times:
   (``select`` returns None); held work is then answered at once, newest first. The
   conformance kit's adversary (:mod:`crowdbudget.testing.checks`) uses it.
 
+Under :class:`~crowdbudget.engine.live.LiveRules` (``drive(..., live=rules)``) the loop asks
+through the live step (:class:`~crowdbudget.engine.live.LiveStep`) as a live
+:class:`~crowdbudget.campaign.Campaign` does: the worker's price and capacity, a pending limit,
+the label cap, the worker's own items closed and busy items last; work not answered within the
+rules' ``ttl`` expires (released at hand-out time + ttl, the world not asked). An arrival that
+gets no work then ends the campaign only when nothing is pending and the budget or the items
+are exhausted; otherwise the next arrival is served (the clock's arrivals must end).
+
 A world may define ``claim(assignment)``: it is told when work is handed out, before the
 answer (a replay in continuous time reserves one unused record of the item there, so the
 label exists when the worker finishes; the item leaves when none is left).
@@ -47,6 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from crowdbudget.aggregation.calibration import verdict_calibration
+from crowdbudget.engine.live import LiveRules, LiveStep
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.verdict import PosteriorVerdict, Verdict
@@ -305,6 +314,7 @@ def drive(
     state: CampaignState,
     clock: Timing,
     recorder: Recorder,
+    live: LiveRules | None = None,
 ) -> Outcome:
     """Run one campaign of ``policy`` (reset) in ``env`` (reset) from ``state`` until the
     policy stops with nothing pending, the world has nothing more to give, the recorder ends
@@ -316,29 +326,50 @@ def drive(
     arrival at k + 1: the discrete loop exactly). Completions at the same time come back in
     the order they were handed out. Work still pending at the end is released (its price
     and capacity given back) and counted in :attr:`Outcome.cancelled`.
+
+    ``live``: the live rules (module docstring; None: the policy is asked directly).
     """
     # pending work by (completion time, order handed out); held work (infinite work time)
     # apart, answered newest first when the policy idles
     due: list[tuple[float, int, Assignment]] = []
-    held: list[Assignment] = []
+    held: list[tuple[int, Assignment]] = []
+    step = None if live is None else LiveStep(live.max_labels_per_item, pair_of=live.pair_of)
+    expiring: set[int] = set()  # keys of pending work that expires instead of completing
     claim = getattr(env, "claim", None)
     timed, horizon, cap = clock.timed, clock.horizon, clock.max_assignments
     handed = 0
     now = 0.0
 
-    def complete(assignment: Assignment) -> bool:
+    def complete(key: int, assignment: Assignment) -> bool:
         """The world answers ``assignment`` at ``now``; True when it has nothing more."""
+        if key in expiring:  # the time-to-live ran out first
+            expiring.discard(key)
+            state.release_assignment(assignment)
+            if step is not None:
+                step.released(state, key, assignment)
+            return False
         result = env.step(assignment)
         if result.event is None:
             state.release_assignment(assignment)
+            if step is not None:
+                step.released(state, key, assignment)
         else:
             event = result.event
             if timed:
                 event = LabelEvent(event.item, event.worker, event.label, event.cost, time=now)
             state.record_label(event, assignment)
             policy.observe(event)
+            if step is not None:
+                step.labeled(state, event, key)
         _sync(env, state, assignment.item)
         return result.terminated or result.truncated
+
+    def decide(worker: int | None) -> tuple[Assignment | None, bool]:
+        """The work for the arrival, and whether no work ends the campaign."""
+        if step is None or live is None:
+            return policy.select(state, worker=worker), True
+        decision = step.under(live, policy, state, worker, pull=clock.pull)
+        return decision.assignment, step.exhausted(state, live)
 
     t_arrival = clock.next_arrival(now)
     while True:
@@ -357,32 +388,37 @@ def drive(
             if timed:
                 state.time = now
             worker = env.arriving_worker() if clock.pull else None
-            assignment = policy.select(state, worker=worker)
+            assignment, final = decide(worker)
             if assignment is None:
-                if not due and not held:
+                if not due and not held and final:
                     break
                 ended = False
                 while held and not ended:
-                    ended = complete(held.pop())
+                    ended = complete(*held.pop())
                 if ended:
                     break
             else:
                 state.record_assignment(assignment)
                 handed += 1
+                if step is not None:
+                    step.assigned(state, handed, assignment)
                 duration = clock.next_duration(state)
                 if claim is not None:
                     claim(assignment)
                     _sync(env, state, assignment.item)
+                if live is not None and live.ttl is not None and duration >= live.ttl:
+                    expiring.add(handed)
+                    duration = live.ttl
                 if duration == math.inf:
-                    held.append(assignment)
+                    held.append((handed, assignment))
                 else:
                     heapq.heappush(due, (now + duration, handed, assignment))
             t_arrival = clock.next_arrival(now)
         else:
-            now, _, assignment = heapq.heappop(due)
-            if complete(assignment):
+            now, key, assignment = heapq.heappop(due)
+            if complete(key, assignment):
                 break
-    outstanding = [assignment for _, _, assignment in due] + held
+    outstanding = [assignment for _, _, assignment in due] + [a for _, a in held]
     for assignment in outstanding:
         state.release_assignment(assignment)
     recorder.finish(state)

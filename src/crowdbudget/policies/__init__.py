@@ -1,6 +1,6 @@
 """Allocation policies: which item (and worker) gets the next label."""
 
-from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.base import AllocationPolicy, ScoringPolicy
 from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
 from crowdbudget.policies.dynamic_programming import ExactDPPolicy
 from crowdbudget.policies.index_policy import BetaIndexPolicy
@@ -18,5 +18,6 @@ __all__ = [
     "KnowledgeGradient",
     "OptimisticKnowledgeGradient",
     "RoundRobinPolicy",
+    "ScoringPolicy",
     "UniformPolicy",
 ]

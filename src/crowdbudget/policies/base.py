@@ -16,10 +16,8 @@ conformance suite every registered policy passes.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -74,19 +72,18 @@ class AllocationPolicy(ABC):
             checkpoints along one run.
         chooses_workers: in push mode, the policy picks the worker as well as the item.
         binary_only: the policy only handles two classes.
+        needs_workers: the problem must name its workers (``Problem.n_workers``).
+        needs_features: the problem must carry instance features (``Problem.features``).
+        needs_contexts: the problem must give every task a context (``Problem.contexts``).
+        unit_prices_only: every label costs one budget unit (no ``worker_prices``).
+        supports_pull: it can answer an arriving worker (pull mode).
+
+        These flags are the policy's capabilities, declared once: the registry reads them from
+        the class (:class:`crowdbudget.registry.DeclaredByClass`).
         replay_pull: in pull mode on a replay (``state.pairs`` set) the policy only offers
             the arriving worker items they have an unused recorded label for (item–worker
-            policies do by construction; item-only ones via :meth:`_items_for_worker`).
-        searches_past_excluded: ``select`` never names an item in ``state.excluded`` (a live
-            worker's own items, the items with work pending): it searches past them. When
-            False, ``select`` may name one — it moves the policy's own state (a plan,
-            counters, a generator), so a live campaign asks it once per request and refuses
-            an excluded answer. A subclass that defines ``select`` is False unless it says
-            otherwise (or ``reads_eligibility_afresh``).
-        reads_eligibility_afresh: every ``select`` reads ``state.eligible`` anew and keeps
-            nothing derived from it, so the base class honours ``state.excluded`` for it by
-            marking the excluded items ineligible for the call (and restoring them after);
-            such a policy searches past excluded items.
+            policies do by construction; item-only ones read
+            ``state.availability.items_for_worker``).
         default_verdict: the verdict a campaign of this policy uses when neither the id
             (``…:verdict=ID``) nor the caller (``--verdict``, ``verdict=``) names one:
             ``"posterior"`` (the policy's own model) for most; an aggregator id where the
@@ -99,20 +96,13 @@ class AllocationPolicy(ABC):
     budget_aware: ClassVar[bool] = False
     chooses_workers: ClassVar[bool] = False
     binary_only: ClassVar[bool] = True
+    needs_workers: ClassVar[bool] = False
+    needs_features: ClassVar[bool] = False
+    needs_contexts: ClassVar[bool] = False
+    unit_prices_only: ClassVar[bool] = False
+    supports_pull: ClassVar[bool] = True
     replay_pull: ClassVar[bool] = False
-    searches_past_excluded: ClassVar[bool] = False
-    reads_eligibility_afresh: ClassVar[bool] = False
     default_verdict: ClassVar[str] = "posterior"
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__
-        if cls.reads_eligibility_afresh:
-            cls.searches_past_excluded = True
-            if "select" in own:
-                cls.select = _hiding_excluded(own["select"])  # type: ignore[method-assign]
-        elif "select" in own and "searches_past_excluded" not in own:
-            cls.searches_past_excluded = False
 
     # ---- scikit-learn style parameter access -------------------------------------------------
     @classmethod
@@ -157,8 +147,12 @@ class AllocationPolicy(ABC):
 
     @abstractmethod
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        """The next assignment, or None when the policy stops (or nothing is affordable);
-        never an item in ``state.excluded`` when :attr:`searches_past_excluded`."""
+        """The next assignment, or None when the policy stops (or nothing is affordable).
+
+        Candidates come from ``state.availability`` (:class:`~crowdbudget.types.Availability`):
+        a policy that searches runs its search through ``availability.search`` and reads the
+        open items there; one that names an item from a plan is asked once, and a live step
+        treats an item that is not open as "no work for this worker now"."""
 
     def observe(self, event: LabelEvent) -> None:  # noqa: B027 - optional hook
         """Learn from a label that came back (default: nothing to learn)."""
@@ -195,47 +189,43 @@ class AllocationPolicy(ABC):
     def _price(self, state: CampaignState, worker: int | None) -> float:
         return state.problem.price_of(worker)
 
-    def _items_for_worker(self, state: CampaignState, worker: int | None) -> IntArray | None:
-        """Pull mode on a replay: the eligible items ``worker`` still has an unused recorded
-        label for, ascending (None when any item will do: push mode or no ``state.pairs``).
 
-        Cost O(labels recorded for the worker), not O(n_items): the pairs are grouped by
-        worker once per campaign (CSR over ``state.pairs.workers``)."""
-        pairs = state.pairs
-        if worker is None or pairs is None:
-            return None
-        if getattr(self, "_pairs_grouped_", None) is not pairs.workers:
-            counts = np.bincount(pairs.workers, minlength=int(pairs.workers.max(initial=-1)) + 1)
-            self._worker_ptr_ = np.concatenate([[0], np.cumsum(counts)])
-            self._worker_order_ = np.argsort(pairs.workers, kind="stable")
-            self._pairs_grouped_ = pairs.workers
-        if not 0 <= worker < self._worker_ptr_.shape[0] - 1:
-            return np.empty(0, dtype=np.int64)
-        mine = self._worker_order_[self._worker_ptr_[worker] : self._worker_ptr_[worker + 1]]
-        items = pairs.items[mine[pairs.remaining[mine] > 0]]
-        return np.unique(items[state.eligible[items]])
+class ScoringPolicy(AllocationPolicy):
+    """A policy that only scores items: the base asks ``state.availability`` for the open
+    candidates, checks the asking worker's price against the budget, puts busy items last
+    (a live campaign) and names the best-scored candidate.
 
+    A subclass implements :meth:`scores` and, if it learns, ``observe``; it has no
+    availability, price or capacity code of its own. Ties go to the first candidate, or to
+    a uniformly random one (``rng_``) when the instance has ``tie_break == "random"``. Item
+    selection only (push mode: the world picks the worker); on a replay in pull mode the
+    candidates are the asking worker's recorded items (``replay_pull``).
+    """
 
-def _hiding_excluded(select: Callable[..., Assignment | None]) -> Callable[..., Assignment | None]:
-    """``select`` of a policy that ``reads_eligibility_afresh``, honouring ``state.excluded``:
-    the excluded items are marked ineligible for the call (O(|excluded|) to mark and restore)
-    and ``excluded`` reads empty inside it. Nothing excluded: one check, then ``select``."""
+    replay_pull: ClassVar[bool] = True
 
-    @functools.wraps(select)
-    def wrapper(
-        self: AllocationPolicy, state: CampaignState, *, worker: int | None = None
+    @abstractmethod
+    def scores(self, state: CampaignState, items: IntArray) -> FloatArray:
+        """The score of each candidate in ``items`` (ascending item indices, shape (n,)),
+        shape (n,); the largest is named."""
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        return state.availability.offer(
+            worker, lambda price: self._best_scored(state, worker, price)
+        )
+
+    def _best_scored(
+        self, state: CampaignState, worker: int | None, price: float
     ) -> Assignment | None:
-        excluded = state.excluded
-        if not excluded:
-            return select(self, state, worker=worker)
-        hidden = np.fromiter(excluded, dtype=np.int64, count=len(excluded))
-        was = state.eligible[hidden].copy()
-        state.eligible[hidden] = False
-        state.excluded = ()
-        try:
-            return select(self, state, worker=worker)
-        finally:
-            state.eligible[hidden] = was
-            state.excluded = excluded
-
-    return wrapper
+        availability = state.availability
+        items = availability.items_for_worker(worker)
+        if items is None:
+            items = availability.open_items()
+        if items.shape[0] == 0:
+            return None
+        scores = np.asarray(self.scores(state, items), dtype=float)
+        best = np.flatnonzero(scores == scores.max())
+        pick = 0
+        if best.shape[0] > 1 and getattr(self, "tie_break", "first") == "random":
+            pick = int(self.rng_.integers(best.shape[0]))
+        return Assignment(item=int(items[best[pick]]), worker=worker, price=price)

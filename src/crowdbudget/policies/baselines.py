@@ -21,7 +21,6 @@ class UniformPolicy(AllocationPolicy):
 
     binary_only = False
     replay_pull = True
-    searches_past_excluded = True
 
     def __init__(self) -> None:
         pass
@@ -31,14 +30,13 @@ class UniformPolicy(AllocationPolicy):
         self._n_alive = problem.n_items
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        excluded = state.excluded
-        mine = self._items_for_worker(state, worker)
+        return state.availability.offer(worker, lambda price: self._draw(state, worker, price))
+
+    def _draw(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
+        """Uniform over the open items (of ``worker``'s recorded pairs, on a replay)."""
+        excluded = state.availability.closed
+        mine = state.availability.items_for_worker(worker)
         if mine is not None:  # pull mode on a replay: uniform over the worker's items
-            if excluded:
-                mine = mine[~np.isin(mine, np.fromiter(excluded, dtype=np.int64))]
             if mine.shape[0] == 0:
                 return None
             item = int(mine[int(self.rng_.integers(mine.shape[0]))])
@@ -58,7 +56,7 @@ class UniformPolicy(AllocationPolicy):
     def _select_outside(
         self, state: CampaignState, excluded: Collection[int], worker: int | None, price: float
     ) -> Assignment | None:
-        """Uniform over eligible items outside ``excluded`` (``state.excluded``, live):
+        """Uniform over eligible items outside ``excluded`` (``availability.closed``, live):
         rejection sampling (a few draws), then a scan of the remaining items in random order
         (O(n_items), only when the worker has labeled most items)."""
         alive = self._alive[: self._n_alive]
@@ -77,7 +75,7 @@ class UniformPolicy(AllocationPolicy):
 class RoundRobinPolicy(AllocationPolicy):
     """Items in index order, cycling ("looping" in Li et al. 2016).
 
-    An item closed to the question (``state.excluded``: in a live campaign, the asking
+    An item closed to the question (``availability.closed``: in a live campaign, the asking
     worker's own items) keeps its place in the cycle and the next open one is named, so a
     live campaign spends its budget while any worker can label any open item (the scan is
     O(|excluded|) per decision). Without exclusions the cycle is the papers' exactly.
@@ -85,7 +83,6 @@ class RoundRobinPolicy(AllocationPolicy):
 
     binary_only = False
     replay_pull = True
-    searches_past_excluded = True
 
     def __init__(self) -> None:
         pass
@@ -95,10 +92,11 @@ class RoundRobinPolicy(AllocationPolicy):
         self._cursor = 0  # pull mode on a replay: the next item in the cycle
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        mine = self._items_for_worker(state, worker)
+        return state.availability.offer(worker, lambda price: self._next(state, worker, price))
+
+    def _next(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
+        """The next open item of the cycle (of ``worker``'s recorded pairs, on a replay)."""
+        mine = state.availability.items_for_worker(worker)
         if mine is not None:  # pull mode on a replay: the worker's next item in the cycle
             if mine.shape[0] == 0:
                 return None
@@ -106,7 +104,7 @@ class RoundRobinPolicy(AllocationPolicy):
             item = int(mine[at % mine.shape[0]])
             self._cursor = item + 1
             return Assignment(item=item, worker=worker, price=price)
-        excluded = state.excluded
+        excluded = state.availability.closed
         position = 0
         while position < len(self._queue):
             item = self._queue[position]

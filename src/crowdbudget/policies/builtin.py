@@ -1,5 +1,5 @@
-"""Registration of the built-in policies under their ids (DESIGN §6): one parameter table and
-the capabilities per id (:mod:`crowdbudget.registry`)."""
+"""Registration of the built-in policies under their ids (DESIGN §6): one parameter table per
+id (:mod:`crowdbudget.registry`); the capabilities are the policy classes' flags."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from crowdbudget.policies.worker_aware_multiclass import (
     OneCoinAnyClassKnowledgeGradient,
 )
 from crowdbudget.registry import (
-    Capabilities,
     Param,
     PolicySpec,
     ProblemSize,
@@ -254,11 +253,6 @@ _KG_TIE_BREAK = Param(
     choices=get_args(TieBreak),
 )
 
-_BINARY = Capabilities(binary_only=True)
-#: a policy that picks (item, worker) pairs among named workers at one budget unit per label
-_WORKER_BANDIT = Capabilities(
-    binary_only=True, needs_workers=True, chooses_workers=True, unit_prices_only=True
-)
 
 _POSTERIOR = Param(
     "posterior",
@@ -330,22 +324,6 @@ _KG_PARAMS = {
 }
 
 
-def _kg_capabilities(binary_only: bool) -> Any:
-    def rule(values: Mapping[str, Any]) -> Capabilities:
-        workers, posterior = values.get("workers", "none"), values.get("posterior", "beta")
-        if workers != "none" or posterior != "beta":
-            # one-coin and confusion take any number of classes, two-coin is binary
-            model = posterior if workers == "none" else workers
-            return Capabilities(
-                binary_only=model == "two-coin", needs_workers=True, chooses_workers=True
-            )
-        if values.get("features", "none") != "none":
-            return Capabilities(binary_only=True, needs_features=True)
-        return Capabilities(binary_only=binary_only)
-
-    return rule
-
-
 register_policy(
     PolicySpec("uniform", UniformPolicy, "uniform sampling: a random eligible item", paper=CHEN2013)
 )
@@ -364,7 +342,6 @@ register_policy(
         params={**_KG_PARAMS, "tie-break": _KG_TIE_BREAK},
         defaults={"tie_break": "first"},
         paper=CHEN2013,
-        capabilities=_kg_capabilities(binary_only=True),
     )
 )
 register_policy(
@@ -374,7 +351,6 @@ register_policy(
         "randomized knowledge gradient (uniform on ties)",
         defaults={"tie_break": "random"},
         paper=CHEN2013,
-        capabilities=_BINARY,
     )
 )
 register_policy(
@@ -387,7 +363,6 @@ register_policy(
         "Laplace updates (§5)",
         params=_KG_PARAMS,
         paper=CHEN2013,
-        capabilities=_kg_capabilities(binary_only=False),
     )
 )
 register_policy(
@@ -405,7 +380,6 @@ register_policy(
         },
         defaults={"alpha": 0.5},
         paper=CHEN2013,
-        capabilities=_kg_capabilities(binary_only=True),
     )
 )
 
@@ -415,7 +389,6 @@ register_policy(
         ExactDPPolicy,
         "Bayes-optimal policy by exact dynamic programming (tiny problems only)",
         paper=CHEN2013,
-        capabilities=Capabilities(binary_only=True, unit_prices_only=True, budget_aware=True),
     )
 )
 
@@ -444,7 +417,6 @@ register_policy(
         # the cache's place on disk and the sizes of the index tables: server settings
         server_only=frozenset({"cache-dir", "grid-points", "label-cap", "max-lookahead"}),
         paper=HU_FRAZIER,
-        capabilities=Capabilities(binary_only=True, unit_prices_only=True, budget_aware=True),
     )
 )
 register_policy(
@@ -453,7 +425,6 @@ register_policy(
         ThompsonSamplingPolicy,
         "Thompson sampling: the task whose posterior draw is closest to its threshold",
         paper=HU_FRAZIER,
-        capabilities=_BINARY,
     )
 )
 register_policy(
@@ -464,7 +435,6 @@ register_policy(
         "random ties (tie-break=first: smallest index)",
         params={"tie-break": TIE_BREAK},
         paper=HU_FRAZIER,
-        capabilities=_BINARY,
     )
 )
 
@@ -476,8 +446,6 @@ from crowdbudget.policies.gittins import (  # noqa: E402
 )
 
 _SOLVER = Param("solver", str, "root finder of the index (calibration)", choices=SOLVERS)
-_GITTINS = Capabilities(binary_only=True, budget_aware=True)
-
 #: root-finding steps per cell of a Gittins index table (the calibration's bisection to
 #: double precision takes about this many)
 GITTINS_STEPS_PER_CELL = 50
@@ -498,7 +466,6 @@ register_policy(
         "random ties (tie-break=first: smallest index)",
         params={"solver": _SOLVER, "tie-break": TIE_BREAK},
         paper=CHEN2013,
-        capabilities=_GITTINS,
         cost=_gittins_cost,
     )
 )
@@ -522,7 +489,6 @@ register_policy(
         # the truncation depth sets the size of the index computation
         server_only=frozenset({"truncation", "max-levels"}),
         paper=CHEN2013,
-        capabilities=_GITTINS,
     )
 )
 
@@ -553,7 +519,6 @@ register_policy(
             "tie-break": TIE_BREAK,
         },
         paper=ZHANG2015,
-        capabilities=_WORKER_BANDIT,
     )
 )
 register_policy(
@@ -562,7 +527,6 @@ register_policy(
         RandomPairPolicy,
         "naive baseline: a random task, then a random worker who has not labeled it; majority vote",
         paper=ZHANG2015,
-        capabilities=_WORKER_BANDIT,
     )
 )
 register_policy(
@@ -576,7 +540,6 @@ register_policy(
             "alpha": Param("alpha", float, "level of the Student-t interval"),
         },
         paper=ZHANG2015,
-        capabilities=_WORKER_BANDIT,
     )
 )
 register_policy(
@@ -589,7 +552,6 @@ register_policy(
             "smoothing": Param("smoothing", float, "smoothing of the worker-quality estimates"),
         },
         paper=ZHANG2015,
-        capabilities=_WORKER_BANDIT,
     )
 )
 # "OptKG (Multi.)" of §5.1; ``opt-kg:per-context`` is the spelling the BBTA reports use
@@ -601,7 +563,6 @@ register_policy(
         "context size; random ties among pairs (tie-break=first: smallest pair index)",
         params={"contexts": _CONTEXTS, "tie-break": TIE_BREAK},
         paper=ZHANG2015,
-        capabilities=_WORKER_BANDIT,
         aliases=("opt-kg:per-context",),
     )
 )
@@ -637,7 +598,6 @@ register_policy(
         },
         server_only=frozenset({"n-iter"}),
         paper=CHEN2013,
-        capabilities=Capabilities(binary_only=True, chooses_workers=True, budget_aware=True),
         cost=_kos_cost,
     )
 )
@@ -699,7 +659,6 @@ register_policy(
         "probability of the minority class; random ties (tie-break=first: smallest index)",
         params={"tie-break": TIE_BREAK},
         paper=LI2016,
-        capabilities=_BINARY,
     )
 )
 
@@ -736,9 +695,6 @@ register_policy(
         },
         defaults={},
         paper=RANGI2018,
-        capabilities=Capabilities(
-            needs_workers=True, chooses_workers=True, supports_pull=False, budget_aware=True
-        ),
     )
 )
 
@@ -748,9 +704,6 @@ from crowdbudget.policies.bandits.epsilon_first import (  # noqa: E402
     EpsilonFirstPolicy,
 )
 
-_PRICED = Capabilities(
-    needs_workers=True, chooses_workers=True, supports_pull=False, budget_aware=True
-)
 _STOP = Param("stop-constant", float, "C of the move-to-next-task rule (exploration)", low=0.0)
 _LAYOUT = Param("layout", str, "exploitation layout: spread (faithful) or queue", choices=LAYOUTS)
 _EPSILON = Param("epsilon", float, "share of the budget for exploration", low=0.0, high=1.0)
@@ -785,7 +738,6 @@ for _id, _summary, _defaults, _params in (
             params=_params,
             defaults=_defaults,
             paper=RANGI2018,
-            capabilities=_PRICED,
         )
     )
 

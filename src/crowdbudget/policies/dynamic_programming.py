@@ -8,7 +8,7 @@ import numpy as np
 
 from crowdbudget.bounds.exact_dp import ExactDPSolution, solve_exact_dp
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.types import Assignment, CampaignState, Problem
+from crowdbudget.types import Assignment, CampaignState, FloatArray, Problem
 
 
 class ExactDPPolicy(AllocationPolicy):
@@ -23,9 +23,8 @@ class ExactDPPolicy(AllocationPolicy):
         solution_: the :class:`~crowdbudget.bounds.exact_dp.ExactDPSolution`.
     """
 
-    reads_eligibility_afresh = True  # select scans state.eligible anew each call
-
     budget_aware = True
+    unit_prices_only = True
 
     def __init__(self) -> None:
         pass
@@ -39,7 +38,13 @@ class ExactDPPolicy(AllocationPolicy):
         if steps_left <= 0 or not state.can_afford(price):
             return None
         q = self.solution_.q_values(state.label_counts, steps_left)
-        q = np.where(state.eligible, q, -np.inf)
+        return state.availability.search(lambda: self._best(state, q, worker, price))
+
+    def _best(
+        self, state: CampaignState, q: FloatArray, worker: int | None, price: float
+    ) -> Assignment | None:
+        """The open item of largest Q-value (the first on a tie)."""
+        q = np.where(state.availability.open_mask(), q, -np.inf)
         if not np.isfinite(q.max()):
             return None
         item = int(np.flatnonzero(q >= q.max() - 1e-12)[0])

@@ -77,9 +77,8 @@ class FeatureKnowledgeGradient(AllocationPolicy):
         posterior_: the :class:`~crowdbudget.posteriors.logistic.LogisticGaussianPosterior`.
     """
 
-    reads_eligibility_afresh = True  # select scans state.eligible anew each call
-
     replay_pull = True
+    needs_features = True
     #: the papers' rule among tied items (:func:`crowdbudget.registry.pin_paper_ties`)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
@@ -197,12 +196,13 @@ class FeatureKnowledgeGradient(AllocationPolicy):
     # ---- contract --------------------------------------------------------------------------
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = state.problem.price_of(worker)
-        if not state.can_afford(price):
-            return None
-        candidates = self._items_for_worker(state, worker)
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
+
+    def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
+        """The open item (of ``worker``'s recorded pairs, on a replay) of largest score."""
+        candidates = state.availability.items_for_worker(worker)
         if candidates is None:
-            candidates = np.flatnonzero(state.eligible)
+            candidates = state.availability.open_items()
         if candidates.shape[0] == 0:
             return None
         scores = self.scores(candidates)

@@ -188,7 +188,6 @@ class FiniteHorizonGittins(AllocationPolicy):
     """
 
     budget_aware: ClassVar[bool] = True
-    searches_past_excluded: ClassVar[bool] = True
     #: the papers' rule among tied items (:func:`crowdbudget.registry.pin_paper_ties`)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
@@ -409,7 +408,8 @@ class FiniteHorizonGittins(AllocationPolicy):
         horizon = self._horizon_left(state, price)
         if horizon < 1 or not state.can_afford(price):
             return None
-        item = self._choose(state, state.excluded, horizon)
+        availability = state.availability
+        item = availability.search(lambda: self._choose(state, availability.closed, horizon))
         return None if item is None else Assignment(item=item, worker=worker, price=price)
 
     def observe(self, event: LabelEvent) -> None:

@@ -48,7 +48,6 @@ class BetaIndexPolicy(AllocationPolicy):
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
     posterior_: BetaBernoulliPosterior | DirichletPosterior
     replay_pull: ClassVar[bool] = True
-    searches_past_excluded: ClassVar[bool] = True
 
     def __init__(self, tie_break: TieBreak = DEFAULT_TIE_BREAK) -> None:
         self.tie_break = tie_break
@@ -147,15 +146,15 @@ class BetaIndexPolicy(AllocationPolicy):
         self._index = ScoreBuckets(np.asarray(scores, dtype=float), self.tie_break, order)
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
+
+    def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
+        """The best open item (of ``worker``'s recorded pairs, on a replay)."""
         if worker is not None and state.pairs is not None:
             return self._select_for_worker(state, worker, price)
-        if state.excluded:  # live: the best item outside them, nothing removed
-            item = self._index.best_excluding(
-                state.excluded, lambda i: bool(state.eligible[i]), self.rng_
-            )
+        closed = state.availability.closed
+        if closed:  # live: the best item outside them, nothing removed
+            item = self._index.best_excluding(closed, lambda i: bool(state.eligible[i]), self.rng_)
             return None if item is None else Assignment(item=item, worker=worker, price=price)
         while True:
             item = self._index.best(self.rng_)
@@ -170,10 +169,8 @@ class BetaIndexPolicy(AllocationPolicy):
     ) -> Assignment | None:
         """Pull mode on a replay: the best of the items the arriving worker can label (scores
         read from the score structure; ties as ``tie_break``)."""
-        items = self._items_for_worker(state, worker)
+        items = state.availability.items_for_worker(worker)
         assert items is not None
-        if state.excluded:
-            items = items[~np.isin(items, np.fromiter(state.excluded, dtype=np.int64))]
         if items.shape[0] == 0:
             return None
         scores = self._index.scores_of(items)

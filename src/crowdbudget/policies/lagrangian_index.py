@@ -159,6 +159,7 @@ class LagrangianIndexPolicy(AllocationPolicy):
     budget_aware = True
     binary_only = True
     chooses_workers = False
+    unit_prices_only = True
 
     def __init__(
         self,

@@ -230,7 +230,6 @@ class RequalloPolicy(AllocationPolicy):
     """
 
     binary_only: ClassVar[bool] = False
-    searches_past_excluded: ClassVar[bool] = True
     #: the papers' rule among tied items (:func:`crowdbudget.registry.pin_paper_ties`)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
@@ -376,14 +375,16 @@ class RequalloPolicy(AllocationPolicy):
 
     # ---- the contract --------------------------------------------------------------------
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
         if worker is not None and worker in self.blocked_:
             return None  # a blocked spammer gets no work (§3.2)
-        if state.excluded:  # live: the best item outside them, nothing removed
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
+
+    def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
+        """The best open item with work left (``stopped_early_`` when none is left)."""
+        closed = state.availability.closed
+        if closed:  # live: the best item outside them, nothing removed
             item = self._index.best_excluding(
-                state.excluded,
+                closed,
                 lambda i: bool(state.eligible[i]) and self._index.score(i) > _POSITIVE_EPS,
                 self.rng_,
             )

@@ -34,8 +34,6 @@ class ThompsonSamplingPolicy(AllocationPolicy):
         True
     """
 
-    reads_eligibility_afresh = True  # select scans state.eligible anew each call
-
     binary_only = True
 
     def __init__(self) -> None:
@@ -48,10 +46,11 @@ class ThompsonSamplingPolicy(AllocationPolicy):
         self._thresholds = problem.threshold_array
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        items = np.flatnonzero(state.eligible)
+        return state.availability.offer(worker, lambda price: self._sample(state, worker, price))
+
+    def _sample(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
+        """One posterior draw per open item; the item whose draw is closest to its threshold."""
+        items = state.availability.open_items()
         if items.size == 0:
             return None
         counts = state.label_counts[items]

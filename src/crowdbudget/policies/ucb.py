@@ -72,8 +72,6 @@ class UCB1TunedPolicy(AllocationPolicy):
         0
     """
 
-    reads_eligibility_afresh = True  # select scans state.eligible anew each call
-
     binary_only = True
     #: the rule the papers' reproductions pin (``registry.pin_paper_ties``)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
@@ -88,10 +86,11 @@ class UCB1TunedPolicy(AllocationPolicy):
         self._thresholds = problem.threshold_array
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        price = self._price(state, worker)
-        if not state.can_afford(price):
-            return None
-        items = np.flatnonzero(state.eligible)
+        return state.availability.offer(worker, lambda price: self._best(state, worker, price))
+
+    def _best(self, state: CampaignState, worker: int | None, price: float) -> Assignment | None:
+        """The open item of largest UCB1-tuned score."""
+        items = state.availability.open_items()
         if items.size == 0:
             return None
         counts = state.label_counts[items]

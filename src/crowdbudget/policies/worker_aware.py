@@ -175,7 +175,7 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     """
 
     chooses_workers = True
-    searches_past_excluded = True
+    needs_workers = True
 
     worker_model = "one-coin"
 
@@ -659,8 +659,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         """The best available pair (of ``worker``, in pull mode) whose item is not in
-        ``state.excluded`` (live: the worker's own items and the items with work pending)."""
-        return self._choose(state, worker, state.excluded)
+        ``state.availability`` closes (live: the worker's own items; items with work pending
+        last)."""
+        availability = state.availability
+        return availability.search(lambda: self._choose(state, worker, availability.closed))
 
     def _choose(
         self, state: CampaignState, worker: int | None, excluded: Collection[int]

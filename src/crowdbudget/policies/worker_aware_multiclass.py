@@ -20,7 +20,7 @@ as ``tie_break`` (the registry: random).
 
 Modes and availability as the binary policies: push mode picks the best pair, pull mode
 (``select(state, worker=j)``) the best item for the arriving worker; on a replay only the
-recorded pairs with an unused label (``state.pairs``) are candidates; ``state.excluded`` is
+recorded pairs with an unused label (``state.pairs``) are candidates; ``availability.closed`` is
 searched past.
 
 ``refit=N`` (ours, not in the paper; the registry's default for ``posterior=one-coin`` is
@@ -142,7 +142,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
 
     binary_only = False
     chooses_workers = True
-    searches_past_excluded = True
+    needs_workers = True
 
     #: a refit's first round starts from the worker prior (True), or from the current worker
     #: beliefs (False: the binary refit's choice; kept to measure against)
@@ -293,19 +293,23 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
 
     # ---- the contract -----------------------------------------------------------------------
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
-        """The best available pair (of ``worker``, in pull mode) whose item is not in
-        ``state.excluded``."""
+        """The best available pair (of ``worker``, in pull mode) whose item
+        ``state.availability`` leaves open."""
         if not self._pairs_built:
             self._build_pairs(state)
+        return state.availability.search(lambda: self._choose(state, worker))
+
+    def _choose(self, state: CampaignState, worker: int | None) -> Assignment | None:
+        excluded = state.availability.closed
         if worker is not None:
             if not 0 <= worker < self._worker_ptr.shape[0] - 1:
                 return None
             lo, hi = self._worker_ptr[worker], self._worker_ptr[worker + 1]
-            pair = self._best_among(state, self._worker_order[lo:hi], state.excluded)
-        elif state.excluded:
+            pair = self._best_among(state, self._worker_order[lo:hi], excluded)
+        elif excluded:
             # live push with work pending: the excluded items are few but not for good, so
             # scan every pair (O(pairs)) rather than disturb the per-worker bests
-            pair = self._best_among(state, np.arange(self._scores.shape[0]), state.excluded)
+            pair = self._best_among(state, np.arange(self._scores.shape[0]), excluded)
         else:
             pair = self._best_pair(state)
         if pair is None:
@@ -458,7 +462,6 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
     """
 
     binary_only = False
-    searches_past_excluded = True
     #: the verdict when none is named: the registry's default verdict
     #: (:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`). What each side assumes:
     #: the *allocation* scores pairs with one-coin workers (one accuracy per worker, a

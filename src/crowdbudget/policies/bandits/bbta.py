@@ -212,6 +212,8 @@ class BanditTaskAssignment(AllocationPolicy):
 
     chooses_workers = True
     binary_only = True
+    needs_workers = True
+    unit_prices_only = True
     #: the rule the papers' reproductions pin (``registry.pin_paper_ties``)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
@@ -485,6 +487,8 @@ class RandomPairPolicy(AllocationPolicy):
 
     chooses_workers = True
     binary_only = True
+    needs_workers = True
+    unit_prices_only = True
 
     def __init__(self) -> None:
         pass

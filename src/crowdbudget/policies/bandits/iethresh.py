@@ -80,6 +80,8 @@ class _SubsetPolicy(AllocationPolicy):
 
     chooses_workers = True
     binary_only = True
+    needs_workers = True
+    unit_prices_only = True
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:

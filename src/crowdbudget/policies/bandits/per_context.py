@@ -128,6 +128,8 @@ class PerContextOptKG(AllocationPolicy):
 
     chooses_workers = True
     binary_only = True
+    needs_workers = True
+    unit_prices_only = True
     #: the rule the papers' reproductions pin (``registry.pin_paper_ties``)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 

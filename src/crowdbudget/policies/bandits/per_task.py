@@ -56,6 +56,8 @@ class PerTaskWorkerPolicy(AllocationPolicy):
     chooses_workers = True
     binary_only = False
     budget_aware = True
+    needs_workers = True
+    supports_pull = False
 
     #: the id named in refusals
     policy_name = "this policy"

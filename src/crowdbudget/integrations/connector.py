@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import bisect
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -366,6 +366,21 @@ class CampaignConnector:
             self.add_items([item_id])
         new = unrecorded(annotations, self.labels_recorded(item_id))
         return [self.settle(item_id, str(a.label), a.annotator) for a in new]
+
+    def reconcile(
+        self, annotations: Mapping[str, Sequence[Annotation]], target: int
+    ) -> tuple[int, set[str]]:
+        """One round of a platform module: release the overdue slots, :meth:`record` each
+        task's annotations (``{item id: annotations}``, those the platform just read), then
+        :meth:`fill` up to ``target`` open slots. Returns the labels recorded and the items
+        whose open state the platform must write (``set_open``): those read, those that got a
+        slot and those holding one."""
+        self.expire_overdue()
+        recorded = sum(len(self.record(item_id, rows)) for item_id, rows in annotations.items())
+        touched = set(annotations)
+        touched.update(slot.item_id for slot in self.fill(target))
+        touched.update(self.items_with_open_slots())
+        return recorded, touched
 
     def release(self, slot_id: str) -> None:
         """Give an open slot back (its budget returns at once)."""

@@ -253,14 +253,6 @@ class LabelStudioSync:
         return {int(slot.item_id) for slot in self.connector.fill(self.open_slots)}
 
     # ------------------------------------------------------------------ reconciliation
-    def _record(self, task_id: int, annotations: list[dict[str, Any]]) -> tuple[int, int]:
-        """Record a task's new annotations (each fills an open slot or is an over-submission,
-        :meth:`CampaignConnector.settle`); (labels recorded, distinct annotators)."""
-        counted = task_annotations({"annotations": annotations}, self.control)
-        self._unusable[task_id] = sum(a.label is None for a in counted)
-        new = self.connector.record(str(task_id), counted)
-        return len(new), len(counted)
-
     def _push_states(self, task_ids: Iterable[int]) -> None:
         """Write each task's desired open/closed state where Label Studio differs (the
         PATCHes go out concurrently: each is one round trip the annotators wait on)."""
@@ -294,22 +286,19 @@ class LabelStudioSync:
         the open/closed states that differ. ``states``: each task's (overlap, is_labeled) as
         Label Studio shows it; None (a webhook) takes the last known overlap and applies
         Label Studio's own rule, ``is_labeled`` = distinct annotators ≥ overlap."""
-        self.connector.expire_overdue()
-        recorded = 0
-        touched: set[int] = set()
+        counted: dict[str, list[TaskAnnotation]] = {}
         for task_id, rows in annotations.items():
-            n_new, annotators = self._record(task_id, rows)
-            recorded += n_new
+            finished = task_annotations({"annotations": rows}, self.control)
+            counted[str(task_id)] = finished
+            self._unusable[task_id] = sum(a.label is None for a in finished)
             if states is not None:
                 overlap, is_labeled = states[task_id]
             else:
                 overlap = self._seen.get(task_id, (1, False, 0))[0]
-                is_labeled = annotators >= overlap
-            self._seen[task_id] = (overlap, is_labeled, annotators)
-            touched.add(task_id)
-        touched |= self._fill_slots()
-        touched |= {int(item_id) for item_id in self.connector.items_with_open_slots()}
-        self._push_states(touched)
+                is_labeled = len(finished) >= overlap
+            self._seen[task_id] = (overlap, is_labeled, len(finished))
+        recorded, touched = self.connector.reconcile(counted, self.open_slots)
+        self._push_states(int(item_id) for item_id in touched)
         return recorded
 
     def reconcile_all(self) -> int:

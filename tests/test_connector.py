@@ -1,9 +1,9 @@
 """The connector surface (``crowdbudget.integrations.connector``) with a second platform.
 
 ``MemoryPlatform`` is a whole platform in memory: tasks that are open for a number of
-annotators, annotators who take an open task and answer, predictions shown per task. Its
-connector module is ``MemorySync`` — the platform calls and nothing else; everything about the
-campaign goes through :class:`CampaignConnector`. The conformance run
+annotators, annotators who take an open task and answer, predictions shown per task. It
+provides the platform calls and nothing else; everything about the campaign goes through
+:class:`CampaignConnector` (driven by ``PlatformSync``). The conformance run
 (:func:`check_platform_connector`) drives a whole campaign through it with a restart halfway
 and checks what the surface guarantees: the budget is never exceeded, a restart loses and
 duplicates nothing, over-submissions are recorded, and the events read from a sequence number
@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pytest
 
 from crowdbudget.campaign import Campaign, EventStore
@@ -24,9 +23,8 @@ from crowdbudget.integrations.connector import (
     EVENT_KINDS,
     SLOT_WORKER_PREFIX,
     CampaignConnector,
-    ConnectorEvent,
-    PlatformTasks,
 )
+from crowdbudget.integrations.platform import check_platform_connector
 
 CLASSES = ("no", "yes")
 
@@ -46,15 +44,15 @@ class MemoryPlatform:
         self.answers: dict[str, list[MemoryAnnotation]] = {task: [] for task in self.capacity}
         self.predictions: dict[str, tuple[str, float]] = {}
 
-    # the platform's own behaviour (its annotators)
-    def next_task(self, annotator: int) -> str | None:
+    # the platform's own behaviour (its annotators): SimulatedPlatform
+    def serve(self, annotator: int) -> str | None:
         for task, capacity in self.capacity.items():
             done = {a.annotator for a in self.answers[task]}
             if len(done) < capacity and annotator not in done:
                 return task
         return None
 
-    def annotate(self, task: str, annotator: int, label: str | None) -> None:
+    def submit(self, task: str, annotator: int, label: str | None) -> None:
         self.answers[task].append(MemoryAnnotation(annotator, label))
 
     # the platform calls a connector module wraps (PlatformTasks)
@@ -71,32 +69,6 @@ class MemoryPlatform:
         self.predictions[task_id] = (label, score)
 
 
-class MemorySync:
-    """The whole connector module of the in-memory platform: platform calls only."""
-
-    def __init__(self, platform: PlatformTasks, campaign: Campaign, open_slots: int) -> None:
-        self.platform = platform
-        self.connector = CampaignConnector(campaign, annotator_prefix="memory-user-")
-        self.campaign = campaign
-        self.open_slots = open_slots
-
-    def reconcile(self, task_ids: Sequence[str] | None = None) -> int:
-        read = self.platform.read_annotations(task_ids or self.platform.list_tasks())
-        recorded, touched = self.connector.reconcile(read, self.open_slots)
-        for task_id in touched:
-            answered = len(read[task_id]) if task_id in read else self._answered(task_id)
-            self.platform.set_open(task_id, answered, self.connector.n_open_slots(task_id))
-        return recorded
-
-    def _answered(self, task_id: str) -> int:
-        return len(self.platform.read_annotations([task_id])[task_id])
-
-    def write_verdicts(self) -> None:
-        for task_id, label, confidence, n_labels in self.campaign.results().itertuples():
-            if n_labels > 0:
-                self.platform.write_prediction(str(task_id), str(label), float(confidence))
-
-
 def _campaign(store: EventStore, platform: MemoryPlatform, budget: float) -> Campaign:
     return Campaign.create(
         platform.list_tasks(),
@@ -110,74 +82,32 @@ def _campaign(store: EventStore, platform: MemoryPlatform, budget: float) -> Cam
     )
 
 
-def check_platform_connector(
-    platform: MemoryPlatform, store: EventStore, *, budget: int, seed: int
-) -> list[ConnectorEvent]:
-    """Run a campaign on ``platform`` through the surface, restarting the connector module
-    halfway, and check the surface's guarantees; returns the events a subscriber read."""
-    rng = np.random.default_rng(seed)
-    sync = MemorySync(platform, _campaign(store, platform, budget), open_slots=3)
-    sync.reconcile()
-    read: list[ConnectorEvent] = []
-    given = 0
-    restarted = False
-    for step in range(20 * budget):
-        if step == budget // 2:  # a restart: a new process loads the campaign from the store
-            held = sorted(s.slot_id for s in sync.connector.open_slots())
-            sync = MemorySync(platform, Campaign.load(store, "memory"), open_slots=3)
-            assert sorted(s.slot_id for s in sync.connector.open_slots()) == held
-            restarted = True
-        annotator = int(rng.integers(1, 12))
-        task = platform.next_task(annotator)
-        if task is None:
-            if sync.connector.stopped:
-                break
-            sync.reconcile()
-            continue
-        label = CLASSES[int(rng.random() < 0.7)] if rng.random() < 0.95 else None
-        platform.annotate(task, annotator, label)
-        given += label is not None
-        if step % 3:  # a third of the notifications are lost: the next full read recovers them
-            sync.reconcile([task])
-        read.extend(sync.connector.events(after=read[-1].seq if read else 0))
-        read = [e for e in read if e.kind != "stopped"]
-    # a submission to a closed task (through the platform's API): an over-submission
-    closed = next(t for t, c in platform.capacity.items() if len(platform.answers[t]) >= c)
-    platform.annotate(closed, 99, "yes")
-    given += 1
-    sync.reconcile()
-    sync.write_verdicts()
-    read.extend(sync.connector.events(after=read[-1].seq if read else 0))
-
-    status = sync.campaign.status()
-    connector = sync.connector
-    assert restarted and status["stopped"]
-    assert status["spent"] <= budget  # never over budget
-    assert status["n_labels"] == given  # nothing lost, nothing twice
-    assert status["n_labels"] == status["spent"] + connector.over_submissions
-    assert connector.over_submissions >= 1
-    labels = [e for e in read if e.kind in ("label_accepted", "label_free")]
-    assert len(labels) == given
-    assert sum(e.kind == "label_free" for e in labels) == connector.over_submissions
-    assert all(e.slot for e in read if e.kind == "label_accepted")
-    assert [e.seq for e in read if e.kind != "stopped"] == sorted(
-        e.seq for e in read if e.kind != "stopped"
-    )
-    labeled = {t for t, rows in platform.answers.items() if any(a.label for a in rows)}
-    assert set(platform.predictions) == labeled
-    return read
-
-
 def test_a_whole_campaign_on_a_second_platform() -> None:
-    events = check_platform_connector(
-        MemoryPlatform(n_tasks=12), EventStore("sqlite://"), budget=30, seed=1
-    )
+    platform = MemoryPlatform(n_tasks=12)
+    events = check_platform_connector(platform, classes=CLASSES, budget=30, seed=1)
     kinds = {e.kind for e in events}
     assert {"assignment_given", "label_accepted", "label_free"} <= kinds
     assert kinds <= set(EVENT_KINDS)
     # free labels carry the platform's annotator; paid ones the slot they filled
-    assert all(e.worker_id.startswith("memory-user-") for e in events if e.kind == "label_free")
-    assert all(e.worker_id.startswith(SLOT_WORKER_PREFIX) for e in events if e.slot)
+    assert all(
+        str(e.worker_id).startswith("platform-user-") for e in events if e.kind == "label_free"
+    )
+    assert all(str(e.worker_id).startswith(SLOT_WORKER_PREFIX) for e in events if e.slot)
+    # the verdict is shown on every task with a usable answer
+    labeled = {t for t, rows in platform.answers.items() if any(a.label for a in rows)}
+    assert set(platform.predictions) == labeled
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_the_conformance_run_catches_a_broken_platform(seed: int) -> None:
+    class ForgetfulPlatform(MemoryPlatform):
+        """Loses every second annotation when read: the campaign then misses labels."""
+
+        def read_annotations(self, task_ids: Sequence[str]) -> dict[str, list[MemoryAnnotation]]:
+            return {task: self.answers[task][::2] for task in task_ids}
+
+    with pytest.raises(AssertionError):
+        check_platform_connector(ForgetfulPlatform(n_tasks=12), budget=30, seed=seed)
 
 
 def test_events_resume_from_a_sequence_number_and_report_the_stop() -> None:

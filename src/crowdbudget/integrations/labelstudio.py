@@ -11,9 +11,9 @@ How the two models meet (verified against Label Studio 1.23.2 open source, Postg
 - **Tasks ↔ items, annotators ↔ workers.** Item ids are Label Studio task ids (as strings).
   Open source Label Studio has no per-annotator task assignment: ``/next`` hands any open task
   to whichever annotator asks. So the campaign decides *which task* gets the next annotation,
-  not who gives it: each campaign assignment is an **open slot** held by a placeholder worker
-  ``slot-…`` (pull mode, :meth:`Campaign.next_assignment`), and the next annotation Label
-  Studio receives on that task fills it (:meth:`Campaign.record_label`). Only item-only
+  not who gives it: it opens **slots** (committed budget for one more annotation on a task,
+  :mod:`crowdbudget.integrations.connector`), and the next annotation Label Studio receives
+  on that task settles one (:meth:`CampaignConnector.settle`). Only item-only
   policies fit (Opt-KG, …); policies that choose workers are refused, because the worker they
   choose could not be made to come. The annotator's identity is kept by Label Studio and comes
   back in :func:`export_labels` (``worker`` = the Label Studio user id).
@@ -28,8 +28,8 @@ How the two models meet (verified against Label Studio 1.23.2 open source, Postg
   commits more than it has), so the annotators already holding a task are covered. An
   annotation arriving on a task with no open slot (a submission to a closed task through the
   API, a slot that expired while its holder was still working) is an **over-submission**: it
-  is recorded with :meth:`Campaign.import_labels` (it informs the posterior, costs nothing from
-  the budget) and reported, so ``annotations ≤ budget + over-submissions`` always holds.
+  is recorded free by the connector (it informs the posterior, costs nothing from the budget)
+  and reported, so ``annotations ≤ budget + over-submissions`` always holds.
 - **Restarts lose nothing.** Every label is one event in the campaign's store, and the label
   count per task in the campaign says how many of that task's annotations (finished, first per
   annotator, in id order) were recorded; a restart or a reconciliation records the rest. So a
@@ -44,6 +44,10 @@ How the two models meet (verified against Label Studio 1.23.2 open source, Postg
 Project settings that would fight this are refused (:func:`check_project_settings`):
 ``maximum_annotations`` ≠ 1 or ``overlap_cohort_percentage`` < 100 make Label Studio rewrite
 every task's overlap itself.
+
+The controller touches the campaign only through the connector surface and the campaign's
+public reports (:meth:`Campaign.results`, :meth:`Campaign.status`); the REST calls are in
+:mod:`crowdbudget.integrations.labelstudio_api`.
 """
 
 from __future__ import annotations
@@ -51,16 +55,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import pandas as pd
-
-from crowdbudget.campaign import AssignmentError, Campaign, EventStore
+from crowdbudget.campaign import Campaign, EventStore
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.integrations.connector import SLOT_WORKER_PREFIX, CampaignConnector, unrecorded
 from crowdbudget.integrations.labelstudio_api import (
     MODEL_VERSION,
     WEBHOOK_SECRET_HEADER,
@@ -75,10 +77,8 @@ from crowdbudget.integrations.labelstudio_api import (
     parse_label_config,
     read_token_file,
     task_annotations,
-    unrecorded,
     webhook_task_ids,
 )
-from crowdbudget.registry import make_policy, split_verdict
 
 __all__ = [
     "LABELSTUDIO_WORKER_PREFIX",
@@ -103,8 +103,6 @@ __all__ = [
     "webhook_task_ids",
 ]
 
-SLOT_WORKER_PREFIX = "slot-"
-"""Campaign worker ids of open slots (placeholders: Label Studio picks the annotator)."""
 LABELSTUDIO_WORKER_PREFIX = "ls-user-"
 """Campaign worker ids of over-submissions: ``ls-user-<Label Studio user id>``."""
 
@@ -166,18 +164,12 @@ class LabelStudioSync:
         self.api = api
         self.project_id = project_id
         self.campaign = campaign
+        #: the campaign as this platform sees it: open slots, settlements, its events
+        self.connector = CampaignConnector(campaign, annotator_prefix=LABELSTUDIO_WORKER_PREFIX)
         self.control = control
         self.open_slots = open_slots
         self.concurrency = concurrency  # requests in flight at once (PATCHes, webhook reads)
         self.clock = clock
-        self._item_index = {item: k for k, item in enumerate(campaign.item_ids)}
-        # open slots per item (assignment ids, oldest first), from the campaign's pending
-        # assignments (those of placeholder workers; over-submissions never hold one)
-        self._slots: dict[int, list[str]] = {}
-        for pending in campaign.pending_assignments():
-            if pending.worker_id.startswith(SLOT_WORKER_PREFIX):
-                item = self._item_index[pending.item_id]
-                self._slots.setdefault(item, []).append(pending.assignment_id)
         # what Label Studio last showed or was told, per task: (overlap, is_labeled, annotators)
         self._seen: dict[int, tuple[int, bool, int]] = {}
         self._unusable: dict[int, int] = {}
@@ -207,129 +199,67 @@ class LabelStudioSync:
     ) -> LabelStudioSync:
         """Check the project, then create its campaign (first run: ``budget`` needed) or load
         it (later runs: ``budget``, when given, must match)."""
-        # unknown ids fail here with the known ones; ``…:verdict=ds`` names the verdict
-        policy_object = make_policy(split_verdict(policy)[0])
-        if type(policy_object).chooses_workers:
-            raise InvalidParameterError(
-                f"policy {policy!r} chooses workers; Label Studio's /next lets any annotator "
-                "take an open task, so only item-only policies (opt-kg, …) can run here"
-            )
+        CampaignConnector.check_policy(policy, "Label Studio's /next")
         project = api.project(project_id)
         check_project_settings(project)
         control = parse_label_config(str(project.get("label_config", "")))
         cid = campaign_id or campaign_id_for(project_id)
         if cid in store.campaign_ids():
-            campaign = Campaign.load(store, cid)
-            if budget is not None and float(budget) != campaign.config.budget:
+            sync = cls(api, project_id, Campaign.load(store, cid), control, open_slots=open_slots)
+            known = sync.connector
+            if budget is not None and float(budget) != known.budget:
                 raise InvalidParameterError(
-                    f"campaign {cid!r} already has budget {campaign.config.budget:g}; "
+                    f"campaign {cid!r} already has budget {known.budget:g}; "
                     f"--budget {budget:g} differs (omit it to resume)"
                 )
-            if campaign.config.policy != policy:
+            if known.policy != policy:
                 raise InvalidParameterError(
-                    f"campaign {cid!r} runs policy {campaign.config.policy!r}, not {policy!r}"
+                    f"campaign {cid!r} runs policy {known.policy!r}, not {policy!r}"
                 )
-            if tuple(campaign.config.classes) != control.classes:
+            if known.classes != control.classes:
                 raise InvalidParameterError(
                     f"the project's choices {list(control.classes)} differ from campaign "
-                    f"{cid!r}'s classes {campaign.config.classes}"
+                    f"{cid!r}'s classes {list(known.classes)}"
                 )
-        else:
-            if budget is None:
-                raise InvalidParameterError(
-                    f"no campaign {cid!r} yet: give --budget (annotations to spend) to start one"
-                )
-            task_ids = [str(task["id"]) for task in api.tasks(project_id)]
-            if not task_ids:
-                raise InvalidParameterError(f"project {project_id} has no tasks; import some")
-            campaign = Campaign.create(
-                task_ids,
-                budget=budget,
-                classes=control.classes,
-                policy=policy,
-                seed=seed,
-                max_labels_per_item=max_labels_per_task,
-                ttl=slot_ttl,
-                store=store,
-                campaign_id=cid,
-                name=f"Label Studio project {project_id} at {api.url}",
+            return sync
+        if budget is None:
+            raise InvalidParameterError(
+                f"no campaign {cid!r} yet: give --budget (annotations to spend) to start one"
             )
+        task_ids = [str(task["id"]) for task in api.tasks(project_id)]
+        if not task_ids:
+            raise InvalidParameterError(f"project {project_id} has no tasks; import some")
+        campaign = Campaign.create(
+            task_ids,
+            budget=budget,
+            classes=control.classes,
+            policy=policy,
+            seed=seed,
+            max_labels_per_item=max_labels_per_task,
+            ttl=slot_ttl,
+            store=store,
+            campaign_id=cid,
+            name=f"Label Studio project {project_id} at {api.url}",
+        )
         return cls(api, project_id, campaign, control, open_slots=open_slots)
 
     # ------------------------------------------------------------------ slots
-    def _prune_slots(self) -> None:
-        for item in list(self._slots):
-            alive = [
-                a for a in self._slots[item] if self.campaign.assignment(a).status == "pending"
-            ]
-            if alive:
-                self._slots[item] = alive
-            else:
-                del self._slots[item]
-
     def n_open_slots(self) -> int:
-        return sum(len(v) for v in self._slots.values())
+        return self.connector.n_open_slots()
 
     def _fill_slots(self) -> set[int]:
-        """Open slots (campaign assignments to placeholder workers) up to ``open_slots``;
-        the items that got one. The campaign picks by its policy and never commits more
-        than its budget."""
-        opened: set[int] = set()
-        while self.n_open_slots() < self.open_slots:
-            assignment = self.campaign.next_assignment(SLOT_WORKER_PREFIX + uuid.uuid4().hex)
-            if assignment is None:
-                break
-            item = self._item_index[assignment.item_id]
-            self._slots.setdefault(item, []).append(assignment.assignment_id)
-            opened.add(item)
-        return opened
+        """Open slots up to ``open_slots``; the tasks that got one (the campaign picks by
+        its policy and never commits more than its budget)."""
+        return {int(slot.item_id) for slot in self.connector.fill(self.open_slots)}
 
     # ------------------------------------------------------------------ reconciliation
-    def _record(self, task_id: int, annotations: list[dict[str, Any]]) -> tuple[int, int]:
-        """Record a task's new annotations; (labels recorded, distinct annotators)."""
-        key = str(task_id)
-        if key not in self._item_index:  # a task imported into Label Studio meanwhile
-            self.campaign.add_items([key])
-            self._item_index[key] = len(self._item_index)
-        item = self._item_index[key]
-        counted = task_annotations({"annotations": annotations}, self.control)
-        self._unusable[item] = sum(a.label is None for a in counted)
-        n_recorded = int(self.campaign.state.label_counts[item].sum())
-        new = unrecorded(counted, n_recorded)
-        for annotation in new:
-            assert annotation.label is not None
-            if not self._fill_slot(item, annotation.label):
-                # no open slot: an over-submission, recorded free and reported
-                worker = f"{LABELSTUDIO_WORKER_PREFIX}{annotation.annotator}"
-                self.campaign.import_labels(
-                    pd.DataFrame({"task": [key], "worker": [worker], "label": [annotation.label]})
-                )
-        return len(new), len(counted)
-
-    def _fill_slot(self, item: int, label: str) -> bool:
-        """Record ``label`` on the item's oldest open slot; False if it has none left (a slot
-        past its time-to-live that housekeeping has not released yet takes no label)."""
-        slots = self._slots.get(item, [])
-        while slots:
-            assignment_id = slots.pop(0)
-            try:
-                self.campaign.record_label(assignment_id, label)
-            except AssignmentError:
-                continue
-            finally:
-                if not slots:
-                    self._slots.pop(item, None)
-            return True
-        return False
-
-    def _push_states(self, items: Iterable[int]) -> None:
-        """Write each item's desired open/closed state where Label Studio differs (the
+    def _push_states(self, task_ids: Iterable[int]) -> None:
+        """Write each task's desired open/closed state where Label Studio differs (the
         PATCHes go out concurrently: each is one round trip the annotators wait on)."""
         changes: dict[int, dict[str, Any]] = {}
-        for item in sorted(set(items)):
-            task_id = int(self.campaign.item_ids[item])
+        for task_id in sorted(set(task_ids)):
             overlap, is_labeled, annotators = self._seen.get(task_id, (0, False, 0))
-            state = desired_task_state(annotators, len(self._slots.get(item, ())))
+            state = desired_task_state(annotators, self.connector.n_open_slots(str(task_id)))
             if (overlap, is_labeled) != (state["overlap"], state["is_labeled"]):
                 changes[task_id] = state
         self._concurrently(
@@ -356,23 +286,19 @@ class LabelStudioSync:
         the open/closed states that differ. ``states``: each task's (overlap, is_labeled) as
         Label Studio shows it; None (a webhook) takes the last known overlap and applies
         Label Studio's own rule, ``is_labeled`` = distinct annotators ≥ overlap."""
-        self.campaign.expire_overdue()
-        self._prune_slots()
-        recorded = 0
-        touched: set[int] = set()
+        counted: dict[str, list[TaskAnnotation]] = {}
         for task_id, rows in annotations.items():
-            n_new, annotators = self._record(task_id, rows)
-            recorded += n_new
+            finished = task_annotations({"annotations": rows}, self.control)
+            counted[str(task_id)] = finished
+            self._unusable[task_id] = sum(a.label is None for a in finished)
             if states is not None:
                 overlap, is_labeled = states[task_id]
             else:
                 overlap = self._seen.get(task_id, (1, False, 0))[0]
-                is_labeled = annotators >= overlap
-            self._seen[task_id] = (overlap, is_labeled, annotators)
-            touched.add(self._item_index[str(task_id)])
-        touched |= self._fill_slots()
-        touched |= set(self._slots)
-        self._push_states(touched)
+                is_labeled = len(finished) >= overlap
+            self._seen[task_id] = (overlap, is_labeled, len(finished))
+        recorded, touched = self.connector.reconcile(counted, self.open_slots)
+        self._push_states(int(item_id) for item_id in touched)
         return recorded
 
     def reconcile_all(self) -> int:
@@ -428,7 +354,7 @@ class LabelStudioSync:
     def done(self) -> bool:
         """No slot open and none can be opened (budget spent, every task capped, or the
         policy stopped)."""
-        self._prune_slots()
+        self.connector.expire_overdue()
         if self.n_open_slots() > 0:
             return False
         opened = self._fill_slots()
@@ -501,10 +427,9 @@ class LabelStudioSync:
             spent=float(status["spent"]),
             open_slots=self.n_open_slots(),
             labels=int(status["n_labels"]),
-            # one annotation costs 1, so the labels beyond the spending came in free
-            over_submissions=round(status["n_labels"] - status["spent"]),
+            over_submissions=self.connector.over_submissions,
             unusable=int(sum(self._unusable.values())),
-            tasks=len(self._item_index),
+            tasks=len(self.connector.item_ids),
             tasks_open=open_tasks,
             done=self.n_open_slots() == 0,
             reconciliations=self.reconciliations,

@@ -210,18 +210,6 @@ def task_annotations(task: dict[str, Any], control: ChoicesControl) -> list[Task
     return out
 
 
-def unrecorded(annotations: list[TaskAnnotation], n_recorded: int) -> list[TaskAnnotation]:
-    """The usable annotations of a task the campaign has not recorded yet.
-
-    The campaign records a task's usable annotations in id order, one event each, so its label
-    count ``n_recorded`` for the task is the length of the recorded prefix: the rest is new.
-    (A count above the usable annotations — Label Studio lost one, e.g. deleted — records
-    nothing; labels are never taken back.)
-    """
-    usable = [a for a in annotations if a.label is not None]
-    return usable[n_recorded:]
-
-
 def desired_task_state(n_annotators: int, n_open_slots: int) -> dict[str, Any]:
     """What Label Studio should hold for a task with ``n_annotators`` distinct finished
     annotators and ``n_open_slots`` open slots: open for exactly that many more annotators,

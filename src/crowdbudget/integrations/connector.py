@@ -1,0 +1,416 @@
+"""The connector surface: what a labeling platform sees of a live campaign.
+
+A platform (Label Studio, a vendor's queue, an in-house tool) serves tasks to its own
+annotators; a :class:`~crowdbudget.campaign.Campaign` decides how many more annotations each
+task is worth. :class:`CampaignConnector` is the one place where the two meet:
+
+- **Open slots in.** A slot is committed budget for one more annotation on one item — not a
+  worker: the platform decides who fills it. :meth:`CampaignConnector.open_slot` asks the
+  campaign's policy for the next item (the budget is committed at once, so the campaign never
+  promises more than it has); :meth:`~CampaignConnector.settle` fills an item's oldest open
+  slot with a label from a named annotator, or records an **over-submission** when the item
+  has none; :meth:`~CampaignConnector.release` gives a slot back (its budget returns);
+  :meth:`~CampaignConnector.expire_overdue` releases the slots past their time-to-live.
+- **Events out.** Every change is read back from the campaign's event store
+  (:meth:`crowdbudget.campaign.EventStore.events`) and translated into
+  :class:`ConnectorEvent` rows with the store's sequence numbers:
+  ``assignment_given``, ``label_accepted``, ``label_free`` (over-submissions and other
+  imported labels), ``assignment_released``, ``assignment_expired``, and ``stopped`` once no
+  slot is open and none can be opened. A platform module reads them from a sequence number
+  (:meth:`~CampaignConnector.events`), so a subscriber that restarts resumes where it was.
+- **Restarts lose nothing.** The open slots, the labels per item and the items are rebuilt from
+  the store, never from memory; :meth:`~CampaignConnector.record` records a task's
+  annotations idempotently (the campaign's label count for the item is the length of the
+  recorded prefix of the task's usable annotations, in the platform's order), so reading a task
+  twice, or after a crash, records each annotation exactly once.
+
+What a platform module provides (:class:`PlatformTasks`, checked by
+``tests/test_connector.py`` with an in-memory platform): list its task ids, read a task's
+finished annotations (first per annotator, in a stable order, ``label`` None when unusable),
+open a task for exactly its open slots or close it, and write a prediction (the verdict) back.
+
+What the surface guarantees:
+
+- **the budget is never exceeded**: a slot is opened only when the campaign can pay for it, and
+  a label arriving with no open slot costs nothing, so ``labels ≤ budget + over-submissions``;
+- **restarts lose nothing**: every accepted label is one stored event before it is
+  acknowledged, and the slots, counts and events are rebuilt from the store;
+- **over-submissions are recorded**: they inform the verdict (worker id ``annotator_prefix +
+  annotator``), cost nothing and are reported (:attr:`CampaignConnector.over_submissions`).
+
+Only item-only policies fit a platform that lets any annotator take an open task (the worker a
+worker-choosing policy picks could not be made to come); :meth:`CampaignConnector.check_policy`
+refuses the others. One connector per campaign at a time: it is the campaign's only writer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pandas as pd
+
+from crowdbudget.campaign import AssignmentError, Campaign
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.registry import make_policy, split_verdict
+
+__all__ = [
+    "SLOT_WORKER_PREFIX",
+    "Annotation",
+    "CampaignConnector",
+    "ConnectorEvent",
+    "OpenSlot",
+    "PlatformTasks",
+    "Settlement",
+    "unrecorded",
+]
+
+SLOT_WORKER_PREFIX = "slot-"
+"""The campaign worker ids that hold open slots (one fresh id per slot; the platform picks the
+annotator). Only this module writes or reads them."""
+
+EVENT_KINDS = (
+    "assignment_given",
+    "label_accepted",
+    "label_free",
+    "assignment_released",
+    "assignment_expired",
+    "stopped",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSlot:
+    """Committed budget for one more annotation on ``item_id`` (``expires_at``: when it is
+    released unless filled, seconds on the campaign's clock; None: never)."""
+
+    slot_id: str
+    item_id: str
+    expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorEvent:
+    """One change, as a platform sees it. ``seq`` is the campaign's event number (a
+    ``stopped`` event repeats the last one: it is a state, not a stored change); ``slot``
+    says whether the assignment is an open slot (else a named worker's assignment, e.g. one
+    the HTTP service gave); ``worker_id`` is the slot's holder or the label's worker."""
+
+    seq: int
+    kind: str
+    item_id: str | None = None
+    assignment_id: str | None = None
+    worker_id: str | None = None
+    label: str | None = None
+    slot: bool = False
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What :meth:`CampaignConnector.settle` did with a label: filled slot ``slot_id`` (paid
+    from the budget) or, with ``slot_id`` None, recorded an over-submission (free)."""
+
+    item_id: str
+    label: str
+    annotator: str
+    slot_id: str | None
+
+    @property
+    def over_submission(self) -> bool:
+        return self.slot_id is None
+
+
+class Annotation(Protocol):
+    """A platform's annotation as the surface reads it: who gave it and its class (None: no
+    usable answer, e.g. an empty or invalid choice; it fills no slot)."""
+
+    @property
+    def annotator(self) -> Any: ...
+
+    @property
+    def label(self) -> str | None: ...
+
+
+class PlatformTasks(Protocol):
+    """The platform calls a connector module wraps (one module per platform).
+
+    - ``list_tasks()``: every task id of the project, as strings (the campaign's item ids);
+    - ``read_annotations(task_ids)``: each task's finished annotations, first per annotator,
+      in a stable order (:class:`Annotation`);
+    - ``set_open(task_id, n_annotators, n_open_slots)``: let exactly ``n_open_slots`` more
+      annotators take the task (0: close it);
+    - ``write_prediction(task_id, label, score)``: show the verdict and its probability.
+    """
+
+    def list_tasks(self) -> list[str]: ...
+
+    def read_annotations(self, task_ids: Sequence[str]) -> Mapping[str, Sequence[Annotation]]: ...
+
+    def set_open(self, task_id: str, n_annotators: int, n_open_slots: int) -> None: ...
+
+    def write_prediction(self, task_id: str, label: str, score: float) -> None: ...
+
+
+def unrecorded(annotations: Sequence[Any], n_recorded: int) -> list[Any]:
+    """The usable annotations (``label`` not None) of a task the campaign has not recorded yet.
+
+    The campaign records a task's usable annotations in the platform's order, one event each,
+    so its label count ``n_recorded`` for the task is the length of the recorded prefix: the
+    rest is new. (A count above the usable annotations — the platform lost one, e.g. deleted —
+    records nothing; labels are never taken back.)
+    """
+    usable = [a for a in annotations if a.label is not None]
+    return usable[n_recorded:]
+
+
+class CampaignConnector:
+    """The connector surface of one campaign (module docstring: the contract).
+
+    Parameters
+    ----------
+    campaign : Campaign
+        A campaign created or loaded with a durable event store; the connector is its only
+        writer while it runs.
+    annotator_prefix : str
+        Prefix of the campaign worker ids of over-submissions (``annotator_prefix +
+        str(annotator)``), e.g. ``"ls-user-"``: names the platform the annotator belongs to.
+    """
+
+    def __init__(self, campaign: Campaign, *, annotator_prefix: str = "annotator-") -> None:
+        self.campaign = campaign
+        self.annotator_prefix = annotator_prefix
+        self._seq = 0
+        self._log: list[ConnectorEvent] = []
+        self._log_seqs: list[int] = []
+        self.item_ids: list[str] = []
+        self.classes: tuple[str, ...] = ()
+        self.budget = 0.0
+        self.policy = ""
+        self._known: set[str] = set()  # self.item_ids as a set
+        self._labels: dict[str, int] = {}  # labels recorded per item (paid and free)
+        self._assignments: dict[str, tuple[str, str]] = {}  # id -> (item id, worker id)
+        self._slots: dict[str, dict[str, OpenSlot]] = {}  # item -> open slots, oldest first
+        self.over_submissions = 0
+        self._stopped = False
+        self._catch_up()
+
+    # ------------------------------------------------------------------ events out
+    def _catch_up(self) -> None:
+        """Translate the store's events the connector has not read yet (one query; none when
+        the campaign applied nothing new)."""
+        if self._seq and self.campaign.event_count == self._seq:
+            return
+        store = self.campaign.store
+        for event in store.events(self.campaign.campaign_id, after=self._seq):
+            for row in self._translate(event.kind, event.payload, event.seq, event.created_at):
+                self._log.append(row)
+                self._log_seqs.append(row.seq)
+            self._seq = event.seq
+            self._stopped = False
+
+    def _translate(self, kind: str, p: dict[str, Any], seq: int, at: float) -> list[ConnectorEvent]:
+        if kind == "created":
+            self.classes = tuple(str(c) for c in p["classes"])
+            self.budget = float(p["budget"])
+            self.policy = str(p["policy"])
+            self._extend(p["items"])
+        elif kind == "items_added":
+            self._extend(p["items"])
+        elif kind == "assigned":
+            item_id, worker_id = self.item_ids[int(p["item"])], str(p["worker"])
+            self._assignments[p["id"]] = (item_id, worker_id)
+            slot = worker_id.startswith(SLOT_WORKER_PREFIX)
+            if slot:
+                open_slot = OpenSlot(p["id"], item_id, p["expires_at"])
+                self._slots.setdefault(item_id, {})[p["id"]] = open_slot
+            return [
+                ConnectorEvent(seq, "assignment_given", item_id, p["id"], worker_id, None, slot, at)
+            ]
+        elif kind == "labeled":
+            item_id, worker_id = self._assignments[p["id"]]
+            self._close_slot(item_id, p["id"])
+            self._labels[item_id] = self._labels.get(item_id, 0) + 1
+            label = self.classes[int(p["label"])]
+            slot = worker_id.startswith(SLOT_WORKER_PREFIX)
+            return [
+                ConnectorEvent(seq, "label_accepted", item_id, p["id"], worker_id, label, slot, at)
+            ]
+        elif kind == "released":
+            item_id, worker_id = self._assignments[p["id"]]
+            self._close_slot(item_id, p["id"])
+            kind_out = "assignment_expired" if p["reason"] == "expired" else "assignment_released"
+            slot = worker_id.startswith(SLOT_WORKER_PREFIX)
+            return [ConnectorEvent(seq, kind_out, item_id, p["id"], worker_id, None, slot, at)]
+        elif kind == "imported":
+            rows = []
+            for item, worker_id, label in p["rows"]:
+                item_id = self.item_ids[int(item)]
+                self._labels[item_id] = self._labels.get(item_id, 0) + 1
+                if str(worker_id).startswith(self.annotator_prefix):
+                    self.over_submissions += 1
+                rows.append(
+                    ConnectorEvent(
+                        seq,
+                        "label_free",
+                        item_id,
+                        None,
+                        str(worker_id),
+                        self.classes[int(label)],
+                        False,
+                        at,
+                    )
+                )
+            return rows
+        return []
+
+    def _extend(self, items: Iterable[Any]) -> None:
+        new = [str(i) for i in items]
+        self.item_ids.extend(new)
+        self._known.update(new)
+
+    def _close_slot(self, item_id: str, assignment_id: str) -> None:
+        slots = self._slots.get(item_id)
+        if slots is not None and slots.pop(assignment_id, None) is not None and not slots:
+            del self._slots[item_id]
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last event read (the next :meth:`events` starts here)."""
+        self._catch_up()
+        return self._seq
+
+    def events(self, after: int = 0) -> list[ConnectorEvent]:
+        """The events with sequence number above ``after``, in order; a ``stopped`` event
+        ends the list when the last :meth:`fill` found nothing to open and no slot is open."""
+        self._catch_up()
+        start = bisect.bisect_right(self._log_seqs, after)
+        out = self._log[start:]
+        if self._stopped:
+            out.append(ConnectorEvent(self._seq, "stopped"))
+        return out
+
+    # ------------------------------------------------------------------ what is open
+    def open_slots(self, item_id: str | None = None) -> list[OpenSlot]:
+        """The open slots (of ``item_id``, or all), oldest first per item."""
+        self._catch_up()
+        if item_id is not None:
+            return list(self._slots.get(item_id, {}).values())
+        return [s for slots in self._slots.values() for s in slots.values()]
+
+    def n_open_slots(self, item_id: str | None = None) -> int:
+        self._catch_up()
+        if item_id is not None:
+            return len(self._slots.get(item_id, ()))
+        return sum(len(slots) for slots in self._slots.values())
+
+    def items_with_open_slots(self) -> list[str]:
+        self._catch_up()
+        return list(self._slots)
+
+    def labels_recorded(self, item_id: str) -> int:
+        """Labels the campaign holds for the item (slot labels and free ones)."""
+        self._catch_up()
+        return self._labels.get(item_id, 0)
+
+    # ------------------------------------------------------------------ assign and settle in
+    def open_slot(self) -> OpenSlot | None:
+        """Commit budget for one more annotation on the item the policy wants most; None when
+        the budget, the items or the policy allow none now."""
+        assignment = self.campaign.next_assignment(SLOT_WORKER_PREFIX + uuid.uuid4().hex)
+        if assignment is None:
+            return None
+        self._catch_up()
+        return self._slots[assignment.item_id][assignment.assignment_id]
+
+    def fill(self, target: int) -> list[OpenSlot]:
+        """Open slots until ``target`` are open or none can be; the slots opened. When none
+        is open afterwards the campaign has stopped (a ``stopped`` event is emitted)."""
+        self.expire_overdue()
+        opened = []
+        while self.n_open_slots() < target:
+            slot = self.open_slot()
+            if slot is None:
+                break
+            opened.append(slot)
+        self._stopped = self.n_open_slots() == 0
+        return opened
+
+    def settle(self, item_id: str, label: str, annotator: Any) -> Settlement:
+        """Record ``label`` from ``annotator`` on the item: it fills the item's oldest open
+        slot (paid), or, with none left, it is an over-submission (free, recorded, counted).
+        A slot past its time-to-live takes no label (the next one is tried)."""
+        for slot in self.open_slots(item_id):
+            try:
+                self.campaign.record_label(slot.slot_id, label)
+            except AssignmentError:
+                continue
+            self._catch_up()
+            return Settlement(item_id, label, str(annotator), slot.slot_id)
+        worker_id = f"{self.annotator_prefix}{annotator}"
+        self.campaign.import_labels(
+            pd.DataFrame({"task": [item_id], "worker": [worker_id], "label": [label]})
+        )
+        self._catch_up()
+        return Settlement(item_id, label, str(annotator), None)
+
+    def record(self, item_id: str, annotations: Sequence[Annotation]) -> list[Settlement]:
+        """Settle the task's annotations the campaign has not recorded yet (idempotent:
+        :func:`unrecorded`); adds the item first if the platform has a task the campaign does
+        not know (imported meanwhile)."""
+        self._catch_up()
+        if item_id not in self._known:
+            self.add_items([item_id])
+        new = unrecorded(annotations, self.labels_recorded(item_id))
+        return [self.settle(item_id, str(a.label), a.annotator) for a in new]
+
+    def reconcile(
+        self, annotations: Mapping[str, Sequence[Annotation]], target: int
+    ) -> tuple[int, set[str]]:
+        """One round of a platform module: release the overdue slots, :meth:`record` each
+        task's annotations (``{item id: annotations}``, those the platform just read), then
+        :meth:`fill` up to ``target`` open slots. Returns the labels recorded and the items
+        whose open state the platform must write (``set_open``): those read, those that got a
+        slot and those holding one."""
+        self.expire_overdue()
+        recorded = sum(len(self.record(item_id, rows)) for item_id, rows in annotations.items())
+        touched = set(annotations)
+        touched.update(slot.item_id for slot in self.fill(target))
+        touched.update(self.items_with_open_slots())
+        return recorded, touched
+
+    def release(self, slot_id: str) -> None:
+        """Give an open slot back (its budget returns at once)."""
+        self.campaign.cancel_assignment(slot_id)
+        self._catch_up()
+
+    def expire_overdue(self) -> int:
+        """Release the slots (and other assignments) past their time-to-live."""
+        n = self.campaign.expire_overdue()
+        self._catch_up()
+        return n
+
+    def add_items(self, item_ids: Iterable[str]) -> None:
+        self.campaign.add_items(list(item_ids))
+        self._catch_up()
+
+    @property
+    def stopped(self) -> bool:
+        """No slot open and the last :meth:`fill` could open none."""
+        self._catch_up()
+        return self._stopped
+
+    @staticmethod
+    def check_policy(policy: str, platform: str) -> None:
+        """Refuse a policy that chooses workers: ``platform`` lets any annotator take an open
+        task, so the worker it would choose could not be made to come."""
+        # unknown ids fail here with the known ones; ``…:verdict=ds`` names the verdict
+        policy_object = make_policy(split_verdict(policy)[0])
+        if type(policy_object).chooses_workers:
+            raise InvalidParameterError(
+                f"policy {policy!r} chooses workers; {platform} lets any annotator take an "
+                "open task, so only item-only policies (opt-kg, …) can run here"
+            )

@@ -140,6 +140,9 @@ from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, L
 #: the exact posterior of all an item's labels matched once (module docstring)
 REFIT_ITEM_STEPS = ("sequential", "exact")
 
+#: what the compiled pull choice returns when the scan of ``_choose`` must decide
+_SCAN = -1
+
 
 def _orientation_moments(ta: _Real, tb: _Real) -> list[_Real]:
     """The six per-item moments the fused look-ahead reads for one orientation of the item
@@ -254,6 +257,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         # the labels so far (for refit): rows (item, worker, label), grown by doubling
         self._log = np.empty((64, 3), dtype=np.int64)
         self._n_log = 0
+        # the items with a label in the log, each once (a refit changes only their beliefs)
+        self._labeled = np.zeros(problem.n_items, dtype=bool)
+        self._labeled_items: list[int] = []
         # the number of labels at which the next refit runs (refit_schedule)
         self._next_refit = self.refit
         self._last_refit = 0
@@ -308,6 +314,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._lazy = self._compiled and self.lazy_workers
         self._stale = np.zeros(problem.n_workers, dtype=bool)
         self._stale_list: list[int] = []
+        if self._compiled:
+            self._number_states()
+            self._no_remaining = np.empty(0, dtype=np.int64)
         if self._fast:
             self._scores = np.full(self._pair_items.shape[0], -np.inf)
             self._rescore_all()
@@ -465,6 +474,13 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         before = self._scores[own]
         every_own = own
         own = self._live(own)
+        if self._compiled:
+            # the item's new state: a new number (no look-up; equal states numbered apart are
+            # only scored twice)
+            self._state_ids[i] = self._n_states
+            self._n_states += 1
+            if self._n_states > 2 * self._state_ids.shape[0] + 64:
+                self._number_states()  # keep the per-state table O(n_items)
         if self._lazy:
             self._rescore_compiled(own)
             self._mark_stale(j)
@@ -486,6 +502,22 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         best = self._best
         if not self._lazy:
             best.refresh_one(j)
+        if self._compiled:
+            from crowdbudget.policies._one_coin_kernel import update_worker_bests
+
+            update_worker_bests(
+                every_own,
+                before,
+                self._scores,
+                self._pair_workers,
+                j,
+                self._stale,
+                best.best,
+                best.count,
+                best.ptr,
+                best.order,
+            )
+            return
         after = self._scores[every_own].tolist()
         top, count = best.best, best.count
         own_workers = self._pair_workers[every_own]
@@ -540,6 +572,87 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             out,
         )
         return out
+
+    def _number_states(self) -> None:
+        """Number every item's state (a, b) afresh (``_state_ids``: equal numbers, equal
+        states), as the compiled pull decision keys its per-state errors."""
+        from crowdbudget.policies._one_coin_kernel import number_states
+
+        post = self.posterior_
+        self._state_ids = np.empty(post.n_items, dtype=np.int64)
+        self._n_base_states = number_states(
+            np.arange(post.n_items, dtype=np.int64),
+            np.ascontiguousarray(post.a, dtype=float),
+            np.ascontiguousarray(post.b, dtype=float),
+            self._state_ids,
+            0,
+        )
+        self._n_states = self._n_base_states
+
+    def _refresh_labeled_items(self) -> None:
+        """After a refit (compiled path): the moments, current errors and state numbers of the
+        items with a label, and every worker's reliability. The other items restarted from
+        their prior state and were in it before, so what they hold is what a full pass gives
+        (the same operations on the same bits); their state numbers (from the last full
+        numbering) stay valid, and the labeled items get numbers above those."""
+        from crowdbudget.policies._one_coin_kernel import number_states, refresh_items
+
+        post = self.posterior_
+        assert isinstance(post, OneCoinPosterior)
+        a = np.ascontiguousarray(post.a, dtype=float)
+        b = np.ascontiguousarray(post.b, dtype=float)
+        labeled = np.array(self._labeled_items, dtype=np.int64)
+        refresh_items(labeled, a, b, self._moments, self._item_error)
+        self._n_states = number_states(labeled, a, b, self._state_ids, self._n_base_states)
+        self._reliability = np.ascontiguousarray(post.c / (post.c + post.d), dtype=float)
+
+    def _choose_pull_compiled(
+        self, state: CampaignState, worker: int, excluded: Collection[int]
+    ) -> int | None:
+        """The pull-mode choice of the compiled path in one pass over ``worker``'s pairs
+        (:func:`~crowdbudget.policies._one_coin_kernel.choose_for_worker`): their rescoring
+        if the worker is stale, the worker's best, and the argmax past the items that may not
+        be asked — the scan of :meth:`_choose` pair for pair and draw for draw. Returns the
+        pair, None (nothing askable), or ``_SCAN``: let the scan decide (every askable pair at
+        −∞, where the scan's tie set is not the askable pairs')."""
+        from crowdbudget.policies._one_coin_kernel import choose_for_worker
+
+        rescore = self._lazy and bool(self._stale[worker])
+        if rescore:
+            self._stale[worker] = False
+            self._stale_list.remove(worker)
+        lo, hi = int(self._worker_ptr[worker]), int(self._worker_ptr[worker + 1])
+        pairs = self._worker_order[lo:hi]
+        open_items = state.eligible
+        if excluded:
+            open_items = open_items.copy()
+            open_items[np.fromiter(excluded, dtype=np.int64, count=len(excluded))] = False
+        tied = np.empty(hi - lo, dtype=np.int64)
+        n_open, n_tied, top, count = choose_for_worker(
+            pairs,
+            self._pair_items,
+            self._state_ids,
+            self._n_states,
+            self._moments,
+            float(self._reliability[worker]),
+            self._item_error,
+            self.optimistic,
+            self._scores,
+            rescore,
+            self._no_remaining if self._remaining is None else self._remaining,
+            open_items,
+            tied,
+        )
+        if rescore:
+            self._best.best[worker] = top
+            self._best.count[worker] = count
+        if n_open == 0:
+            return None
+        if self._scores[tied[0]] == -np.inf:
+            return _SCAN
+        if self.tie_break == "random" and n_tied > 1:
+            return int(tied[self._rng.integers(n_tied)])
+        return int(tied[0])
 
     def _choose_fast(self, state: CampaignState) -> int | None:
         """The pair the scan of :meth:`_choose` would pick (same ties, same draws), read from
@@ -667,6 +780,12 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     ) -> Assignment | None:
         if not self._pairs_built:
             self._build_pairs(state)
+        if self._compiled and worker is not None:
+            pair = self._choose_pull_compiled(state, worker, excluded)
+            if pair is None:
+                return None
+            if pair != _SCAN:
+                return self._assignment(state, pair)
         if self._lazy:
             self._flush(worker)
         if self._fast and worker is None and not excluded:
@@ -715,6 +834,9 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
                 self._log = np.concatenate([self._log, np.empty_like(self._log)])
             self._log[self._n_log] = (event.item, event.worker, event.label)
             self._n_log += 1
+            if not self._labeled[event.item]:
+                self._labeled[event.item] = True
+                self._labeled_items.append(event.item)
             if self._n_log >= self._next_refit:
                 self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
                 self._refit_beliefs(self.refit_rounds)
@@ -761,16 +883,19 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         post = self.posterior_
         if not self._pairs_built:
             return
-        if self._fast and self._compiled:
-            self._item_error = self._compiled_item_errors()
-        else:
-            self._item_error = error_probability(post.a, post.b, post.thresholds)
         if self._lazy:
-            # the per-item and per-worker inputs of the scores now; the scores at the flush
-            self._prepare_fused()
+            # the per-item and per-worker inputs of the scores now, the scores at the flush;
+            # an item without a label is in its prior state before and after, so only the
+            # labeled items' moments, errors and state numbers change
+            self._refresh_labeled_items()
             self._stale[:] = True
             self._stale_list = list(range(post.n_workers))
             return
+        if self._fast and self._compiled:
+            self._item_error = self._compiled_item_errors()
+            self._number_states()
+        else:
+            self._item_error = error_probability(post.a, post.b, post.thresholds)
         if self._fast:
             self._rescore_all()
             self._best.refresh(np.arange(post.n_workers, dtype=np.int64))

@@ -122,18 +122,33 @@ def _fill_item_moments(i: int, a: FloatArray, b: FloatArray, moments: FloatArray
 
 @njit(cache=True, nogil=True)
 def refresh_items(
-    items: IntArray, a: FloatArray, b: FloatArray, moments: FloatArray, item_error: FloatArray
-) -> None:
-    """:func:`fill_moments` and :func:`item_errors` of ``items`` only (each item's values are
-    a function of its own (a, b): the items left out keep theirs, the same bits as a full
-    pass would give when their (a, b) did not change)."""
+    items: IntArray,
+    a: FloatArray,
+    b: FloatArray,
+    moments: FloatArray,
+    item_error: FloatArray,
+    state_ids: IntArray,
+    first_id: int,
+) -> int:
+    """:func:`fill_moments`, :func:`item_errors` and :func:`number_states` of ``items`` only
+    (distinct items): each item's values are a function of its own (a, b), so the items left
+    out keep theirs — the bits a full pass gives when their (a, b) did not change. The error
+    is evaluated once per new state number; returns the next unused number."""
+    next_id = number_states(items, a, b, state_ids, first_id)
+    error_of = np.empty(next_id - first_id)
+    done = np.zeros(next_id - first_id, dtype=np.bool_)
     for k in range(items.shape[0]):
         i = items[k]
         _fill_item_moments(i, a, b, moments)
-        if a[i] == b[i]:
-            item_error[i] = 0.5
-        else:
-            item_error[i] = _betainc(_maximum(a[i], b[i]), _minimum(a[i], b[i]), 0.5, 0)
+        s = state_ids[i] - first_id
+        if not done[s]:
+            if a[i] == b[i]:
+                error_of[s] = 0.5
+            else:
+                error_of[s] = _betainc(_maximum(a[i], b[i]), _minimum(a[i], b[i]), 0.5, 0)
+            done[s] = True
+        item_error[i] = error_of[s]
+    return next_id
 
 
 @njit(cache=True, nogil=True)

@@ -259,7 +259,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._n_log = 0
         # the items with a label in the log, each once (a refit changes only their beliefs)
         self._labeled = np.zeros(problem.n_items, dtype=bool)
-        self._labeled_items: list[int] = []
+        self._labeled_items = np.empty(problem.n_items, dtype=np.int64)
+        self._n_labeled = 0
         # the number of labels at which the next refit runs (refit_schedule)
         self._next_refit = self.refit
         self._last_refit = 0
@@ -595,15 +596,19 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         their prior state and were in it before, so what they hold is what a full pass gives
         (the same operations on the same bits); their state numbers (from the last full
         numbering) stay valid, and the labeled items get numbers above those."""
-        from crowdbudget.policies._one_coin_kernel import number_states, refresh_items
+        from crowdbudget.policies._one_coin_kernel import refresh_items
 
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)
-        a = np.ascontiguousarray(post.a, dtype=float)
-        b = np.ascontiguousarray(post.b, dtype=float)
-        labeled = np.array(self._labeled_items, dtype=np.int64)
-        refresh_items(labeled, a, b, self._moments, self._item_error)
-        self._n_states = number_states(labeled, a, b, self._state_ids, self._n_base_states)
+        self._n_states = refresh_items(
+            self._labeled_items[: self._n_labeled],
+            np.ascontiguousarray(post.a, dtype=float),
+            np.ascontiguousarray(post.b, dtype=float),
+            self._moments,
+            self._item_error,
+            self._state_ids,
+            self._n_base_states,
+        )
         self._reliability = np.ascontiguousarray(post.c / (post.c + post.d), dtype=float)
 
     def _choose_pull_compiled(
@@ -836,7 +841,8 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._n_log += 1
             if not self._labeled[event.item]:
                 self._labeled[event.item] = True
-                self._labeled_items.append(event.item)
+                self._labeled_items[self._n_labeled] = event.item
+                self._n_labeled += 1
             if self._n_log >= self._next_refit:
                 self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
                 self._refit_beliefs(self.refit_rounds)

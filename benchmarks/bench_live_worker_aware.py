@@ -8,9 +8,9 @@ runs; HTTP is measured by ``bench_service.py``), registers the 200 workers (the 
 "a random worker asks (``next_assignment``), answers (``record_label``)" with a simulated
 crowd (accuracy uniform in [0.55, 0.95], truth uniform). Reported per operation: p50, p99 and
 max in milliseconds of wall time, and of the thread's CPU time (``*_cpu``: what a shared
-machine's other jobs do not add), and the time to register the workers (the slot rebuild, which scores all
-n_items × slots pairs once); ``record_label`` also split into the labels that ran the policy's
-refit (every ``refit`` labels) and the others. ``--eager`` rescores a worker's pairs at their
+machine's other jobs do not add), and the time to register the workers (the slot rebuild,
+which scores all n_items × slots pairs once); ``record_label`` also split into the labels
+that ran the policy's refit (every ``refit`` labels) and the others. ``--eager`` rescores a worker's pairs at their
 label instead of at their next request (``OneCoinKnowledgeGradient.lazy_workers = False``, the
 behaviour before lazy rescoring; the same decisions). Run from the repository root:
 

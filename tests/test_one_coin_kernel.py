@@ -82,7 +82,7 @@ def test_every_pair_score_is_the_numpy_fused_score(policy_id: str) -> None:
     moments = policy._moments.copy()
     # fill_moments gave _prepare_fused its moments; the NumPy formula gives the same bits
     for k, (ta, tb) in enumerate(((post.b, post.a), (post.a, post.b))):
-        from crowdbudget.policies.worker_aware import _orientation_moments
+        from crowdbudget.policies._worker_aware_fast import _orientation_moments
 
         assert _same_bits(moments[:, k], np.column_stack(_orientation_moments(ta, tb)))
     pairs = rng.permutation(n_items * n_workers)[: n_items * n_workers // 2].astype(np.int64)

@@ -3,14 +3,14 @@
 Issue 17 asks that a worker-aware Opt-KG decision on a live campaign of 10^4 items and 200
 workers take at most 2 ms at p99. This builds that campaign in memory
 (:class:`~crowdbudget.campaign.Campaign` on an in-memory SQLite store, the object the service
-runs; HTTP is measured by ``bench_service.py``), registers the 200 workers (the problem gets
-256 worker slots), warms it up with ``--warmup`` labels, then times ``--decisions`` rounds of
-"a random worker asks (``next_assignment``), answers (``record_label``)" with a simulated
-crowd (accuracy uniform in [0.55, 0.95], truth uniform). Reported per operation: p50, p99 and
-max in milliseconds of wall time, and of the thread's CPU time (``*_cpu``: what a shared
-machine's other jobs do not add), and the time to register the workers (the slot rebuild,
-which scores all n_items × slots pairs once); ``record_label`` also split into the labels
-that ran the policy's refit (every ``refit`` labels) and the others. ``--eager`` rescores a worker's pairs at their
+runs; HTTP is measured by ``bench_service.py``), registers the 200 workers (the problem gets 256
+worker slots), warms it up with ``--warmup`` labels, then times ``--decisions`` rounds of "a
+random worker asks (``next_assignment``), answers (``record_label``)" with a simulated crowd
+(accuracy uniform in [0.55, 0.95], truth uniform). Reported per operation: p50, p99 and max in
+milliseconds of wall time, and of the thread's CPU time (``*_cpu``: what a shared machine's
+other jobs do not add), and the time to register the workers (the slot rebuild, which scores all
+n_items × slots pairs once); ``record_label`` also split into the labels that ran the policy's
+refit (every ``refit`` labels) and the others. ``--eager`` rescores a worker's pairs at their
 label instead of at their next request (``OneCoinKnowledgeGradient.lazy_workers = False``, the
 behaviour before lazy rescoring; the same decisions). Run from the repository root:
 

@@ -138,10 +138,13 @@ def test_the_compiled_refit_rounds_give_the_numpy_rounds_bits() -> None:
 
 
 @pytest.mark.parametrize("optimistic", [True, False])
-def test_choose_for_worker_is_rescoring_then_the_masked_scan(optimistic: bool) -> None:
-    # one worker's pairs: the compiled pull decision rescores them as rescore_pairs does (one
-    # score per state number), sets the worker's best as WorkerBest.refresh_one, and ties as
-    # the masked scan np.flatnonzero(masked == masked.max()) over the askable pairs
+@pytest.mark.parametrize("grid", [True, False])
+def test_choose_for_worker_is_the_masked_scan_of_rescored_pairs(
+    optimistic: bool, grid: bool
+) -> None:
+    # one worker's pairs: the compiled pull decision scores them as rescore_pairs does (one
+    # score per state number) and ties as the masked scan np.flatnonzero(masked == max) over
+    # the askable pairs; a full grid (pair = item * n_workers + worker) or a replay's pairs
     rng = np.random.default_rng(6)
     n_items, n_workers, worker = 600, 3, 1
     a, b = _states(rng, n_items)
@@ -155,50 +158,42 @@ def test_choose_for_worker_is_rescoring_then_the_masked_scan(optimistic: bool) -
     assert n_states <= n_items - n_items // 5 + 2  # the two shared states, one number each
     pair_items = np.repeat(np.arange(n_items, dtype=np.int64), n_workers)
     pair_workers = np.tile(np.arange(n_workers, dtype=np.int64), n_items)
+    if grid:
+        remaining = np.empty(0, dtype=np.int64)
+    else:  # a replay: some items lack the worker's pair, some pairs are used up
+        keep = rng.random(pair_items.shape[0]) < 0.8
+        pair_items, pair_workers = pair_items[keep], pair_workers[keep]
+        remaining = rng.integers(0, 3, pair_items.shape[0]).astype(np.int64)
     reliability = np.array([0.7, 0.83, 0.6])
     pairs = np.flatnonzero(pair_workers == worker).astype(np.int64)
-    remaining = rng.integers(0, 3, pairs.shape[0] * n_workers).astype(np.int64)
-    open_items = rng.random(n_items) < 0.7
     expected = np.full(pair_items.shape[0], -5.0)
-    live = pairs[remaining[pairs] > 0]
     rescore_pairs(
-        live, pair_items, pair_workers, a, b, moments, reliability, errors, optimistic, expected
+        pairs, pair_items, pair_workers, a, b, moments, reliability, errors, optimistic, expected
     )
-    expected[pairs[remaining[pairs] <= 0]] = -np.inf
-    scores = np.full(pair_items.shape[0], -5.0)
-    tied = np.empty(pairs.shape[0], dtype=np.int64)
-    n_open, n_tied, top, count = choose_for_worker(
-        pairs,
-        pair_items,
-        state_ids,
-        n_states,
-        moments,
-        float(reliability[worker]),
-        errors,
-        optimistic,
-        scores,
-        True,
-        remaining,
-        open_items,
-        tied,
-    )
-    assert _same_bits(scores, expected)
-    values = expected[pairs]
-    assert top == values.max() and count == np.count_nonzero(values == values.max())
-    askable = open_items[pair_items[pairs]] & (remaining[pairs] > 0)
-    masked = np.where(askable, values, -np.inf)
-    assert n_open == np.count_nonzero(askable)
-    assert tied[:n_tied].tolist() == pairs[np.flatnonzero(masked == masked.max())].tolist()
-    # without rescoring: the scan alone, over the scores as they are
-    scores[pairs[::7]] = 0.5
-    n_open, n_tied, _, _ = choose_for_worker(
-        pairs, pair_items, state_ids, n_states, moments, 0.1, errors, optimistic, scores,
-        False, np.empty(0, dtype=np.int64), open_items, tied,
-    )  # fmt: skip
-    masked = np.where(open_items[pair_items[pairs]], scores[pairs], -np.inf)
-    assert n_open == np.count_nonzero(open_items[pair_items[pairs]])
-    assert tied[:n_tied].tolist() == pairs[np.flatnonzero(masked == masked.max())].tolist()
-    assert n_tied > 1
+    for open_items in (rng.random(n_items) < 0.7, np.arange(n_items) < n_items // 5):
+        tied = np.empty(pairs.shape[0], dtype=np.int64)
+        n_open, n_tied, best = choose_for_worker(
+            pairs,
+            pair_items,
+            grid,
+            state_ids,
+            n_states,
+            moments,
+            float(reliability[worker]),
+            errors,
+            optimistic,
+            remaining,
+            open_items,
+            tied,
+        )
+        askable = open_items[pair_items[pairs]]
+        if not grid:
+            askable &= remaining[pairs] > 0
+        masked = np.where(askable, expected[pairs], -np.inf)
+        assert n_open == np.count_nonzero(askable)
+        assert best == masked.max()
+        assert pairs[tied[:n_tied]].tolist() == pairs[np.flatnonzero(masked == best)].tolist()
+    assert n_tied > 1  # the second case: only shared states are askable, so they tie
 
 
 def test_a_refit_refreshes_what_a_full_pass_gives() -> None:

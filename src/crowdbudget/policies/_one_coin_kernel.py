@@ -297,84 +297,70 @@ def number_states(
 
 @njit(cache=True, nogil=True)
 def choose_for_worker(
-    pairs: IntArray,
+    worker_pairs: IntArray,
     pair_items: IntArray,
+    grid: bool,
     state_ids: IntArray,
     n_states: int,
     moments: FloatArray,
     reliability: float,
     item_error: FloatArray,
     optimistic: bool,
-    scores: FloatArray,
-    rescore: bool,
     remaining: IntArray,
     open_items: Any,
     tied: IntArray,
-) -> tuple[int, int, float, int]:
-    """One pull-mode decision over one worker's ``pairs`` (ascending), in one pass.
+) -> tuple[int, int, float]:
+    """One pull-mode decision over one worker's pairs (``worker_pairs``, ascending), in one
+    pass: the masked argmax over the askable pairs (``open_items[item]``, and a recorded
+    label left if ``remaining`` is not empty) of the pairs' current scores.
 
-    With ``rescore`` the pairs are rescored first (those with a recorded label left, if
-    ``remaining`` is not empty; the others get −∞): :func:`rescore_pairs`'s scores bit for
-    bit, computed once per item state number (``state_ids``, < ``n_states``). A pair's
-    score reads the item's moments and current error and the worker's reliability; the
-    reliability is one number here, and the moments and the error are functions of the
-    item's (a, b) alone (the same operations on the same bits wherever they were computed:
-    :func:`fill_moments`, :func:`item_errors`, :func:`refresh_items`, the policy's scalar
-    update), so items with one state number share one score. Then the argmax over the
-    askable pairs (``open_items[item]`` and a label left): ``tied[:n_tied]`` the pairs at the
-    largest score, in pair order — what the masked scan ``flatnonzero(masked == max)`` gives
-    when the max is finite.
+    The scores are computed, not read: :func:`rescore_pairs`'s score of a pair, bit for bit,
+    once per item state number (``state_ids``, < ``n_states``). A pair's score reads the
+    item's moments and current error and the worker's reliability; the reliability is one
+    number here, and the moments and the error are functions of the item's (a, b) alone (the
+    same operations on the same bits wherever they were computed: :func:`fill_moments`,
+    :func:`item_errors`, :func:`refresh_items`, the policy's scalar update), so the items of
+    one state number share one score — the score a kept, current pair score holds. Nothing is
+    written to the kept scores: the pairs are read in worker order, and a full grid of pairs
+    (``grid``: pair = item · n_workers + worker, so the worker's n-th pair is item n) reads
+    no pair array at all, where writing the kept scores would touch one cache line per pair.
 
-    Returns ``(n_open, n_tied, worker_top, worker_count)``: the number of askable pairs, the
-    number tied, and (when ``rescore``) the worker's best score over all its pairs and its
-    multiplicity, as :meth:`~crowdbudget.policies._pair_scores.WorkerBest.refresh_one` sets."""
+    ``tied[:n_tied]`` are the positions in ``worker_pairs`` of the pairs at the largest score,
+    in pair order — what the masked scan ``flatnonzero(masked == max)`` gives when the max is
+    finite. Returns ``(n_open, n_tied, best)``: the number of askable pairs, the number tied
+    and the largest score."""
     omr = 1.0 - reliability
-    size = n_states if rescore else 0
-    state_score = np.empty(size)
-    done = np.zeros(size, dtype=np.bool_)
+    state_score = np.empty(n_states)
+    done = np.zeros(n_states, dtype=np.bool_)
     has_remaining = remaining.shape[0] > 0
-    worker_top = -np.inf
-    worker_count = 0
     best = -np.inf
     n_open = 0
     n_tied = 0
-    for n in range(pairs.shape[0]):
-        p = pairs[n]
-        i = pair_items[p]
-        alive = not has_remaining or remaining[p] > 0
-        if rescore:
-            if alive:
-                s = state_ids[i]
-                if not done[s]:
-                    state_score[s] = _pair_score(
-                        moments[i, 1],
-                        reliability,
-                        omr,
-                        item_error[i],
-                        _error_after(moments[i, 0], reliability, omr),
-                        _error_after(moments[i, 1], reliability, omr),
-                        optimistic,
-                    )
-                    done[s] = True
-                scores[p] = state_score[s]
-            else:
-                scores[p] = -np.inf
-            value = scores[p]
-            if value > worker_top:
-                worker_top = value
-                worker_count = 1
-            elif value == worker_top:
-                worker_count += 1
-        if alive and open_items[i]:
-            value = scores[p]
-            n_open += 1
-            if value > best:
-                best = value
-                n_tied = 0
-            if value == best:
-                tied[n_tied] = p
-                n_tied += 1
-    return n_open, n_tied, worker_top, worker_count
+    for n in range(worker_pairs.shape[0]):
+        i = n if grid else pair_items[worker_pairs[n]]
+        if not open_items[i] or (has_remaining and remaining[worker_pairs[n]] <= 0):
+            continue
+        s = state_ids[i]
+        if not done[s]:
+            state_score[s] = _pair_score(
+                moments[i, 1],
+                reliability,
+                omr,
+                item_error[i],
+                _error_after(moments[i, 0], reliability, omr),
+                _error_after(moments[i, 1], reliability, omr),
+                optimistic,
+            )
+            done[s] = True
+        value = state_score[s]
+        n_open += 1
+        if value > best:
+            best = value
+            n_tied = 0
+        if value == best:
+            tied[n_tied] = n
+            n_tied += 1
+    return n_open, n_tied, best
 
 
 @njit(cache=True, nogil=True)

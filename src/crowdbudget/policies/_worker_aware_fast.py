@@ -373,15 +373,13 @@ class IncrementalPairScores:
         self, state: CampaignState, worker: int, excluded: Collection[int]
     ) -> int | None:
         """The pull-mode choice of the compiled path in one pass over ``worker``'s pairs
-        (:func:`~crowdbudget.policies._one_coin_kernel.choose_for_worker`): their rescoring
-        if the worker is stale, the worker's best, and the argmax past the items that may not
-        be asked — the scan of :meth:`_choose` pair for pair and draw for draw. Returns the
-        pair, None (nothing askable), or ``SCAN``: let the scan decide (every askable pair at
-        −∞, where the scan's tie set is not the askable pairs')."""
-        rescore = self._lazy and bool(self._stale[worker])
-        if rescore:
-            self._stale[worker] = False
-            self._stale_list.remove(worker)
+        (:func:`~crowdbudget.policies._one_coin_kernel.choose_for_worker`): the current
+        score of each distinct item state for this worker, the argmax past the items that may
+        not be asked — the scan of :meth:`_choose` pair for pair and draw for draw. The kept
+        pair scores are neither read nor written (a stale worker stays stale, to be rescored
+        if a push-mode choice reads it). Returns the pair, None (nothing askable), or
+        ``SCAN``: let the scan decide (every askable pair at −∞, where the scan's tie set is
+        not the askable pairs')."""
         lo, hi = int(self._worker_ptr[worker]), int(self._worker_ptr[worker + 1])
         pairs = self._worker_order[lo:hi]
         open_items = state.eligible
@@ -389,31 +387,27 @@ class IncrementalPairScores:
             open_items = open_items.copy()
             open_items[np.fromiter(excluded, dtype=np.int64, count=len(excluded))] = False
         tied = np.empty(hi - lo, dtype=np.int64)
-        n_open, n_tied, top, count = choose_for_worker(
+        n_open, n_tied, best = choose_for_worker(
             pairs,
             self._pair_items,
+            self._remaining is None,
             self._state_ids,
             self._n_states,
             self._moments,
             float(self._reliability[worker]),
             self._item_error,
             self.optimistic,
-            self._scores,
-            rescore,
             _NO_REMAINING if self._remaining is None else self._remaining,
             open_items,
             tied,
         )
-        if rescore:
-            self._best.best[worker] = top
-            self._best.count[worker] = count
         if n_open == 0:
             return None
-        if self._scores[tied[0]] == -np.inf:
+        if best == -np.inf:
             return SCAN
         if self.tie_break == "random" and n_tied > 1:
-            return int(tied[self._rng.integers(n_tied)])
-        return int(tied[0])
+            return int(pairs[tied[self._rng.integers(n_tied)]])
+        return int(pairs[tied[0]])
 
     def _choose_fast(self, state: CampaignState) -> int | None:
         """The pair the scan of :meth:`_choose` would pick (same ties, same draws), read from

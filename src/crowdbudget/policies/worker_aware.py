@@ -247,18 +247,24 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         problem = state.problem
         assert problem.n_workers is not None
         if state.pairs is None:
+            # every (item, worker): pair = item · m + worker, whose groups are known (what
+            # csr_groups' stable sort gives, without sorting n_items · m keys)
             k, m = problem.n_items, problem.n_workers
-            self._pair_items = np.repeat(np.arange(k, dtype=np.int64), m)
-            self._pair_workers = np.tile(np.arange(m, dtype=np.int64), k)
+            every = np.arange(k * m, dtype=np.int64)
+            self._pair_items, self._pair_workers = np.divmod(every, m)
             self._remaining: IntArray | None = None
+            self._item_ptr = np.arange(k + 1, dtype=np.int64) * m
+            self._item_order = every
+            self._worker_ptr = np.arange(m + 1, dtype=np.int64) * k
+            self._worker_order = np.ascontiguousarray(every.reshape(k, m).T).reshape(-1)
         else:
             self._pair_items = np.ascontiguousarray(state.pairs.items, dtype=np.int64)
             self._pair_workers = np.ascontiguousarray(state.pairs.workers, dtype=np.int64)
             self._remaining = state.pairs.remaining
+            self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
+            self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
         post = self.posterior_
         self._item_error = error_probability(post.a, post.b, post.thresholds)
-        self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
-        self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
         # Pairs of items in the same state (a, b) with the same worker have the same score bit
         # for bit — when every item has the same threshold: error_probability picks its
         # formula once per call, by all thresholds of the call, so with mixed thresholds a

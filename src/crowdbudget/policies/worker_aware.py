@@ -294,7 +294,17 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         self._stale_list: list[int] = []
         if self._compiled:
             self._number_states()
-        if self._fast:
+        if self._lazy:
+            # every worker stale: a pull choice computes its worker's scores itself, a push
+            # choice rescores the stale workers first — the same scores when read
+            self._scores = np.full(self._pair_items.shape[0], -np.inf)
+            self._prepare_fused()
+            self._stale[:] = True
+            self._stale_list = list(range(problem.n_workers))
+            self._best = WorkerBest(
+                self._scores, self._worker_ptr, self._worker_order, refresh=False
+            )
+        elif self._fast:
             self._scores = np.full(self._pair_items.shape[0], -np.inf)
             self._rescore_all()
             self._best = WorkerBest(self._scores, self._worker_ptr, self._worker_order)

@@ -40,6 +40,15 @@ changing a decision:
   a different number is scored twice, never wrongly shared); the numbering is redone when the
   numbers outgrow twice the items.
 
+Weighed and not used (docs/decisions.md, "Worker-aware default at service speed"): a refit
+schedule by evidence (a changed schedule changes the decisions, and so the accuracy, which every
+bundled set would have to re-measure) and bounds on a state's score. The Opt-KG score is
+monotone in the worker's reliability ρ on [1/2, 1] and symmetric in ρ ↔ 1 − ρ up to rounding,
+so the score at the largest reliability bounds every worker's score of a state; with a
+campaign's items in a hundred or so states and reliabilities close together, that bound keeps
+nearly every state, and the per-state pass above already costs one score per state. KG's
+expected reward is not monotone in ρ, so it has no such bound.
+
 Two-coin and mixed thresholds keep the scan path (``reference=True`` forces it;
 tests/test_worker_aware_speed.py checks the paths decide alike, tests/test_one_coin_kernel.py
 the kernels' bits).

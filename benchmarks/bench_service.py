@@ -17,6 +17,9 @@ busy the machine is). Run from the repository root:
         [--policies opt-kg,opt-kg:posterior=one-coin] [--workers 200] [--repeat 1]
         [--json out.json]
 
+``--warm`` makes one round trip before the timed window, so the campaign's first decision (where
+a worker-aware policy scores every (item, worker) pair once) is not counted per round trip.
+
 ``--workers W`` registers W workers and lets each client thread act for W / clients of them
 in turn (a worker asks, labels, and the thread moves to its next worker), so worker-aware
 policies see a crowd rather than one worker per thread; labels are a seeded draw.
@@ -93,7 +96,12 @@ def _start(db: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def bench(
-    n_items: int, clients: int, seconds: float, policy: str = "opt-kg", workers: int = 0
+    n_items: int,
+    clients: int,
+    seconds: float,
+    policy: str = "opt-kg",
+    workers: int = 0,
+    warm: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         proc, base = _start(Path(tmp) / "bench.db")
@@ -118,6 +126,18 @@ def bench(
                 ).json()["worker_token"]
                 for k in range(max(workers, clients))
             ]
+            if warm:
+                # the campaign's first decision builds the policy's state (a worker-aware
+                # policy: every (item, worker) pair), a cost per campaign, not per round trip
+                first = setup.post(
+                    f"/v1/campaigns/{cid}/assignments",
+                    headers={"Authorization": f"Bearer {tokens[0]}"},
+                ).json()
+                setup.post(
+                    f"/v1/campaigns/{cid}/assignments/{first['assignment_id']}/label",
+                    json={"label": "1"},
+                    headers={"Authorization": f"Bearer {tokens[0]}"},
+                )
             # client thread k acts for workers k, k + clients, k + 2 * clients, ...
             per_client = [tokens[k::clients] for k in range(clients)]
             latencies: dict[str, list[float]] = {"next": [], "label": []}
@@ -201,6 +221,11 @@ def main() -> None:
     parser.add_argument("--policies", default="opt-kg", help="comma-separated policy ids")
     parser.add_argument("--workers", type=int, default=0, help="workers (default: one a client)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every case, interleaved")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="one round trip before the timed window (the campaign's first decision)",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     cases = [
@@ -217,7 +242,7 @@ def main() -> None:
     rows = []
     for _ in range(args.repeat):
         for policy, n_items, clients in cases:
-            r = bench(n_items, clients, args.seconds, policy, args.workers)
+            r = bench(n_items, clients, args.seconds, policy, args.workers, args.warm)
             rows.append(r)
             print(
                 f"| `{r['policy']}` | {r['n_items']:,} | {r['clients']} | {r['workers']} | "

@@ -10,8 +10,10 @@ import pytest
 from crowdbudget.policies._index import canonical_scores
 from crowdbudget.policies._one_coin_kernel import (
     canonical,
+    choose_for_worker,
     fill_moments,
     item_errors,
+    number_states,
     rescore_pairs,
 )
 from crowdbudget.posteriors.beta_bernoulli import error_probability
@@ -80,7 +82,7 @@ def test_every_pair_score_is_the_numpy_fused_score(policy_id: str) -> None:
     moments = policy._moments.copy()
     # fill_moments gave _prepare_fused its moments; the NumPy formula gives the same bits
     for k, (ta, tb) in enumerate(((post.b, post.a), (post.a, post.b))):
-        from crowdbudget.policies.worker_aware import _orientation_moments
+        from crowdbudget.policies._worker_aware_fast import _orientation_moments
 
         assert _same_bits(moments[:, k], np.column_stack(_orientation_moments(ta, tb)))
     pairs = rng.permutation(n_items * n_workers)[: n_items * n_workers // 2].astype(np.int64)
@@ -133,3 +135,89 @@ def test_the_compiled_refit_rounds_give_the_numpy_rounds_bits() -> None:
     for numpy_rounds, compiled in zip(*beliefs, strict=True):
         assert _same_bits(compiled, numpy_rounds)
     assert not np.all(beliefs[1][0] == 1.0)  # the items did move
+
+
+@pytest.mark.parametrize("optimistic", [True, False])
+@pytest.mark.parametrize("grid", [True, False])
+def test_choose_for_worker_is_the_masked_scan_of_rescored_pairs(
+    optimistic: bool, grid: bool
+) -> None:
+    # one worker's pairs: the compiled pull decision scores them as rescore_pairs does (one
+    # score per state number) and ties as the masked scan np.flatnonzero(masked == max) over
+    # the askable pairs; a full grid (pair = item * n_workers + worker) or a replay's pairs
+    rng = np.random.default_rng(6)
+    n_items, n_workers, worker = 600, 3, 1
+    a, b = _states(rng, n_items)
+    a[: n_items // 5 : 2], b[: n_items // 5 : 2] = 2.0, 1.0  # a second shared state
+    moments = np.empty((n_items, 2, 6))
+    fill_moments(a, b, moments)
+    errors = np.empty(n_items)
+    item_errors(a, b, errors)
+    state_ids = np.empty(n_items, dtype=np.int64)
+    n_states = number_states(np.arange(n_items, dtype=np.int64), a, b, state_ids, 0)
+    assert n_states <= n_items - n_items // 5 + 2  # the two shared states, one number each
+    pair_items = np.repeat(np.arange(n_items, dtype=np.int64), n_workers)
+    pair_workers = np.tile(np.arange(n_workers, dtype=np.int64), n_items)
+    if grid:
+        remaining = np.empty(0, dtype=np.int64)
+    else:  # a replay: some items lack the worker's pair, some pairs are used up
+        keep = rng.random(pair_items.shape[0]) < 0.8
+        pair_items, pair_workers = pair_items[keep], pair_workers[keep]
+        remaining = rng.integers(0, 3, pair_items.shape[0]).astype(np.int64)
+    reliability = np.array([0.7, 0.83, 0.6])
+    pairs = np.flatnonzero(pair_workers == worker).astype(np.int64)
+    expected = np.full(pair_items.shape[0], -5.0)
+    rescore_pairs(
+        pairs, pair_items, pair_workers, a, b, moments, reliability, errors, optimistic, expected
+    )
+    for open_items in (rng.random(n_items) < 0.7, np.arange(n_items) < n_items // 5):
+        tied = np.empty(pairs.shape[0], dtype=np.int64)
+        n_open, n_tied, best = choose_for_worker(
+            pairs,
+            pair_items,
+            grid,
+            state_ids,
+            n_states,
+            moments,
+            float(reliability[worker]),
+            errors,
+            optimistic,
+            remaining,
+            open_items,
+            tied,
+        )
+        askable = open_items[pair_items[pairs]]
+        if not grid:
+            askable &= remaining[pairs] > 0
+        masked = np.where(askable, expected[pairs], -np.inf)
+        assert n_open == np.count_nonzero(askable)
+        assert best == masked.max()
+        assert pairs[tied[:n_tied]].tolist() == pairs[np.flatnonzero(masked == best)].tolist()
+    assert n_tied > 1  # the second case: only shared states are askable, so they tie
+
+
+def test_a_refit_refreshes_what_a_full_pass_gives() -> None:
+    # after a refit only the labeled items' moments, errors and state numbers are recomputed;
+    # the rest must be what a full pass over every item gives, bit for bit
+    from crowdbudget.datasets import load_dataset
+    from crowdbudget.experiments.runner import run_campaign
+    from crowdbudget.simulation.replay import ReplayEnvironment
+
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    policy = make_policy("opt-kg:posterior=one-coin")
+    run_campaign(
+        policy, env, [400.0], world_seed=0, policy_rng=np.random.default_rng(0), mode="pull"
+    )
+    assert policy._last_refit == 400 and policy._n_labeled < env.n_items
+    post = policy.posterior_
+    moments = np.empty_like(policy._moments)
+    fill_moments(post.a, post.b, moments)
+    errors = np.empty(post.n_items)
+    item_errors(post.a, post.b, errors)
+    assert _same_bits(policy._moments, moments)
+    assert _same_bits(policy._item_error, errors)
+    ids = policy._state_ids
+    for number in np.unique(ids):
+        members = np.flatnonzero(ids == number)
+        assert np.all(post.a[members] == post.a[members[0]])
+        assert np.all(post.b[members] == post.b[members[0]])

@@ -99,19 +99,56 @@ def fill_moments(a: FloatArray, b: FloatArray, moments: FloatArray) -> None:
     """``moments[i, o]`` = the six moments of item i's orientation o (0: ``(b, a)``, a label 0;
     1: ``(a, b)``, a label 1): E[θ], 1 − E[θ], E[θ²], E[θ³], E[θ(1−θ)], E[θ²(1−θ)]."""
     for i in range(a.shape[0]):
-        for o in range(2):
-            ta = b[i] if o == 0 else a[i]
-            tb = a[i] if o == 0 else b[i]
-            n = ta + tb
-            m1 = ta / n
-            m2 = m1 * (ta + 1.0) / (n + 1.0)
-            m3 = m2 * (ta + 2.0) / (n + 2.0)
-            moments[i, o, 0] = m1
-            moments[i, o, 1] = 1.0 - m1
-            moments[i, o, 2] = m2
-            moments[i, o, 3] = m3
-            moments[i, o, 4] = m1 * tb / (n + 1.0)
-            moments[i, o, 5] = m2 * tb / (n + 2.0)
+        _fill_item_moments(i, a, b, moments)
+
+
+@njit(cache=True, nogil=True)
+def _fill_item_moments(i: int, a: FloatArray, b: FloatArray, moments: FloatArray) -> None:
+    """:func:`fill_moments` of item i alone."""
+    for o in range(2):
+        ta = b[i] if o == 0 else a[i]
+        tb = a[i] if o == 0 else b[i]
+        n = ta + tb
+        m1 = ta / n
+        m2 = m1 * (ta + 1.0) / (n + 1.0)
+        m3 = m2 * (ta + 2.0) / (n + 2.0)
+        moments[i, o, 0] = m1
+        moments[i, o, 1] = 1.0 - m1
+        moments[i, o, 2] = m2
+        moments[i, o, 3] = m3
+        moments[i, o, 4] = m1 * tb / (n + 1.0)
+        moments[i, o, 5] = m2 * tb / (n + 2.0)
+
+
+@njit(cache=True, nogil=True)
+def refresh_items(
+    items: IntArray,
+    a: FloatArray,
+    b: FloatArray,
+    moments: FloatArray,
+    item_error: FloatArray,
+    state_ids: IntArray,
+    first_id: int,
+) -> int:
+    """:func:`fill_moments`, :func:`item_errors` and :func:`number_states` of ``items`` only
+    (distinct items): each item's values are a function of its own (a, b), so the items left
+    out keep theirs — the bits a full pass gives when their (a, b) did not change. The error
+    is evaluated once per new state number; returns the next unused number."""
+    next_id = number_states(items, a, b, state_ids, first_id)
+    error_of = np.empty(next_id - first_id)
+    done = np.zeros(next_id - first_id, dtype=np.bool_)
+    for k in range(items.shape[0]):
+        i = items[k]
+        _fill_item_moments(i, a, b, moments)
+        s = state_ids[i] - first_id
+        if not done[s]:
+            if a[i] == b[i]:
+                error_of[s] = 0.5
+            else:
+                error_of[s] = _betainc(_maximum(a[i], b[i]), _minimum(a[i], b[i]), 0.5, 0)
+            done[s] = True
+        item_error[i] = error_of[s]
+    return next_id
 
 
 @njit(cache=True, nogil=True)
@@ -212,16 +249,164 @@ def rescore_pairs(
                 err0 = errors[h]
             else:
                 err1 = errors[h]
-        now = item_error[i]
-        r0 = now - err0
-        r1 = now - err1
-        if optimistic:
-            scores[p] = canonical(_maximum(r1, r0))
-        else:
-            g = moments[i, 1]
-            p1 = g[0] * r + g[1] * omr
-            scores[p] = canonical(p1 * r1 + (1.0 - p1) * r0)
+        scores[p] = _pair_score(moments[i, 1], r, omr, item_error[i], err0, err1, optimistic)
     return evaluated
+
+
+@njit(cache=True, nogil=True)
+def _pair_score(
+    g1: FloatArray, r: float, omr: float, now: float, err0: float, err1: float, optimistic: bool
+) -> float:
+    """The canonical score of a pair from the item's current error ``now`` and its errors
+    after a label 0 / 1 (``err0``, ``err1``); ``g1`` the item's label-1 moments (KG's P(1))."""
+    r0 = now - err0
+    r1 = now - err1
+    if optimistic:
+        return canonical(_maximum(r1, r0))
+    p1 = g1[0] * r + g1[1] * omr
+    return canonical(p1 * r1 + (1.0 - p1) * r0)
+
+
+@njit(cache=True, nogil=True)
+def number_states(
+    items: IntArray, a: FloatArray, b: FloatArray, state_ids: IntArray, first_id: int
+) -> int:
+    """``state_ids[items]`` = numbers from ``first_id`` on, one per distinct (a, b) (by the
+    floats' bits) among ``items``; returns the next unused number. Equal numbers mean equal
+    states; equal states may hold different numbers (they are then scored twice)."""
+    size = 16
+    while size < 2 * items.shape[0]:
+        size *= 2
+    keys = np.full((size, 3), -1, dtype=np.int64)
+    numbers = np.empty(size, dtype=np.int64)
+    a_bits = a.view(np.int64)
+    b_bits = b.view(np.int64)
+    next_id = first_id
+    for k in range(items.shape[0]):
+        i = items[k]
+        h = _slot(keys, a_bits[i], b_bits[i], 0)
+        if keys[h, 0] == -1:
+            keys[h, 0] = a_bits[i]
+            keys[h, 1] = b_bits[i]
+            keys[h, 2] = 0
+            numbers[h] = next_id
+            next_id += 1
+        state_ids[i] = numbers[h]
+    return next_id
+
+
+@njit(cache=True, nogil=True)
+def choose_for_worker(
+    worker_pairs: IntArray,
+    pair_items: IntArray,
+    grid: bool,
+    state_ids: IntArray,
+    n_states: int,
+    moments: FloatArray,
+    reliability: float,
+    item_error: FloatArray,
+    optimistic: bool,
+    remaining: IntArray,
+    open_items: Any,
+    tied: IntArray,
+) -> tuple[int, int, float]:
+    """One pull-mode decision over one worker's pairs (``worker_pairs``, ascending), in one
+    pass: the masked argmax over the askable pairs (``open_items[item]``, and a recorded
+    label left if ``remaining`` is not empty) of the pairs' current scores.
+
+    The scores are computed, not read: :func:`rescore_pairs`'s score of a pair, bit for bit,
+    once per item state number (``state_ids``, < ``n_states``). A pair's score reads the
+    item's moments and current error and the worker's reliability; the reliability is one
+    number here, and the moments and the error are functions of the item's (a, b) alone (the
+    same operations on the same bits wherever they were computed: :func:`fill_moments`,
+    :func:`item_errors`, :func:`refresh_items`, the policy's scalar update), so the items of
+    one state number share one score — the score a kept, current pair score holds. Nothing is
+    written to the kept scores: the pairs are read in worker order, and a full grid of pairs
+    (``grid``: pair = item · n_workers + worker, so the worker's n-th pair is item n) reads
+    no pair array at all, where writing the kept scores would touch one cache line per pair.
+
+    ``tied[:n_tied]`` are the positions in ``worker_pairs`` of the pairs at the largest score,
+    in pair order — what the masked scan ``flatnonzero(masked == max)`` gives when the max is
+    finite. Returns ``(n_open, n_tied, best)``: the number of askable pairs, the number tied
+    and the largest score."""
+    omr = 1.0 - reliability
+    state_score = np.empty(n_states)
+    done = np.zeros(n_states, dtype=np.bool_)
+    has_remaining = remaining.shape[0] > 0
+    best = -np.inf
+    n_open = 0
+    n_tied = 0
+    for n in range(worker_pairs.shape[0]):
+        i = n if grid else pair_items[worker_pairs[n]]
+        if not open_items[i] or (has_remaining and remaining[worker_pairs[n]] <= 0):
+            continue
+        s = state_ids[i]
+        if not done[s]:
+            state_score[s] = _pair_score(
+                moments[i, 1],
+                reliability,
+                omr,
+                item_error[i],
+                _error_after(moments[i, 0], reliability, omr),
+                _error_after(moments[i, 1], reliability, omr),
+                optimistic,
+            )
+            done[s] = True
+        value = state_score[s]
+        n_open += 1
+        if value > best:
+            best = value
+            n_tied = 0
+        if value == best:
+            tied[n_tied] = n
+            n_tied += 1
+    return n_open, n_tied, best
+
+
+@njit(cache=True, nogil=True)
+def update_worker_bests(
+    pairs: IntArray,
+    before: FloatArray,
+    scores: FloatArray,
+    pair_workers: IntArray,
+    skip_worker: int,
+    stale: Any,
+    top: FloatArray,
+    count: IntArray,
+    ptr: IntArray,
+    order: IntArray,
+) -> None:
+    """The per-worker bests (``WorkerBest.best``/``count``) after ``pairs`` (one item's, one
+    per worker) moved from ``before`` to ``scores[pairs]``: O(1) per worker, a rescan of the
+    worker's pairs only when its last pair at the best went down (``WorkerBest.refresh_one``'s
+    max and count); ``skip_worker`` and stale workers are left alone (refreshed elsewhere)."""
+    for n in range(pairs.shape[0]):
+        p = pairs[n]
+        w = pair_workers[p]
+        old = before[n]
+        new = scores[p]
+        if w == skip_worker or old == new or stale[w]:
+            continue
+        current = top[w]
+        if new > current:
+            top[w] = new
+            count[w] = 1
+        elif new == current:
+            count[w] += 1
+        elif old == current:
+            count[w] -= 1
+            if count[w] <= 0:
+                best = -np.inf
+                multiplicity = 0
+                for k in range(ptr[w], ptr[w + 1]):
+                    value = scores[order[k]]
+                    if value > best:
+                        best = value
+                        multiplicity = 1
+                    elif value == best:
+                        multiplicity += 1
+                top[w] = best
+                count[w] = multiplicity
 
 
 @njit(cache=True, nogil=True)

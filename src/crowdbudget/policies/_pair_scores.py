@@ -45,16 +45,21 @@ class WorkerBest:
         scores: the pair scores (read, never written; the caller keeps it current and calls
             :meth:`refresh` for the workers whose pairs changed).
         ptr, order: ``order[ptr[w]:ptr[w + 1]]`` are worker w's pairs, ascending.
+        refresh: False leaves every best at −∞ (the caller refreshes each worker before
+            reading it, e.g. a policy that starts with every worker's scores stale).
     """
 
-    def __init__(self, scores: FloatArray, ptr: IntArray, order: IntArray) -> None:
+    def __init__(
+        self, scores: FloatArray, ptr: IntArray, order: IntArray, refresh: bool = True
+    ) -> None:
         self.scores = scores
         self.ptr = ptr
         self.order = order
         n_workers = ptr.shape[0] - 1
         self.best = np.full(n_workers, -np.inf)
         self.count = np.zeros(n_workers, dtype=np.int64)
-        self.refresh(np.arange(n_workers, dtype=np.int64))
+        if refresh:
+            self.refresh(np.arange(n_workers, dtype=np.int64))
 
     def pairs_of(self, workers: IntArray) -> tuple[IntArray, IntArray]:
         """The pairs of ``workers`` concatenated in that order, and each worker's count."""

@@ -76,29 +76,11 @@ arriving worker. On a replay only pairs with an unused recorded label are candid
 (``state.pairs``).
 
 Cost: a label changes item i and worker j, so the scores of every pair of item i and of worker j
-are recomputed (vectorised): O(n_workers + n_items_of_worker). Savings that change no decision:
-the current error of each item is kept per item (``_item_error``); on a replay a pair with no
-unused record left is never rescored (``remaining`` only decreases); the posterior's own update
-runs in Python floats. One-coin with one threshold for every item (the fast path,
-``reference=False``; benchmarks/README.md, "worker-aware KG per label"): a pair's score is a
-function of the item's state (a, b) and the worker's mean reliability alone, computed
-elementwise, so (i) worker j's pairs are scored once per distinct item state (items in the same
-state share the score bit for bit; about 40% of the pairs on RTE), and a refit scores every live
-pair once per distinct (state, reliability) key in one vectorised pass; (ii) the look-ahead is
-fused — the Beta moments of both orientations are kept per item, the reliability per worker, and
-a rescoring is ~40 array operations in the same order as ``OneCoinPosterior.lookahead`` (same
-bits); (iii) the argmax reads per-worker bests (:class:`~crowdbudget.policies._pair_scores.
-WorkerBest`: each worker's best score and its multiplicity; worker j refreshed, item i's other
-workers updated in O(1) each) instead of masking every pair, the tied pairs gathered in pair
-order so the tie draw is the scan's. ``betainc`` (two per distinct rescored pair, ~170 per
-label on RTE) is what is left. At d = 1/2, for Opt-KG and KG, the rescoring, the items'
-errors, the moments and the refit's rounds run compiled (:mod:`~crowdbudget.policies.
-_one_coin_kernel`: the same operations in the same order, the same bits; each distinct (state,
-reliability) evaluated once through a hash table instead of the state numbering); there a
-worker's pairs are rescored lazily (``lazy_workers``: just before a choice reads them, not at
-the label or the refit that changed them — the same scores when read, so the same decisions).
-Two-coin and mixed thresholds keep the scan path (``reference=True`` forces it;
-tests/test_worker_aware_speed.py checks the two paths decide alike).
+change: O(n_workers + n_items_of_worker) per label by the reference scan (``reference=True``).
+The fast path (the default; one threshold for every item) keeps scores per item state and
+worker reliability, per-worker bests, compiled kernels at d = 1/2, lazy per-worker rescoring
+and a one-pass pull decision, with the same decisions:
+:mod:`~crowdbudget.policies._worker_aware_fast`. Two-coin and mixed thresholds keep the scan.
 
 Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling
 ``workers=`` still reads, printing the new one once).
@@ -114,21 +96,22 @@ from scipy import special
 
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
-from crowdbudget.policies._pair_scores import WorkerBest, representatives
+from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
+from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._refit_schedule import (
     check_refit_growth,
     next_refit_at,
     refit_schedule,
 )
+from crowdbudget.policies._worker_aware_fast import (
+    SCAN,
+    IncrementalPairScores,
+)
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.base import kg_rewards
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
-    _S_FLOOR,
     OneCoinPosterior,
-    _beta_moments,
-    _Real,
     _theta_after,
     exact_item_beliefs,
     one_coin_update,
@@ -141,16 +124,7 @@ from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, L
 REFIT_ITEM_STEPS = ("sequential", "exact")
 
 
-def _orientation_moments(ta: _Real, tb: _Real) -> list[_Real]:
-    """The six per-item moments the fused look-ahead reads for one orientation of the item
-    (``(a, b)`` for a label 1, ``(b, a)`` for a label 0): E[θ], 1 − E[θ], E[θ²], E[θ³],
-    E[θ(1−θ)], E[θ²(1−θ)] — arrays or Python floats, the same operations either way
-    (:func:`~crowdbudget.posteriors.one_coin._beta_moments`), so both give the same bits."""
-    m1, m2, m3, m1m, m21m = _beta_moments(ta, tb)
-    return [m1, 1.0 - m1, m2, m3, m1m, m21m]
-
-
-class OneCoinKnowledgeGradient(AllocationPolicy):
+class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
     """(Optimistic) knowledge gradient over (item, worker) pairs, one-coin workers (§4).
 
     Args:
@@ -254,6 +228,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         # the labels so far (for refit): rows (item, worker, label), grown by doubling
         self._log = np.empty((64, 3), dtype=np.int64)
         self._n_log = 0
+        # the items with a label in the log, each once (a refit changes only their beliefs)
+        self._labeled = np.zeros(problem.n_items, dtype=bool)
+        self._labeled_items = np.empty(problem.n_items, dtype=np.int64)
+        self._n_labeled = 0
         # the number of labels at which the next refit runs (refit_schedule)
         self._next_refit = self.refit
         self._last_refit = 0
@@ -269,18 +247,24 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         problem = state.problem
         assert problem.n_workers is not None
         if state.pairs is None:
+            # every (item, worker): pair = item · m + worker, whose groups are known (what
+            # csr_groups' stable sort gives, without sorting n_items · m keys)
             k, m = problem.n_items, problem.n_workers
-            self._pair_items = np.repeat(np.arange(k, dtype=np.int64), m)
-            self._pair_workers = np.tile(np.arange(m, dtype=np.int64), k)
+            every = np.arange(k * m, dtype=np.int64)
+            self._pair_items, self._pair_workers = np.divmod(every, m)
             self._remaining: IntArray | None = None
+            self._item_ptr = np.arange(k + 1, dtype=np.int64) * m
+            self._item_order = every
+            self._worker_ptr = np.arange(m + 1, dtype=np.int64) * k
+            self._worker_order = np.ascontiguousarray(every.reshape(k, m).T).reshape(-1)
         else:
             self._pair_items = np.ascontiguousarray(state.pairs.items, dtype=np.int64)
             self._pair_workers = np.ascontiguousarray(state.pairs.workers, dtype=np.int64)
             self._remaining = state.pairs.remaining
+            self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
+            self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
         post = self.posterior_
         self._item_error = error_probability(post.a, post.b, post.thresholds)
-        self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
-        self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
         # Pairs of items in the same state (a, b) with the same worker have the same score bit
         # for bit — when every item has the same threshold: error_probability picks its
         # formula once per call, by all thresholds of the call, so with mixed thresholds a
@@ -308,7 +292,19 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         self._lazy = self._compiled and self.lazy_workers
         self._stale = np.zeros(problem.n_workers, dtype=bool)
         self._stale_list: list[int] = []
-        if self._fast:
+        if self._compiled:
+            self._number_states()
+        if self._lazy:
+            # every worker stale: a pull choice computes its worker's scores itself, a push
+            # choice rescores the stale workers first — the same scores when read
+            self._scores = np.full(self._pair_items.shape[0], -np.inf)
+            self._prepare_fused()
+            self._stale[:] = True
+            self._stale_list = list(range(problem.n_workers))
+            self._best = WorkerBest(
+                self._scores, self._worker_ptr, self._worker_order, refresh=False
+            )
+        elif self._fast:
             self._scores = np.full(self._pair_items.shape[0], -np.inf)
             self._rescore_all()
             self._best = WorkerBest(self._scores, self._worker_ptr, self._worker_order)
@@ -316,253 +312,6 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
             self._scores = np.empty(self._pair_items.shape[0])
             self._rescore(np.arange(self._pair_items.shape[0]))
         self._pairs_built = True
-
-    # ---- the fast path ------------------------------------------------------------------------
-    def _worker_keys(self) -> np.ndarray:
-        """What a worker's pair scores depend on, one exact value per worker: the mean
-        reliability c/(c+d) (the look-ahead reads nothing else of the worker)."""
-        post = self.posterior_
-        assert isinstance(post, OneCoinPosterior)
-        return post.c / (post.c + post.d)
-
-    def _assign_states(self) -> None:
-        """Number the distinct item states (a, b): ``_sid`` per item; states met later get new
-        numbers from ``_sid_of`` (a state equal to one numbered here may get a second number:
-        then its pairs are scored twice, never wrongly shared)."""
-        post = self.posterior_
-        pairs = np.ascontiguousarray(np.column_stack([post.a, post.b])).view(np.complex128)
-        states, sid = np.unique(pairs.reshape(-1), return_inverse=True)
-        self._sid = sid.reshape(-1).astype(np.int64)
-        self._n_sids = int(states.shape[0])
-        self._sid_of: dict[tuple[float, float], int] = {}
-        self._table = np.empty(max(64, 2 * self._n_sids), dtype=np.int64)
-
-    def _state_id(self, item: int, a: float, b: float) -> None:
-        key = (a, b)
-        sid = self._sid_of.get(key)
-        if sid is None:
-            sid = self._sid_of[key] = self._n_sids
-            self._n_sids += 1
-            if self._n_sids > self._table.shape[0]:
-                self._table = np.empty(2 * self._n_sids, dtype=np.int64)
-        self._sid[item] = sid
-
-    def _live(self, pairs: IntArray) -> IntArray:
-        """The pairs that can still be asked for good (a recorded label left); the others get
-        score -inf (used-up replay pairs never come back)."""
-        if self._remaining is None:
-            return pairs
-        alive = self._remaining[pairs] > 0
-        if alive.all():
-            return pairs
-        self._scores[pairs[~alive]] = -np.inf
-        return pairs[alive]
-
-    def _rescore_all(self) -> None:
-        """Score every live pair, each distinct (item state, worker parameters) once."""
-        self._prepare_fused()
-        if not self._compiled:
-            self._assign_states()
-        live = self._live(np.arange(self._pair_items.shape[0], dtype=np.int64))
-        if live.shape[0] == 0:
-            return
-        if self._compiled:
-            self._rescore_compiled(live)
-            return
-        _, rid = np.unique(self._worker_keys(), return_inverse=True)
-        rid = rid.reshape(-1).astype(np.int64)
-        n_r = int(rid.max()) + 1
-        if self._uniform_half:
-            self._rescore_oriented(live, rid, n_r)
-            return
-        keys = self._sid[self._pair_items[live]] * n_r + rid[self._pair_workers[live]]
-        reps, inverse = representatives(keys, self._n_sids * n_r)
-        self._scores[live] = self._score_fused(live[reps])[inverse]
-
-    def _rescore_oriented(self, pairs: IntArray, rid: IntArray, n_r: int) -> None:
-        """Score ``pairs`` (thresholds all 1/2) sharing the item half of the look-ahead between
-        mirrored states: a label 0 on (a, b) is computed as a label 1 on (b, a) (the same
-        operations on the same numbers), and at d = 1/2 the error is symmetric in (a', b'), so
-        each distinct (oriented state, reliability) is computed once — ~20% fewer ``betainc``
-        than one per distinct (state, reliability) pair on RTE's refits."""
-        post = self.posterior_
-        n_items = post.n_items
-        # oriented states: (a, b) (a label 1) and (b, a) (a label 0) of every item
-        both = np.empty((2 * n_items, 2))
-        both[:n_items, 0], both[:n_items, 1] = post.b, post.a
-        both[n_items:, 0], both[n_items:, 1] = post.a, post.b
-        _, oid = np.unique(both.view(np.complex128).reshape(-1), return_inverse=True)
-        oid = oid.reshape(-1).astype(np.int64)
-        n_o = int(oid.max()) + 1
-        k = pairs.shape[0]
-        items, workers = self._pair_items[pairs], self._pair_workers[pairs]
-        # entries 0..k-1: a label 0 of each pair, k..2k-1: a label 1
-        keys = np.concatenate([oid[items], oid[items + n_items]]) * n_r + np.tile(rid[workers], 2)
-        reps, inverse = representatives(keys, n_o * n_r)
-        orient = reps // k
-        at = reps - orient * k
-        g = self._moments[items[at], orient]
-        r = self._reliability[workers[at]]
-        omr = 1.0 - r
-        z1 = g[:, 0] * r + g[:, 1] * omr
-        mean = (g[:, 2] * r + g[:, 4] * omr) / z1
-        second = (g[:, 3] * r + g[:, 5] * omr) / z1
-        spread = mean * (1.0 - mean)
-        var = np.maximum(second - mean * mean, spread * 1e-15)
-        s = np.maximum(spread / var - 1.0, _S_FLOOR)
-        na, nb = mean * s, (1.0 - mean) * s
-        err = np.where(na == nb, 0.5, special.betainc(np.maximum(na, nb), np.minimum(na, nb), 0.5))
-        now = self._item_error[items]
-        r0 = now - err[inverse[:k]]
-        r1 = now - err[inverse[k:]]
-        p1 = z1[inverse[k:]]
-        self._scores[pairs] = self._combine(r1, r0, p1, 1.0 - p1)
-
-    def _mark_stale(self, worker: int) -> None:
-        if not self._stale[worker]:
-            self._stale[worker] = True
-            self._stale_list.append(worker)
-
-    def _flush(self, worker: int | None) -> None:
-        """Rescore the stale pairs that a choice for ``worker`` (None: any worker, push mode)
-        reads, and refresh those workers' bests."""
-        if not self._stale_list:
-            return
-        if worker is not None:
-            if not self._stale[worker]:
-                return
-            stale = np.array([worker], dtype=np.int64)
-            self._stale_list.remove(worker)
-        else:
-            stale = np.array(self._stale_list, dtype=np.int64)
-            self._stale_list = []
-        self._stale[stale] = False
-        if stale.shape[0] == self._stale.shape[0]:  # after a refit: every pair, in pair order
-            pairs = np.arange(self._pair_items.shape[0], dtype=np.int64)
-        else:
-            pairs, _ = self._best.pairs_of(stale)
-        pairs = self._live(pairs)
-        if pairs.shape[0]:
-            self._rescore_compiled(pairs)
-        if stale.shape[0] == 1:
-            self._best.refresh_one(int(stale[0]))
-        else:
-            self._best.refresh(stale)
-
-    def _observe_fast(self, i: int, j: int) -> None:
-        """Rescore item i's live pairs and worker j's (those by item state: one score per
-        distinct state; with ``lazy_workers``, mark worker j's stale instead) and refresh the
-        per-worker bests."""
-        post = self.posterior_
-        a, b = float(post.a[i]), float(post.b[i])
-        if not self._compiled:
-            self._state_id(i, a, b)
-        self._moments_of(i, a, b)
-        assert isinstance(post, OneCoinPosterior)
-        c, d = float(post.c[j]), float(post.d[j])
-        self._reliability[j] = c / (c + d)
-        own = self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]]
-        before = self._scores[own]
-        every_own = own
-        own = self._live(own)
-        if self._lazy:
-            self._rescore_compiled(own)
-            self._mark_stale(j)
-        elif self._compiled:
-            theirs = self._live(self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]])
-            self._rescore_compiled(np.concatenate([own, theirs]))
-        else:
-            theirs = self._live(self._worker_order[self._worker_ptr[j] : self._worker_ptr[j + 1]])
-            reps, inverse = representatives(
-                self._sid[self._pair_items[theirs]], self._n_sids, self._table
-            )
-            scores = self._score_fused(np.concatenate([own, theirs[reps]]))
-            n_own = own.shape[0]
-            self._scores[own] = scores[:n_own]
-            self._scores[theirs] = scores[n_own:][inverse]
-        # per-worker bests: worker j's pairs all changed; every other worker of item i had one
-        # pair change (old -> new), an O(1) update unless its only best pair went down
-        # (a stale worker's best is recomputed when flushed)
-        best = self._best
-        if not self._lazy:
-            best.refresh_one(j)
-        after = self._scores[every_own].tolist()
-        top, count = best.best, best.count
-        own_workers = self._pair_workers[every_own]
-        for w, old, new, stale in zip(
-            own_workers.tolist(),
-            before.tolist(),
-            after,
-            self._stale[own_workers].tolist(),
-            strict=True,
-        ):
-            if w == j or old == new or stale:
-                continue
-            current = top[w]
-            if new > current:
-                top[w] = new
-                count[w] = 1
-            elif new == current:
-                count[w] += 1
-            elif old == current:
-                count[w] -= 1
-                if count[w] <= 0:
-                    best.refresh_one(w)
-
-    def _rescore_compiled(self, pairs: IntArray) -> None:
-        """``_scores[pairs]`` by the compiled pass (d = 1/2, Opt-KG or KG): the bits of
-        :meth:`_score_fused`, each distinct (item state, reliability) evaluated once."""
-        from crowdbudget.policies._one_coin_kernel import rescore_pairs
-
-        post = self.posterior_
-        rescore_pairs(
-            pairs,
-            self._pair_items,
-            self._pair_workers,
-            np.ascontiguousarray(post.a, dtype=float),
-            np.ascontiguousarray(post.b, dtype=float),
-            self._moments,
-            self._reliability,
-            self._item_error,
-            self.optimistic,
-            self._scores,
-        )
-
-    def _compiled_item_errors(self) -> FloatArray:
-        """Every item's current error at d = 1/2 (``error_probability``'s bits), compiled."""
-        from crowdbudget.policies._one_coin_kernel import item_errors
-
-        post = self.posterior_
-        out = np.empty(post.n_items)
-        item_errors(
-            np.ascontiguousarray(post.a, dtype=float),
-            np.ascontiguousarray(post.b, dtype=float),
-            out,
-        )
-        return out
-
-    def _choose_fast(self, state: CampaignState) -> int | None:
-        """The pair the scan of :meth:`_choose` would pick (same ties, same draws), read from
-        the per-worker bests; None: let the scan decide (no finite score left, or a tied pair
-        whose item is not eligible now)."""
-        best = self._best
-        while True:
-            top, tied = best.tied()
-            if top == -np.inf:
-                return None
-            if self._remaining is not None:
-                used = self._remaining[tied] <= 0
-                if used.any():  # stale: used up since scored; gone for good
-                    self._scores[tied[used]] = -np.inf
-                    for w in np.unique(self._pair_workers[tied[used]]).tolist():
-                        best.refresh_one(w)
-                    continue
-            if not state.eligible[self._pair_items[tied]].all():
-                return None
-            break
-        if self.tie_break == "random" and tied.shape[0] > 1:
-            return int(tied[self._rng.integers(tied.shape[0])])
-        return int(tied[0])
 
     def _score_pairs(self, pairs: IntArray) -> FloatArray:
         """Scores of ``pairs`` from the posterior's look-ahead of those (item, worker) pairs:
@@ -573,73 +322,6 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         rewards = kg_rewards(look, self._item_error[items])
         p1, p0 = look.label_probabilities[:, 1], look.label_probabilities[:, 0]
         return self._combine(rewards[:, 1], rewards[:, 0], p1, p0)
-
-    def _combine(
-        self, r1: FloatArray, r0: FloatArray, p1: FloatArray, p0: FloatArray
-    ) -> FloatArray:
-        """The score of a pair from its two rewards and label probabilities."""
-        if self.alpha is None and self.optimistic:
-            return canonical_scores(np.maximum(r1, r0))
-        kg = p1 * r1 + p0 * r0
-        if self.alpha is None:
-            return canonical_scores(kg)
-        # CVaR-α of the two-point reward, as crowdbudget.posteriors.beta_bernoulli.cvar_reward
-        p_max = np.where(r1 >= r0, p1, p0)
-        q_max = np.minimum(1.0, p_max / max(self.alpha, 1e-300))
-        return canonical_scores(kg + (q_max - p_max) * np.abs(r1 - r0))
-
-    # the one-coin look-ahead fused (fast path): per item the Beta moments of both orientations
-    # are kept (they change only with the item), per worker the mean reliability; a rescoring
-    # is then ~40 array operations on (pairs, 2) — the operations of OneCoinPosterior.lookahead
-    # (_theta_after, _match, error_probability, kg_rewards) in the same order, so the same bits
-    _fused = True
-
-    def _prepare_fused(self) -> None:
-        post = self.posterior_
-        assert isinstance(post, OneCoinPosterior)
-        from crowdbudget.policies._one_coin_kernel import fill_moments
-
-        self._moments = np.empty((post.n_items, 2, 6))
-        # orientation 0: a label 0 (θ enters as 1 − θ: the swapped item), 1: a label 1; the
-        # operations of _orientation_moments, compiled (the same bits)
-        fill_moments(
-            np.ascontiguousarray(post.a, dtype=float),
-            np.ascontiguousarray(post.b, dtype=float),
-            self._moments,
-        )
-        self._reliability = np.ascontiguousarray(post.c / (post.c + post.d), dtype=float)
-        self._uniform_half = bool(np.all(post.thresholds == 0.5))
-        self._threshold = float(post.thresholds[0])
-
-    def _moments_of(self, item: int, a: float, b: float) -> None:
-        """The per-item moments of one item (Python floats, the same operations)."""
-        self._moments[item] = [_orientation_moments(ta, tb) for ta, tb in ((b, a), (a, b))]
-
-    def _score_fused(self, pairs: IntArray) -> FloatArray:
-        """:meth:`_score_pairs` of the one-coin model, bit for bit (see ``_fused``)."""
-        items = self._pair_items[pairs]
-        g = self._moments[items]
-        r = self._reliability[self._pair_workers[pairs]][:, None]
-        omr = 1.0 - r
-        z1 = g[:, :, 0] * r + g[:, :, 1] * omr
-        mean = (g[:, :, 2] * r + g[:, :, 4] * omr) / z1
-        second = (g[:, :, 3] * r + g[:, :, 5] * omr) / z1
-        spread = mean * (1.0 - mean)
-        var = np.maximum(second - mean * mean, spread * 1e-15)
-        s = np.maximum(spread / var - 1.0, _S_FLOOR)
-        na, nb = mean * s, (1.0 - mean) * s
-        if self._uniform_half:
-            err = np.where(
-                na == nb, 0.5, special.betainc(np.maximum(na, nb), np.minimum(na, nb), 0.5)
-            )
-        else:
-            # the posterior after a label 0 is the swapped one: (a', b') = (nb, na)
-            after_a, after_b = na.copy(), nb.copy()
-            after_a[:, 0], after_b[:, 0] = nb[:, 0], na[:, 0]
-            err = error_probability(after_a, after_b, self._threshold)
-        rewards = self._item_error[items][:, None] - err
-        p1 = z1[:, 1]
-        return self._combine(rewards[:, 1], rewards[:, 0], p1, 1.0 - p1)
 
     def _rescore(self, pairs: IntArray) -> None:
         """Recompute the scores of ``pairs``; pairs of an unlabeled item share one score per
@@ -669,6 +351,12 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
     ) -> Assignment | None:
         if not self._pairs_built:
             self._build_pairs(state)
+        if self._compiled and worker is not None:
+            pair = self._choose_pull_compiled(state, worker, excluded)
+            if pair is None:
+                return None
+            if pair != SCAN:
+                return self._assignment(state, pair)
         if self._lazy:
             self._flush(worker)
         if self._fast and worker is None and not excluded:
@@ -717,6 +405,10 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
                 self._log = np.concatenate([self._log, np.empty_like(self._log)])
             self._log[self._n_log] = (event.item, event.worker, event.label)
             self._n_log += 1
+            if not self._labeled[event.item]:
+                self._labeled[event.item] = True
+                self._labeled_items[self._n_labeled] = event.item
+                self._n_labeled += 1
             if self._n_log >= self._next_refit:
                 self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
                 self._refit_beliefs(self.refit_rounds)
@@ -763,16 +455,19 @@ class OneCoinKnowledgeGradient(AllocationPolicy):
         post = self.posterior_
         if not self._pairs_built:
             return
-        if self._fast and self._compiled:
-            self._item_error = self._compiled_item_errors()
-        else:
-            self._item_error = error_probability(post.a, post.b, post.thresholds)
         if self._lazy:
-            # the per-item and per-worker inputs of the scores now; the scores at the flush
-            self._prepare_fused()
+            # the per-item and per-worker inputs of the scores now, the scores at the flush;
+            # an item without a label is in its prior state before and after, so only the
+            # labeled items' moments, errors and state numbers change
+            self._refresh_labeled_items()
             self._stale[:] = True
             self._stale_list = list(range(post.n_workers))
             return
+        if self._fast and self._compiled:
+            self._item_error = self._compiled_item_errors()
+            self._number_states()
+        else:
+            self._item_error = error_probability(post.a, post.b, post.thresholds)
         if self._fast:
             self._rescore_all()
             self._best.refresh(np.arange(post.n_workers, dtype=np.int64))

@@ -217,6 +217,41 @@ def _close(a: np.ndarray, b: np.ndarray, atol: float) -> bool:
     return a.shape == b.shape and bool(np.all(np.abs(a - b) <= atol))
 
 
+def _check_refusals_and_copies(
+    name: str,
+    posterior_factory: PosteriorFactory,
+    history: list[LabelEvent],
+    n_classes: int,
+    look_workers: list[int | None],
+) -> None:
+    """Rules 4 and 5 of :func:`check_posterior`: a label outside ``0..n_classes-1`` is
+    refused and changes nothing; writing into a returned array changes nothing."""
+    fresh = _fed(posterior_factory, history)
+    reference = _outputs(fresh, look_workers)
+    for bad in (-1, n_classes):
+        try:
+            fresh.update(LabelEvent(item=0, worker=0, label=bad))
+        except InvalidParameterError:
+            pass
+        else:
+            raise AssertionError(
+                f"{name}: update accepted the label {bad} (classes 0..{n_classes - 1})"
+            )
+        assert _same(reference, _outputs(fresh, look_workers)), (
+            f"{name}: the refused label {bad} changed the posterior"
+        )
+
+    # rule 5: no mutation through the returned arrays
+    returned = [np.asarray(fresh.class_probabilities()), np.asarray(fresh.predict())]
+    for worker in look_workers:
+        returned.extend(_lookahead_arrays(fresh, worker))
+    for array in returned:
+        _scribble(array)
+    assert _same(reference, _outputs(fresh, look_workers)), (
+        f"{name}: writing into an array it returned changed the posterior"
+    )
+
+
 def check_posterior(
     posterior_factory: PosteriorFactory,
     *,
@@ -287,31 +322,8 @@ def check_posterior(
             for worker in look_workers:
                 _check_lookahead(name, posterior_factory, history, worker, where, atol)
 
-    # 4. bad labels are refused and change nothing
-    fresh = _fed(posterior_factory, events[:3])
-    reference = _outputs(fresh, look_workers)
-    for bad in (-1, n_classes):
-        try:
-            fresh.update(LabelEvent(item=0, worker=0, label=bad))
-        except InvalidParameterError:
-            pass
-        else:
-            raise AssertionError(
-                f"{name}: update accepted the label {bad} (classes 0..{n_classes - 1})"
-            )
-        assert _same(reference, _outputs(fresh, look_workers)), (
-            f"{name}: the refused label {bad} changed the posterior"
-        )
-
-    # 5. no mutation through the returned arrays
-    returned = [np.asarray(fresh.class_probabilities()), np.asarray(fresh.predict())]
-    for worker in look_workers:
-        returned.extend(_lookahead_arrays(fresh, worker))
-    for array in returned:
-        _scribble(array)
-    assert _same(reference, _outputs(fresh, look_workers)), (
-        f"{name}: writing into an array it returned changed the posterior"
-    )
+    # 4. bad labels are refused and change nothing; 5. no mutation through returned arrays
+    _check_refusals_and_copies(name, posterior_factory, events[:3], n_classes, look_workers)
 
     # 6. determinism
     one, two = _fed(posterior_factory, events), _fed(posterior_factory, events)

@@ -57,7 +57,15 @@ import numpy as np
 from crowdbudget.campaign.config import CampaignConfig
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy, split_verdict
-from crowdbudget.types import CampaignState, LabelEvent, PairAvailability, Problem, WorkerSpec
+from crowdbudget.types import (
+    CampaignState,
+    FloatArray,
+    IntArray,
+    LabelEvent,
+    PairAvailability,
+    Problem,
+    WorkerSpec,
+)
 
 if TYPE_CHECKING:
     from crowdbudget.campaign.campaign import Campaign
@@ -173,7 +181,7 @@ def pair_index(
 
 def _attribute_arrays(
     campaign: Campaign, attributes: Mapping[str, Any]
-) -> tuple[np.ndarray | None, np.ndarray | None]:
+) -> tuple[IntArray | None, FloatArray | None]:
     """The contexts, shape (n_items,), and features, shape (n_items, n_features), of the
     campaign's items and the new ones (None: the campaign has none)."""
     contexts = features = None

@@ -1,17 +1,15 @@
 """A live labeling campaign: the online object behind the service (DESIGN §5).
 
-Workers arrive and ask for work (:meth:`Campaign.next_assignment`, pull mode), answer later
+Workers ask for work (:meth:`Campaign.next_assignment`, pull mode; in push mode the policy
+chooses the worker too, :meth:`Campaign.push_assignments`), answer later
 (:meth:`Campaign.record_label`) or never (the assignment expires after ``ttl`` seconds and its
 budget comes back), or give work back (:meth:`Campaign.cancel_assignment`). Several
 assignments are pending at once; the budget counts them (``committed``), so it is never
-overspent. A worker never receives an item they already labeled or hold, and an item never
-receives more than ``max_labels_per_item`` labels (pending ones count).
-
-Items with work pending are offered last: a sequential policy's scores change only when
-labels come back, so Opt-KG (Algorithm 1) would otherwise hand its top item to every worker
-who arrives meanwhile. Skipping busy items (while others are left) makes it close to the
-sequential policy run on the labels in the order they return — the offline replay; measured
-in ``examples/live_campaign.py``.
+overspent. A worker never receives an item they already labeled or hold, an item never
+receives more than ``max_labels_per_item`` labels (pending ones count), and items with work
+pending are offered last: the live rules of :mod:`crowdbudget.engine.live`. The problem the
+policy runs on (worker slots, push mode's team and pairs, the rebuild on new items or
+workers, the policy's random stream) is :mod:`crowdbudget.campaign.problem_build`'s.
 
 Event sourcing: every accepted change is an event appended to the
 :class:`~crowdbudget.campaign.store.EventStore` *before* it is applied in memory and returned,
@@ -22,7 +20,7 @@ and gets the same state (tested). Event kinds and payloads:
 - ``items_added``: ``{"items": [...]}`` — new items (the policy is rebuilt: reset on the larger
   problem, then every label observed again in order);
 - ``workers_added``: ``{"workers": [...]}`` — workers who joined (registered by the requester,
-  or arriving in pull mode for a policy that models workers); see "Workers" below;
+  or arriving in pull mode for a policy that models workers);
 - ``assigned``: ``{"id", "item", "worker", "price", "expires_at"}``;
 - ``labeled``: ``{"id", "label"}`` (label as a class index);
 - ``released``: ``{"id", "reason"}`` with reason ``cancelled`` or ``expired``;
@@ -33,39 +31,16 @@ and gets the same state (tested). Event kinds and payloads:
 - ``gold_set``: ``{"rows": [[item, label], ...]}`` (indices, in item order) — the requester's
   gold labels for a sample of the items, replacing any earlier gold; ``gold_removed``: ``{}``.
   Gold is an evaluation aid only (:meth:`Campaign.calibration`): neither the policy nor the
-  verdict reads it, and gold events do not count in the policy's random stream (below), so
+  verdict reads it, and gold events do not count in the policy's random stream, so
   uploading gold never changes an allocation.
 
 Validate, then commit: an event is stored only once the code that applies it is known to
 succeed — ``created`` and ``items_added`` build the problem and reset the policy before the
 event is written (:meth:`Campaign.create`, :meth:`Campaign.add_items`), the other events are
 checked by the operation that writes them — so a refused operation leaves the store as it was.
-
-Workers: a policy that models workers (``opt-kg:posterior=one-coin``, ``bbta``, …: capability
-``needs_workers``) runs on a :class:`~crowdbudget.types.Problem` with a
-:class:`~crowdbudget.types.WorkerSpec`, as in simulations. Workers join a live campaign over
-time, so the problem holds *worker slots*: the campaign's workers (indices in order of joining,
-the ``workers`` given at creation first) and, above them, slots nobody holds yet. When a worker
-joins beyond the last slot the slots double and the policy is rebuilt (reset on the larger
-problem, every label observed again), so joining costs O(labels · log n_workers) over the whole
-campaign rather than a rebuild per worker. An unheld slot never labels anything, so it changes
-no posterior; and the campaign only asks the policy on behalf of a real worker (pull mode, or
-push for a named team), so no assignment ever goes to an unheld slot.
-
-Push mode (``mode="push"``): the policy chooses the worker as well as the item
-(:meth:`Campaign.push_assignments`; B-KUBE-like and BBTA-like policies, worker-aware Opt-KG), and
-the requester dispatches each (item, worker) assignment. The problem then has exactly the
-campaign's workers (no unheld slots: a joining worker rebuilds the policy, which suits a
-managed team), and the state lists the (item, worker) pairs that may still be asked
-(:class:`~crowdbudget.types.PairAvailability`, the structure a replay uses): every item with
-every worker, or the ``pairs`` given at creation (a qualification table, or the recorded pairs
-of a data set being replayed live), each usable once — a worker labels an item at most once.
-
-Policy randomness: the policy's generator is ``default_rng([seed, n])`` where n is the number of
-events when the campaign was created or loaded (gold events not counted: they are no part of
-the allocation), so a reloaded campaign is deterministic; its
-decisions after a reload are valid draws of the policy, not the ones the never-restarted
-process would have made (the state — counts, spending, posterior — is identical).
+A reloaded campaign is deterministic (the policy's generator is seeded with the seed and the
+event count, gold events not counted): its state is the never-restarted process's, its later
+decisions valid draws of the policy.
 
 Example:
     >>> from crowdbudget.campaign import Campaign, EventStore
@@ -85,129 +60,54 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-# the validation helpers and the ledger keep the private names this module's methods use
-from crowdbudget._validation import clip_text as _clip
 from crowdbudget._validation import short_repr as _short
-from crowdbudget.aggregation.calibration import DEFAULT_BINS
-from crowdbudget.campaign.config import CampaignConfig, checked_config
+from crowdbudget.campaign.config import (
+    CampaignConfig,
+    check_added_attributes,
+    check_gold,
+    check_imported,
+    check_settings,
+    checked_config,
+    class_code,
+)
 from crowdbudget.campaign.config import check_ids as _check_ids
-from crowdbudget.campaign.config import check_item_attributes as _check_item_attributes
 from crowdbudget.campaign.ledger import Ledger
 from crowdbudget.campaign.ledger import exact_decimal as _decimal
-from crowdbudget.campaign.read_models import CampaignReadModel, VerdictFit
+from crowdbudget.campaign.problem_build import Rebuild, pair_index, policy_rng
+from crowdbudget.campaign.problem_build import rebuild as rebuild_problem
+from crowdbudget.campaign.read_models import CampaignReadModel, CampaignReports, push_cause
+from crowdbudget.campaign.records import AssignmentError as AssignmentError
+from crowdbudget.campaign.records import AssignmentRecord as _Record
+from crowdbudget.campaign.records import PendingAssignment as PendingAssignment
+from crowdbudget.campaign.records import UnknownAssignmentError as UnknownAssignmentError
 from crowdbudget.campaign.store import (
     CommitTicket,
     ConcurrentWriteError,
     EventStore,
     StoredEvent,
 )
-from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.engine.live import LiveStep
-from crowdbudget.exceptions import (
-    CrowdBudgetError,
-    DataFormatError,
-    InvalidParameterError,
-)
-from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.exceptions import DataFormatError, InvalidParameterError
 from crowdbudget.policies.verdict import POSTERIOR
-from crowdbudget.registry import make_policy, parse_policy, split_verdict
-from crowdbudget.types import (
-    Assignment,
-    CampaignState,
-    FloatArray,
-    IntArray,
-    LabelEvent,
-    PairAvailability,
-    Problem,
-    WorkerSpec,
-)
+from crowdbudget.registry import parse_policy, split_verdict
+from crowdbudget.types import Assignment, LabelEvent
 
 _EPOCHS = itertools.count(1)
 
-#: events that only evaluate the campaign (gold labels): no part of the allocation, so they do
-#: not count in the policy's random stream (see :attr:`Campaign._policy_seq`)
+#: events that only evaluate the campaign (gold): not in the policy's stream (``_policy_seq``)
 _EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed"})
 
-#: a worker's capacity when the requester sets none: more labels than any campaign buys
-_UNLIMITED = 2**40
 
-
-#: the reasons :meth:`Campaign.status` gives, per cause; a final one means no assignment is
-#: possible for anyone any more (until items, workers or budget change)
-_STOP_REASONS: Mapping[str, tuple[str, bool]] = {
-    "budget": ("the budget left pays for no further label", True),
-    "items": ("every item is finished (at its label cap, or closed by the policy)", True),
-    "pairs": ("no (item, worker) pair of the team is left to ask", True),
-    "policy": (
-        "the policy has no further assignment to give (its plan is complete, or no pair is "
-        "worth asking by its own rule)",
-        True,
-    ),
-    "done": (
-        "every worker so far has already labeled (or holds, or is at their capacity for) "
-        "the items the policy offers; a new worker can still take work",
-        False,
-    ),
-    "declined": (
-        "the policy offers no further work to any worker so far (it chooses per worker); "
-        "a new worker may get work",
-        False,
-    ),
-}
-
-
-class AssignmentError(CrowdBudgetError):
-    """A label or cancellation names an assignment that cannot take it (unknown, expired,
-    cancelled, another worker's, or already answered differently)."""
-
-
-class UnknownAssignmentError(AssignmentError, KeyError):
-    """No such assignment in this campaign."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingAssignment:
-    """One assignment as the outside world sees it (string ids)."""
-
-    assignment_id: str
-    item_id: str
-    worker_id: str
-    price: float
-    expires_at: float | None
-    status: str = "pending"  # pending | answered | cancelled | expired
-    label: str | None = None
-
-
-@dataclass(slots=True)
-class _Record:
-    item: int
-    worker: int
-    price: float
-    expires_at: float | None
-    status: str = "pending"
-    label: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Rebuild:
-    """What :meth:`Campaign._rebuild` computes: the campaign's problem, state and policy."""
-
-    problem: Problem
-    state: CampaignState
-    policy: AllocationPolicy
-
-
-class Campaign:
-    """A live campaign (use :meth:`create` or :meth:`load`, not the constructor)."""
+class Campaign(CampaignReports):
+    """A live campaign (use :meth:`create` or :meth:`load`, not the constructor). Its
+    reports (results, status, calibration, …) are :class:`~crowdbudget.campaign.read_models.
+    CampaignReports`' methods, which hand over to ``self.read_model``."""
 
     def __init__(self, store: EventStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
@@ -221,10 +121,10 @@ class Campaign:
         self._config: CampaignConfig | None = None  # set by the ``created`` event
         # a rebuild computed before its ``items_added`` event was stored (validate, then
         # commit), used by the event's handler instead of computing it again
-        self._prepared: tuple[tuple[str, ...], _Rebuild] | None = None
-        # why the last request for work got none, per asking worker (pull; key: worker index)
-        # or for the team (push; key: None), since the last change of the allocation state
-        # (:meth:`_stop_reason`); not an event: it describes answers, not decisions
+        self._prepared: tuple[tuple[str, ...], Rebuild] | None = None
+        # why the last request for work got none since the allocation state last changed,
+        # per asking worker (pull) or for the team (push; key None): read_models.stop_reason_of;
+        # not an event: it describes answers, not decisions
         self._no_work: dict[int | None, str] = {}
         #: what the campaign reports (results, status, calibration, …; read_models.py)
         self.read_model = CampaignReadModel(self)
@@ -311,9 +211,8 @@ class Campaign:
             store: where events go (default: an in-memory SQLite database).
 
         Nothing is stored unless the whole configuration works: the ``created`` event is
-        applied to the new object (building the problem and resetting the policy on it)
-        before it is written, so a policy that refuses the problem (``kg`` with three
-        classes, ``bbta`` without workers, …) leaves the store unchanged.
+        applied to the new object (building the problem, resetting the policy) before it is
+        written, so a policy refusing the problem (``kg`` with three classes, …) stores nothing.
         """
         config = checked_config(
             items,
@@ -586,167 +485,31 @@ class Campaign:
                 self._install((), self._rebuild(()))
         return index
 
-    def _slots_wanted(self) -> int:
-        """Worker slots for the problem: 0 for a policy that does not model workers; in push
-        mode exactly the team; else a power of two (at least 4) holding every worker who
-        joined."""
-        if not self._models_workers:
-            return 0
-        if self._push:
-            return len(self.worker_ids)
-        slots = max(4, self._worker_slots)
-        while slots < len(self.worker_ids):
-            slots *= 2
-        return slots
-
     def _extend_items(self, new_items: list[str], attributes: dict[str, Any]) -> None:
         """Add items and (re)build the policy on the larger problem, replaying the labels."""
         self._install(tuple(new_items), self._rebuild(new_items, attributes), attributes)
 
     def _rebuild(
         self, new_items: Sequence[str], attributes: dict[str, Any] | None = None
-    ) -> _Rebuild:
-        """The problem, state and policy with ``new_items`` appended, every label observed
-        again in order — computed without changing this object, so that a policy refusing
-        the larger problem raises before anything is stored (:meth:`add_items`)."""
-        assert self.config is not None
-        n_items = len(getattr(self, "item_ids", ())) + len(new_items)
-        n_classes = len(self.config.classes)
-        prior = None
-        if self.config.prior is not None:
-            prior = np.tile(np.asarray(self.config.prior, dtype=float), (n_items, 1))
-        # the policy decides affordability with the cheapest price a worker can have: the
-        # campaign checks the arriving worker's real price first (next_assignment), so the
-        # policy never refuses a label the campaign can pay for (budget 1 at 0.1 a label:
-        # 10 labels)
-        cheapest = self._cheapest_price()
-        slots = self._slots_wanted()
-        attributes = attributes or {}
-        contexts = features = None
-        if self._item_contexts is not None:
-            contexts = np.asarray(
-                self._item_contexts + attributes.get("contexts", []), dtype=np.int64
-            )
-        if self._item_features is not None:
-            features = np.asarray(self._item_features + attributes.get("features", []), dtype=float)
-        problem = Problem(
-            n_items=n_items,
-            budget=self.config.budget,
-            n_classes=n_classes,
-            prior=prior,
-            default_price=cheapest,
-            workers=self._worker_spec(slots) if slots else None,
-            contexts=contexts,
-            features=features,
-        )
-        old = getattr(self, "state", None)
-        state = CampaignState.initial(problem)
-        if old is not None:
-            k = old.label_counts.shape[0]
-            state.label_counts[:k] = old.label_counts
-            state.pending[:k] = old.pending
-            state.eligible[:k] = old.eligible
-            state.spent, state.committed, state.n_events = old.spent, old.committed, old.n_events
-            state.label_log = old.label_log  # one log for the campaign's life
-        if self._push and self._models_workers:
-            state.pairs = self._available_pairs(n_items, slots)
-        if state.remaining_capacity is not None:
-            # capacity left: labels given and pending assignments count
-            for worker, given in self._labels_by_worker.items():
-                state.remaining_capacity[worker] -= given
-            for worker, pending in self._worker_pending.items():
-                state.remaining_capacity[worker] -= len(pending)
-        policy: AllocationPolicy = make_policy(split_verdict(self.config.policy)[0])
-        policy.reset(problem, np.random.default_rng([self.config.seed, self._policy_seq]))
-        for item, worker, label, cost in zip(
-            self._log_items, self._log_workers, self._log_labels, self._log_costs, strict=True
-        ):
-            policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
-        return _Rebuild(problem, state, policy)
-
-    def _cheapest_price(self) -> float:
-        """The lowest price any worker can have (the default or a listed one)."""
-        assert self.config is not None
-        return min([self.config.default_price, *self.config.worker_prices.values()])
-
-    def _worker_spec(self, slots: int) -> WorkerSpec:
-        """The problem's workers. Push mode (exactly the team): their prices when they differ
-        and their capacities when any is set; pull mode (slots above the workers): the count
-        only (the campaign itself checks prices and capacities before asking the policy)."""
-        assert self.config is not None
-        if not self._push:
-            return WorkerSpec(slots)
-        prices = None
-        if self.config.worker_prices:
-            listed = np.array([self.price_of(w) for w in self.worker_ids], dtype=float)
-            if np.any(listed != listed[0]):
-                prices = listed
-        capacities = None
-        if self.config.worker_capacities:
-            capacities = np.array(
-                [self.config.worker_capacities.get(w, _UNLIMITED) for w in self.worker_ids],
-                dtype=np.int64,
-            )
-        return WorkerSpec(slots, prices=prices, capacities=capacities)
-
-    @property
-    def _labels_by_worker(self) -> dict[int, int]:
-        """Labels received per worker (the live step's count)."""
-        return self._live.labels_by_worker
-
-    @property
-    def _worker_pending(self) -> dict[int, dict[Any, None]]:
-        """Each worker's pending assignment ids, oldest first (the live step's)."""
-        return self._live.worker_pending
+    ) -> Rebuild:
+        """The problem, state and policy with ``new_items`` appended, computed without changing
+        this object (:func:`~crowdbudget.campaign.problem_build.rebuild`)."""
+        return rebuild_problem(self, new_items, attributes)
 
     def _capacity_of(self, worker_id: str) -> int | None:
         """``worker_id``'s capacity (None: unlimited)."""
-        assert self.config is not None
         return self.config.worker_capacities.get(worker_id)
-
-    def _available_pairs(self, n_items: int, n_workers: int) -> PairAvailability:
-        """Push mode: the (item, worker) pairs, each usable once, minus those labeled."""
-        assert self.config is not None
-        # taken pairs: every label so far and every pending assignment
-        pending = [r for r in getattr(self, "_records", {}).values() if r.status == "pending"]
-        log_items = np.asarray(self._log_items + [r.item for r in pending], dtype=np.int64)
-        log_workers = np.asarray(self._log_workers + [r.worker for r in pending], dtype=np.int64)
-        if self.config.pairs is None:
-            # every item with every worker, item-major: pair index = item · n_workers + worker
-            items = np.repeat(np.arange(n_items, dtype=np.int64), n_workers)
-            workers = np.tile(np.arange(n_workers, dtype=np.int64), n_items)
-            used = np.bincount(log_items * n_workers + log_workers, minlength=items.shape[0])
-            self._pair_lookup = {}
-        else:
-            # a campaign with listed pairs has exactly its creation items (add_items refuses)
-            index = {item_id: k for k, item_id in enumerate(self.config.items)}
-            items = np.array([index[i] for i, _ in self.config.pairs], dtype=np.int64)
-            workers = np.array(
-                [self._worker_index[w] for _, w in self.config.pairs], dtype=np.int64
-            )
-            self._pair_lookup = {
-                (int(i), int(w)): k for k, (i, w) in enumerate(zip(items, workers, strict=True))
-            }
-            used = np.zeros(items.shape[0], dtype=np.int64)
-            for i, w in zip(log_items.tolist(), log_workers.tolist(), strict=True):
-                k = self._pair_lookup.get((i, w))
-                if k is not None:
-                    used[k] += 1
-        remaining = np.maximum(1 - used[: items.shape[0]], 0).astype(np.int64)
-        return PairAvailability(items=items, workers=workers, remaining=remaining)
 
     def _pair(self, item: int, worker: int) -> int | None:
         """The index of pair (item, worker) in ``state.pairs`` (None: not a listed pair).
         Push mode: the live step takes a pair when it is assigned, so no batch gives it twice,
         and gives it back when the assignment is released (``LiveStep(pair_of=...)``)."""
-        if self.config is not None and self.config.pairs is None:
-            n_workers = self.problem.n_workers or 0
-            return item * n_workers + worker if worker < n_workers else None
-        return self._pair_lookup.get((item, worker))
+        return pair_index(self.config, self.problem.n_workers or 0, self._pair_lookup, item, worker)
 
     def _install(
-        self, new_items: Sequence[str], rebuild: _Rebuild, attributes: dict[str, Any] | None = None
+        self, new_items: Sequence[str], rebuilt: Rebuild, attributes: dict[str, Any] | None = None
     ) -> None:
+        """Make ``rebuilt`` (with ``new_items`` and their ``attributes``) the campaign's."""
         attributes = attributes or {}
         if self._item_contexts is not None:
             self._item_contexts.extend(attributes.get("contexts", []))
@@ -755,17 +518,16 @@ class Campaign:
         for item_id in new_items:
             self._item_index[item_id] = len(self.item_ids)
             self.item_ids.append(item_id)
-        self.problem, self.state, self.policy = rebuild.problem, rebuild.state, rebuild.policy
-        self._worker_slots = rebuild.problem.n_workers or 0
+        self.problem, self.state, self.policy = rebuilt.problem, rebuilt.state, rebuilt.policy
+        self._worker_slots = rebuilt.problem.n_workers or 0
+        self._pair_lookup = rebuilt.pair_lookup
 
     def _start_policy_stream(self) -> None:
-        assert self.config is not None
-        self.policy.rng_ = np.random.default_rng([self.config.seed, self._policy_seq])
+        self.policy.rng_ = policy_rng(self.config, self._policy_seq)
 
     # ------------------------------------------------------------------ the public operations
     @property
     def campaign_id(self) -> str:
-        assert self.config is not None
         return self.config.campaign_id
 
     @property
@@ -776,7 +538,6 @@ class Campaign:
         return self._seq
 
     def price_of(self, worker_id: str) -> float:
-        assert self.config is not None
         return self.config.worker_prices.get(worker_id, self.config.default_price)
 
     def add_items(
@@ -789,19 +550,14 @@ class Campaign:
         """Add new items (ids must be new), with their contexts and features when the
         campaign has them."""
         new = _check_ids(items, "item")
-        assert self.config is not None
-        for name, given, has in (
-            ("contexts", contexts, self._item_contexts is not None),
-            ("features", features, self._item_features is not None),
-        ):
-            if has and given is None:
-                raise InvalidParameterError(f"this campaign's items have {name}: give theirs")
-            if not has and given is not None:
-                raise InvalidParameterError(f"this campaign's items have no {name}")
-        n_features = None
-        if self._item_features:
-            n_features = len(self._item_features[0])
-        attributes = _check_item_attributes(len(new), contexts, features, n_features=n_features)
+        attributes = check_added_attributes(
+            len(new),
+            contexts,
+            features,
+            has_contexts=self._item_contexts is not None,
+            has_features=self._item_features is not None,
+            n_features=len(self._item_features[0]) if self._item_features else None,
+        )
         if self.config.pairs is not None and new:
             raise InvalidParameterError(
                 "this campaign lists its (item, worker) pairs; new items would have none "
@@ -831,22 +587,7 @@ class Campaign:
     ) -> None:
         """Change the time-to-live (seconds) and the unanswered assignments one worker may
         hold; None keeps a setting. Both apply to assignments handed out from now on."""
-        changes: dict[str, Any] = {}
-        if ttl is not None:
-            if isinstance(ttl, bool) or not (np.isfinite(ttl) and ttl > 0):
-                raise InvalidParameterError(f"ttl must be a number of seconds > 0, got {ttl!r}")
-            changes["ttl"] = float(ttl)
-        if max_pending_per_worker is not None:
-            if (
-                isinstance(max_pending_per_worker, bool)
-                or not isinstance(max_pending_per_worker, int | np.integer)
-                or max_pending_per_worker < 1
-            ):
-                raise InvalidParameterError(
-                    "max_pending_per_worker must be an integer >= 1, got "
-                    f"{_short(max_pending_per_worker)}"
-                )
-            changes["max_pending_per_worker"] = int(max_pending_per_worker)
+        changes = check_settings(ttl, max_pending_per_worker)
         if changes:
             self._commit("settings_changed", changes)
 
@@ -869,7 +610,6 @@ class Campaign:
         affordable for this worker now (budget, all items done, or all left already theirs)."""
         worker_id = _check_ids([worker_id], "worker")[0]
         self.expire_overdue()
-        assert self.config is not None
         price = self.price_of(worker_id)
         worker = self._worker_index.get(worker_id)
         if worker is None and self._models_workers and self._live.affords(self.state, price):
@@ -896,10 +636,9 @@ class Campaign:
         return self._assign(decision.assignment.item, worker_id, decision.assignment.price)
 
     def _note_no_work(self, worker: int | None, cause: str) -> None:
-        """Remember why a request got no work (:meth:`_stop_reason`): ``budget``,
-        ``capacity`` (the worker's), ``done`` (every open item, or the one the policy
-        offers, is the worker's already),
-        ``pairs`` (push: no (item, worker) pair left), ``policy`` (the policy has no further
+        """Remember why a request got no work (read by ``read_models.stop_reason_of``):
+        ``budget``, ``capacity`` (the worker's), ``done`` (the open items, or the one offered,
+        are the worker's already), ``pairs`` (push: none left), ``policy`` (no further
         assignment although items are open), ``declined`` (so, but the policy models workers:
         its answer may differ for another worker)."""
         if worker is not None or self._push:
@@ -908,25 +647,15 @@ class Campaign:
     def _assign(self, item: int, worker_id: str, price: float) -> PendingAssignment:
         """Commit an ``assigned`` event (checked by the caller) and return it."""
         assignment_id = uuid.uuid4().hex
-        assert self.config is not None
         expires = None if self.config.ttl is None else self.clock() + self.config.ttl
-        self._commit(
-            "assigned",
-            {
-                "id": assignment_id,
-                "item": item,
-                "worker": worker_id,
-                "price": price,
-                "expires_at": expires,
-            },
-        )
+        payload = {"id": assignment_id, "item": item, "worker": worker_id, "price": price}
+        self._commit("assigned", {**payload, "expires_at": expires})
         return self.assignment(assignment_id)
 
     def next_assignments(self, worker_ids: Sequence[str]) -> list[PendingAssignment]:
         """Push mode for a managed team: one assignment per worker in turn, while any is
         available (a worker with nothing left, or holding ``max_pending_per_worker``
         assignments already, is skipped)."""
-        assert self.config is not None
         out = []
         for worker_id in worker_ids:
             worker = self._worker_index.get(str(worker_id))
@@ -944,7 +673,6 @@ class Campaign:
 
         Items with work pending are offered last, as in pull mode; a pair already pending is
         never given again."""
-        assert self.config is not None
         if not self._push:
             raise InvalidParameterError(
                 "this campaign is in pull mode: workers ask for work (create it with "
@@ -964,74 +692,26 @@ class Campaign:
             )
             if decision.assignment is None:
                 if decision.cause is None and not out:  # the policy chose no pair
-                    self._note_no_work(None, self._push_cause())
+                    self._note_no_work(None, push_cause(self))
                 break  # the policy's choice cannot be given now: stop this batch
             chosen = decision.assignment
             assert chosen.worker is not None  # the step gives only (item, worker) pairs
             out.append(self._assign(chosen.item, self.worker_ids[chosen.worker], chosen.price))
         return out
 
-    def _push_cause(self) -> str:
-        """Why the policy chose no (item, worker) pair (see :meth:`_note_no_work`)."""
-        if not self._ledger.can_afford(self._cheapest_price()):
-            return "budget"
-        if not self.state.availability.any_pair_left():
-            return "pairs"
-        return "policy"
-
-    def _stop_reason(
-        self, policy_status: Mapping[str, Any], pending: int
-    ) -> tuple[str | None, bool]:
-        """``(reason, final)``: why no further assignment is possible now, or ``(None,
-        False)`` while one is (or work is pending: its labels may open more).
-
-        Final reasons (``stopped``): the budget left pays for no label at the cheapest
-        price; the policy stopped by its own rule (``stopped_early``, Requallo); no item is
-        open; in push mode the last request found no pair (every pair used, or the policy's
-        plan is complete); in pull mode every known worker's last request got none from the
-        policy itself (one that does not model workers). Not final: the policy, which
-        models workers, declined each of them; or every known worker has every open item
-        already (or is at their capacity, or the policy offers only items they have) — a new
-        worker would get work. The pull and push reasons are
-        learned from requests for work since the last change (a freshly loaded copy knows
-        them once the workers ask again)."""
-        assert self.config is not None
-        if pending:
-            return None, False
-        if not self._ledger.can_afford(self._cheapest_price()):
-            return _STOP_REASONS["budget"]
-        if policy_status.get("stopped_early", False):
-            return "the policy stopped by its own rule (every item meets its requirement)", True
-        if not np.any(self.state.eligible):
-            return _STOP_REASONS["items"]
-        if self._push:
-            cause = self._no_work.get(None)
-            return (None, False) if cause is None else _STOP_REASONS[cause]
-        known = range(len(self.worker_ids))
-        if not known or any(w not in self._no_work for w in known):
-            return None, False
-        causes = {self._no_work[w] for w in known}
-        if causes <= {"policy", "budget"}:
-            return _STOP_REASONS["policy"]
-        return _STOP_REASONS["declined" if "declined" in causes else "done"]
-
-    def _record(self, assignment_id: str) -> _Record:
+    def _record(self, assignment_id: str, worker_id: str | None = None) -> _Record:
+        """The assignment's record; refused when unknown, or not ``worker_id``'s (if given)."""
         record = self._records.get(assignment_id)
         if record is None:
             raise UnknownAssignmentError(f"no assignment {_short(assignment_id)} in this campaign")
+        if worker_id is not None and self.worker_ids[record.worker] != worker_id:
+            raise AssignmentError(f"assignment {assignment_id!r} belongs to another worker")
         return record
 
     def assignment(self, assignment_id: str) -> PendingAssignment:
+        """The assignment ``assignment_id`` as the outside world sees it (string ids)."""
         record = self._record(assignment_id)
-        return PendingAssignment(
-            assignment_id=assignment_id,
-            item_id=self.item_ids[record.item],
-            worker_id=self.worker_ids[record.worker],
-            price=record.price,
-            expires_at=record.expires_at,
-            status=record.status,
-            label=None if record.label is None else self.config.classes[record.label],
-        )
+        return record.public(assignment_id, self.item_ids, self.worker_ids, self.config.classes)
 
     def pending_assignments(self, worker_id: str | None = None) -> list[PendingAssignment]:
         """The unanswered assignments (of ``worker_id``, or all), oldest first per worker,
@@ -1040,49 +720,25 @@ class Campaign:
         self.expire_overdue()
         if worker_id is not None:
             worker = self._worker_index.get(worker_id)
-            ids = list(self._worker_pending.get(worker, {})) if worker is not None else []
+            ids = list(self._live.worker_pending.get(worker, {})) if worker is not None else []
         else:
-            ids = [a for pending in self._worker_pending.values() for a in pending]
-        return [self.assignment(a) for a in ids]
+            ids = [a for pending in self._live.worker_pending.values() for a in pending]
+        return [self.assignment(str(a)) for a in ids]
 
     def record_label(
         self, assignment_id: str, label: str, *, worker_id: str | None = None
     ) -> PendingAssignment:
         """Accept the answer to a pending assignment (idempotent: the same label twice is
         recorded once). ``worker_id``, when given, must be the assignment's worker."""
-        record = self._record(assignment_id)
-        if worker_id is not None and self.worker_ids[record.worker] != worker_id:
-            raise AssignmentError(f"assignment {assignment_id!r} belongs to another worker")
-        code = self._class_index.get(str(label))
-        if code is None:
-            raise DataFormatError(
-                f"label {_short(label)} is not a class; classes: "
-                + _clip(", ".join(self.config.classes), 200)
-            )
-        if record.status == "answered":
-            if record.label == code:
-                return self.assignment(assignment_id)  # a retry of the same answer
-            raise AssignmentError(
-                f"assignment {assignment_id!r} was already answered with "
-                f"{self.config.classes[record.label or 0]!r}"
-            )
-        expired = record.expires_at is not None and record.expires_at <= self.clock()
-        if record.status == "pending" and expired:
-            # refused without writing: the expiry itself is recorded by the next
-            # housekeeping (expire_overdue), not by a refused request
-            raise AssignmentError(f"assignment {assignment_id!r} is expired; it takes no label")
-        if record.status != "pending":
-            raise AssignmentError(
-                f"assignment {assignment_id!r} is {record.status}; it takes no label"
-            )
-        self._commit("labeled", {"id": assignment_id, "label": code})
+        record = self._record(assignment_id, worker_id)
+        code = class_code(label, self._class_index, self.config.classes, f"label {_short(label)}")
+        if record.check_label(assignment_id, code, self.clock, self.config.classes):
+            self._commit("labeled", {"id": assignment_id, "label": code})
         return self.assignment(assignment_id)
 
     def cancel_assignment(self, assignment_id: str, *, worker_id: str | None = None) -> None:
         """Give a pending assignment back (its budget returns). Cancelling twice is a no-op."""
-        record = self._record(assignment_id)
-        if worker_id is not None and self.worker_ids[record.worker] != worker_id:
-            raise AssignmentError(f"assignment {assignment_id!r} belongs to another worker")
+        record = self._record(assignment_id, worker_id)
         if record.status == "cancelled":
             return
         if record.status != "pending":
@@ -1092,25 +748,7 @@ class Campaign:
     def import_labels(self, labels: pd.DataFrame) -> int:
         """Add labels collected elsewhere (crowd-kit table ``task, worker, label``); they
         inform the posterior and the results, and cost nothing from the budget."""
-        for column in ("task", "worker", "label"):
-            if column not in labels.columns:
-                raise DataFormatError(f"imported labels lack column {column!r}")
-        rows = []
-        for task, worker, label in (
-            labels[["task", "worker", "label"]].astype(str).itertuples(index=False)
-        ):
-            item = self._item_index.get(task)
-            if item is None:
-                raise DataFormatError(f"imported label for unknown item {_short(task)}")
-            code = self._class_index.get(label)
-            if code is None:
-                raise DataFormatError(
-                    f"imported label {_short(label)} is not a class; classes: "
-                    + _clip(", ".join(self.config.classes), 200)
-                )
-            if worker == "":
-                raise DataFormatError(f"imported label for item {_short(task)} has no worker")
-            rows.append([item, worker, code])
+        rows = check_imported(labels, self._item_index, self._class_index, self.config.classes)
         if rows:
             self._commit("imported", {"rows": rows})
         return len(rows)
@@ -1124,34 +762,7 @@ class Campaign:
         never read it, so it changes no allocation and no result. Refused (nothing stored):
         no rows, more rows than the campaign has items, an unknown item or class, an item
         given twice. The same gold again stores nothing."""
-        rows = list(gold.items()) if isinstance(gold, Mapping) else list(gold)
-        if not rows:
-            raise InvalidParameterError(
-                "the gold is empty: give at least one (item, label) pair (remove_gold / "
-                "DELETE removes the gold)"
-            )
-        n_items = len(self.item_ids)
-        if len(rows) > n_items:
-            raise InvalidParameterError(
-                f"{len(rows)} gold rows for a campaign of {n_items} items: at most one per item"
-            )
-        codes: dict[int, int] = {}
-        for row in rows:
-            if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) != 2:
-                raise DataFormatError(f"a gold row is (item id, label), got {_short(row)}")
-            item_id, label = row
-            item = self._item_index.get(str(item_id))
-            if item is None:
-                raise DataFormatError(f"gold for unknown item {_short(item_id)}")
-            code = self._class_index.get(str(label))
-            if code is None:
-                raise DataFormatError(
-                    f"gold label {_short(label)} of item {_short(item_id)} is not a class; "
-                    "classes: " + _clip(", ".join(self.config.classes), 200)
-                )
-            if item in codes:
-                raise DataFormatError(f"item {_short(item_id)} appears more than once in the gold")
-            codes[item] = code
+        codes = check_gold(gold, self._item_index, self._class_index, self.config.classes)
         if codes == self._gold:
             return len(codes)  # a retry of the same upload
         self._commit("gold_set", {"rows": [[i, codes[i]] for i in sorted(codes)]})
@@ -1186,70 +797,3 @@ class Campaign:
         """``(time, spent, labels received)`` after each ``labeled`` or ``imported`` event,
         in order (the dashboard's spend curve)."""
         return self._timeline
-
-    # ------------------------------------------------------------------ reading
-    # The reports are read models (:class:`~crowdbudget.campaign.read_models.
-    # CampaignReadModel`, ``self.read_model``); these methods hand over to it.
-    def class_probabilities(self) -> FloatArray:
-        """Posterior class probabilities per item from the prior and the votes, shape
-        (n_items, n_classes) (:meth:`CampaignReadModel.class_probabilities`)."""
-        return self.read_model.class_probabilities()
-
-    def verdict_probabilities(self, verdict: str | None = None) -> tuple[IntArray, FloatArray]:
-        """Final labels, shape (n_items,), and class probabilities, shape (n_items,
-        n_classes), from the campaign's verdict or ``verdict``
-        (:meth:`CampaignReadModel.verdict_probabilities`)."""
-        return self.read_model.verdict_probabilities(verdict)
-
-    def verdict_fit_input(self, verdict: str | None = None) -> tuple[str, LabelData, int] | None:
-        """The picklable arguments of :func:`~crowdbudget.campaign.read_models.fit_verdict`
-        for an aggregator verdict, None for the policy's own model
-        (:meth:`CampaignReadModel.verdict_fit_input`)."""
-        return self.read_model.verdict_fit_input(verdict)
-
-    def results(
-        self,
-        verdict: str | None = None,
-        *,
-        floor: bool = False,
-        fitted: VerdictFit | None = None,
-    ) -> pd.DataFrame:
-        """Final label, confidence and number of labels per item, ``task``-indexed
-        (:meth:`CampaignReadModel.results`)."""
-        return self.read_model.results(verdict, floor=floor, fitted=fitted)
-
-    def calibration(
-        self,
-        verdict: str | None = None,
-        *,
-        n_bins: int = DEFAULT_BINS,
-        fitted: VerdictFit | None = None,
-    ) -> dict[str, Any] | None:
-        """Accuracy and calibration of the verdict on the gold sample, None without gold
-        (:meth:`CampaignReadModel.calibration`)."""
-        return self.read_model.calibration(verdict, n_bins=n_bins, fitted=fitted)
-
-    def export_labels(self) -> pd.DataFrame:
-        """Every label received, crowd-kit's ``task, worker, label``
-        (:meth:`CampaignReadModel.export_labels`)."""
-        return self.read_model.export_labels()
-
-    def status(self) -> dict[str, Any]:
-        """Spending, progress and whether (and why) the campaign stopped
-        (:meth:`CampaignReadModel.status`)."""
-        return self.read_model.status()
-
-    def worker_reliability(self) -> pd.DataFrame:
-        """Per worker: labels given and agreement with the final labels
-        (:meth:`CampaignReadModel.worker_reliability`)."""
-        return self.read_model.worker_reliability()
-
-    def dashboard_data(
-        self,
-        max_points: int = 400,
-        max_workers: int = 30,
-        *,
-        fitted: VerdictFit | None = None,
-    ) -> dict[str, Any]:
-        """What the dashboard draws (:meth:`CampaignReadModel.dashboard_data`)."""
-        return self.read_model.dashboard_data(max_points, max_workers, fitted=fitted)

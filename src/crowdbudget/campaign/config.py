@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from crowdbudget._validation import short_repr
+from crowdbudget._validation import clip_text, short_repr
 from crowdbudget.exceptions import BudgetError, DataFormatError, InvalidParameterError
 from crowdbudget.policies.verdict import POSTERIOR, check_verdict
 from crowdbudget.registry import make_policy, parse_policy, split_verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -309,3 +312,123 @@ def _resolve_verdict(policy: str, verdict: str | None, n_classes: int) -> str:
             )
         verdict = check_verdict(named.name, n_classes)
     return verdict
+
+
+def check_settings(ttl: Any, max_pending_per_worker: Any) -> dict[str, Any]:
+    """The ``settings_changed`` payload for a new time-to-live (seconds > 0) and pending
+    limit (an integer >= 1); None keeps a setting, so only those given are in it."""
+    changes: dict[str, Any] = {}
+    if ttl is not None:
+        if isinstance(ttl, bool) or not (np.isfinite(ttl) and ttl > 0):
+            raise InvalidParameterError(f"ttl must be a number of seconds > 0, got {ttl!r}")
+        changes["ttl"] = float(ttl)
+    if max_pending_per_worker is not None:
+        if (
+            isinstance(max_pending_per_worker, bool)
+            or not isinstance(max_pending_per_worker, int | np.integer)
+            or max_pending_per_worker < 1
+        ):
+            raise InvalidParameterError(
+                "max_pending_per_worker must be an integer >= 1, got "
+                f"{short_repr(max_pending_per_worker)}"
+            )
+        changes["max_pending_per_worker"] = int(max_pending_per_worker)
+    return changes
+
+
+def check_added_attributes(
+    n_items: int,
+    contexts: Sequence[int] | None,
+    features: Sequence[Sequence[float]] | None,
+    *,
+    has_contexts: bool,
+    has_features: bool,
+    n_features: int | None,
+) -> dict[str, Any]:
+    """The ``contexts`` and ``features`` of ``n_items`` items added to a campaign whose items
+    have contexts (``has_contexts``) and features (``has_features``, ``n_features`` each;
+    None: not known yet), as :func:`check_item_attributes` gives them; every item of a
+    campaign has them, or none does."""
+    for name, given, has in (
+        ("contexts", contexts, has_contexts),
+        ("features", features, has_features),
+    ):
+        if has and given is None:
+            raise InvalidParameterError(f"this campaign's items have {name}: give theirs")
+        if not has and given is not None:
+            raise InvalidParameterError(f"this campaign's items have no {name}")
+    return check_item_attributes(n_items, contexts, features, n_features=n_features)
+
+
+def class_code(
+    label: Any, class_index: Mapping[str, int], classes: Sequence[str], what: str
+) -> int:
+    """The class index of ``label`` (its string); ``what`` names the label in the error."""
+    code = class_index.get(str(label))
+    if code is None:
+        raise DataFormatError(
+            f"{what} is not a class; classes: " + clip_text(", ".join(classes), 200)
+        )
+    return code
+
+
+def check_gold(
+    gold: Mapping[str, str] | Iterable[Sequence[str]],
+    item_index: Mapping[str, int],
+    class_index: Mapping[str, int],
+    classes: Sequence[str],
+) -> dict[int, int]:
+    """Gold labels, ``{item id: class}`` or ``(item id, class)`` pairs, as ``{item index:
+    class index}``. Refused: no rows, more rows than items, an unknown item or class, an
+    item given twice."""
+    rows = list(gold.items()) if isinstance(gold, Mapping) else list(gold)
+    if not rows:
+        raise InvalidParameterError(
+            "the gold is empty: give at least one (item, label) pair (remove_gold / "
+            "DELETE removes the gold)"
+        )
+    n_items = len(item_index)
+    if len(rows) > n_items:
+        raise InvalidParameterError(
+            f"{len(rows)} gold rows for a campaign of {n_items} items: at most one per item"
+        )
+    codes: dict[int, int] = {}
+    for row in rows:
+        if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) != 2:
+            raise DataFormatError(f"a gold row is (item id, label), got {short_repr(row)}")
+        item_id, label = row
+        item = item_index.get(str(item_id))
+        if item is None:
+            raise DataFormatError(f"gold for unknown item {short_repr(item_id)}")
+        what = f"gold label {short_repr(label)} of item {short_repr(item_id)}"
+        code = class_code(label, class_index, classes, what)
+        if item in codes:
+            raise DataFormatError(f"item {short_repr(item_id)} appears more than once in the gold")
+        codes[item] = code
+    return codes
+
+
+def check_imported(
+    labels: pd.DataFrame,
+    item_index: Mapping[str, int],
+    class_index: Mapping[str, int],
+    classes: Sequence[str],
+) -> list[list[Any]]:
+    """The ``imported`` event's rows, ``[item index, worker id, class index]``, of a
+    crowd-kit table ``task, worker, label`` (read as strings). Refused: a missing column, an
+    unknown item or class, a row without a worker."""
+    for column in ("task", "worker", "label"):
+        if column not in labels.columns:
+            raise DataFormatError(f"imported labels lack column {column!r}")
+    rows = []
+    for task, worker, label in (
+        labels[["task", "worker", "label"]].astype(str).itertuples(index=False)
+    ):
+        item = item_index.get(task)
+        if item is None:
+            raise DataFormatError(f"imported label for unknown item {short_repr(task)}")
+        code = class_code(label, class_index, classes, f"imported label {short_repr(label)}")
+        if worker == "":
+            raise DataFormatError(f"imported label for item {short_repr(task)} has no worker")
+        rows.append([item, worker, code])
+    return rows

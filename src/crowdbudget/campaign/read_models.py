@@ -19,6 +19,7 @@ passed back as ``fitted`` (the service's child processes do this).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from crowdbudget.aggregation.calibration import (
     reliability_bins,
 )
 from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.campaign.problem_build import cheapest_price
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.verdict import POSTERIOR, check_verdict, make_verdict
@@ -66,6 +68,76 @@ def fit_verdict(verdict: str, data: LabelData, seed: int) -> VerdictFit:
 def _none_for_nan(metrics: dict[str, float]) -> dict[str, float | None]:
     """``metrics`` with NaN (a metric with nothing to score) as None, JSON's null."""
     return {k: (None if np.isnan(v) else v) for k, v in metrics.items()}
+
+
+#: the reasons :func:`stop_reason_of` gives, per cause; a final one means no assignment is
+#: possible for anyone any more (until items, workers or budget change)
+STOP_REASONS: Mapping[str, tuple[str, bool]] = {
+    "budget": ("the budget left pays for no further label", True),
+    "items": ("every item is finished (at its label cap, or closed by the policy)", True),
+    "pairs": ("no (item, worker) pair of the team is left to ask", True),
+    "policy": (
+        "the policy has no further assignment to give (its plan is complete, or no pair is "
+        "worth asking by its own rule)",
+        True,
+    ),
+    "done": (
+        "every worker so far has already labeled (or holds, or is at their capacity for) "
+        "the items the policy offers; a new worker can still take work",
+        False,
+    ),
+    "declined": (
+        "the policy offers no further work to any worker so far (it chooses per worker); "
+        "a new worker may get work",
+        False,
+    ),
+}
+
+
+def stop_reason_of(
+    campaign: Campaign, policy_status: Mapping[str, Any], pending: int
+) -> tuple[str | None, bool]:
+    """``(reason, final)``: why no further assignment is possible now, or ``(None,
+    False)`` while one is (or work is pending: its labels may open more).
+
+    Final reasons (``stopped``): the budget left pays for no label at the cheapest
+    price; the policy stopped by its own rule (``stopped_early``, Requallo); no item is
+    open; in push mode the last request found no pair (every pair used, or the policy's
+    plan is complete); in pull mode every known worker's last request got none from the
+    policy itself (one that does not model workers). Not final: the policy, which
+    models workers, declined each of them; or every known worker has every open item
+    already (or is at their capacity, or the policy offers only items they have) — a new
+    worker would get work. The pull and push reasons are learned from requests for work
+    since the last change (``Campaign._no_work``, written by ``next_assignment`` and
+    ``push_assignments``; a freshly loaded copy knows them once the workers ask again)."""
+    if pending:
+        return None, False
+    if not campaign.ledger.can_afford(cheapest_price(campaign.config)):
+        return STOP_REASONS["budget"]
+    if policy_status.get("stopped_early", False):
+        return "the policy stopped by its own rule (every item meets its requirement)", True
+    if not np.any(campaign.state.eligible):
+        return STOP_REASONS["items"]
+    if campaign._push:
+        cause = campaign._no_work.get(None)
+        return (None, False) if cause is None else STOP_REASONS[cause]
+    known = range(len(campaign.worker_ids))
+    if not known or any(w not in campaign._no_work for w in known):
+        return None, False
+    causes = {campaign._no_work[w] for w in known}
+    if causes <= {"policy", "budget"}:
+        return STOP_REASONS["policy"]
+    return STOP_REASONS["declined" if "declined" in causes else "done"]
+
+
+def push_cause(campaign: Campaign) -> str:
+    """Why the policy of a push-mode campaign chose no (item, worker) pair: ``budget``,
+    ``pairs`` (none left) or ``policy`` (its own rule); a key of :data:`STOP_REASONS`."""
+    if not campaign.ledger.can_afford(cheapest_price(campaign.config)):
+        return "budget"
+    if not campaign.state.availability.any_pair_left():
+        return "pairs"
+    return "policy"
 
 
 class CampaignReadModel:
@@ -316,7 +388,7 @@ class CampaignReadModel:
         ε-first family and ``kos`` plan once); ``saved`` is then the budget left unspent.
         ``stop_reason`` without ``stopped``: every worker so far has every open item (a new
         worker can take work). Both None/false while work can be handed out (see
-        :meth:`Campaign._stop_reason`). Releases the overdue assignments first.
+        :func:`stop_reason_of`). Releases the overdue assignments first.
         """
         campaign = self.campaign
         config = campaign.config
@@ -326,7 +398,7 @@ class CampaignReadModel:
         report = getattr(campaign.policy, "status", None)
         policy_status: dict[str, Any] = report() if callable(report) else {}
         pending = int(campaign.state.pending.sum())
-        stop_reason, stopped = campaign._stop_reason(policy_status, pending)
+        stop_reason, stopped = stop_reason_of(campaign, policy_status, pending)
         confident = int(np.count_nonzero(confidence >= 0.95))
         ledger = campaign.ledger
         return {
@@ -414,3 +486,75 @@ class CampaignReadModel:
             ],
             **extra,
         }
+
+
+class CampaignReports:
+    """The reports of a :class:`~crowdbudget.campaign.Campaign` as its own methods
+    (``campaign.results()``, ``campaign.status()``, …): each hands over to the campaign's
+    read model, ``self.read_model`` (a :class:`CampaignReadModel`), and writes no event."""
+
+    read_model: CampaignReadModel
+
+    def class_probabilities(self) -> FloatArray:
+        """Posterior class probabilities per item from the prior and the votes, shape
+        (n_items, n_classes) (:meth:`CampaignReadModel.class_probabilities`)."""
+        return self.read_model.class_probabilities()
+
+    def verdict_probabilities(self, verdict: str | None = None) -> tuple[IntArray, FloatArray]:
+        """Final labels, shape (n_items,), and class probabilities, shape (n_items,
+        n_classes), from the campaign's verdict or ``verdict``
+        (:meth:`CampaignReadModel.verdict_probabilities`)."""
+        return self.read_model.verdict_probabilities(verdict)
+
+    def verdict_fit_input(self, verdict: str | None = None) -> tuple[str, LabelData, int] | None:
+        """The picklable arguments of :func:`~crowdbudget.campaign.read_models.fit_verdict`
+        for an aggregator verdict, None for the policy's own model
+        (:meth:`CampaignReadModel.verdict_fit_input`)."""
+        return self.read_model.verdict_fit_input(verdict)
+
+    def results(
+        self,
+        verdict: str | None = None,
+        *,
+        floor: bool = False,
+        fitted: VerdictFit | None = None,
+    ) -> pd.DataFrame:
+        """Final label, confidence and number of labels per item, ``task``-indexed
+        (:meth:`CampaignReadModel.results`)."""
+        return self.read_model.results(verdict, floor=floor, fitted=fitted)
+
+    def calibration(
+        self,
+        verdict: str | None = None,
+        *,
+        n_bins: int = DEFAULT_BINS,
+        fitted: VerdictFit | None = None,
+    ) -> dict[str, Any] | None:
+        """Accuracy and calibration of the verdict on the gold sample, None without gold
+        (:meth:`CampaignReadModel.calibration`)."""
+        return self.read_model.calibration(verdict, n_bins=n_bins, fitted=fitted)
+
+    def export_labels(self) -> pd.DataFrame:
+        """Every label received, crowd-kit's ``task, worker, label``
+        (:meth:`CampaignReadModel.export_labels`)."""
+        return self.read_model.export_labels()
+
+    def status(self) -> dict[str, Any]:
+        """Spending, progress and whether (and why) the campaign stopped
+        (:meth:`CampaignReadModel.status`)."""
+        return self.read_model.status()
+
+    def worker_reliability(self) -> pd.DataFrame:
+        """Per worker: labels given and agreement with the final labels
+        (:meth:`CampaignReadModel.worker_reliability`)."""
+        return self.read_model.worker_reliability()
+
+    def dashboard_data(
+        self,
+        max_points: int = 400,
+        max_workers: int = 30,
+        *,
+        fitted: VerdictFit | None = None,
+    ) -> dict[str, Any]:
+        """What the dashboard draws (:meth:`CampaignReadModel.dashboard_data`)."""
+        return self.read_model.dashboard_data(max_points, max_workers, fitted=fitted)

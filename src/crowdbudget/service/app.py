@@ -302,7 +302,7 @@ class Service:
             refusal: CrowdBudgetError | None = None
             with self.lock(campaign_id):
                 campaign = self.campaign(campaign_id)
-                caught_up = catch_up and campaign.can_refresh()
+                caught_up = (catch_up or self.store.shared(campaign_id)) and campaign.can_refresh()
                 if caught_up:
                     campaign.refresh()
                 before = campaign.durability_ticket()
@@ -362,7 +362,7 @@ class Service:
                 campaign = self.cached(campaign_id)
                 if campaign is None:
                     campaign = await run_in_threadpool(self.campaign, campaign_id)
-                caught_up = catch_up and campaign.can_refresh()
+                caught_up = (catch_up or self.store.shared(campaign_id)) and campaign.can_refresh()
                 if caught_up:
                     await run_in_threadpool(campaign.refresh)
                 before = campaign.durability_ticket()

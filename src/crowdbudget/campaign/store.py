@@ -14,19 +14,25 @@ Table ``events``: ``campaign_id`` (text), ``seq`` (int, 1, 2, … per campaign),
 (``campaign_id``, ``seq``), so two writers cannot both append event n — the loser gets a
 :class:`ConcurrentWriteError` and must reload.
 
-Several processes on one database: decisions on a campaign are serialised by this event-version
-check (optimistic, with retry by the caller), not by a lock — the same on SQLite and PostgreSQL,
-and free for a campaign only one process writes. A process learns that another one writes to a
-campaign when it catches up with events it did not write (:meth:`EventStore.events_after`) or
-loses a race for an event number; for :data:`SHARED_SECONDS` afterwards the campaign counts as
-shared (:meth:`EventStore.shared`) and the caller checks the store before every decision, so
-that most decisions are taken on the current state and few races are lost.
+Several processes on one database — the serialisation choice: decisions on a campaign are
+serialised by this event-version check (optimistic, with retry by the caller), which alone
+guarantees correctness, the same on SQLite and PostgreSQL, and costs nothing for a campaign only
+one process writes (the deployment routes a campaign's requests to one process). A process
+learns that another one writes to a campaign when it catches up with events it did not write
+(:meth:`EventStore.events_after`) or loses a race for an event number; for
+:data:`SHARED_SECONDS` afterwards the campaign counts as shared (:meth:`EventStore.shared`) and
+the caller catches up before every decision. A race lost still costs the loser a full reload
+(its copy applied a decision that never happened), so on PostgreSQL a shared campaign's
+decisions are also queued on a session advisory lock held from the catch-up to the commit
+(:meth:`EventStore.hold_async`): the lock only removes lost races — the version check stays
+the guarantee, so a lock given up after its timeout costs speed, never correctness.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -63,6 +69,13 @@ ROWS_PER_STATEMENT = 500
 SHARED_SECONDS = 5.0
 
 
+#: seconds a decision waits for a shared campaign's advisory lock before it goes ahead without
+#: it (the event-version check still serialises it; PostgreSQL's ``lock_timeout``)
+HOLD_TIMEOUT_SECONDS = 2.0
+
+_HOLDERS = 8  # decisions of one process waiting for advisory locks at once
+
+
 class ConcurrentWriteError(CrowdBudgetError):
     """Another writer appended to the campaign first; reload it and retry."""
 
@@ -76,6 +89,15 @@ class StoredEvent:
     kind: str
     payload: dict[str, Any]
     created_at: float
+
+
+@dataclass(slots=True, eq=False)
+class CampaignHold:
+    """A shared campaign's PostgreSQL advisory lock, held by one decision
+    (:meth:`EventStore.hold_async`; give it back with :meth:`EventStore.release`)."""
+
+    key: int
+    connection: sa.Connection
 
 
 @dataclass(slots=True, eq=False)
@@ -156,10 +178,18 @@ class EventStore:
         self._reader: sa.Connection | None = None
         # campaign id -> when (time.monotonic) this process last saw another one write to it
         self._foreign_writes: dict[str, float] = {}
+        # advisory locks of shared campaigns (PostgreSQL only): a few threads that wait for
+        # them (a wait takes a thread and a pooled connection) and one that gives them back
+        # (never queued behind a wait, which may be for a lock only a release can free)
+        self._advisory = url.startswith("postgresql")
+        self._holders: ThreadPoolExecutor | None = None
+        self._releaser: ThreadPoolExecutor | None = None
+        self._lock_engine: sa.Engine | None = None  # their own sessions: one per waiter
         #: what this store did, for tests and benchmarks: ``loads`` (campaigns rebuilt from
         #: all their events), ``catch_ups`` (reads of the events after a copy's number),
         #: ``caught_up_events`` (events those reads returned), ``collisions`` (events that
-        #: lost their number to another writer), ``flushes`` (statements that appended);
+        #: lost their number to another writer), ``flushes`` (statements that appended),
+        #: ``holds`` (advisory locks taken for decisions on shared campaigns);
         #: not synchronised (exact when one thread works at a time)
         self.activity: Counter[str] = Counter()
         try:
@@ -443,6 +473,68 @@ class EventStore:
         seen = self._foreign_writes.get(campaign_id)
         return seen is not None and time.monotonic() - seen < SHARED_SECONDS
 
+    async def hold_async(self, campaign_id: str) -> CampaignHold | None:
+        """On PostgreSQL, while the campaign is :meth:`shared`: wait (in a worker thread,
+        at most :data:`HOLD_TIMEOUT_SECONDS`) for the campaign's session advisory lock and
+        return it; else None at once. The caller holds it across its decision and the
+        commit of the decision's events, and gives it back with :meth:`release` on every
+        path; so other processes' decisions on the campaign wait instead of racing for the
+        same event number. A coroutine cancelled while waiting leaves nothing held."""
+        if not self._advisory or not self.shared(campaign_id):
+            return None
+        if self._holders is None:
+            self._holders = ThreadPoolExecutor(_HOLDERS, thread_name_prefix="crowdbudget-hold")
+            self._releaser = ThreadPoolExecutor(1, thread_name_prefix="crowdbudget-release")
+            timeout_ms = int(HOLD_TIMEOUT_SECONDS * 1000)
+            self._lock_engine = sa.create_engine(
+                self.url,
+                pool_size=_HOLDERS,
+                max_overflow=_HOLDERS,
+                pool_timeout=HOLD_TIMEOUT_SECONDS,
+                isolation_level="AUTOCOMMIT",
+                connect_args={"options": f"-c lock_timeout={timeout_ms}"},
+            )
+        future = asyncio.get_running_loop().run_in_executor(self._holders, self._hold, campaign_id)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # the wait goes on in its thread: give the lock back once it is taken
+            future.add_done_callback(
+                lambda done: None if done.cancelled() else self.release(done.result())
+            )
+            raise
+
+    def _hold(self, campaign_id: str) -> CampaignHold | None:
+        digest = hashlib.blake2b(campaign_id.encode(), digest_size=8).digest()
+        key = int.from_bytes(digest, "big", signed=True)  # advisory lock keys are bigints
+        assert self._lock_engine is not None
+        try:
+            connection = self._lock_engine.connect()
+        except sa.exc.SQLAlchemyError:
+            return None
+        try:
+            connection.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
+        except sa.exc.SQLAlchemyError:
+            connection.invalidate()  # the lock (if any) goes with the session
+            connection.close()
+            return None  # timed out, or the database failed: decide without the lock
+        self.activity["holds"] += 1
+        return CampaignHold(key, connection)
+
+    def release(self, hold: CampaignHold | None) -> None:
+        """Give back a lock taken by :meth:`hold_async` (None: nothing). Returns at once:
+        the unlock is sent from a worker thread."""
+        if hold is not None and self._releaser is not None:
+            self._releaser.submit(self._release, hold)
+
+    @staticmethod
+    def _release(hold: CampaignHold) -> None:
+        try:
+            hold.connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": hold.key})
+        except sa.exc.SQLAlchemyError:
+            hold.connection.invalidate()  # closing the session frees its locks
+        hold.connection.close()
+
     def campaign_ids(self) -> list[str]:
         """Every campaign in the store (those with a ``created`` event), oldest first."""
         query = (
@@ -454,6 +546,13 @@ class EventStore:
             return [row.campaign_id for row in conn.execute(query)]
 
     def dispose(self) -> None:
+        for pool in (self._holders, self._releaser):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._holders = self._releaser = None
+        if self._lock_engine is not None:
+            self._lock_engine.dispose()
+            self._lock_engine = None
         if self._committer is not None:
             self._committer.shutdown(wait=True)
             self._committer = None

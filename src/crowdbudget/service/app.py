@@ -358,7 +358,9 @@ class Service:
             refusal: CrowdBudgetError | None = None
             lock = self.lock(campaign_id)
             await _acquire(lock)
+            hold = None  # a shared campaign's advisory lock, up to the commit (EventStore)
             try:
+                hold = await self.store.hold_async(campaign_id)
                 campaign = self.cached(campaign_id)
                 if campaign is None:
                     campaign = await run_in_threadpool(self.campaign, campaign_id)
@@ -383,11 +385,16 @@ class Service:
                         retry_now = await run_in_threadpool(campaign.refresh) > 0
                     else:  # wait for this copy's own staged events, then catch up
                         retry_now = catch_up = True
+            except BaseException:
+                self.store.release(hold)
+                raise
             finally:
                 lock.release()
             try:
                 await self.store.wait_async(ticket)
             except CrowdBudgetError as error:
+                self.store.release(hold)
+                hold = None
                 await _acquire(lock)
                 try:
                     if self._campaigns.get(campaign_id) is campaign:
@@ -399,6 +406,8 @@ class Service:
                 await asyncio.sleep(pause * (0.5 + self._jitter.random()))
                 pause = min(pause * 2, 0.05)
                 continue
+            finally:
+                self.store.release(hold)
             if retry_now:
                 continue
             if refusal is not None:

@@ -351,7 +351,6 @@ class EventStore:
 
     def _fail(self, ticket: CommitTicket, error: CrowdBudgetError) -> None:
         if isinstance(error, ConcurrentWriteError):
-            self.activity["collisions"] += 1
             self.note_foreign_write(ticket.event.campaign_id)
         ticket.error = error
         ticket.settled = True
@@ -405,6 +404,7 @@ class EventStore:
                     self.activity["flushes"] += 1
                     ticket.settled = True
                 except IntegrityError:
+                    self.activity["collisions"] += 1
                     self._fail(ticket, self._conflict(ticket))
         except sa.exc.SQLAlchemyError as exc:
             if self._writer is not None:

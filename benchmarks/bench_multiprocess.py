@@ -29,7 +29,7 @@ throw-away one on loopback). Run from the repository root:
 
     python benchmarks/bench_multiprocess.py [--processes 1,2,4] [--campaigns 8] [--seconds 20]
         [--threads 8] [--route campaign,random] [--repeat 1] [--sqlite] [--json out.json]
-        [--synchronous-commit on|off]
+        [--synchronous-commit on|off] [--history LABELS]
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import sqlalchemy as sa
 
 from bench_service import _cpu_seconds  # this directory is on sys.path when run as a script
@@ -79,6 +80,21 @@ def _set_synchronous_commit(admin_url: str, name: str, value: str) -> None:
     admin.dispose()
 
 
+def _import_history(url: str, cid: str, key: str, n_labels: int, n_items: int) -> None:
+    """Give a campaign a history of ``n_labels`` labels collected elsewhere (workers ``h0``,
+    ``h1``, … none of the load's), so that rebuilding it costs what a campaign that ran for
+    a while costs."""
+    rows = ["task,worker,label"]
+    rows += [f"i{k % n_items},h{k // n_items},{k % 2}" for k in range(n_labels)]
+    response = httpx.post(
+        f"{url}/v1/campaigns/{cid}/labels/import",
+        content="\n".join(rows).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "text/csv"},
+        timeout=300,
+    )
+    response.raise_for_status()
+
+
 def bench(
     db_url: str, args: argparse.Namespace, n_processes: int, route: str
 ) -> dict[str, float | str]:
@@ -94,6 +110,8 @@ def bench(
             cid, key = created["campaign_id"], created["requester_key"]
             boss = Client(urls[(c + 1) % n_processes], key, timeout=120)
             tokens = [boss.add_worker(cid, f"w{k}")["worker_token"] for k in range(args.workers)]
+            if args.history:
+                _import_history(urls[c % n_processes], cid, key, args.history, args.items)
             campaigns.append(LoadCampaign(cid, tokens))
         load_before = os.getloadavg()[0]
         pids = [s.pid for s in servers if s.pid is not None]
@@ -141,6 +159,13 @@ def main() -> None:
     parser.add_argument("--campaigns", type=int, default=8)
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=5, help="workers per campaign")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="labels imported into each campaign before the load (a campaign's rebuild "
+        "replays them: what a lost race costs grows with them, a catch-up's does not)",
+    )
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1, help="runs of every case, interleaved")

@@ -22,10 +22,11 @@ learns that another one writes to a campaign when it catches up with events it d
 (:meth:`EventStore.events_after`) or loses a race for an event number; for
 :data:`SHARED_SECONDS` afterwards the campaign counts as shared (:meth:`EventStore.shared`) and
 the caller catches up before every decision. A race lost still costs the loser a full reload
-(its copy applied a decision that never happened), so on PostgreSQL a shared campaign's
-decisions are also queued on a session advisory lock held from the catch-up to the commit
-(:meth:`EventStore.hold_async`): the lock only removes lost races — the version check stays
-the guarantee, so a lock given up after its timeout costs speed, never correctness.
+(its copy applied a decision that never happened), so on PostgreSQL, once a process has lost a
+race on a campaign (:meth:`EventStore.contended`), its decisions on it are also queued on a
+session advisory lock held from the catch-up to the commit (:meth:`EventStore.hold_async`):
+the lock only removes lost races — the version check stays the guarantee, so a lock given up
+after its timeout costs speed, never correctness.
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ class EventStore:
         self._reader: sa.Connection | None = None
         # campaign id -> when (time.monotonic) this process last saw another one write to it
         self._foreign_writes: dict[str, float] = {}
+        self._lost_races: dict[str, float] = {}  # … and last lost a race for an event number
         # advisory locks of shared campaigns (PostgreSQL only): a few threads that wait for
         # them (a wait takes a thread and a pooled connection) and one that gives them back
         # (never queued behind a wait, which may be for a lock only a release can free)
@@ -351,7 +353,7 @@ class EventStore:
 
     def _fail(self, ticket: CommitTicket, error: CrowdBudgetError) -> None:
         if isinstance(error, ConcurrentWriteError):
-            self.note_foreign_write(ticket.event.campaign_id)
+            self.note_foreign_write(ticket.event.campaign_id, lost_race=True)
         ticket.error = error
         ticket.settled = True
         if ticket.epoch is not None:
@@ -461,9 +463,13 @@ class EventStore:
             for row in rows
         ]
 
-    def note_foreign_write(self, campaign_id: str) -> None:
-        """Record that another process wrote to the campaign (see :meth:`shared`)."""
-        self._foreign_writes[campaign_id] = time.monotonic()
+    def note_foreign_write(self, campaign_id: str, *, lost_race: bool = False) -> None:
+        """Record that another process wrote to the campaign (see :meth:`shared`), and
+        whether this process lost a race for an event number to it (:meth:`contended`)."""
+        now = time.monotonic()
+        self._foreign_writes[campaign_id] = now
+        if lost_race:
+            self._lost_races[campaign_id] = now
 
     def shared(self, campaign_id: str) -> bool:
         """Whether another process wrote to the campaign within the last
@@ -473,14 +479,21 @@ class EventStore:
         seen = self._foreign_writes.get(campaign_id)
         return seen is not None and time.monotonic() - seen < SHARED_SECONDS
 
+    def contended(self, campaign_id: str) -> bool:
+        """Whether this process lost a race for one of the campaign's event numbers within
+        the last :data:`SHARED_SECONDS`: catching up first did not keep the processes'
+        decisions apart, so they take turns (:meth:`hold_async`)."""
+        lost = self._lost_races.get(campaign_id)
+        return lost is not None and time.monotonic() - lost < SHARED_SECONDS
+
     async def hold_async(self, campaign_id: str) -> CampaignHold | None:
-        """On PostgreSQL, while the campaign is :meth:`shared`: wait (in a worker thread,
+        """On PostgreSQL, while the campaign is :meth:`contended`: wait (in a worker thread,
         at most :data:`HOLD_TIMEOUT_SECONDS`) for the campaign's session advisory lock and
         return it; else None at once. The caller holds it across its decision and the
         commit of the decision's events, and gives it back with :meth:`release` on every
         path; so other processes' decisions on the campaign wait instead of racing for the
         same event number. A coroutine cancelled while waiting leaves nothing held."""
-        if not self._advisory or not self.shared(campaign_id):
+        if not self._advisory or not self.contended(campaign_id):
             return None
         if self._holders is None:
             self._holders = ThreadPoolExecutor(_HOLDERS, thread_name_prefix="crowdbudget-hold")

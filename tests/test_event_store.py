@@ -196,37 +196,32 @@ def test_catching_up_reads_only_the_new_events_and_marks_the_campaign_shared(tmp
     assert [(e.seq, e.payload["n"]) for e in caught_up] == [(2, 2), (3, 3)]
     assert mine.shared("a") and not mine.shared("b") and not other.shared("a")
     assert mine.activity["caught_up_events"] == 2 and mine.activity["catch_ups"] == 2
-    assert not mine.contended("a")  # it caught up; it lost no race
-    # a lost race marks the campaign shared and contended
+    # a lost race marks the campaign shared too
     with pytest.raises(ConcurrentWriteError):
         other.append("a", 3, "labeled", {})
-    assert other.shared("a") and other.contended("a")
+    assert other.shared("a")
 
 
 def test_a_shared_campaign_is_held_by_one_decision_at_a_time(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On PostgreSQL a decision on a campaign where this process lost a race holds the
-    campaign's advisory lock: a second process's decision waits for it (and goes ahead
-    without it after the timeout); on SQLite, or for a campaign without lost races, nothing
-    is held."""
+    """On PostgreSQL a decision on a shared campaign holds its advisory lock: a second
+    process's decision waits for it (and goes ahead without it after the timeout); on
+    SQLite, or for a campaign no other process writes, nothing is held."""
     monkeypatch.setattr(store_module, "HOLD_TIMEOUT_SECONDS", 0.3)
     mine, other = EventStore(db_url), EventStore(db_url)
     try:
         assert asyncio.run(mine.hold_async("a")) is None  # not shared: no lock, no query
         for store in (mine, other):
             store.note_foreign_write("a")
-        assert asyncio.run(mine.hold_async("a")) is None  # shared: catch up, but no lock
-        for store in (mine, other):
-            store.note_foreign_write("a", lost_race=True)
         held = asyncio.run(mine.hold_async("a"))
         if not db_url.startswith("postgresql"):
             assert held is None
             return
         assert held is not None
         assert asyncio.run(other.hold_async("a")) is None  # waited 0.3 s, then gave up
-        assert asyncio.run(other.hold_async("b")) is None  # no race lost on "b"
-        other.note_foreign_write("b", lost_race=True)
+        assert asyncio.run(other.hold_async("b")) is None  # "b" is not shared
+        other.note_foreign_write("b")
         held_b = asyncio.run(other.hold_async("b"))  # another campaign: its own lock
         assert held_b is not None
         mine.release(held)

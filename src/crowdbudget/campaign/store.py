@@ -21,9 +21,9 @@ one process writes (the deployment routes a campaign's requests to one process).
 learns that another one writes to a campaign when it catches up with events it did not write
 (:meth:`EventStore.events_after`) or loses a race for an event number; for
 :data:`SHARED_SECONDS` afterwards the campaign counts as shared (:meth:`EventStore.shared`) and
-the caller catches up before every decision. A race lost still costs the loser a full reload
-(its copy applied a decision that never happened), so on PostgreSQL, once a process has lost a
-race on a campaign (:meth:`EventStore.contended`), its decisions on it are also queued on a
+the caller catches up before every decision. Catching up alone leaves a race window (from the
+read to the commit), and a race lost costs the loser a full reload (its copy applied a decision
+that never happened), so on PostgreSQL a shared campaign's decisions are also queued on a
 session advisory lock held from the catch-up to the commit (:meth:`EventStore.hold_async`):
 the lock only removes lost races — the version check stays the guarantee, so a lock given up
 after its timeout costs speed, never correctness.
@@ -67,7 +67,7 @@ ROWS_PER_STATEMENT = 500
 
 #: seconds a campaign counts as shared with another process after this process last saw an
 #: event of that process in it (:meth:`EventStore.shared`)
-SHARED_SECONDS = 5.0
+SHARED_SECONDS = 2.0
 
 
 #: seconds a decision waits for a shared campaign's advisory lock before it goes ahead without
@@ -179,7 +179,6 @@ class EventStore:
         self._reader: sa.Connection | None = None
         # campaign id -> when (time.monotonic) this process last saw another one write to it
         self._foreign_writes: dict[str, float] = {}
-        self._lost_races: dict[str, float] = {}  # … and last lost a race for an event number
         # advisory locks of shared campaigns (PostgreSQL only): a few threads that wait for
         # them (a wait takes a thread and a pooled connection) and one that gives them back
         # (never queued behind a wait, which may be for a lock only a release can free)
@@ -353,7 +352,7 @@ class EventStore:
 
     def _fail(self, ticket: CommitTicket, error: CrowdBudgetError) -> None:
         if isinstance(error, ConcurrentWriteError):
-            self.note_foreign_write(ticket.event.campaign_id, lost_race=True)
+            self.note_foreign_write(ticket.event.campaign_id)
         ticket.error = error
         ticket.settled = True
         if ticket.epoch is not None:
@@ -463,13 +462,9 @@ class EventStore:
             for row in rows
         ]
 
-    def note_foreign_write(self, campaign_id: str, *, lost_race: bool = False) -> None:
-        """Record that another process wrote to the campaign (see :meth:`shared`), and
-        whether this process lost a race for an event number to it (:meth:`contended`)."""
-        now = time.monotonic()
-        self._foreign_writes[campaign_id] = now
-        if lost_race:
-            self._lost_races[campaign_id] = now
+    def note_foreign_write(self, campaign_id: str) -> None:
+        """Record that another process wrote to the campaign (see :meth:`shared`)."""
+        self._foreign_writes[campaign_id] = time.monotonic()
 
     def shared(self, campaign_id: str) -> bool:
         """Whether another process wrote to the campaign within the last
@@ -479,21 +474,14 @@ class EventStore:
         seen = self._foreign_writes.get(campaign_id)
         return seen is not None and time.monotonic() - seen < SHARED_SECONDS
 
-    def contended(self, campaign_id: str) -> bool:
-        """Whether this process lost a race for one of the campaign's event numbers within
-        the last :data:`SHARED_SECONDS`: catching up first did not keep the processes'
-        decisions apart, so they take turns (:meth:`hold_async`)."""
-        lost = self._lost_races.get(campaign_id)
-        return lost is not None and time.monotonic() - lost < SHARED_SECONDS
-
     async def hold_async(self, campaign_id: str) -> CampaignHold | None:
-        """On PostgreSQL, while the campaign is :meth:`contended`: wait (in a worker thread,
+        """On PostgreSQL, while the campaign is :meth:`shared`: wait (in a worker thread,
         at most :data:`HOLD_TIMEOUT_SECONDS`) for the campaign's session advisory lock and
         return it; else None at once. The caller holds it across its decision and the
         commit of the decision's events, and gives it back with :meth:`release` on every
         path; so other processes' decisions on the campaign wait instead of racing for the
         same event number. A coroutine cancelled while waiting leaves nothing held."""
-        if not self._advisory or not self.contended(campaign_id):
+        if not self._advisory or not self.shared(campaign_id):
             return None
         if self._holders is None:
             self._holders = ThreadPoolExecutor(_HOLDERS, thread_name_prefix="crowdbudget-hold")

@@ -1,13 +1,16 @@
-"""The event store's group commit: concurrent appends share transactions, nothing staged is
-lost or reordered, and a collision fails exactly the events decided on the stale state."""
+"""The event store's group commit: concurrent appends share statements, nothing staged is
+lost or reordered, and a collision fails exactly the events decided on the stale state; a
+catch-up reads only the new events, and a shared campaign is held by one decision at a time."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 
 from crowdbudget.campaign import ConcurrentWriteError, EventStore
+from crowdbudget.campaign import store as store_module
 
 
 def test_concurrent_appends_are_all_committed_in_order(tmp_path) -> None:
@@ -160,3 +163,73 @@ def test_stores_opened_together_on_a_new_database_all_open(db_url: str) -> None:
     store.append("c", 1, "created", {})
     assert [e.seq for e in store.events("c")] == [1]
     store.dispose()
+
+
+def test_a_batch_over_one_statement_keeps_order_and_fails_the_stale_epoch_only(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is written in statements of ``ROWS_PER_STATEMENT`` events; a collision in a
+    later statement fails its event and the ones decided after it on the same copy, and
+    nothing else (earlier statements are committed, later campaigns too)."""
+    monkeypatch.setattr(store_module, "ROWS_PER_STATEMENT", 3)
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    mine, other = EventStore(url), EventStore(url)
+    other.append("a", 5, "labeled", {})  # another process wrote event 5 of campaign a
+    tickets = [mine.stage("a", seq, "labeled", {}, epoch=1) for seq in range(1, 8)]
+    unrelated = [mine.stage("b", seq, "labeled", {}, epoch=2) for seq in range(1, 4)]
+    mine.wait(unrelated[-1])  # flushes the whole batch
+    assert [t.error is None for t in tickets] == [True] * 4 + [False] * 3
+    assert all(t.settled and t.error is None for t in unrelated)
+    assert [e.seq for e in other.events("a")] == [1, 2, 3, 4, 5]
+    assert [e.seq for e in other.events("b")] == [1, 2, 3]
+    assert mine.activity["collisions"] == 1  # event 5; 6 and 7 fail with it, unwritten
+
+
+def test_catching_up_reads_only_the_new_events_and_marks_the_campaign_shared(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    mine, other = EventStore(url), EventStore(url)
+    mine.append("a", 1, "created", {"n": 1})
+    assert mine.events_after("a", 1) == [] and not mine.shared("a")
+    other.append("a", 2, "labeled", {"n": 2})
+    other.append("a", 3, "labeled", {"n": 3})
+    caught_up = mine.events_after("a", 1)
+    assert [(e.seq, e.payload["n"]) for e in caught_up] == [(2, 2), (3, 3)]
+    assert mine.shared("a") and not mine.shared("b") and not other.shared("a")
+    assert mine.activity["caught_up_events"] == 2 and mine.activity["catch_ups"] == 2
+    # a lost race marks the campaign shared too
+    with pytest.raises(ConcurrentWriteError):
+        other.append("a", 3, "labeled", {})
+    assert other.shared("a")
+
+
+def test_a_shared_campaign_is_held_by_one_decision_at_a_time(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a decision on a shared campaign holds its advisory lock: a second
+    process's decision waits for it (and goes ahead without it after the timeout); on
+    SQLite, or for a campaign no other process writes, nothing is held."""
+    monkeypatch.setattr(store_module, "HOLD_TIMEOUT_SECONDS", 0.3)
+    mine, other = EventStore(db_url), EventStore(db_url)
+    try:
+        assert asyncio.run(mine.hold_async("a")) is None  # not shared: no lock, no query
+        for store in (mine, other):
+            store.note_foreign_write("a")
+        held = asyncio.run(mine.hold_async("a"))
+        if not db_url.startswith("postgresql"):
+            assert held is None
+            return
+        assert held is not None
+        assert asyncio.run(other.hold_async("a")) is None  # waited 0.3 s, then gave up
+        assert asyncio.run(other.hold_async("b")) is None  # "b" is not shared
+        other.note_foreign_write("b")
+        held_b = asyncio.run(other.hold_async("b"))  # another campaign: its own lock
+        assert held_b is not None
+        mine.release(held)
+        mine.dispose()  # waits for the release to be sent
+        again = asyncio.run(other.hold_async("a"))
+        assert again is not None
+        other.release(again)
+        other.release(held_b)
+    finally:
+        mine.dispose()
+        other.dispose()

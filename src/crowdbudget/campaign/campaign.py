@@ -250,8 +250,10 @@ class Campaign(CampaignReports):
     def load(
         cls, store: EventStore, campaign_id: str, clock: Callable[[], float] = time.time
     ) -> Campaign:
-        """Rebuild a campaign by replaying its events."""
+        """Rebuild a campaign by replaying all its events (a cost in proportion to the
+        campaign's history: a process that is merely behind the store uses :meth:`refresh`)."""
         campaign = cls(store, clock)
+        store.activity["loads"] += 1
         for event in store.events(campaign_id):
             campaign._apply(event)
         if campaign._config is None:
@@ -278,14 +280,21 @@ class Campaign(CampaignReports):
         return ticket is not None and ticket.settled and ticket.error is not None
 
     def refresh(self) -> int:
-        """Apply events other processes appended since this object last saw the store;
-        returns how many. Refuses (:class:`ConcurrentWriteError`) while an event this object
-        staged is not yet committed, or after one failed to commit (see :meth:`can_refresh`):
-        wait for it first, or reload a diverged copy.
+        """Catch up with the store: apply, one at a time through the same handlers as a
+        replay, the events other processes appended since this object last saw the store;
+        returns how many. The cost is one indexed read (:meth:`EventStore.events_after`,
+        empty when the copy is current) plus the new events — not the campaign's history,
+        which only :meth:`load` replays. Refuses (:class:`ConcurrentWriteError`) while an
+        event this object staged is not yet committed, or after one failed to commit (see
+        :meth:`can_refresh`): wait for it first, or reload a diverged copy.
 
-        Events of assignments this object never saw are applied like any other: the store's
-        events since ``self._seq`` include their ``assigned`` events, because this object's
-        own events all hold their numbers in the store (nothing it applied was refused)."""
+        Why applying only the new events gives the store's state: every event this object
+        applied holds its number in the store (nothing it applied was refused), so the
+        store's events 1 … ``self._seq`` are exactly the ones this object applied, and those
+        after it — including ``assigned`` events of assignments this object never saw — are
+        applied in the store's order, as :meth:`load` would. (The policy's random stream
+        continues where it was rather than restarting at the new event count: its next
+        decisions are valid draws of the policy, as after a reload.)"""
         assert self.config is not None
         if self.diverged:
             raise ConcurrentWriteError(
@@ -295,11 +304,10 @@ class Campaign(CampaignReports):
             raise ConcurrentWriteError(
                 "this campaign copy has uncommitted events; wait for them before refreshing"
             )
-        n = 0
-        for event in self.store.events(self.config.campaign_id, after=self._seq):
+        events = self.store.events_after(self.config.campaign_id, self._seq)
+        for event in events:
             self._apply(event)
-            n += 1
-        return n
+        return len(events)
 
     # ------------------------------------------------------------------ the event machinery
     def _commit(self, kind: str, payload: dict[str, Any], campaign_id: str | None = None) -> None:

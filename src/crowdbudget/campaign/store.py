@@ -13,15 +13,31 @@ Table ``events``: ``campaign_id`` (text), ``seq`` (int, 1, 2, … per campaign),
 ``payload`` (JSON text), ``created_at`` (float, seconds since the epoch); primary key
 (``campaign_id``, ``seq``), so two writers cannot both append event n — the loser gets a
 :class:`ConcurrentWriteError` and must reload.
+
+Several processes on one database — the serialisation choice: decisions on a campaign are
+serialised by this event-version check (optimistic, with retry by the caller), which alone
+guarantees correctness, the same on SQLite and PostgreSQL, and costs nothing for a campaign only
+one process writes (the deployment routes a campaign's requests to one process). A process
+learns that another one writes to a campaign when it catches up with events it did not write
+(:meth:`EventStore.events_after`) or loses a race for an event number; for
+:data:`SHARED_SECONDS` afterwards the campaign counts as shared (:meth:`EventStore.shared`) and
+the caller catches up before every decision. Catching up alone leaves a race window (from the
+read to the commit), and a race lost costs the loser a full reload (its copy applied a decision
+that never happened), so on PostgreSQL a shared campaign's decisions are also queued on a
+session advisory lock held from the catch-up to the commit (:meth:`EventStore.hold_async`):
+the lock only removes lost races — the version check stays the guarantee, so a lock given up
+after its timeout costs speed, never correctness.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,6 +61,22 @@ EVENTS = sa.Table(
 )
 
 
+#: the most events one ``INSERT`` statement writes (a database caps a statement's parameters:
+#: 5 per event; SQLite's default cap is 32,766); a larger batch is written in several statements
+ROWS_PER_STATEMENT = 500
+
+#: seconds a campaign counts as shared with another process after this process last saw an
+#: event of that process in it (:meth:`EventStore.shared`)
+SHARED_SECONDS = 2.0
+
+
+#: seconds a decision waits for a shared campaign's advisory lock before it goes ahead without
+#: it (the event-version check still serialises it; PostgreSQL's ``lock_timeout``)
+HOLD_TIMEOUT_SECONDS = 2.0
+
+_HOLDERS = 8  # decisions of one process waiting for advisory locks at once
+
+
 class ConcurrentWriteError(CrowdBudgetError):
     """Another writer appended to the campaign first; reload it and retry."""
 
@@ -58,6 +90,15 @@ class StoredEvent:
     kind: str
     payload: dict[str, Any]
     created_at: float
+
+
+@dataclass(slots=True, eq=False)
+class CampaignHold:
+    """A shared campaign's PostgreSQL advisory lock, held by one decision
+    (:meth:`EventStore.hold_async`; give it back with :meth:`EventStore.release`)."""
+
+    key: int
+    connection: sa.Connection
 
 
 @dataclass(slots=True, eq=False)
@@ -132,6 +173,26 @@ class EventStore:
         self._failed_epochs: set[int] = set()
         self._insert = EVENTS.insert()
         self._committer: ThreadPoolExecutor | None = None  # drains the queue for coroutines
+        # one long-lived connection for catch-up reads (no pool checkout and no liveness
+        # ping per read); its lock keeps one read at a time on it
+        self._read_lock = threading.Lock()
+        self._reader: sa.Connection | None = None
+        # campaign id -> when (time.monotonic) this process last saw another one write to it
+        self._foreign_writes: dict[str, float] = {}
+        # advisory locks of shared campaigns (PostgreSQL only): a few threads that wait for
+        # them (a wait takes a thread and a pooled connection) and one that gives them back
+        # (never queued behind a wait, which may be for a lock only a release can free)
+        self._advisory = url.startswith("postgresql")
+        self._holders: ThreadPoolExecutor | None = None
+        self._releaser: ThreadPoolExecutor | None = None
+        self._lock_engine: sa.Engine | None = None  # their own sessions: one per waiter
+        #: what this store did, for tests and benchmarks: ``loads`` (campaigns rebuilt from
+        #: all their events), ``catch_ups`` (reads of the events after a copy's number),
+        #: ``caught_up_events`` (events those reads returned), ``collisions`` (events that
+        #: lost their number to another writer), ``flushes`` (statements that appended),
+        #: ``holds`` (advisory locks taken for decisions on shared campaigns);
+        #: not synchronised (exact when one thread works at a time)
+        self.activity: Counter[str] = Counter()
         try:
             self.engine = _engine_for(url)
             create_tables(self.engine, _METADATA)
@@ -290,60 +351,70 @@ class EventStore:
         )
 
     def _fail(self, ticket: CommitTicket, error: CrowdBudgetError) -> None:
+        if isinstance(error, ConcurrentWriteError):
+            self.note_foreign_write(ticket.event.campaign_id)
         ticket.error = error
         ticket.settled = True
         if ticket.epoch is not None:
             self._failed_epochs.add(ticket.epoch)
 
     def _flush(self, batch: list[CommitTicket]) -> None:
-        """Commit ``batch`` (in order): one transaction when nothing collides, else event by
-        event so that only the colliding events (and those staged after them on the same
-        campaign object) fail."""
+        """Append ``batch`` in order: one ``INSERT`` statement (one round trip, one
+        transaction, one fsync) per :data:`ROWS_PER_STATEMENT` events when nothing collides,
+        else event by event so that only the colliding events (and those staged after them
+        on the same campaign object) fail.
+
+        The writer connection is in autocommit mode: a single statement is atomic on its own,
+        so no ``BEGIN`` and ``COMMIT`` round trips are spent on it. A batch is not one
+        transaction (it never was a promise: a collision already made it event by event);
+        what is promised is per event — committed when its ticket is settled, in order."""
+        # one long-lived connection for appends (no pool checkout per batch); the write lock
+        # keeps its statements apart from dispose()
+        with self._write_lock:
+            for start in range(0, len(batch), ROWS_PER_STATEMENT):
+                self._flush_chunk(batch[start : start + ROWS_PER_STATEMENT])
+
+    def _flush_chunk(self, chunk: list[CommitTicket]) -> None:
         live = []
-        for ticket in batch:
+        for ticket in chunk:
             if ticket.epoch is not None and ticket.epoch in self._failed_epochs:
                 self._fail(ticket, self._conflict(ticket))
             else:
                 live.append(ticket)
         if not live:
             return
-        # one long-lived connection for appends (no pool checkout per batch); the write lock
-        # keeps its transactions apart from dispose()
-        with self._write_lock:
+        try:
+            if self._writer is None:
+                self._writer = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            writer = self._writer
             try:
-                if self._writer is None:
-                    self._writer = self.engine.connect()
-                writer = self._writer
-                try:
-                    writer.execute(self._insert, [t.row for t in live])
-                    writer.commit()
-                except IntegrityError:
-                    writer.rollback()
-                else:
-                    for ticket in live:
-                        ticket.settled = True
-                    return
-                for ticket in live:  # a collision: find it, keep the rest
-                    if ticket.epoch is not None and ticket.epoch in self._failed_epochs:
-                        self._fail(ticket, self._conflict(ticket))
-                        continue
-                    try:
-                        writer.execute(self._insert, ticket.row)
-                        writer.commit()
-                        ticket.settled = True
-                    except IntegrityError:
-                        writer.rollback()
-                        self._fail(ticket, self._conflict(ticket))
-            except sa.exc.SQLAlchemyError as exc:
-                if self._writer is not None:
-                    try:
-                        self._writer.rollback()
-                    except sa.exc.SQLAlchemyError:
-                        self._writer = None  # a broken connection: open a new one next time
-                first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+                writer.execute(EVENTS.insert().values([t.row for t in live]))
+                self.activity["flushes"] += 1
+            except IntegrityError:
+                pass
+            else:
                 for ticket in live:
-                    if not ticket.settled:
-                        self._fail(ticket, CrowdBudgetError(f"cannot write event: {first}"))
+                    ticket.settled = True
+                return
+            for ticket in live:  # a collision: find it, keep the rest
+                if ticket.epoch is not None and ticket.epoch in self._failed_epochs:
+                    self._fail(ticket, self._conflict(ticket))
+                    continue
+                try:
+                    writer.execute(self._insert, ticket.row)
+                    self.activity["flushes"] += 1
+                    ticket.settled = True
+                except IntegrityError:
+                    self.activity["collisions"] += 1
+                    self._fail(ticket, self._conflict(ticket))
+        except sa.exc.SQLAlchemyError as exc:
+            if self._writer is not None:
+                self._writer.invalidate()  # a broken connection: open a new one next time
+                self._writer = None
+            first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            for ticket in live:
+                if not ticket.settled:
+                    self._fail(ticket, CrowdBudgetError(f"cannot write event: {first}"))
 
     def events(self, campaign_id: str, after: int = 0) -> Iterator[StoredEvent]:
         """The campaign's events with ``seq > after``, in order."""
@@ -358,6 +429,113 @@ class EventStore:
                     row.campaign_id, row.seq, row.kind, json.loads(row.payload), row.created_at
                 )
 
+    def events_after(self, campaign_id: str, after: int) -> list[StoredEvent]:
+        """The campaign's events with ``seq > after``, in order, read on one long-lived
+        connection (a catch-up: usually empty). One indexed range read of the primary key
+        (``campaign_id``, ``seq``): it is both the freshness check and the catch-up, so a
+        copy that is current pays one query and one that is behind no second one."""
+        query = (
+            sa.select(EVENTS)
+            .where(EVENTS.c.campaign_id == campaign_id, EVENTS.c.seq > after)
+            .order_by(EVENTS.c.seq)
+        )
+        with self._read_lock:
+            try:
+                if self._reader is None:
+                    # autocommit: each read sees what is committed now (an open read
+                    # transaction would pin SQLite's snapshot), with no BEGIN or ROLLBACK
+                    self._reader = self.engine.connect().execution_options(
+                        isolation_level="AUTOCOMMIT"
+                    )
+                rows = self._reader.execute(query).all()
+            except sa.exc.SQLAlchemyError:
+                if self._reader is not None:
+                    self._reader.invalidate()
+                    self._reader = None
+                raise
+        self.activity["catch_ups"] += 1
+        self.activity["caught_up_events"] += len(rows)
+        if rows:
+            self.note_foreign_write(campaign_id)
+        return [
+            StoredEvent(row.campaign_id, row.seq, row.kind, json.loads(row.payload), row.created_at)
+            for row in rows
+        ]
+
+    def note_foreign_write(self, campaign_id: str) -> None:
+        """Record that another process wrote to the campaign (see :meth:`shared`)."""
+        self._foreign_writes[campaign_id] = time.monotonic()
+
+    def shared(self, campaign_id: str) -> bool:
+        """Whether another process wrote to the campaign within the last
+        :data:`SHARED_SECONDS` as far as this process saw (an event it caught up with, or a
+        race for an event number it lost). The caller then catches up before each decision
+        (a cost of one read per decision, paid only while the campaign is shared)."""
+        seen = self._foreign_writes.get(campaign_id)
+        return seen is not None and time.monotonic() - seen < SHARED_SECONDS
+
+    async def hold_async(self, campaign_id: str) -> CampaignHold | None:
+        """On PostgreSQL, while the campaign is :meth:`shared`: wait (in a worker thread,
+        at most :data:`HOLD_TIMEOUT_SECONDS`) for the campaign's session advisory lock and
+        return it; else None at once. The caller holds it across its decision and the
+        commit of the decision's events, and gives it back with :meth:`release` on every
+        path; so other processes' decisions on the campaign wait instead of racing for the
+        same event number. A coroutine cancelled while waiting leaves nothing held."""
+        if not self._advisory or not self.shared(campaign_id):
+            return None
+        if self._holders is None:
+            self._holders = ThreadPoolExecutor(_HOLDERS, thread_name_prefix="crowdbudget-hold")
+            self._releaser = ThreadPoolExecutor(1, thread_name_prefix="crowdbudget-release")
+            timeout_ms = int(HOLD_TIMEOUT_SECONDS * 1000)
+            self._lock_engine = sa.create_engine(
+                self.url,
+                pool_size=_HOLDERS,
+                max_overflow=_HOLDERS,
+                pool_timeout=HOLD_TIMEOUT_SECONDS,
+                isolation_level="AUTOCOMMIT",
+                connect_args={"options": f"-c lock_timeout={timeout_ms}"},
+            )
+        future = asyncio.get_running_loop().run_in_executor(self._holders, self._hold, campaign_id)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # the wait goes on in its thread: give the lock back once it is taken
+            future.add_done_callback(
+                lambda done: None if done.cancelled() else self.release(done.result())
+            )
+            raise
+
+    def _hold(self, campaign_id: str) -> CampaignHold | None:
+        digest = hashlib.blake2b(campaign_id.encode(), digest_size=8).digest()
+        key = int.from_bytes(digest, "big", signed=True)  # advisory lock keys are bigints
+        assert self._lock_engine is not None
+        try:
+            connection = self._lock_engine.connect()
+        except sa.exc.SQLAlchemyError:
+            return None
+        try:
+            connection.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": key})
+        except sa.exc.SQLAlchemyError:
+            connection.invalidate()  # the lock (if any) goes with the session
+            connection.close()
+            return None  # timed out, or the database failed: decide without the lock
+        self.activity["holds"] += 1
+        return CampaignHold(key, connection)
+
+    def release(self, hold: CampaignHold | None) -> None:
+        """Give back a lock taken by :meth:`hold_async` (None: nothing). Returns at once:
+        the unlock is sent from a worker thread."""
+        if hold is not None and self._releaser is not None:
+            self._releaser.submit(self._release, hold)
+
+    @staticmethod
+    def _release(hold: CampaignHold) -> None:
+        try:
+            hold.connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": hold.key})
+        except sa.exc.SQLAlchemyError:
+            hold.connection.invalidate()  # closing the session frees its locks
+        hold.connection.close()
+
     def campaign_ids(self) -> list[str]:
         """Every campaign in the store (those with a ``created`` event), oldest first."""
         query = (
@@ -369,6 +547,13 @@ class EventStore:
             return [row.campaign_id for row in conn.execute(query)]
 
     def dispose(self) -> None:
+        for pool in (self._holders, self._releaser):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._holders = self._releaser = None
+        if self._lock_engine is not None:
+            self._lock_engine.dispose()
+            self._lock_engine = None
         if self._committer is not None:
             self._committer.shutdown(wait=True)
             self._committer = None
@@ -376,6 +561,10 @@ class EventStore:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+        with self._read_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
         self.engine.dispose()
 
 

@@ -48,6 +48,9 @@ _LOAD = "load"  # load the campaign from the store (subject: its id; reply: the 
 _REFRESH = "refresh"  # catch up with the store (subject: the campaign; reply: events applied)
 _DURABLE = "durable"  # wait until a commit ticket is settled (subject: the ticket)
 _PAUSE = "pause"  # sleep (subject: seconds)
+#: take a shared campaign's advisory lock up to the commit (subject: its id; reply: the
+#: hold or None; :meth:`EventStore.hold_async`) — on the event loop's path only
+_HOLD = "hold"
 
 _Step = tuple[str, Any]
 
@@ -174,11 +177,15 @@ class Service:
             refusal: CrowdBudgetError | None = None
             lock = self.lock(campaign_id)
             yield _ACQUIRE, lock
+            hold = None  # a shared campaign's advisory lock, up to the commit (EventStore)
             try:
+                hold = yield _HOLD, campaign_id
                 campaign = self.cached(campaign_id)
                 if campaign is None:
                     campaign = yield _LOAD, campaign_id
-                caught_up = catch_up and campaign.can_refresh()
+                # a campaign another process writes to: catch up before every decision
+                shared = self.store.shared(campaign_id)
+                caught_up = (catch_up or shared) and campaign.can_refresh()
                 if caught_up:
                     yield _REFRESH, campaign
                 before = campaign.durability_ticket()
@@ -201,11 +208,16 @@ class Service:
                         retry_now = (yield _REFRESH, campaign) > 0
                     else:  # wait for this copy's own staged events, then catch up
                         retry_now = catch_up = True
+            except BaseException:
+                self.store.release(hold)
+                raise
             finally:
                 lock.release()
             try:
                 yield _DURABLE, ticket
             except CrowdBudgetError as error:
+                self.store.release(hold)
+                hold = None
                 # the copy holds events the store refused: drop it (if it is still cached)
                 yield _ACQUIRE, lock
                 try:
@@ -218,6 +230,8 @@ class Service:
                 yield _PAUSE, pause * (0.5 + self._jitter.random())
                 pause = min(pause * 2, 0.05)
                 continue
+            finally:
+                self.store.release(hold)
             if retry_now:
                 continue
             if refusal is not None:
@@ -251,6 +265,8 @@ class Service:
             return subject.refresh()
         if kind == _DURABLE:
             return self.store.wait(subject)
+        if kind == _HOLD:
+            return None  # a thread's request decides without the advisory lock (it retries)
         return time.sleep(subject)
 
     async def run_async(self, campaign_id: str, action: Callable[[Campaign], T]) -> T:
@@ -288,6 +304,8 @@ class Service:
             return await run_in_threadpool(subject.refresh)
         if kind == _DURABLE:
             return await self.store.wait_async(subject)
+        if kind == _HOLD:
+            return await self.store.hold_async(subject)
         return await asyncio.sleep(subject)
 
     def cached_read(

@@ -46,6 +46,7 @@ variational updates run — two-stage empirical Bayes. ``"every"``: re-fitted at
 jointly. The joint maximisation has degenerate optima (e.g. "class 0: workers answer at random;
 class 1: workers always say 1") that the two-stage fit cannot drift into, and the two-stage fit
 runs the Pólya fit once instead of at every iteration (measurements: docs/decisions.md).
+
 Form (``prior_form``). ``"confusion"`` (the default) fits every row ``α₀_c`` of the prior on
 its own, as above. ``"one-coin"`` fits one accuracy for the whole crowd: every row puts
 ``α_d`` on its own class and ``α_o / (C − 1)`` on each other class, where ``(α_d, α_o)`` is the
@@ -55,14 +56,14 @@ workers' posteriors are still full confusion matrices; only the upper level is o
 on an imbalanced crowd each worker has a handful of rare-class items, so the rare class's row
 of the full prior is fitted on the majority-vote start's rare-class items — half of which are
 the vote's false positives — and comes out "workers answer at random on the rare class"; the
-posterior then hands every split item to the rare class (95/5 classes, 5 labels per item:
-0.968 against majority vote's 0.981). A one-coin upper level lets the rare row borrow the
-crowd's accuracy from the common one (0.994 there; docs/stress-bed.md).
+posterior then hands split items to the rare class, below majority vote. A one-coin upper
+level lets the rare row borrow the crowd's accuracy from the common one (measured on the
+stress bed: docs/stress-bed.md).
 
 Floor (``prior_floor``). A lower bound on every fitted prior pseudo-count. With one label per
 item the start is each label's own vote, so every worker looks always right, the type-II fit
 drives the off-diagonal pseudo-counts to the bound 1e-3, and a lone label's posterior says
-0.999… when it is right 80 % of the time (NLL 3–13, above Dawid–Skene's). A floor of 0.1
+0.999… however often such labels are wrong (an NLL above Dawid–Skene's). A floor of 0.1
 keeps a worker seen n times, always agreeing with itself, at an error probability of about
 ``0.1 / (α_d + n)``: still far above any class-prior ratio, so the lone label still decides,
 but a wrong one costs ``log((α_d + n) / 0.1)`` nats instead of ``log((α_d + n) / 0.001)``.

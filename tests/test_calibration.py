@@ -186,3 +186,64 @@ def test_bds_prior_fitted_once_does_not_drift_into_the_degenerate_optimum() -> N
     assert not np.allclose(fitted.confusion_prior_, again.confusion_prior_)
     with pytest.raises(InvalidParameterError, match="prior_fit must be one of start, every"):
         BayesianDawidSkene(prior_fit="sometimes").fit(data)
+
+
+def test_one_coin_prior_puts_one_accuracy_on_every_row() -> None:
+    from crowdbudget.aggregation.bayesian_dawid_skene import one_coin_polya_prior
+
+    rng = np.random.default_rng(0)
+    counts = rng.gamma(2.0, size=(30, 3, 3)) + 5.0 * np.eye(3)[None]
+    prior = one_coin_polya_prior(counts, np.where(np.eye(3, dtype=bool), 2.0, 1.0))
+    off = prior[~np.eye(3, dtype=bool)]
+    assert np.allclose(np.diag(prior), prior[0, 0]) and np.allclose(off, off[0])
+    # (α_d, α_o) is the Pólya fit of the workers' (agreeing, disagreeing) totals, from the
+    # start's mean diagonal (2) and mean off-diagonal row mass (2)
+    agree = np.trace(counts, axis1=1, axis2=2)
+    pairs = np.stack([agree, counts.sum(axis=(1, 2)) - agree], axis=1)[:, None, :]
+    alpha = polya_prior(pairs, np.array([[2.0, 2.0]]))[0]
+    assert prior[0, 0] == pytest.approx(alpha[0]) and 2 * off[0] == pytest.approx(alpha[1])
+    # the crowd agrees far more than it disagrees, and the prior says so
+    assert prior[0, 0] > 2 * off[0]
+
+
+def test_bds_oc_keeps_the_rare_class_row_from_the_votes_false_positives() -> None:
+    """On 95/5 classes with 5 labels per item the per-row prior of ``bds`` is fitted on the
+    majority vote's rare-class items (many of them its false positives) and says "workers
+    answer at random on the rare class"; split items then go to the rare class, below
+    majority vote. The one-coin upper level of ``bds-oc`` does not."""
+    from crowdbudget.experiments.stress import StressCell, make_crowd
+
+    cell = StressCell("t-95-05", (0.95, 0.05), 5, 150, n_items=1000)
+    accuracy: dict[str, list[float]] = {}
+    for seed in range(3):
+        data = make_crowd(cell, seed)
+        for method in ("mv", "bds", "bds-oc"):
+            fitted = make_aggregator(method).fit(data)
+            accuracy.setdefault(method, []).append(float(np.mean(fitted.labels_ == data.gold)))
+    mean = {method: float(np.mean(values)) for method, values in accuracy.items()}
+    assert mean["bds-oc"] >= mean["mv"] > mean["bds"], mean
+    fitted = make_aggregator("bds").fit(make_crowd(cell, 0))
+    assert fitted.confusion_prior_[1, 0] > fitted.confusion_prior_[0, 1]  # the noisy rare row
+
+
+def test_bds_oc_prior_floor_calibrates_a_lone_label() -> None:
+    """With one label per item every worker agrees with its own vote: the unbounded fit says
+    a lone label is certain (NLL above Dawid–Skene's); the floor keeps the same labels with
+    a finite doubt."""
+    from crowdbudget.experiments.stress import StressCell, make_crowd, subsample_per_item
+
+    crowd = make_crowd(StressCell("t-85-15", (0.85, 0.15), 3, 100), 0)
+    data = subsample_per_item(crowd, 1, np.random.default_rng(0))
+    assert data.gold is not None
+    nll = {}
+    for method in ("ds", "bds", "bds-oc"):
+        fitted = make_aggregator(method).fit(data)
+        nll[method] = calibration_metrics(fitted.probas_, data.gold)["nll"]
+    assert nll["bds-oc"] < nll["ds"] < nll["bds"], nll
+    floored = BayesianDawidSkene(prior_form="one-coin", prior_floor=0.1).fit(data)
+    assert floored.confusion_prior_.min() >= 0.1
+    assert np.array_equal(floored.labels_, make_aggregator("bds").fit(data).labels_)
+    with pytest.raises(InvalidParameterError, match="prior_form must be one of"):
+        BayesianDawidSkene(prior_form="two-coin").fit(data)
+    with pytest.raises(InvalidParameterError, match="prior_floor must be a number >= 0"):
+        BayesianDawidSkene(prior_floor=-1.0).fit(data)

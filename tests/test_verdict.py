@@ -270,7 +270,7 @@ def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_s
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``opt-kg:posterior=one-coin`` (and ``kg:``) are read by the default verdict when
-    nobody names one (``bds``, chosen on the stress bed); the id, ``--verdict`` or a live
+    nobody names one (``bds-oc``, chosen on the stress bed); the id, ``--verdict`` or a live
     campaign's ``verdict`` still decide; the report names the default; the allocation is the
     same whatever reads it."""
     import json
@@ -279,19 +279,22 @@ def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_s
     from crowdbudget.campaign import Campaign
     from crowdbudget.cli import main
 
-    assert DEFAULT_VERDICT == "bds"
+    assert DEFAULT_VERDICT == "bds-oc"
     for pid in ("opt-kg:posterior=one-coin", "kg:posterior=one-coin:refit=0"):
-        assert split_verdict(pid)[1] == VerdictSpec("bds")
+        assert split_verdict(pid)[1] == VerdictSpec(DEFAULT_VERDICT)
         assert split_verdict(pid, "ds")[1] == VerdictSpec("ds")
         assert split_verdict(f"{pid}:verdict=posterior")[1] == VerdictSpec("posterior")
     for pid in ("opt-kg", "uniform", "opt-kg:posterior=two-coin", "bbta"):
         assert split_verdict(pid)[1] == VerdictSpec("posterior")
-    # the runner: the id alone equals the id with verdict=bds named, row for row (at 2 and 3
+    # the runner: the id alone equals the id with the default verdict named, row for row (at 2 and 3
     # labels per item, where the readers differ: at 1 they read each item's one label alike)
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     alone, named = (
         run_experiment([pid], env, [800, 2400], 2, seed=5, n_jobs=1, progress=False).runs
-        for pid in ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:verdict=bds")
+        for pid in (
+            "opt-kg:posterior=one-coin",
+            f"opt-kg:posterior=one-coin:verdict={DEFAULT_VERDICT}",
+        )
     )
     columns = ["budget", "replication", "accuracy", "labels_used"]
     assert alone[columns].equals(named[columns])
@@ -310,9 +313,11 @@ def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_s
     argv += ["--policies", "opt-kg,opt-kg:posterior=one-coin"]
     assert main([*argv, "--json"]) == 0
     settings = json.loads(capsys.readouterr().out)["settings"]
-    assert settings["default_verdicts"] == {"opt-kg:posterior=one-coin": "bds"}
+    assert settings["default_verdicts"] == {"opt-kg:posterior=one-coin": DEFAULT_VERDICT}
     assert main(argv) == 0
-    assert "verdict: opt-kg:posterior=one-coin is read by bds" in capsys.readouterr().out
+    assert f"verdict: opt-kg:posterior=one-coin is read by {DEFAULT_VERDICT}" in (
+        capsys.readouterr().out
+    )
     assert main([*argv, "--json", "--verdict", "posterior"]) == 0
     assert "default_verdicts" not in json.loads(capsys.readouterr().out)["settings"]
     # a live campaign created without a verdict stores the policy's default; one that names
@@ -321,7 +326,7 @@ def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_s
     live = Campaign.create(
         items=items, budget=6, classes=classes, policy="opt-kg:posterior=one-coin"
     )
-    assert live.config is not None and live.config.verdict == "bds"
+    assert live.config is not None and live.config.verdict == DEFAULT_VERDICT
     kept = Campaign.create(
         items=items,
         budget=6,
@@ -337,23 +342,31 @@ def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_s
 def test_one_campaign_read_by_several_verdicts_gives_the_rows_of_separate_runs() -> None:
     # --verdicts: each campaign is allocated once and read by every verdict; each reading
     # must be exactly what a run of <id>:verdict=<v> gives (same allocation, same verdict
-    # seed), worker-aware default included (its own verdict is bds: not read twice)
+    # seed), worker-aware default included (its own verdict is the default: not read twice)
+    from crowdbudget.aggregation import DEFAULT_VERDICT
+
     env = ReplayEnvironment.from_label_data(load_dataset("temp"))
     budgets = [231, 462, 924]
     ids = ["opt-kg", "opt-kg:posterior=one-coin", "uniform:verdict=mv"]
     read = run_experiment(
-        ids, env, budgets, 2, n_jobs=1, progress=False, verdicts=["ds", "bds", "posterior"]
+        ids,
+        env,
+        budgets,
+        2,
+        n_jobs=1,
+        progress=False,
+        verdicts=["ds", DEFAULT_VERDICT, "posterior"],
     )
     expected_labels = [
         "opt-kg",
         "opt-kg:verdict=ds",
-        "opt-kg:verdict=bds",
+        f"opt-kg:verdict={DEFAULT_VERDICT}",
         "opt-kg:posterior=one-coin",
         "opt-kg:posterior=one-coin:verdict=ds",
         "opt-kg:posterior=one-coin:verdict=posterior",
         "uniform:verdict=mv",
         "uniform:verdict=ds",
-        "uniform:verdict=bds",
+        f"uniform:verdict={DEFAULT_VERDICT}",
         "uniform:verdict=posterior",
     ]
     assert list(read.summary["policy"].unique()) == expected_labels

@@ -46,6 +46,28 @@ variational updates run — two-stage empirical Bayes. ``"every"``: re-fitted at
 jointly. The joint maximisation has degenerate optima (e.g. "class 0: workers answer at random;
 class 1: workers always say 1") that the two-stage fit cannot drift into, and the two-stage fit
 runs the Pólya fit once instead of at every iteration (measurements: docs/decisions.md).
+
+Form (``prior_form``). ``"confusion"`` (the default) fits every row ``α₀_c`` of the prior on
+its own, as above. ``"one-coin"`` fits one accuracy for the whole crowd: every row puts
+``α_d`` on its own class and ``α_o / (C − 1)`` on each other class, where ``(α_d, α_o)`` is the
+type-II ML Beta prior of the workers' (agreeing, disagreeing) start counts summed over all
+their rows (:func:`one_coin_polya_prior`, the same fixed point on (J, 1, 2) counts). The
+workers' posteriors are still full confusion matrices; only the upper level is one-coin. Why:
+on an imbalanced crowd each worker has a handful of rare-class items, so the rare class's row
+of the full prior is fitted on the majority-vote start's rare-class items — half of which are
+the vote's false positives — and comes out "workers answer at random on the rare class"; the
+posterior then hands split items to the rare class, below majority vote. A one-coin upper
+level lets the rare row borrow the crowd's accuracy from the common one (measured on the
+stress bed: docs/stress-bed.md).
+
+Floor (``prior_floor``). A lower bound on every fitted prior pseudo-count. With one label per
+item the start is each label's own vote, so every worker looks always right, the type-II fit
+drives the off-diagonal pseudo-counts to the bound 1e-3, and a lone label's posterior says
+0.999… however often such labels are wrong (an NLL above Dawid–Skene's). A floor of 0.1
+keeps a worker seen n times, always agreeing with itself, at an error probability of about
+``0.1 / (α_d + n)``: still far above any class-prior ratio, so the lone label still decides,
+but a wrong one costs ``log((α_d + n) / 0.1)`` nats instead of ``log((α_d + n) / 0.001)``.
+
 ``confusion_prior=(diagonal, off_diagonal)`` fixes it instead (Kim & Ghahramani use
 hand-set values). ``ν₀ = class_prior`` (1: uniform).
 
@@ -104,6 +126,9 @@ PRIOR_BOUNDS = (1e-3, 1e4)
 #: when the empirical-Bayes prior is fitted (``prior_fit``; module docstring)
 PRIOR_FITS = ("start", "every")
 
+#: the form of the empirical-Bayes prior (``prior_form``; module docstring)
+PRIOR_FORMS = ("confusion", "one-coin")
+
 
 def polya_prior(counts: FloatArray, start: FloatArray, n_steps: int = 20) -> FloatArray:
     """Type-II ML Dirichlet prior rows from expected count rows (Minka 2000, eq. 55).
@@ -136,6 +161,29 @@ def polya_prior(counts: FloatArray, start: FloatArray, n_steps: int = 20) -> Flo
     return alpha
 
 
+def one_coin_polya_prior(counts: FloatArray, start: FloatArray, n_steps: int = 20) -> FloatArray:
+    """A one-coin prior from expected count rows (module docstring, "Form").
+
+    Args:
+        counts: ``counts[j, c, l]``, shape (n_workers, C, C), as :func:`polya_prior`.
+        start: the current prior (C, C), all > 0; its mean diagonal and mean off-diagonal row
+            mass start the fit.
+        n_steps: fixed-point steps.
+
+    Returns:
+        The prior (C, C): ``α_d`` on the diagonal, ``α_o / (C − 1)`` elsewhere, where
+        ``(α_d, α_o)`` maximises Π_j Pólya((agree_j, disagree_j) | α_d, α_o) over the workers'
+        summed diagonal and off-diagonal counts (within PRIOR_BOUNDS).
+    """
+    C = counts.shape[1]
+    agree = np.trace(counts, axis1=1, axis2=2)  # (J,)
+    pairs = np.stack([agree, counts.sum(axis=(1, 2)) - agree], axis=1)[:, None, :]  # (J, 1, 2)
+    diagonal = float(np.mean(np.diag(start)))
+    first = np.array([[diagonal, float(start.sum()) / C - diagonal]])
+    alpha_d, alpha_o = polya_prior(pairs, first, n_steps=n_steps)[0]
+    return np.where(np.eye(C, dtype=bool), alpha_d, alpha_o / max(C - 1, 1))
+
+
 class BayesianDawidSkene(Aggregator):
     """Bayesian Dawid–Skene / IBCC by variational inference (see the module docstring).
 
@@ -150,6 +198,10 @@ class BayesianDawidSkene(Aggregator):
         prior_fit: when the empirical-Bayes prior is fitted: ``"start"`` (once, on the
             majority-vote start; default) or ``"every"`` (every iteration; the first build's
             rule) — module docstring. Ignored with ``confusion_prior``.
+        prior_form: ``"confusion"`` (every prior row fitted on its own; default) or
+            ``"one-coin"`` (one crowd accuracy for every row) — module docstring.
+        prior_floor: lower bound (>= 0) of every empirical-Bayes prior pseudo-count
+            (default 0: the fit's own bound 1e-3) — module docstring.
         rng: seed or generator for ties.
 
     Fitted attributes:
@@ -172,10 +224,14 @@ class BayesianDawidSkene(Aggregator):
         pool_below: int = 0,
         temperature: float | str = 1.0,
         prior_fit: str = "start",
+        prior_form: str = "confusion",
+        prior_floor: float = 0.0,
         rng: int | np.random.Generator | None = 0,
     ) -> None:
         super().__init__(rng=rng)
         self.prior_fit = prior_fit
+        self.prior_form = prior_form
+        self.prior_floor = prior_floor
         self.n_iter = n_iter
         self.tol = tol
         self.class_prior = class_prior
@@ -267,18 +323,30 @@ class BayesianDawidSkene(Aggregator):
                 f"BayesianDawidSkene: prior_fit must be one of {', '.join(PRIOR_FITS)}, "
                 f"got {self.prior_fit!r}"
             )
+        if self.prior_form not in PRIOR_FORMS:
+            raise InvalidParameterError(
+                f"BayesianDawidSkene: prior_form must be one of {', '.join(PRIOR_FORMS)}, "
+                f"got {self.prior_form!r}"
+            )
+        floor = self.prior_floor
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not floor >= 0:
+            raise InvalidParameterError(
+                f"BayesianDawidSkene: prior_floor must be a number >= 0, got {floor!r}"
+            )
+        fit_prior = one_coin_polya_prior if self.prior_form == "one-coin" else polya_prior
         T = initial_shares(data)
         prior = fixed if fixed is not None else np.where(np.eye(C, dtype=bool), 2.0, 1.0)
         every = fixed is None and self.prior_fit == "every"
         if fixed is None and not every:
             # two-stage empirical Bayes: the prior of the majority-vote start, then held
             start = np.asarray(matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
-            prior = polya_prior(start, prior, n_steps=20)
+            prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration = 0
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
             counts = np.asarray(matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)  # [j, c, l]
             if every:
-                prior = polya_prior(counts, prior, n_steps=3)  # warm start: a few steps
+                # warm start: a few steps
+                prior = np.maximum(fit_prior(counts, prior, n_steps=3), float(floor))
             alpha = prior[None, :, :] + counts
             expected_log_e = digamma(alpha) - digamma(alpha.sum(axis=2, keepdims=True))
             nu = float(nu0) + T.sum(axis=0)

@@ -33,10 +33,11 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``auto`` | :class:`HeldOutLabelChoice` (the candidate that best predicts held-out | |
 |  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``level-within`` |
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
-| ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior; | |
-|  | the default verdict) | |
+| ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
-|  |  | ``prior-fit``, ``temperature`` |
+|  |  | ``prior-fit``, ``temperature``, ``prior-form``, ``prior-floor`` |
+| ``bds-oc`` | :class:`BayesianDawidSkene`, ``prior_form="one-coin"``, | as ``bds`` |
+|  | ``prior_floor=0.1`` (one crowd accuracy at the prior's level; the default verdict) | |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
@@ -68,7 +69,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from crowdbudget.aggregation.base import Aggregator
-from crowdbudget.aggregation.bayesian_dawid_skene import PRIOR_FITS, BayesianDawidSkene
+from crowdbudget.aggregation.bayesian_dawid_skene import (
+    PRIOR_FITS,
+    PRIOR_FORMS,
+    BayesianDawidSkene,
+)
 from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.dawid_skene import DawidSkene
 from crowdbudget.aggregation.glad import GLAD
@@ -89,7 +94,7 @@ from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param
 #: per item (the smallest worst accuracy shortfall to the best method of each crowd, ties by
 #: the next-worst, then NLL) — ``crowdbudget stress --per-item 1,2,3,5 --reps 3``; the table
 #: and its numbers: docs/stress-bed.md.
-DEFAULT_VERDICT = "bds"
+DEFAULT_VERDICT = "bds-oc"
 
 
 # --------------------------------------------------------------------------- parameter rows
@@ -366,6 +371,44 @@ MACE_CLASS_PRIOR = _row(
 EM_PAPER = "Dawid & Skene 1979, Maximum likelihood estimation of observer error-rates"
 KOS_PAPER = "Karger, Oh & Shah 2011, Iterative learning for reliable crowdsourcing systems"
 
+#: the parameter rows of ``bds`` and ``bds-oc``
+BDS_ROWS = (
+    *EM,
+    _row("class-prior", float, "Dirichlet pseudo-count of every class", low=0, low_open=True),
+    _row(
+        "confusion-prior",
+        read_positive_pair,
+        "fixed confusion pseudo-counts (diagonal, off-diagonal); default: empirical Bayes",
+        type_label="pair of positive numbers",
+    ),
+    _row("pool-below", int, "workers with fewer labels share one confusion matrix", low=0),
+    _row(
+        "prior-fit",
+        str,
+        "empirical-Bayes prior fitted once on the majority-vote start (start) or at every "
+        "iteration (every, the first build's rule)",
+        choices=PRIOR_FITS,
+    ),
+    _row(
+        "temperature",
+        read_temperature,
+        "posterior tempering in (0, 1], or auto",
+        low=0,
+        high=1,
+        low_open=True,
+        type_label="number or auto",
+    ),
+    _row(
+        "prior-form",
+        str,
+        "empirical-Bayes prior rows fitted each on its own (confusion) or one crowd accuracy "
+        "for every row (one-coin)",
+        choices=PRIOR_FORMS,
+    ),
+    _row("prior-floor", float, "lower bound of every empirical-Bayes prior pseudo-count", low=0),
+)
+
+
 for _spec in (
     _aggregator("mv", MajorityVote, "majority vote, ties at random", aliases=("majority-vote",)),
     _aggregator(
@@ -552,33 +595,18 @@ for _spec in (
         "bds",
         BayesianDawidSkene,
         "Bayesian Dawid-Skene (IBCC), variational, empirical-Bayes Dirichlet priors",
-        *EM,
-        _row("class-prior", float, "Dirichlet pseudo-count of every class", low=0, low_open=True),
-        _row(
-            "confusion-prior",
-            read_positive_pair,
-            "fixed confusion pseudo-counts (diagonal, off-diagonal); default: empirical Bayes",
-            type_label="pair of positive numbers",
-        ),
-        _row("pool-below", int, "workers with fewer labels share one confusion matrix", low=0),
-        _row(
-            "prior-fit",
-            str,
-            "empirical-Bayes prior fitted once on the majority-vote start (start) or at every "
-            "iteration (every, the first build's rule)",
-            choices=PRIOR_FITS,
-        ),
-        _row(
-            "temperature",
-            read_temperature,
-            "posterior tempering in (0, 1], or auto",
-            low=0,
-            high=1,
-            low_open=True,
-            type_label="number or auto",
-        ),
+        *BDS_ROWS,
         paper="Kim & Ghahramani 2012, Bayesian classifier combination",
         aliases=("bayesian-dawid-skene",),
+    ),
+    _aggregator(
+        "bds-oc",
+        BayesianDawidSkene,
+        "Bayesian Dawid-Skene whose empirical-Bayes prior is one-coin (one crowd accuracy "
+        "for every class), prior pseudo-counts at least 0.1",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination; prior by type-II ML",
+        defaults={"prior_form": "one-coin", "prior_floor": 0.1},
     ),
 ):
     register_aggregator(_spec)

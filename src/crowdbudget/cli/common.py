@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from crowdbudget.aggregation.registry import DEFAULT_VERDICT
 from crowdbudget.cli.io import whole_budgets
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -100,10 +101,12 @@ def add_verdict_argument(parser: argparse.ArgumentParser) -> None:
         help="the verdict of every policy id that names none: 'posterior' (each policy's own "
         "model; an even vote goes to the class the decided items say is more common, never to "
         "a fixed class; the default for most policies — the worker-aware one-coin policies "
-        "default to the default verdict, bds, and reports say so), 'paper' (the papers' rule: "
+        f"default to the default verdict, {DEFAULT_VERDICT}, and reports say so), 'paper' (the "
+        "papers' rule: "
         "binary ties to class 1, "
         "what reproduce uses) or an aggregator id fitted on the labels received (ds, "
-        "one-coin-em, mace, mace-eb, bds, ...; 'crowdbudget aggregators'); an id names its own "
+        "one-coin-em, mace, mace-eb, bds, bds-oc, ...; 'crowdbudget aggregators'); an id names "
+        "its own "
         "with :verdict=, e.g. opt-kg:verdict=ds",
     )
     parser.add_argument(

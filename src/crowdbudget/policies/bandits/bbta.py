@@ -170,6 +170,33 @@ def _weighted_sums(
         num[members[local]] = sums[local]
 
 
+@njit(cache=True, nogil=True)
+def _first_lowest(num: FloatArray, members: IntArray, available: BoolArray) -> int:
+    """``np.argmin(np.where(available[members], |num[members]|, inf))`` — the local index of
+    the first entry of least value, a NaN counting as least as in ``np.argmin`` — or −1 when
+    no member is available."""
+    any_available = False
+    first_nan = -1
+    best_local = -1
+    best = np.inf
+    for local in range(members.shape[0]):
+        item = members[local]
+        value = np.inf
+        if available[item]:
+            any_available = True
+            value = abs(num[item])
+        if value != value:
+            if first_nan < 0:
+                first_nan = local
+            continue
+        if best_local < 0 or value < best:
+            best_local = local
+            best = value
+    if not any_available:
+        return -1
+    return first_nan if first_nan >= 0 else best_local
+
+
 class _PairIndex:
     """Which workers may still label each task: every worker (synthetic world, live campaign)
     or those with an unused recorded label (replay, ``state.pairs``)."""
@@ -345,6 +372,17 @@ class BanditTaskAssignment(AllocationPolicy):
 
     def _context_best(self, s: int) -> None:
         members = self.members_[s]
+        if self.tie_break == "first":
+            local = _first_lowest(self.num_, members, self.available_)
+            if local < 0:
+                self._best_item[s], self._best_score[s] = -1, np.inf
+            else:
+                item = members[local]
+                score = abs(self.num_[item]) if self.available_[item] else np.inf
+                self._best_item[s] = item
+                self._best_score[s] = score / self.weights_[s].sum()
+            self._dirty[s] = False
+            return
         ok = self.available_[members]
         if not np.any(ok):
             self._best_item[s], self._best_score[s] = -1, np.inf

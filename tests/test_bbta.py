@@ -206,3 +206,37 @@ def test_candidates_far_behind_the_best_worker_draw_without_nan() -> None:
     expected = exp3_probabilities(np.array([0.0, 2.0]), eta)[pick.worker - 1]
     assert policy._pending[(pick.item, pick.worker)] == pytest.approx(expected)
     assert np.isfinite(policy._pending[(pick.item, pick.worker)])
+
+
+def test_compiled_context_passes_match_numpy() -> None:
+    """BBTA's compiled passes give NumPy's answers bit for bit: the weighted sums are
+    ``np.bincount(items, w[workers] * signs)`` and the first lowest available member is
+    ``np.argmin(np.where(available, |num|, inf))`` (first of equals; NaN counts as least;
+    −1 when nothing is available)."""
+    from crowdbudget.policies.bandits.bbta import _first_lowest, _weighted_sums
+
+    rng = np.random.default_rng(4)
+    members = np.sort(rng.choice(200, size=60, replace=False)).astype(np.int64)
+    size = 500
+    items = rng.integers(0, 60, size + 20).astype(np.int64)  # the log's spare capacity
+    workers = rng.integers(0, 7, size + 20).astype(np.int64)
+    signs = rng.choice([-1.0, 1.0], size + 20)
+    weights = np.exp(-rng.random(7) * 3.0)
+    num = np.zeros(200)
+    _weighted_sums(items, workers, signs, size, weights, members, num)
+    expected = np.bincount(
+        items[:size], weights=weights[workers[:size]] * signs[:size], minlength=60
+    )
+    np.testing.assert_array_equal(num[members].view(np.int64), expected.view(np.int64))
+
+    for trial in range(200):
+        values = rng.integers(-3, 4, 200).astype(float)  # many equal |num|
+        if trial % 7 == 0:
+            values[rng.integers(0, 200)] = np.nan
+        available = rng.random(200) < (0.0 if trial % 11 == 0 else 0.6)
+        ok = available[members]
+        got = _first_lowest(values, members, available)
+        if not ok.any():
+            assert got == -1
+        else:
+            assert got == int(np.argmin(np.where(ok, np.abs(values[members]), np.inf)))

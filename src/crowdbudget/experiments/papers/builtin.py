@@ -246,8 +246,10 @@ def _register(
 # on the project's first machine — the wall time of a run that has the machine to itself is at
 # most about that. Full: wall time of `/usr/bin/time crowdbudget reproduce ID` (both cores) on
 # the current machine kind (AMD EPYC, 2 cores), one id at a time, nothing else running —
-# except chen2013-features, bkube-fig1 and bbta-fig2, whose full runs were measured in CPU time
-# on one core (47.6, 11.0 and 97.0 min; benchmarks/README.md) and are given here halved.
+# except chen2013-features, bkube-fig1, bbta-fig2 and bbta-fig3, whose full runs were measured
+# (or extrapolated from one replication: bbta-fig2 and bbta-fig3, benchmarks/bench_paper_suite.py)
+# in CPU time on one core (47.6, 11.0, 31.7 and 8.1 min; benchmarks/README.md) and are given
+# here halved.
 # Where each time was measured: docs/decisions.md.
 
 _register(
@@ -389,7 +391,7 @@ _register(
     ZHANG2015,
     "Fig. 2",
     (1, 30),
-    ("13 s", "49 min"),
+    ("13 s", "16 min"),
     reps_param=True,
 )
 _register(
@@ -399,7 +401,7 @@ _register(
     ZHANG2015,
     "Fig. 3",
     (1, 30),
-    ("6 s", "15 min"),
+    ("6 s", "4 min"),
     reps_param=True,
 )
 _register(

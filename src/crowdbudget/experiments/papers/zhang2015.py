@@ -237,6 +237,10 @@ def _uci(
     progress: bool,
     reps: int | None = None,
 ) -> ReproductionResult:
+    if quick and n_jobs is None:
+        # one process: a pool's workers would each compile (or load) the policies' kernels
+        # for the few quick campaigns
+        n_jobs = 1
     datasets = ["ionosphere"] if quick else list(UCI_SETTINGS)
     per_item = [2, 3] if quick else list(range(2, 16))
     reps = reps if reps is not None else (1 if quick else 30)
@@ -368,6 +372,8 @@ def rte(
     task types, against OptKG, OptKG per type, IEThresh, CrowdSense and the random baseline."""
     from crowdbudget.datasets import load_dataset
 
+    if quick and n_jobs is None:
+        n_jobs = 1  # one process, as in _uci's quick runs
     data = load_dataset("rte")
     env = ContextualReplayEnvironment.from_label_data(data)
     n = env.n_items

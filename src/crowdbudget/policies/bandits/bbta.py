@@ -80,6 +80,7 @@ import math
 from typing import ClassVar
 
 import numpy as np
+from numba import njit
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import (
@@ -108,6 +109,12 @@ def exp3_learning_rate(t: int | IntArray, n_workers: int) -> FloatArray:
     """η_t = sqrt(ln K / (t K)) (Algorithm 1, line 19), for t >= 1."""
     t_arr = np.maximum(np.asarray(t, dtype=float), 1.0)
     return np.asarray(np.sqrt(math.log(n_workers) / (t_arr * n_workers)), dtype=float)
+
+
+def _step_learning_rate(t: int, n_workers: int) -> float:
+    """:func:`exp3_learning_rate` of one round t, on Python floats (the same operations, so
+    the same bits, without the array round trip)."""
+    return math.sqrt(math.log(n_workers) / (max(float(t), 1.0) * n_workers))
 
 
 def exp3_weights(cumulative_loss: FloatArray, eta: float) -> FloatArray:
@@ -143,6 +150,53 @@ def check_unit_prices(problem: Problem, name: str) -> float:
     return problem.price_of(0 if problem.n_workers else None)
 
 
+@njit(cache=True, nogil=True)
+def _weighted_sums(
+    items: IntArray,
+    workers: IntArray,
+    signs: FloatArray,
+    size: int,
+    weights: FloatArray,
+    members: IntArray,
+    num: FloatArray,
+) -> None:
+    """``num[members[l]]`` = Σ_k w[workers[k]]·signs[k] over the first ``size`` log entries k
+    of local task l (eq. 1's numerator): ``np.bincount(items, w[workers] * signs)``'s
+    products and additions in the log's order, so the same bits."""
+    sums = np.zeros(members.shape[0])
+    for k in range(size):
+        sums[items[k]] += weights[workers[k]] * signs[k]
+    for local in range(members.shape[0]):
+        num[members[local]] = sums[local]
+
+
+@njit(cache=True, nogil=True)
+def _first_lowest(num: FloatArray, members: IntArray, available: BoolArray) -> int:
+    """``np.argmin(np.where(available[members], |num[members]|, inf))`` — the local index of
+    the first entry of least value, a NaN counting as least as in ``np.argmin`` — or −1 when
+    no member is available."""
+    any_available = False
+    first_nan = -1
+    best_local = -1
+    best = np.inf
+    for local in range(members.shape[0]):
+        item = members[local]
+        value = np.inf
+        if available[item]:
+            any_available = True
+            value = abs(num[item])
+        if value != value:
+            if first_nan < 0:
+                first_nan = local
+            continue
+        if best_local < 0 or value < best:
+            best_local = local
+            best = value
+    if not any_available:
+        return -1
+    return first_nan if first_nan >= 0 else best_local
+
+
 class _PairIndex:
     """Which workers may still label each task: every worker (synthetic world, live campaign)
     or those with an unused recorded label (replay, ``state.pairs``)."""
@@ -152,7 +206,8 @@ class _PairIndex:
         self.pairs = pairs
         if pairs is not None:
             n = state.problem.n_items
-            self.order = np.argsort(pairs.items, kind="stable")
+            # by item, then by worker: a task's candidates come out sorted, duplicates adjacent
+            self.order = np.lexsort((pairs.workers, pairs.items))
             self.ptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(np.bincount(pairs.items, minlength=n), out=self.ptr[1:])
         self.n_workers = n_workers
@@ -164,7 +219,12 @@ class _PairIndex:
         idx = self.order[self.ptr[item] : self.ptr[item + 1]]
         idx = idx[self.pairs.remaining[idx] > 0]
         workers = self.pairs.workers[idx]
-        return np.unique(workers[~asked[workers]])
+        workers = workers[~asked[workers]]
+        if workers.shape[0] > 1:  # sorted (the order above): drop repeats, as np.unique
+            repeat = np.zeros(workers.shape[0], dtype=bool)
+            np.equal(workers[1:], workers[:-1], out=repeat[1:])
+            workers = workers[~repeat]
+        return workers
 
     def allows(self, item: int, worker: int) -> bool:
         if self.pairs is None:
@@ -301,17 +361,30 @@ class BanditTaskAssignment(AllocationPolicy):
         self.weights_[s] = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))
         self._weights_eta[s] = self.eta_[s]
         log = self.logs_[s]
-        members = self.members_[s]
-        sums = np.bincount(
-            log.items[: log.size],
-            weights=self.weights_[s][log.workers[: log.size]] * log.signs[: log.size],
-            minlength=members.shape[0],
+        _weighted_sums(
+            log.items,
+            log.workers,
+            log.signs,
+            log.size,
+            self.weights_[s],
+            self.members_[s],
+            self.num_,
         )
-        self.num_[members] = sums
         self._dirty[s] = True
 
     def _context_best(self, s: int) -> None:
         members = self.members_[s]
+        if self.tie_break == "first":
+            local = _first_lowest(self.num_, members, self.available_)
+            if local < 0:
+                self._best_item[s], self._best_score[s] = -1, np.inf
+            else:
+                item = members[local]
+                score = abs(self.num_[item]) if self.available_[item] else np.inf
+                self._best_item[s] = item
+                self._best_score[s] = score / self.weights_[s].sum()
+            self._dirty[s] = False
+            return
         ok = self.available_[members]
         if not np.any(ok):
             self._best_item[s], self._best_score[s] = -1, np.inf
@@ -383,7 +456,7 @@ class BanditTaskAssignment(AllocationPolicy):
         item, workers = found
         s = int(self.contexts_[item])
         self.rounds_[s] += 1
-        self.eta_[s] = float(exp3_learning_rate(int(self.rounds_[s]), self.n_workers_))
+        self.eta_[s] = _step_learning_rate(int(self.rounds_[s]), self.n_workers_)
         w = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))[workers]
         cdf = np.cumsum(w)
         if not cdf[-1] > 0:
@@ -420,7 +493,7 @@ class BanditTaskAssignment(AllocationPolicy):
             n_candidates = self._pair_index.candidates(item, self.asked_[item]).shape[0]
             s = int(self.contexts_[item])
             self.rounds_[s] += 1
-            self.eta_[s] = float(exp3_learning_rate(int(self.rounds_[s]), self.n_workers_))
+            self.eta_[s] = _step_learning_rate(int(self.rounds_[s]), self.n_workers_)
             self._pending[(item, worker)] = 1.0 / max(n_candidates, 1)
             self._mark_asked(item, worker)
             return Assignment(item=item, worker=worker, price=self.price_)

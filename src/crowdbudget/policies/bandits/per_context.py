@@ -19,9 +19,10 @@ context ties (every task at its prior, every worker at Beta(4, 1)), so with ``"f
 first pairs in file order get the first labels and the result depends on the item order.
 
 Speed. After a label from worker j on item i, the pairs of i and of the virtual
-worker s·K + j are rescored: at d = 0.5 through :func:`_half_after`, the item half of the
-moment-matched update and both outcomes' errors in one ``betainc`` call (bit-identical to
-``one_coin_update`` + ``error_probability``, about a third less work); the pairs are held
+worker s·K + j are rescored: at d = 0.5 in one compiled loop (:func:`_half_scores`), the item
+half of the moment-matched update and both outcomes' errors through our own incomplete beta at
+1/2 (:func:`~crowdbudget._compiled_special.betainc_half`; ``one_coin_update`` +
+``error_probability`` within its 1e-12 relative accuracy, not bit for bit); the pairs are held
 grouped by context, so the argmax of a context is one ``argmax`` over a slice (rescoring is
 eager; why not lazy: docs/decisions.md).
 
@@ -46,8 +47,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from scipy import special
+from numba import njit
 
+from crowdbudget._compiled_special import betainc_half
+from crowdbudget._compiled_special import maximum as _maximum
+from crowdbudget._compiled_special import minimum as _minimum
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import (
     DEFAULT_TIE_BREAK,
@@ -56,13 +60,13 @@ from crowdbudget.policies._index import (
     canonical_scores,
     csr_groups,
 )
+from crowdbudget.policies._one_coin_kernel import canonical
 from crowdbudget.policies.bandits.bbta import check_context_options, check_unit_prices
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
     _S_FLOOR,
     OneCoinPosterior,
-    _beta_moments,
     one_coin_rewards,
     one_coin_update,
 )
@@ -82,35 +86,76 @@ def _half_error(a: FloatArray, b: FloatArray) -> FloatArray:
     return error_probability(a, b, 0.5)
 
 
-def _half_after(a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray) -> FloatArray:
-    """``min(err(a₁, b₁), err(a₀, b₀))`` at d = 0.5, (a_z, b_z) the item posterior after label
-    z from worker Beta(c, d): bit-identical to :func:`one_coin_update` + :func:`_half_error`.
-
-    The same floating-point operations in the same order as those functions, minus what this
-    score does not use: the worker half of the update (its moments beyond the mean, its
-    matched Beta), the ``np.where`` on the label, and the swap back after z = 0 (the error at
-    1/2 is symmetric in (a, b) and evaluated on ``max``/``min``, so the swap changes no bit);
-    both outcomes go through one ``betainc`` call (elementwise: the same bits per element).
-    """
+@njit(cache=True, nogil=True)
+def _half_after_one(a: float, b: float, c: float, d: float) -> float:
+    """``min(err(a₁, b₁), err(a₀, b₀))`` at d = 0.5 for one pair: (a_z, b_z) the item
+    posterior after label z from a worker Beta(c, d) (:func:`one_coin_update`'s item half —
+    its moments, the matched Beta with its variance and size floors — for both outcomes) and
+    ``err`` the smaller tail at 1/2, ``betainc_half(max, min)`` (1/2 exactly where the two
+    are equal). Both orientations take the same steps, so mirrored states (a, b) and (b, a)
+    give the same value; NaN propagates through the minimum as in ``np.minimum``."""
     r1 = c / (c + d)
     q1 = 1.0 - r1
-    m = a.shape[0]
-    lo = np.empty(2 * m)
-    hi = np.empty(2 * m)
-    for k, (ta, tb) in enumerate(((a, b), (b, a))):
-        t1, t2, t3, t1m, t21m = _beta_moments(ta, tb)
+    best = 0.0
+    for orientation in range(2):
+        ta = a if orientation == 0 else b
+        tb = b if orientation == 0 else a
+        n = ta + tb
+        t1 = ta / n
+        t2 = t1 * (ta + 1.0) / (n + 1.0)
+        t3 = t2 * (ta + 2.0) / (n + 2.0)
+        t1m = t1 * tb / (n + 1.0)
+        t21m = t2 * tb / (n + 2.0)
         z1 = t1 * r1 + (1.0 - t1) * q1
         mean = (t2 * r1 + t1m * q1) / z1
         second = (t3 * r1 + t21m * q1) / z1
         spread = mean * (1.0 - mean)
-        var = np.maximum(second - mean * mean, spread * 1e-15)
-        size = np.maximum(spread / var - 1.0, _S_FLOOR)
+        var = _maximum(second - mean * mean, spread * 1e-15)
+        size = _maximum(spread / var - 1.0, _S_FLOOR)
         na = mean * size
         nb = (1.0 - mean) * size
-        np.minimum(na, nb, out=lo[k * m : (k + 1) * m])
-        np.maximum(na, nb, out=hi[k * m : (k + 1) * m])
-    err = np.where(lo == hi, 0.5, special.betainc(hi, lo, 0.5))
-    return np.minimum(err[:m], err[m:])
+        err = 0.5 if na == nb else betainc_half(_maximum(na, nb), _minimum(na, nb))
+        best = err if orientation == 0 else _minimum(best, err)
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _half_after_all(a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray) -> FloatArray:
+    out = np.empty(a.shape[0])
+    for k in range(a.shape[0]):
+        out[k] = _half_after_one(a[k], b[k], c[k], d[k])
+    return out
+
+
+def _half_after(a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray) -> FloatArray:
+    """``min(err(a₁, b₁), err(a₀, b₀))`` at d = 0.5 elementwise (shape of a): the Opt-KG
+    look-ahead of item Beta(a, b) asked of a worker Beta(c, d) (:func:`_half_after_one`);
+    equal to :func:`one_coin_update` + :func:`_half_error` within the incomplete beta's
+    accuracy (``betainc_half``: 1e-12 relative)."""
+    arrays = (np.ascontiguousarray(x, dtype=float) for x in (a, b, c, d))
+    return np.asarray(_half_after_all(*arrays))
+
+
+@njit(cache=True, nogil=True)
+def _half_scores(
+    pairs: IntArray,
+    items: IntArray,
+    virtual: IntArray,
+    a: FloatArray,
+    b: FloatArray,
+    c: FloatArray,
+    d: FloatArray,
+    now: FloatArray,
+    out: FloatArray,
+) -> None:
+    """``out[k]`` = the canonical Opt-KG score of pair ``pairs[k]`` at d = 0.5: item
+    ``items[p]``'s error now minus its best error after asking virtual worker ``virtual[p]``
+    (:func:`_half_after_one`), rounded as :func:`canonical_scores` rounds."""
+    for k in range(pairs.shape[0]):
+        p = pairs[k]
+        i = items[p]
+        v = virtual[p]
+        out[k] = canonical(now[i] - _half_after_one(a[i], b[i], c[v], d[v]))
 
 
 class PerContextOptKG(AllocationPolicy):
@@ -204,22 +249,32 @@ class PerContextOptKG(AllocationPolicy):
 
     def _score(self, pairs: IntArray) -> FloatArray:
         post = self.posterior_
-        i = self._items[pairs]
-        v = self._virtual[pairs]
         if not self._half:
+            i = self._items[pairs]
+            v = self._virtual[pairs]
             r1, r0, _ = one_coin_rewards(
                 post.a[i], post.b[i], post.c[v], post.d[v], post.thresholds[i]
             )
             return canonical_scores(np.maximum(r1, r0))
-        # d = 0.5 fast path, the same numbers as one_coin_rewards: with lo <= hi the error
-        # min(I, 1 - I) is the upper tail betaincc(lo, hi, 1/2), one call instead of two
-        # (evaluated as betainc(hi, lo, 1/2), see _half_error); the item half of the
-        # moment-matched update is fused (_half_after), the same bits as one_coin_update
-        # canonical: the symmetric states (a, b) and (b, a), which tie mathematically, reach
-        # us with last-bit noise from the moment matching; rounded, they tie exactly and the
-        # smallest pair index wins instead of the noise
-        best_after = _half_after(post.a[i], post.b[i], post.c[v], post.d[v])
-        return canonical_scores(self._now[i] - best_after)
+        # d = 0.5 fast path, one_coin_rewards' numbers within the incomplete beta's accuracy:
+        # with lo <= hi the error min(I, 1 - I) is the smaller tail betainc(hi, lo, 1/2), the
+        # item half of the moment-matched update fused, compiled (_half_scores); canonical:
+        # the symmetric states (a, b) and (b, a), which tie mathematically, reach us with
+        # last-bit noise from the moment matching; rounded, they tie exactly and the smallest
+        # pair index wins instead of the noise
+        out = np.empty(pairs.shape[0])
+        _half_scores(
+            np.ascontiguousarray(pairs, dtype=np.int64),
+            self._items,
+            self._virtual,
+            post.a,
+            post.b,
+            post.c,
+            post.d,
+            self._now,
+            out,
+        )
+        return out
 
     def _score_reference(self, pairs: IntArray) -> FloatArray:
         """:meth:`_score` through :func:`one_coin_update` and :func:`_half_error` (d = 0.5):

@@ -23,6 +23,7 @@ from crowdbudget.cli.common import (
     run_policies,
     verdict_note,
 )
+from crowdbudget.cli.control import add_control_arguments
 from crowdbudget.cli.io import (
     add_validation_arguments,
     check_policies_apply,
@@ -352,6 +353,9 @@ def _fairness(
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from crowdbudget.cli.control import control_tasks
+
+    args.control = control_tasks(args)
     if args.plot:
         prepare_output_file(args.plot, "--plot")
     return run_replay(args, "replay", args.plot)
@@ -369,6 +373,7 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_data_arguments(p, "default rte")
     p.add_argument("--policies", type=policy_list, required=True, help="comma-separated policy ids")
     p.add_argument("--plot", default=None, help="write a PNG plot of accuracy to this path")
+    add_control_arguments(p)
     add_verdict_argument(p)
     add_common_arguments(p)
     p.set_defaults(func=cmd_replay)

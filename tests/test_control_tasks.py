@@ -172,3 +172,17 @@ def test_every_pull_policy_runs_with_control_tasks(policy_id: str) -> None:
     control_set = {int(i) for i in np.flatnonzero(control_items)}
     assert all(items <= control_set for items in ledger.offered.values())
     assert ledger.control_labels == sum(ledger.answered.values())
+
+
+def test_cli_simulate_with_control_tasks(capsys: pytest.CaptureFixture[str]) -> None:
+    from crowdbudget.cli import main
+
+    argv = ["simulate", "--items", "30", "--env", "one-coin-workers-v0:n-workers=6"]
+    argv += ["--policies", "opt-kg", "--budget", "60", "--reps", "1", "--mode", "pull"]
+    argv += ["--jobs", "1", "--no-progress"]
+    assert main([*argv, "--control-items", "5", "--block-below", "0.7"]) == 0
+    assert "not control tasks" in capsys.readouterr().out
+    # blocking without control tasks, or both ways of sizing them: one-line error, exit 2
+    for bad in (["--block-below", "0.7"], ["--control-items", "5", "--control-fraction", "0.1"]):
+        assert main([*argv, *bad]) == 2
+        assert capsys.readouterr().err.count("\n") == 1

@@ -281,6 +281,12 @@ def run_replay(
         if nothing.any():
             extra.append("— : no item reached 3 labels (Li et al. report 0.5, uninformative)")
     caption = f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)"
+    control = getattr(args, "control", None)
+    if control is not None:
+        caption += (
+            f"; control tasks ({control.n_items or control.fraction} of the gold items, paid, "
+            "not scored) are left out"
+        )
     text = "\n".join(
         [title, caption, table, *extra, *verdict_note(defaulted), *note_lines(note_texts)]
     )

@@ -155,9 +155,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     document = json_document(
         "simulate", args.seed, settings, results_records(result.summary, args.items)
     )
-    text = "\n".join(
-        [f"accuracy (mean ± std over {args.reps} replications)", table, *verdict_note(defaulted)]
-    )
+    caption = f"accuracy (mean ± std over {args.reps} replications)"
+    if args.control is not None:
+        share = args.control.n_items or args.control.fraction
+        caption += f" on the items that are not control tasks ({share} of the items, paid)"
+    text = "\n".join([caption, table, *verdict_note(defaulted)])
     if spec.id != DEFAULT_ENVIRONMENT:
         text = f"environment {spec}\n{text}"
     emit(args, text, document)

@@ -4,7 +4,10 @@ Two crowds of ``--workers`` one-coin workers (good ones: accuracy uniform on [0.
 30 % spammers (uniform answers) or 30 % always-one-class workers (each answers one class,
 drawn per worker). Items: θ ~ Beta(0.1, 0.1) (mostly clear items), truth 1{θ >= 0.5}.
 Pull mode (a uniformly drawn worker arrives and is served), ``opt-kg`` with its own verdict,
-budget 3 labels per item. Conditions: no control; control tasks at a fixed rate r in
+budget 3 labels per item. Conditions: no control (the control items closed to the policy
+and never served: the same items to label, the same live rules, the same budget); the runner
+without control tasks at all (every item labeled, no live rules: a worker may label an item
+twice — a different campaign, for reference); control tasks at a fixed rate r in
 {1, 5, 10 %} (every round(1/r)-th task of a worker, first_k = 0), with blocking (level 0.7,
 posterior probability 0.9, Beta(1, 1) prior, at least 4 control answers); and the same rates
 after ``--first-k`` control tasks per new worker. Accuracy on the non-control items (the same
@@ -48,7 +51,13 @@ def crowd(kind: str, n_workers: int, rng: np.random.Generator) -> WorkerPool:
 
 
 def conditions(first_k: int) -> list[tuple[str, ControlTasks | None]]:
-    out: list[tuple[str, ControlTasks | None]] = [("no control", None)]
+    # the baseline: the same items to label (the control items closed, none served) under
+    # the same live rules (a worker labels an item once) and the same budget
+    baseline = ControlTasks(n_items=N_CONTROL_ITEMS, first_k=0, rate=0.0)
+    out: list[tuple[str, ControlTasks | None]] = [
+        ("no control", baseline),
+        ("runner, all items", None),
+    ]
     for k in (0, first_k):
         for rate in (0.01, 0.05, 0.10):
             out.append(

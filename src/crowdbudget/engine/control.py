@@ -198,17 +198,17 @@ class ControlLedger:
         return self.n_workers is not None and len(self.blocked) >= self.n_workers
 
     def due(self, worker: int | None) -> bool:
-        """Whether the next task of ``worker`` is a control task (module docstring)."""
-        n = self.served.get(worker, 0) + 1
-        if n <= self.tasks.first_k:
-            return True
-        period = self.tasks.period
-        return period is not None and (n - self.tasks.first_k) % period == 0
+        """Pull mode: whether the next task of ``worker`` is a control task."""
+        return self._is_control_task(self.served.get(worker, 0) + 1)
 
     def due_in_push(self) -> bool:
         """Push mode: whether the campaign's next task is a control task (the rule on the
         campaign's count of tasks handed out)."""
-        n = self.handed_total + 1
+        return self._is_control_task(self.handed_total + 1)
+
+    def _is_control_task(self, n: int) -> bool:
+        """Whether the n-th task (1-based) is a control task: the first k, then every
+        ``period``-th (module docstring)."""
         if n <= self.tasks.first_k:
             return True
         period = self.tasks.period

@@ -22,6 +22,9 @@ from crowdbudget.types import CampaignState
 N_ITEMS = 40
 #: pull policies that do not run under the live rules at all (without control tasks either)
 LIVE_RULES_UNSUPPORTED = {"opt-kg-per-context"}
+#: push: iethresh names a pair whose worker labeled the item already, refused forever (it
+#: loops under ``LiveRules()`` without control tasks too)
+PUSH_LIVE_RULES_UNSUPPORTED = {"iethresh"}
 
 
 def _crowd(accuracies: list[float]) -> WorkerPool:
@@ -186,3 +189,30 @@ def test_cli_simulate_with_control_tasks(capsys: pytest.CaptureFixture[str]) -> 
     for bad in (["--block-below", "0.7"], ["--control-items", "5", "--control-fraction", "0.1"]):
         assert main([*argv, *bad]) == 2
         assert capsys.readouterr().err.count("\n") == 1
+
+
+def _push_policies() -> list[str]:
+    env = _world([0.8] * 4)
+    env.reset(seed=0)
+    problem = env.problem(30.0)
+    return [
+        pid
+        for pid in policies_for(problem)
+        if not POLICIES.capabilities(POLICIES.spec(pid)).budget_aware
+        and pid not in LIVE_RULES_UNSUPPORTED | PUSH_LIVE_RULES_UNSUPPORTED
+    ]
+
+
+@pytest.mark.parametrize("policy_id", _push_policies())
+def test_every_policy_runs_with_control_tasks_in_push_mode(policy_id: str) -> None:
+    env = _world([0.5, 0.9, 0.9, 0.9], n_items=16)
+    tasks = ControlTasks(n_items=4, first_k=2, rate=0.25, block_below=0.6, min_answers=2)
+    state, ledger, control_items = _drive_with_control(policy_id, env, tasks, 40.0, 1, "push")
+    assert state.spent <= 40.0 + 1e-9
+    # the rule on the campaign's count: the first 2 tasks, then every 4th
+    served = ledger.handed_total
+    assert ledger.control_labels == min(2, served) + max(0, served - 2) // 4
+    assert int(state.label_counts[control_items].sum()) == ledger.control_labels
+    # every block carries its evidence (the world picks who answers an unnamed task, so a
+    # blocked worker may still answer one in push mode)
+    assert all(e.p_below >= 0.95 and e.answered >= 2 for e in ledger.blocked.values())

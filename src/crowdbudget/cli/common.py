@@ -202,6 +202,7 @@ def run_policies(args: argparse.Namespace, env: Any, budgets: Any, metrics: Any 
         metrics=metrics,
         verdict=getattr(args, "verdict", None),
         verdicts=getattr(args, "verdicts", None) or (),
+        control=getattr(args, "control", None),
     )
 
 

@@ -23,6 +23,7 @@ from crowdbudget.cli.common import (
     run_policies,
     verdict_note,
 )
+from crowdbudget.cli.control import add_control_arguments
 from crowdbudget.cli.io import (
     add_validation_arguments,
     check_policies_apply,
@@ -280,6 +281,12 @@ def run_replay(
         if nothing.any():
             extra.append("— : no item reached 3 labels (Li et al. report 0.5, uninformative)")
     caption = f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)"
+    control = getattr(args, "control", None)
+    if control is not None:
+        caption += (
+            f"; control tasks ({control.n_items or control.fraction} of the gold items, paid, "
+            "not scored) are left out"
+        )
     text = "\n".join(
         [title, caption, table, *extra, *verdict_note(defaulted), *note_lines(note_texts)]
     )
@@ -352,6 +359,9 @@ def _fairness(
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from crowdbudget.cli.control import control_tasks
+
+    args.control = control_tasks(args)
     if args.plot:
         prepare_output_file(args.plot, "--plot")
     return run_replay(args, "replay", args.plot)
@@ -369,6 +379,7 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_data_arguments(p, "default rte")
     p.add_argument("--policies", type=policy_list, required=True, help="comma-separated policy ids")
     p.add_argument("--plot", default=None, help="write a PNG plot of accuracy to this path")
+    add_control_arguments(p)
     add_verdict_argument(p)
     add_common_arguments(p)
     p.set_defaults(func=cmd_replay)

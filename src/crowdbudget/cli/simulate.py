@@ -22,6 +22,7 @@ from crowdbudget.cli.common import (
     run_policies,
     verdict_note,
 )
+from crowdbudget.cli.control import add_control_arguments
 from crowdbudget.cli.io import prepare_output_file, write_files
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -95,6 +96,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"--prior takes two numbers a,b > 0 (Beta(a, b)), got {args.prior}"
         )
+    from crowdbudget.cli.control import control_tasks
+
+    args.control = control_tasks(args)
     spec = environment_spec(args)
     env = make_environment(spec)
     budgets = label_budgets(args, args.items)
@@ -142,6 +146,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         title = f"simulate: {spec}, {args.reps} reps"
     if args.verdicts:
         settings["verdicts"] = args.verdicts
+    if args.control is not None:
+        settings["control"] = repr(args.control)
     defaulted = default_verdicts(args.policies, args.verdict)
     if defaulted:
         settings["default_verdicts"] = defaulted
@@ -149,9 +155,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     document = json_document(
         "simulate", args.seed, settings, results_records(result.summary, args.items)
     )
-    text = "\n".join(
-        [f"accuracy (mean ± std over {args.reps} replications)", table, *verdict_note(defaulted)]
-    )
+    caption = f"accuracy (mean ± std over {args.reps} replications)"
+    if args.control is not None:
+        share = args.control.n_items or args.control.fraction
+        caption += f" on the items that are not control tasks ({share} of the items, paid)"
+    text = "\n".join([caption, table, *verdict_note(defaulted)])
     if spec.id != DEFAULT_ENVIRONMENT:
         text = f"environment {spec}\n{text}"
     emit(args, text, document)
@@ -258,6 +266,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--mode", choices=["push", "pull"], default="push", help="interaction mode (push)"
     )
     p.add_argument("--plot", default=None, help="write a PNG plot of accuracy to this path")
+    add_control_arguments(p)
     add_verdict_argument(p)
     add_common_arguments(p)
     p.set_defaults(func=cmd_simulate)

@@ -29,6 +29,15 @@ pending limit or at capacity, or the item is saturated.
 
 A label cap ``C``: an item with ``C`` labels received leaves ``eligible`` for good; one whose
 received + pending labels reach ``C`` is closed until a pending one is released.
+
+Control tasks (``LiveRules.control``, a :class:`~crowdbudget.engine.control.ControlLedger`;
+rule in :mod:`crowdbudget.engine.control`): the control items are closed to the policy; in
+pull mode, after rules 1–3, a blocked worker gets nothing (``blocked``) and a worker whose
+next task is a control task gets a control item (the policy is not asked); in push mode a
+control task due on the campaign's count goes to no named worker before the policy is
+asked, and a pair naming a blocked worker is refused (``blocked``). Every label of a control
+item is evidence on its worker. The campaign is exhausted when no item outside the control
+items is eligible, or every worker is blocked.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from crowdbudget.engine.control import ControlLedger
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.types import Assignment, CampaignState, LabelEvent
 
@@ -64,6 +74,8 @@ class LiveRules:
             (None: never).
         pair_of: the index of (item, worker) in ``state.pairs`` when each pair may be asked
             once (a push campaign's pairs; :class:`LiveStep`), None: the world keeps them.
+        control: the campaign's control tasks and their ledger (None: none); the ledger is
+            the one campaign's record (served tasks, control answers, blocked workers).
     """
 
     worker_prices: Mapping[int, float] = field(default_factory=dict)
@@ -73,6 +85,7 @@ class LiveRules:
     max_pending_per_worker: int | None = None
     ttl: float | None = None
     pair_of: Callable[[int, int], int | None] | None = None
+    control: ControlLedger | None = None
 
     def __post_init__(self) -> None:
         if self.ttl is not None and not self.ttl > 0:
@@ -133,6 +146,8 @@ class LiveStep:
         labels_by_worker: worker -> labels received from them.
         busy: items with pending work.
         saturated: items whose received + pending labels reach the label cap.
+        control: the control tasks' ledger (None: none; :meth:`under` takes it from the
+            rules).
     """
 
     def __init__(
@@ -149,6 +164,7 @@ class LiveStep:
         self.labels_by_worker: dict[int, int] = {}
         self.busy: set[int] = set()
         self.saturated: set[int] = set()
+        self.control: ControlLedger | None = None
 
     # ------------------------------------------------------------------------ questions
     def affords(self, state: CampaignState, price: float) -> bool:
@@ -196,6 +212,15 @@ class LiveStep:
         closed = self.worker_items.get(worker, set()) if worker is not None else set()
         if self.saturated:
             closed = closed | self.saturated
+        control = self.control
+        if control is not None:
+            if control.is_blocked(worker):
+                return Decision(None, worker, cause="blocked")
+            if control.due(worker):
+                item = control.pick(state, worker, closed)
+                if item is not None:
+                    return Decision(Assignment(item, worker, price), worker)
+            closed = closed | control.item_set
         availability = state.availability
         # the policy is told who asks (e.g. Requallo refuses a worker it blocked)
         with availability.question(closed, self.busy):
@@ -247,7 +272,12 @@ class LiveStep:
         pull: bool,
     ) -> Decision:
         """One arrival of a simulated campaign under ``rules`` (prices, capacities and the
-        pending limit by worker index): :meth:`assign` for ``worker`` (pull) or :meth:`push`."""
+        pending limit by worker index): :meth:`assign` for ``worker`` (pull) or :meth:`push`
+        (with control tasks: :meth:`push_with_control`)."""
+        if rules.control is not None and self.control is None:
+            self.control = rules.control
+        if not pull and self.control is not None:
+            return self.push_with_control(rules, policy, state)
         if pull:
             return self.assign(
                 policy,
@@ -265,11 +295,55 @@ class LiveStep:
             max_pending=rules.max_pending_per_worker,
         )
 
-    @staticmethod
-    def exhausted(state: CampaignState, rules: LiveRules) -> bool:
+    def push_with_control(self, rules: LiveRules, policy: Policy, state: CampaignState) -> Decision:
+        """Push mode with control tasks (module docstring): a control task due on the
+        campaign's count goes to no named worker (the world picks one) at the default price;
+        else the policy is asked with the control items closed and the busy items last; an
+        item-only answer is given at the default price, a pair under :meth:`push`'s checks,
+        refused (``blocked``) when it names a blocked worker."""
+        control = self.control
+        assert control is not None  # under() sets it before calling here
+        price = rules.default_price
+        if control.due_in_push():
+            item = control.pick(state, None, self.saturated)
+            if item is not None:
+                if not self.affords(state, price):
+                    return Decision(None, cause="budget")
+                return Decision(Assignment(item, None, price))
+        with state.availability.question(control.item_set, self.busy):
+            choice = policy.select(state)
+        if choice is None or choice.item in control.item_set:
+            return Decision(None)
+        worker = choice.worker
+        if worker is None:
+            if not self.affords(state, price) or choice.item in self.saturated:
+                return Decision(None, cause="refused")
+            return Decision(Assignment(choice.item, None, price))
+        if control.is_blocked(worker):
+            return Decision(None, worker, cause="blocked")
+        price = rules.price_of(worker)
+        if (
+            not self.affords(state, price)
+            or choice.item in self.worker_items.get(worker, ())
+            or self.held(worker, rules.max_pending_per_worker) is not None
+            or not self.has_capacity(worker, rules.capacity_of(worker))
+            or choice.item in self.saturated
+        ):
+            return Decision(None, worker, cause="refused")
+        return Decision(Assignment(choice.item, worker, price), worker)
+
+    def exhausted(self, state: CampaignState, rules: LiveRules) -> bool:
         """Whether no worker can be given anything any more: the budget left pays for no
-        label at the cheapest price, or no item is eligible."""
-        return not state.can_afford(rules.cheapest_price) or not state.eligible.any()
+        label at the cheapest price, or no item is eligible (with control tasks: no item
+        outside the control items, or every worker is blocked)."""
+        if not state.can_afford(rules.cheapest_price) or not state.eligible.any():
+            return True
+        control = self.control
+        if control is None:
+            return False
+        outside = state.eligible.copy()
+        outside[control.items] = False
+        return not outside.any() or control.all_blocked()
 
     # ------------------------------------------------------------------------ settling
     def assigned(self, state: CampaignState, key: Hashable, assignment: Assignment) -> None:
@@ -279,6 +353,8 @@ class LiveStep:
         if worker is not None:
             self.worker_items.setdefault(worker, set()).add(item)
             self.worker_pending.setdefault(worker, {})[key] = None
+        if self.control is not None:
+            self.control.handed(worker, item)
         self._check(state, item)
 
     def settled(self, worker: int | None, key: Hashable) -> None:
@@ -296,6 +372,8 @@ class LiveStep:
         else:
             self.settled(event.worker, key)
         self.labels_by_worker[event.worker] = self.labels_by_worker.get(event.worker, 0) + 1
+        if self.control is not None:
+            self.control.answer(event.worker, event.item, event.label, float(state.spent))
         self._check(state, event.item)
 
     def released(self, state: CampaignState, key: Hashable, assignment: Assignment) -> None:

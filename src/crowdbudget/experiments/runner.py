@@ -23,6 +23,8 @@ import pandas as pd
 from scipy import stats
 
 from crowdbudget._validation import check_budget, check_positive_int
+from crowdbudget.engine.control import ControlLedger, ControlTasks, control_seed
+from crowdbudget.engine.live import LiveRules
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.executors import (
@@ -79,6 +81,8 @@ def run_campaign(
     metrics: MetricsHook | None = None,
     verdict: Verdict | None = None,
     readers: Sequence[tuple[str, Verdict]] = (),
+    control: ControlTasks | None = None,
+    control_items_seed: int | np.random.SeedSequence = 0,
 ) -> list[dict[str, Any]]:
     """Run one campaign up to ``max(budgets)``, recording accuracy at each budget.
 
@@ -96,6 +100,12 @@ def run_campaign(
             here like ``verdict``, each from a copy of the policy's generator as it stands
             after the policy's reset — so each reads exactly what a campaign with that verdict
             alone would give): their rows follow the verdict's, with ``"policy": label``.
+        control: control tasks (:mod:`crowdbudget.engine.control`; None: none): the control
+            items are ``control.choose(evaluated items, control_items_seed)``, served and
+            paid under the live rules (:func:`~crowdbudget.engine.loop.drive` with
+            :class:`~crowdbudget.engine.live.LiveRules`), and left out of ``accuracy`` and
+            the calibration columns; rows gain ``control_labels`` (control answers so far)
+            and ``blocked_workers``.
 
     Returns:
         One dict per budget: ``budget``, ``accuracy`` (fraction of the evaluated items —
@@ -125,16 +135,24 @@ def run_campaign(
     verdict = verdict if verdict is not None else make_verdict()
     if env.eligible is not None:
         state.eligible &= env.eligible
-    recorder = CheckpointRecorder(
-        policy,
-        checkpoints,
-        env.true_labels,
+    evaluated = (
         np.ones(problem.n_items, dtype=bool)
         if env.evaluation_mask is None
-        else np.asarray(env.evaluation_mask, dtype=bool),
-        metrics,
-        verdict,
-        readers,
+        else np.asarray(env.evaluation_mask, dtype=bool)
+    )
+    live, ledger = None, None
+    if control is not None:
+        control_items = control.choose(evaluated, control_items_seed)
+        evaluated = ControlTasks.evaluation_mask(evaluated, control_items)
+        ledger = ControlLedger.start(control, control_items, env.true_labels, problem.n_workers)
+        prices = problem.worker_prices
+        live = LiveRules(
+            worker_prices={} if prices is None else dict(enumerate(map(float, prices))),
+            default_price=problem.default_price,
+            control=ledger,
+        )
+    recorder = CheckpointRecorder(
+        policy, checkpoints, env.true_labels, evaluated, metrics, verdict, readers
     )
     policy.reset(problem, policy_rng)
     # each reader from the generator as the verdict gets it (a verdict only spawns a child
@@ -142,8 +160,43 @@ def run_campaign(
     for _, reader in readers:
         reader.reset(problem, copy.deepcopy(policy_rng))
     verdict.reset(problem, policy_rng)
-    drive(policy, env, state, clock, recorder)
+    if ledger is None:
+        drive(policy, env, state, clock, recorder)
+        return recorder.rows + recorder.reader_rows
+    counted = _ControlColumns(recorder, ledger)
+    drive(policy, env, state, clock, counted, live=live)
     return recorder.rows + recorder.reader_rows
+
+
+@dataclass
+class _ControlColumns:
+    """A recorder adding the control columns (``control_labels``, ``blocked_workers``) to
+    every row ``inner`` records, as they stand when the row is recorded."""
+
+    inner: CheckpointRecorder
+    ledger: ControlLedger
+    _rows: int = 0
+    _reader_rows: int = 0
+
+    def _tag(self) -> None:
+        columns = {
+            "control_labels": float(self.ledger.control_labels),
+            "blocked_workers": float(len(self.ledger.blocked)),
+        }
+        for row in self.inner.rows[self._rows :]:
+            row.update(columns)
+        for row in self.inner.reader_rows[self._reader_rows :]:
+            row.update(columns)
+        self._rows, self._reader_rows = len(self.inner.rows), len(self.inner.reader_rows)
+
+    def before_decision(self, state: CampaignState) -> bool:
+        ended = self.inner.before_decision(state)
+        self._tag()
+        return ended
+
+    def finish(self, state: CampaignState) -> None:
+        self.inner.finish(state)
+        self._tag()
 
 
 def _task(
@@ -156,12 +209,15 @@ def _task(
     mode: str,
     engine: str = "auto",
     metrics: MetricsHook | None = None,
+    control: ControlTasks | None = None,
+    control_items_seed: np.random.SeedSequence | None = None,
 ) -> list[dict[str, Any]]:
     policy_spec, verdict_spec, label, reader_specs = entry
     policy = make_policy(policy_spec)
     verdict = verdict_spec.build()
     fast = (
         metrics is None
+        and control is None
         and verdict_spec.is_posterior
         and not reader_specs
         and _use_fast_engine(policy, env, mode, engine)
@@ -193,6 +249,8 @@ def _task(
                 metrics=metrics,
                 verdict=verdict,
                 readers=[(name, spec.build()) for name, spec in reader_specs],
+                control=control,
+                control_items_seed=0 if control_items_seed is None else control_items_seed,
             )
         for row in campaign:
             # a reader's row names its own label ("policy"), after the default
@@ -264,6 +322,7 @@ def run_experiment(
     executor: str | None = None,
     ties: str = "default",
     verdicts: Sequence[str] = (),
+    control: ControlTasks | None = None,
 ) -> ExperimentResult:
     """Run every policy id on ``n_reps`` worlds of ``env`` at every budget.
 
@@ -304,6 +363,10 @@ def run_experiment(
             Likewise ids of ``policies`` that differ only in their verdict share one
             campaign per replication (:func:`_share_allocations`; not with
             ``engine="fast"``): the same rows, one allocation.
+        control: control tasks (:mod:`crowdbudget.engine.control`; None: none): one subset
+            of the evaluated items, drawn from ``seed`` (:func:`~crowdbudget.engine.control.
+            control_seed`), is the control items of every campaign (:func:`run_campaign`);
+            such campaigns run on the reference engine (``engine="fast"`` is refused).
 
     Returns:
         :class:`ExperimentResult` with ``runs`` (columns ``RUN_COLUMNS``) and ``summary``.
@@ -328,6 +391,8 @@ def run_experiment(
                 f"engine='fast' gives the policy's own verdict only; {policy_spec.id!r} has the "
                 f"verdict {verdict_spec.name!r}"
             )
+    if control is not None and engine == "fast":
+        raise InvalidParameterError("engine='fast' does not run control tasks; use 'auto'")
     budgets = sorted({check_budget(b) for b in budgets})
     env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
     n_reps = check_positive_int(n_reps, "reps")
@@ -339,8 +404,21 @@ def run_experiment(
     # cheap and expensive policies, so chunks take about the same time and the progress bar's
     # estimate is honest (policy by policy, the slow policies' chunks all came last: the bar
     # said seconds left at 80% and took minutes). Rows are sorted afterwards: same results.
+    control_items_seed = None if control is None else control_seed(seed)
     tasks = [
-        (specs[pid], env, budgets, r, world_seeds[r], policy_seeds[r], mode, engine, metrics)
+        (
+            specs[pid],
+            env,
+            budgets,
+            r,
+            world_seeds[r],
+            policy_seeds[r],
+            mode,
+            engine,
+            metrics,
+            control,
+            control_items_seed,
+        )
         for r in range(n_reps)
         for pid in running
     ]

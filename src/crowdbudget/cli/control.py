@@ -1,0 +1,72 @@
+"""The control-task options of ``simulate`` and ``replay`` (:mod:`crowdbudget.engine.control`):
+``--control-fraction`` / ``--control-items`` take gold items as control tasks, served to every
+worker as their first ``--control-first`` tasks and then every ``1/--control-rate``-th; their
+labels cost budget and accuracy is reported on the other gold items; ``--block-below`` blocks
+a worker whose accuracy on control answers is below that level with posterior probability at
+least ``--block-confidence`` (Beta(1, 1) prior)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from crowdbudget.exceptions import InvalidParameterError
+
+
+def add_control_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the control-task options to ``p`` (all off by default)."""
+    group = p.add_argument_group("control tasks")
+    group.add_argument(
+        "--control-fraction",
+        type=float,
+        default=None,
+        help="share of the gold items used as control tasks (paid; not scored)",
+    )
+    group.add_argument("--control-items", type=int, default=None, help="or their number (not both)")
+    group.add_argument(
+        "--control-first",
+        type=int,
+        default=3,
+        help="every worker's first N tasks are control tasks (default 3)",
+    )
+    group.add_argument(
+        "--control-rate",
+        type=float,
+        default=0.05,
+        help="then this share of their tasks, every round(1/rate)-th (default 0.05; 0: none)",
+    )
+    group.add_argument(
+        "--block-below",
+        type=float,
+        default=None,
+        help="block a worker whose control accuracy is below this level (default: no blocking)",
+    )
+    group.add_argument(
+        "--block-confidence",
+        type=float,
+        default=0.95,
+        help="posterior probability of being below the level that blocks (default 0.95)",
+    )
+
+
+def control_tasks(args: argparse.Namespace) -> Any:
+    """The :class:`~crowdbudget.engine.control.ControlTasks` of the command line (None: no
+    control tasks); a blocking option without control tasks is refused."""
+    from crowdbudget.engine.control import ControlTasks
+
+    fraction = getattr(args, "control_fraction", None)
+    n_items = getattr(args, "control_items", None)
+    if fraction is None and n_items is None:
+        if getattr(args, "block_below", None) is not None:
+            raise InvalidParameterError(
+                "--block-below needs control tasks (--control-fraction or --control-items)"
+            )
+        return None
+    return ControlTasks(
+        fraction=fraction,
+        n_items=n_items,
+        first_k=args.control_first,
+        rate=args.control_rate,
+        block_below=args.block_below,
+        block_confidence=args.block_confidence,
+    )

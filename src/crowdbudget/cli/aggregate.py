@@ -47,12 +47,8 @@ def _methods_help() -> str:
     return f"{ids} (parameters, ranges and defaults: crowdbudget aggregators ID)"
 
 
-def cmd_aggregate(args: argparse.Namespace) -> int:
-    from crowdbudget.aggregation.calibration import apply_probability_floor, floor_calibration
-    from crowdbudget.aggregation.registry import make_aggregator
-    from crowdbudget.datasets.loaders import read_labels_csv
-    from crowdbudget.experiments.metrics import calibration_metrics, reliability_diagram
-
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuse inconsistent options before any work (one line each)."""
     if args.reliability is not None and args.gold is None:
         raise DataFormatError("--reliability needs --gold (a CSV task,label) to compare with")
     if args.fit_floor and args.gold is None:
@@ -63,6 +59,72 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         prepare_output_file(args.out, "--out")
     if args.reliability is not None:
         prepare_output_file(args.reliability, "--reliability")
+
+
+def _rows(data: Any, probas: np.ndarray, labels: np.ndarray, *, proba: bool) -> pd.DataFrame:
+    """One row per task: every class probability (``proba``), else label and confidence."""
+    tasks = pd.Series(data.item_ids, name="task")
+    if proba:
+        rows = pd.DataFrame(probas, columns=list(data.classes))
+        rows.insert(0, "task", tasks)
+    else:
+        classes = pd.Series(list(data.classes), dtype=object)
+        confidence = probas[np.arange(data.n_items), labels]
+        rows = pd.DataFrame(
+            {
+                "task": tasks,
+                "label": classes[labels].to_numpy(),
+                "confidence": confidence,
+            }
+        )
+    return rows
+
+
+def _write_files(
+    args: argparse.Namespace,
+    data: Any,
+    aggregator: Any,
+    rows: pd.DataFrame,
+    calibration: dict[str, float] | None,
+) -> None:
+    """The reliability diagram and the rows' CSV, as asked (the rows go to stdout when
+    their file cannot be written)."""
+    from crowdbudget.experiments.metrics import reliability_diagram
+
+    files: list[tuple[str, Path, Any]] = []
+    if args.reliability is not None and calibration is not None and data.gold is not None:
+        gold = data.gold
+        files.append(
+            (
+                "reliability diagram",
+                Path(args.reliability),
+                lambda path: reliability_diagram(
+                    aggregator.probas_,
+                    gold,
+                    path,
+                    labels=aggregator.labels_,
+                    n_bins=args.bins,
+                    title=args.method,
+                ),
+            )
+        )
+    if args.out is not None:
+        files.append(("rows", Path(args.out), lambda path: rows.to_csv(path, index=False)))
+    try:
+        write_files(files, announce=False)
+    except OutputWriteError:
+        if args.out is not None and not args.json:
+            rows.to_csv(sys.stdout, index=False)
+        raise
+
+
+def cmd_aggregate(args: argparse.Namespace) -> int:
+    from crowdbudget.aggregation.calibration import apply_probability_floor, floor_calibration
+    from crowdbudget.aggregation.registry import make_aggregator
+    from crowdbudget.datasets.loaders import read_labels_csv
+    from crowdbudget.experiments.metrics import calibration_metrics
+
+    _check_arguments(args)
     method = args.method if ":seed=" in args.method else f"{args.method}:seed={args.seed}"
     aggregator = make_aggregator(method)  # unknown ids fail here, listing the known ones
     data = read_labels_csv(
@@ -84,20 +146,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         # the rows carry the floored probabilities (ε fitted on every gold task); the
         # labels do not change: the floor keeps each row's order
         probas = apply_probability_floor(probas, floor["floor"])
-    tasks = pd.Series(data.item_ids, name="task")
-    if args.proba:
-        rows = pd.DataFrame(probas, columns=list(data.classes))
-        rows.insert(0, "task", tasks)
-    else:
-        classes = pd.Series(list(data.classes), dtype=object)
-        confidence = probas[np.arange(data.n_items), aggregator.labels_]
-        rows = pd.DataFrame(
-            {
-                "task": tasks,
-                "label": classes[aggregator.labels_].to_numpy(),
-                "confidence": confidence,
-            }
-        )
+    rows = _rows(data, probas, aggregator.labels_, proba=args.proba)
     accuracy = None
     calibration: dict[str, float] | None = None
     if has_gold:
@@ -149,31 +198,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
         _print_report(args, data, rows, accuracy, calibration, floor)
     # the files last: a failure while writing them leaves the report printed (and the rows,
     # which then go to stdout)
-    files: list[tuple[str, Path, Any]] = []
-    if args.reliability is not None and calibration is not None and data.gold is not None:
-        gold = data.gold
-        files.append(
-            (
-                "reliability diagram",
-                Path(args.reliability),
-                lambda path: reliability_diagram(
-                    aggregator.probas_,
-                    gold,
-                    path,
-                    labels=aggregator.labels_,
-                    n_bins=args.bins,
-                    title=args.method,
-                ),
-            )
-        )
-    if args.out is not None:
-        files.append(("rows", Path(args.out), lambda path: rows.to_csv(path, index=False)))
-    try:
-        write_files(files, announce=False)
-    except OutputWriteError:
-        if args.out is not None and not args.json:
-            rows.to_csv(sys.stdout, index=False)
-        raise
+    _write_files(args, data, aggregator, rows, calibration)
     return 0
 
 

@@ -463,74 +463,49 @@ def _execute(args: argparse.Namespace, order: list[str], done: Any) -> tuple[str
     return ("Dask workers" if pool is None else "worker processes"), workers
 
 
-def _run_all(args: argparse.Namespace) -> int:
-    """``reproduce --all``: every id (``--only``: some), every figure, one combined JSON, one
-    Markdown report, when each finished and its CPU time; each id saved as it finishes
-    (``<id>[-quick].json``), which ``--resume`` reads back instead of running it again."""
+def _read_back(
+    args: argparse.Namespace, ids: list[str], order: list[str], out_dir: Path, start: float
+) -> dict[str, dict[str, Any]]:
+    """``--resume``: the ids whose part file in ``out_dir`` matches these settings, as
+    rendered rows (outcome, text, document), announced on stderr."""
     import json
 
-    ids = _selected(args)
-    order = slowest_first(ids, args.quick)
-    out_dir = prepare_output_folder(args.out, "--out")
-    _use_data_dir(args.data_dir)
-    suffix = "-quick" if args.quick else ""
-    start = time.time()
-    clock = time.perf_counter()
     rendered: dict[str, dict[str, Any]] = {}
-    if args.resume:
-        for rid in ids:
-            part = read_part(part_path(out_dir, rid, args.quick), args, rid)
-            if part is None:
-                continue
-            outcome = Outcome(
-                rid, None, None, part["seconds"], start, part["cpu_seconds"], resumed=True
-            )
-            rendered[rid] = {
-                "outcome": outcome,
-                "text": part["text"],
-                "document": json.dumps(part["document"]),
-            }
-        if rendered and not args.no_progress:
-            print(
-                f"reproduce --all: {len(rendered)} of {len(ids)} read back from {out_dir} "
-                f"(--resume): {', '.join(r for r in order if r in rendered)}",
-                file=sys.stderr,
-            )
-    to_run = [rid for rid in order if rid not in rendered]
+    for rid in ids:
+        part = read_part(part_path(out_dir, rid, args.quick), args, rid)
+        if part is None:
+            continue
+        outcome = Outcome(
+            rid, None, None, part["seconds"], start, part["cpu_seconds"], resumed=True
+        )
+        rendered[rid] = {
+            "outcome": outcome,
+            "text": part["text"],
+            "document": json.dumps(part["document"]),
+        }
+    if rendered and not args.no_progress:
+        print(
+            f"reproduce --all: {len(rendered)} of {len(ids)} read back from {out_dir} "
+            f"(--resume): {', '.join(r for r in order if r in rendered)}",
+            file=sys.stderr,
+        )
+    return rendered
 
-    unwritten: list[str] = []
 
-    def done(outcome: Outcome) -> None:
-        rid = outcome.reproduction_id
-        row: dict[str, Any] = {"outcome": outcome}
-        if outcome.result is not None:
-            row["text"], row["document"], files = _render(
-                reproduction_entry(rid),
-                outcome.result,
-                seed=args.seed,
-                quick=args.quick,
-                out_dir=out_dir,
-            )
-            part = part_path(out_dir, rid, args.quick)
-            files.append(("part", part, lambda path: write_part(path, args, outcome, row)))
-            try:
-                write_files(files, announce=False)
-            except OutputWriteError as error:  # the others go on; named at the end
-                unwritten.append(str(error).removesuffix(WRITTEN_ABOVE))
-        rendered[rid] = row
-        if not args.no_progress:
-            status = "ok" if outcome.error is None else f"failed: {outcome.error}"
-            print(
-                f"reproduce --all: [{len(rendered)}/{len(order)}] {rid} "
-                f"{duration_text(outcome.seconds)} "
-                f"(CPU {duration_text(outcome.cpu_seconds)}) {status}",
-                file=sys.stderr,
-            )
+def _combined(
+    args: argparse.Namespace,
+    ids: list[str],
+    order: list[str],
+    rendered: dict[str, dict[str, Any]],
+    start: float,
+    total: float,
+    how: str,
+    workers: int,
+) -> dict[str, Any]:
+    """The combined ``--json`` document of ``--all``: every id's document (or its error),
+    the timing table and the settings."""
+    import json
 
-    how, workers = _execute(args, to_run, done) if to_run else ("earlier runs", 0)
-    total = time.perf_counter() - clock
-    json_path = out_dir / f"reproduce-all{suffix}.json"
-    report_path = out_dir / f"reproduce-all{suffix}.md"
     timing = [
         {
             "id": rid,
@@ -566,9 +541,61 @@ def _run_all(args: argparse.Namespace) -> int:
         "reproductions": documents,
         "timing": timing,
         "total_seconds": total,
-        "report": str(report_path),
-        "json": str(json_path),
     }
+    return combined
+
+
+def _run_all(args: argparse.Namespace) -> int:
+    """``reproduce --all``: every id (``--only``: some), every figure, one combined JSON, one
+    Markdown report, when each finished and its CPU time; each id saved as it finishes
+    (``<id>[-quick].json``), which ``--resume`` reads back instead of running it again."""
+    import json
+
+    ids = _selected(args)
+    order = slowest_first(ids, args.quick)
+    out_dir = prepare_output_folder(args.out, "--out")
+    _use_data_dir(args.data_dir)
+    suffix = "-quick" if args.quick else ""
+    start = time.time()
+    clock = time.perf_counter()
+    rendered = _read_back(args, ids, order, out_dir, start) if args.resume else {}
+    to_run = [rid for rid in order if rid not in rendered]
+
+    unwritten: list[str] = []
+
+    def done(outcome: Outcome) -> None:
+        rid = outcome.reproduction_id
+        row: dict[str, Any] = {"outcome": outcome}
+        if outcome.result is not None:
+            row["text"], row["document"], files = _render(
+                reproduction_entry(rid),
+                outcome.result,
+                seed=args.seed,
+                quick=args.quick,
+                out_dir=out_dir,
+            )
+            part = part_path(out_dir, rid, args.quick)
+            files.append(("part", part, lambda path: write_part(path, args, outcome, row)))
+            try:
+                write_files(files, announce=False)
+            except OutputWriteError as error:  # the others go on; named at the end
+                unwritten.append(str(error).removesuffix(WRITTEN_ABOVE))
+        rendered[rid] = row
+        if not args.no_progress:
+            status = "ok" if outcome.error is None else f"failed: {outcome.error}"
+            print(
+                f"reproduce --all: [{len(rendered)}/{len(order)}] {rid} "
+                f"{duration_text(outcome.seconds)} "
+                f"(CPU {duration_text(outcome.cpu_seconds)}) {status}",
+                file=sys.stderr,
+            )
+
+    how, workers = _execute(args, to_run, done) if to_run else ("earlier runs", 0)
+    total = time.perf_counter() - clock
+    json_path = out_dir / f"reproduce-all{suffix}.json"
+    report_path = out_dir / f"reproduce-all{suffix}.md"
+    combined = _combined(args, ids, order, rendered, start, total, how, workers)
+    combined.update(report=str(report_path), json=str(json_path))
     document = json.dumps(combined, indent=2)
     report = markdown_report(args, ids, rendered, total, how, workers, out_dir)
     failed = [rid for rid in ids if rendered[rid]["outcome"].error is not None]

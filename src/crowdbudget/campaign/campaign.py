@@ -86,12 +86,7 @@ from crowdbudget.campaign.records import AssignmentError as AssignmentError
 from crowdbudget.campaign.records import AssignmentRecord as _Record
 from crowdbudget.campaign.records import PendingAssignment as PendingAssignment
 from crowdbudget.campaign.records import UnknownAssignmentError as UnknownAssignmentError
-from crowdbudget.campaign.store import (
-    CommitTicket,
-    ConcurrentWriteError,
-    EventStore,
-    StoredEvent,
-)
+from crowdbudget.campaign.store import CommitTicket, ConcurrentWriteError, EventStore, StoredEvent
 from crowdbudget.engine.live import LiveStep
 from crowdbudget.exceptions import DataFormatError, InvalidParameterError
 from crowdbudget.policies.verdict import POSTERIOR
@@ -295,7 +290,6 @@ class Campaign(CampaignReports):
         applied in the store's order, as :meth:`load` would. (The policy's random stream
         continues where it was rather than restarting at the new event count: its next
         decisions are valid draws of the policy, as after a reload.)"""
-        assert self.config is not None
         if self.diverged:
             raise ConcurrentWriteError(
                 "this campaign copy applied an event the store refused; reload the campaign"
@@ -450,7 +444,6 @@ class Campaign(CampaignReports):
         self._live.released(self.state, p["id"], assignment)
 
     def _on_settings_changed(self, p: dict[str, Any]) -> None:
-        assert self.config is not None
         self.config = replace(self.config, **p)
 
     def _on_gold_set(self, p: dict[str, Any]) -> None:

@@ -175,15 +175,7 @@ def run_replay(
     report is printed first, then the files are written: the plot at ``plot_path`` and, with
     ``table_stem``, the table as ``<table_stem>.csv`` (the JSON rows) and ``.md``."""
     from crowdbudget.experiments.metrics import quality_metrics
-    from crowdbudget.experiments.report import (
-        accuracy_table,
-        json_document,
-        markdown_table,
-        plot_metrics,
-        results_markdown,
-        results_records,
-        write_results_csv,
-    )
+    from crowdbudget.experiments.report import accuracy_table, json_document, results_records
     from crowdbudget.registry import parse_policy
     from crowdbudget.simulation.replay import ReplayEnvironment
     from crowdbudget.types import Problem
@@ -206,24 +198,8 @@ def run_replay(
         parse_policy(pid).id in QUALITY_POLICIES for pid in args.policies
     )
     result = run_policies(args, env, budgets, quality_metrics if quality else None)
-    settings = {
-        "dataset": data.name,
-        "n_items": data.n_items,
-        "n_workers": data.n_workers,
-        "n_labels": data.n_labels,
-        "n_classes": data.n_classes,
-        "gold_items": int(data.gold_mask.sum()),
-        "gold_items_without_labels": int(data.extra.get("gold_without_labels", 0)),
-        "mode": args.mode,
-        "policies": args.policies,
-        "budgets": sorted(set(budgets)),
-        "reps": args.reps,
-    }
-    if args.verdicts:
-        settings["verdicts"] = args.verdicts
     defaulted = default_verdicts(args.policies, args.verdict)
-    if defaulted:
-        settings["default_verdicts"] = defaulted
+    settings = _replay_settings(args, data, budgets, defaulted)
     title = (
         f"{command}: {data.name} ({data.n_items} items, {data.n_labels} labels), {args.reps} reps"
     )
@@ -232,27 +208,7 @@ def run_replay(
     ]
     note_texts = notes(result.summary, data) if notes is not None else []
     note_texts += round_robin_notes(result.summary, data.n_classes)
-    # the fairness check: the same runs with the class codes / worker ids / item order permuted
-    fairness_rows: list[dict[str, Any]] = []
-    fairness_lines: list[str] = []
-    for flag, permutation in (
-        ("permute_classes", "classes"),
-        ("permute_workers", "workers"),
-        ("permute_items", "items"),
-    ):
-        if not getattr(args, flag, False):
-            continue
-        permuted = data.permuted(
-            classes=permutation == "classes",
-            workers=permutation == "workers",
-            items=permutation == "items",
-            seed=args.seed,
-        )
-        again = run_policies(args, ReplayEnvironment.from_label_data(permuted), budgets)
-        rows, lines = _fairness(result.summary, again.summary, args.reps, permutation)
-        fairness_rows += rows
-        fairness_lines += lines
-
+    fairness_rows, fairness_lines = _fairness_checks(args, data, budgets, result.summary)
     tables = (
         {"table_csv": f"{table_stem}.csv", "table_markdown": f"{table_stem}.md"}
         if table_stem is not None
@@ -271,15 +227,95 @@ def run_replay(
     table = accuracy_table(result.summary, data.n_items)
     extra = list(fairness_lines)
     if quality:
-        shown = result.summary.copy()
-        # Li et al. write 0.5 where nothing is labeled ("uninformative"; the JSON keeps it):
-        # the text table shows — there instead of a number that reads like a coin
-        nothing = shown["quantity_mean"] == 0
-        shown.loc[nothing, ["accuracy_labeled_mean", "accuracy_labeled_std"]] = float("nan")
-        for metric, what in QUALITY_TABLES:
-            extra += [f"{what} (mean ± std)", accuracy_table(shown, data.n_items, metric)]
-        if nothing.any():
-            extra.append("— : no item reached 3 labels (Li et al. report 0.5, uninformative)")
+        extra += _quality_tables(result.summary, data.n_items)
+    caption = _replay_caption(args, data)
+    text = "\n".join(
+        [title, caption, table, *extra, *verdict_note(defaulted), *note_lines(note_texts)]
+    )
+    emit(args, text, document)
+    _write_replay_files(
+        args, result.summary, data.n_items, records, title, caption, note_texts, plot_path, tables
+    )
+    return 0
+
+
+def _replay_settings(
+    args: argparse.Namespace, data: Any, budgets: list[float], defaulted: dict[str, str]
+) -> dict[str, Any]:
+    """The ``settings`` of :func:`run_replay`'s JSON document: the data set's sizes, the run's
+    options, and the verdicts (``--verdicts``, and ``defaulted``: those given by default)."""
+    settings = {
+        "dataset": data.name,
+        "n_items": data.n_items,
+        "n_workers": data.n_workers,
+        "n_labels": data.n_labels,
+        "n_classes": data.n_classes,
+        "gold_items": int(data.gold_mask.sum()),
+        "gold_items_without_labels": int(data.extra.get("gold_without_labels", 0)),
+        "mode": args.mode,
+        "policies": args.policies,
+        "budgets": sorted(set(budgets)),
+        "reps": args.reps,
+    }
+    if args.verdicts:
+        settings["verdicts"] = args.verdicts
+    if defaulted:
+        settings["default_verdicts"] = defaulted
+    return settings
+
+
+def _fairness_checks(
+    args: argparse.Namespace, data: Any, budgets: list[float], summary: Any
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The fairness check of :func:`run_replay`: the same runs with the class codes / worker
+    ids / item order permuted (``--permute-*``, in that order, each drawn from ``args.seed``),
+    compared with ``summary`` by :func:`_fairness`: its JSON rows and text lines, concatenated
+    (empty when no permutation is asked)."""
+    from crowdbudget.simulation.replay import ReplayEnvironment
+
+    fairness_rows: list[dict[str, Any]] = []
+    fairness_lines: list[str] = []
+    for flag, permutation in (
+        ("permute_classes", "classes"),
+        ("permute_workers", "workers"),
+        ("permute_items", "items"),
+    ):
+        if not getattr(args, flag, False):
+            continue
+        permuted = data.permuted(
+            classes=permutation == "classes",
+            workers=permutation == "workers",
+            items=permutation == "items",
+            seed=args.seed,
+        )
+        again = run_policies(args, ReplayEnvironment.from_label_data(permuted), budgets)
+        rows, lines = _fairness(summary, again.summary, args.reps, permutation)
+        fairness_rows += rows
+        fairness_lines += lines
+    return fairness_rows, fairness_lines
+
+
+def _quality_tables(summary: Any, n_items: int) -> list[str]:
+    """The text tables of the quantity–quality metrics (:data:`QUALITY_TABLES`), each under
+    its heading, and a legend line when some cell shows — (nothing labeled)."""
+    from crowdbudget.experiments.report import accuracy_table
+
+    lines: list[str] = []
+    shown = summary.copy()
+    # Li et al. write 0.5 where nothing is labeled ("uninformative"; the JSON keeps it):
+    # the text table shows — there instead of a number that reads like a coin
+    nothing = shown["quantity_mean"] == 0
+    shown.loc[nothing, ["accuracy_labeled_mean", "accuracy_labeled_std"]] = float("nan")
+    for metric, what in QUALITY_TABLES:
+        lines += [f"{what} (mean ± std)", accuracy_table(shown, n_items, metric)]
+    if nothing.any():
+        lines.append("— : no item reached 3 labels (Li et al. report 0.5, uninformative)")
+    return lines
+
+
+def _replay_caption(args: argparse.Namespace, data: Any) -> str:
+    """The caption of :func:`run_replay`'s accuracy table: what is scored, over how many
+    replications, and the control tasks left out."""
     caption = f"accuracy on the {_gold_note(data)} (mean ± std over {args.reps} replications)"
     control = getattr(args, "control", None)
     if control is not None:
@@ -287,14 +323,33 @@ def run_replay(
             f"; control tasks ({control.n_items or control.fraction} of the gold items, paid, "
             "not scored) are left out"
         )
-    text = "\n".join(
-        [title, caption, table, *extra, *verdict_note(defaulted), *note_lines(note_texts)]
+    return caption
+
+
+def _write_replay_files(
+    args: argparse.Namespace,
+    summary: Any,
+    n_items: int,
+    records: list[dict[str, Any]],
+    title: str,
+    caption: str,
+    note_texts: list[str],
+    plot_path: str | None,
+    tables: dict[str, str],
+) -> None:
+    """Write :func:`run_replay`'s files: the table (``tables``: its ``.csv`` of ``records``
+    and ``.md``, when given) and the plot at ``plot_path`` (when given)."""
+    from crowdbudget.experiments.report import (
+        markdown_table,
+        plot_metrics,
+        results_markdown,
+        write_results_csv,
     )
-    emit(args, text, document)
+
     files: list[tuple[str, Path, Callable[[Path], object]]] = []
-    if table_stem is not None:
+    if tables:
         markdown = results_markdown(
-            title, [(caption, markdown_table(result.summary, data.n_items))], note_texts
+            title, [(caption, markdown_table(summary, n_items))], note_texts
         )
         files += [
             ("table", Path(tables["table_csv"]), lambda path: write_results_csv(records, path)),
@@ -309,11 +364,10 @@ def run_replay(
             (
                 "plot",
                 Path(plot_path),
-                lambda path: plot_metrics(result.summary, path, n_items=data.n_items, title=title),
+                lambda path: plot_metrics(summary, path, n_items=n_items, title=title),
             )
         )
     write_files(files, announce=not args.json)
-    return 0
 
 
 def _fairness(

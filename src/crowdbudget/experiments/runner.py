@@ -372,6 +372,48 @@ def run_experiment(
         :class:`ExperimentResult` with ``runs`` (columns ``RUN_COLUMNS``) and ``summary``.
     """
     policies = list(policies)
+    specs, readings = _checked_specs(policies, env, mode, engine, verdict, verdicts, ties, control)
+    budgets = sorted({check_budget(b) for b in budgets})
+    env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
+    n_reps = check_positive_int(n_reps, "reps")
+    # each id's row, then its readings'
+    order = [label for pid in policies for label in (str(pid), *(r for r, _ in readings[str(pid)]))]
+    running = policies if engine == "fast" else _share_allocations(policies, specs)
+    tasks = _replication_tasks(
+        [specs[pid] for pid in running], env, budgets, n_reps, seed, mode, engine, metrics, control
+    )
+    rows = execute(
+        _task,
+        tasks,
+        _labels_to_buy(tasks, budgets),
+        n_jobs=n_jobs,
+        executor=executor,
+        progress=progress,
+    )
+    extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))
+    runs = sort_runs(pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns), order)
+    return ExperimentResult(runs=runs, summary=summarize(runs, order))
+
+
+#: what :func:`run_experiment` hands a replication's campaign of one id: the policy's spec,
+#: its verdict's, the row label and the further readings (label, verdict)
+_Entry = tuple[Spec, VerdictSpec, str, tuple[tuple[str, VerdictSpec], ...]]
+
+
+def _checked_specs(
+    policies: list[str],
+    env: LabelingEnvironment,
+    mode: str,
+    engine: str,
+    verdict: str | None,
+    verdicts: Sequence[str],
+    ties: str,
+    control: ControlTasks | None,
+) -> tuple[dict[str, _Entry], dict[str, tuple[tuple[str, VerdictSpec], ...]]]:
+    """The parsed entries of :func:`run_experiment`'s ``policies`` (keyed by id, with
+    ``ties="paper"`` pinned) and each id's further readings (:func:`reader_specs`), checked
+    before any work: unknown ids, an unknown ``ties``, and what ``engine`` cannot run raise
+    InvalidParameterError."""
     if not policies:
         raise InvalidParameterError("at least one policy is needed")
     # parsed and checked once here; the specs (not the strings) go to the worker processes:
@@ -393,21 +435,32 @@ def run_experiment(
             )
     if control is not None and engine == "fast":
         raise InvalidParameterError("engine='fast' does not run control tasks; use 'auto'")
-    budgets = sorted({check_budget(b) for b in budgets})
-    env.check_budget(budgets[-1])  # e.g. a replay cannot spend more labels than recorded
-    n_reps = check_positive_int(n_reps, "reps")
+    return specs, readings
+
+
+def _replication_tasks(
+    entries: list[_Entry],
+    env: LabelingEnvironment,
+    budgets: list[float],
+    n_reps: int,
+    seed: int,
+    mode: str,
+    engine: str,
+    metrics: MetricsHook | None,
+    control: ControlTasks | None,
+) -> list[tuple[Any, ...]]:
+    """The arguments of :func:`_task` for every replication and every one of ``entries``
+    (the campaigns :func:`run_experiment` runs), replication r with the r-th seeds of
+    :func:`replication_seeds` and every campaign with the control items' seed of ``seed``."""
     world_seeds, policy_seeds = replication_seeds(seed, n_reps)
-    # each id's row, then its readings'
-    order = [label for pid in policies for label in (str(pid), *(r for r, _ in readings[str(pid)]))]
-    running = policies if engine == "fast" else _share_allocations(policies, specs)
-    # replications outside, policies inside: every chunk of tasks (below) then holds a mix of
-    # cheap and expensive policies, so chunks take about the same time and the progress bar's
+    # replications outside, policies inside: every chunk of tasks then holds a mix of cheap
+    # and expensive policies, so chunks take about the same time and the progress bar's
     # estimate is honest (policy by policy, the slow policies' chunks all came last: the bar
     # said seconds left at 80% and took minutes). Rows are sorted afterwards: same results.
     control_items_seed = None if control is None else control_seed(seed)
-    tasks = [
+    return [
         (
-            specs[pid],
+            entry,
             env,
             budgets,
             r,
@@ -420,26 +473,20 @@ def run_experiment(
             control_items_seed,
         )
         for r in range(n_reps)
-        for pid in running
+        for entry in entries
     ]
-    # the bar counts labels to buy, not campaigns: a budget-aware policy runs one campaign per
-    # budget (the sum of the budgets), the others one up to the largest budget, so a bar over
-    # campaigns under-counts the slow ones and its time estimate comes out short
-    cost = {
-        id(spec): float(sum(budgets)) if spec[0].capabilities.budget_aware else float(budgets[-1])
-        for spec in specs.values()
-    }
-    rows = execute(
-        _task,
-        tasks,
-        [cost[id(task[0])] for task in tasks],
-        n_jobs=n_jobs,
-        executor=executor,
-        progress=progress,
-    )
-    extra_columns = list(dict.fromkeys(k for row in rows for k in row if k not in RUN_COLUMNS))
-    runs = sort_runs(pd.DataFrame(rows, columns=RUN_COLUMNS + extra_columns), order)
-    return ExperimentResult(runs=runs, summary=summarize(runs, order))
+
+
+def _labels_to_buy(tasks: Sequence[tuple[Any, ...]], budgets: Sequence[float]) -> list[float]:
+    """The progress weight of each of :func:`run_experiment`'s ``tasks``: the labels it buys.
+
+    The bar counts labels to buy, not campaigns: a budget-aware policy runs one campaign per
+    budget (the sum of the budgets), the others one up to the largest budget, so a bar over
+    campaigns under-counts the slow ones and its time estimate comes out short."""
+    return [
+        float(sum(budgets)) if task[0][0].capabilities.budget_aware else float(budgets[-1])
+        for task in tasks
+    ]
 
 
 def _share_allocations(

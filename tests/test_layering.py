@@ -16,7 +16,10 @@ Layers, lowest first (a module may import its own layer or lower ones):
    ``client``, ``integrations`` and the package's curated exports (``crowdbudget/__init__``,
    ``__main__``).
 
-Every import counts (inside functions too), except under ``TYPE_CHECKING``.
+Every import counts (inside functions too), except under ``TYPE_CHECKING``; so does
+``importlib.import_module("crowdbudget.…")``, and an import by a run-time name is allowed only
+where :data:`DYNAMIC_IMPORTS` says why (a registry's declared plugin), so no circle hides
+behind ``importlib``.
 
 ``KNOWN_UPWARD`` would list upward imports tolerated for a while; the first build's last ones
 (the priced-worker policies on simulation's loop) are gone, so it is empty and the test fails
@@ -83,7 +86,49 @@ def import_graph() -> dict[str, set[str]]:
                     graph[name].add(sub if sub in modules else node.module)
             elif isinstance(node, ast.Import):
                 graph[name].update(a.name for a in node.names if a.name in modules)
+            elif _is_import_module(node):
+                # importlib.import_module("crowdbudget.x"): an import all the same
+                target = _literal_target(node)
+                if target is not None and target.startswith("crowdbudget"):
+                    graph[name].add(target)
     return graph
+
+
+def _is_import_module(node: ast.AST) -> bool:
+    """A call of ``importlib.import_module`` (or a bare ``import_module``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id == "import_module"
+    )
+
+
+def _literal_target(node: ast.Call) -> str | None:
+    first = node.args[0] if node.args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+#: modules that import a module named at run time (not a literal the graph can see), and why;
+#: anywhere else such a call could hide an upward import or a circle, so it fails the test
+DYNAMIC_IMPORTS = {
+    "crowdbudget.registry": "a Registry loads the plugin module it was declared with",
+    "crowdbudget": "the package's lazy public attributes (PEP 562 __getattr__)",
+    "crowdbudget.cli.reproduce": "the reproductions' paper modules, found by package walk",
+}
+
+
+def test_no_import_hides_behind_importlib() -> None:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    dynamic = set()
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if _is_import_module(node) and _literal_target(node) is None:  # type: ignore[arg-type]
+                dynamic.add(name)
+    unexplained = sorted(dynamic - set(DYNAMIC_IMPORTS))
+    assert not unexplained, f"imports by a run-time name (list them with a reason): {unexplained}"
+    gone = sorted(set(DYNAMIC_IMPORTS) - dynamic)
+    assert not gone, f"remove from DYNAMIC_IMPORTS, no longer importing by name: {gone}"
 
 
 def _layer(module: str) -> int:

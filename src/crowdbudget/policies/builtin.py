@@ -24,6 +24,7 @@ from crowdbudget.policies.worker_aware_multiclass import (
     OneCoinAnyClassKnowledgeGradient,
 )
 from crowdbudget.registry import (
+    POLICIES,
     Param,
     PolicySpec,
     ProblemSize,
@@ -744,3 +745,7 @@ for _id, _summary, _defaults, _params in (
 
 # ---- every policy: verdict=<aggregator> is not the policy's: registry.split_verdict and
 # policies/verdict.py build the verdict beside it (DESIGN §11) -------------------------------
+from crowdbudget.policies.verdict import make_verdict, verdict_refusal  # noqa: E402
+
+# the registry builds and checks verdicts through these (it imports no component itself)
+POLICIES.hooks.update(make_verdict=make_verdict, verdict_refusal=verdict_refusal)

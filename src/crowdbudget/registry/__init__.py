@@ -104,7 +104,18 @@ class Registry:
         #: parameters typed under an old name (old → new): still read, the new spelling
         #: printed once per text (e.g. a policy's ``final=`` is now ``verdict=``)
         self.renamed: dict[str, str] = {}
+        #: functions the plugin module installs for this registry's callers (the policies'
+        #: plugin installs ``make_verdict`` and ``verdict_refusal``): reached through
+        #: :meth:`hook`, so the registry calls upward only through its declared plugin
+        self.hooks: dict[str, Callable[..., Any]] = {}
         _REGISTRIES[kind] = self
+
+    def hook(self, name: str) -> Callable[..., Any]:
+        """The function the plugin module installed under ``name`` (the plugin is loaded
+        first, as for an entry)."""
+        if self._builtin is not None:
+            self._load()
+        return self.hooks[name]
 
     def _load(self) -> None:
         if self._loaded:
@@ -358,14 +369,13 @@ class VerdictSpec:
         return self.name in ("posterior", "paper")
 
     def build(self) -> Any:
-        """The verdict component (:func:`crowdbudget.policies.verdict.make_verdict`)."""
-        verdicts = importlib.import_module("crowdbudget.policies.verdict")
-        return verdicts.make_verdict(self.name, self.workers)
+        """The verdict component (``crowdbudget.policies.verdict.make_verdict``, installed by
+        the policies' plugin: :meth:`Registry.hook`)."""
+        return POLICIES.hook("make_verdict")(self.name, self.workers)
 
     def refusal(self, problem: Problem) -> str | None:
         """Why ``problem`` does not suit this verdict (one line), or None."""
-        verdicts = importlib.import_module("crowdbudget.policies.verdict")
-        reason: str | None = verdicts.verdict_refusal(self.name, problem.n_classes)
+        reason: str | None = POLICIES.hook("verdict_refusal")(self.name, problem.n_classes)
         return reason
 
 

@@ -29,7 +29,13 @@ through the live step (:class:`~crowdbudget.engine.live.LiveStep`) as a live
 the label cap, the worker's own items closed and busy items last; work not answered within the
 rules' ``ttl`` expires (released at hand-out time + ttl, the world not asked). An arrival that
 gets no work then ends the campaign only when nothing is pending and the budget or the items
-are exhausted; otherwise the next arrival is served (the clock's arrivals must end).
+are exhausted, or (push mode) when the policy chose no pair and nothing is pending; otherwise
+the next arrival is served (the clock's arrivals must end). Push mode under the live rules
+without control tasks needs a policy that chooses workers (``chooses_workers``; refused at the
+start, as a push :class:`~crowdbudget.campaign.Campaign` refuses it). A policy whose answers
+are refused :func:`no_progress_limit` times with no work handed out and nothing pending (it
+keeps naming a closed item, say) would loop for ever: the loop stops it with an
+:class:`~crowdbudget.exceptions.InvalidParameterError` naming it.
 
 A world may define ``claim(assignment)``: it is told when work is handed out, before the
 answer (a replay in continuous time reserves one unused record of the item there, so the
@@ -57,7 +63,7 @@ import numpy as np
 from crowdbudget.aggregation.calibration import verdict_calibration
 from crowdbudget.engine.live import LiveRules, LiveStep
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.base import AllocationPolicy, check_push_capable
 from crowdbudget.policies.verdict import PosteriorVerdict, Verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import Assignment, BoolArray, CampaignState, IntArray, LabelEvent
@@ -302,6 +308,26 @@ class StopAtSpend:
         pass
 
 
+#: the live step's causes of "the answer (or the worker) was refused": the stuck guard counts
+#: them (``done``: the policy named a closed item, or every open item is the worker's)
+_REFUSALS = frozenset({"done", "refused", "blocked"})
+
+
+def no_progress_limit(n_workers: int | None) -> int:
+    """How many answers may be refused (live step causes ``done``, ``refused``, ``blocked``)
+    with no work handed out and nothing pending before :func:`drive` under the live rules
+    calls the policy stuck: 10 per worker plus 100, generous enough that random arrivals
+    reach a worker who can still be served (for K workers, one arrival in K on average;
+    missing it 10K + 100 times running has probability below e^-10)."""
+    return 10 * (n_workers or 0) + 100
+
+
+def _policy_name(policy: object) -> str:
+    """The policy's name in an error line: its ``policy_name`` if it has one, else its
+    class's name."""
+    return str(getattr(policy, "policy_name", type(policy).__name__))
+
+
 def _sync(env: LabelingEnvironment, state: CampaignState, item: int) -> None:
     """The item leaves the eligible set once the world can no longer answer it."""
     if env.eligible is not None and not env.eligible[item]:
@@ -328,7 +354,19 @@ def drive(
     and capacity given back) and counted in :attr:`Outcome.cancelled`.
 
     ``live``: the live rules (module docstring; None: the policy is asked directly).
+
+    Raises:
+        InvalidParameterError: push mode under ``live`` without control tasks with a policy
+            that picks items only; under ``live``, a policy whose answers are refused
+            :func:`no_progress_limit` times with no work handed out and nothing pending.
     """
+    if live is not None and live.control is None and not clock.pull:
+        # a wrapper without the flag passes: its inner policy is not known here
+        check_push_capable(
+            bool(getattr(policy, "chooses_workers", True)),
+            _policy_name(policy),
+            "drive it in pull mode (Clock('pull')) or give control tasks",
+        )
     # pending work by (completion time, order handed out); held work (infinite work time)
     # apart, answered newest first when the policy idles
     due: list[tuple[float, int, Assignment]] = []
@@ -339,6 +377,8 @@ def drive(
     timed, horizon, cap = clock.timed, clock.horizon, clock.max_assignments
     handed = 0
     now = 0.0
+    # answers refused since work was last handed out or pending (live rules: the stuck guard)
+    refused, patience = 0, no_progress_limit(state.problem.n_workers)
 
     def complete(key: int, assignment: Assignment) -> bool:
         """The world answers ``assignment`` at ``now``; True when it has nothing more."""
@@ -366,10 +406,27 @@ def drive(
 
     def decide(worker: int | None) -> tuple[Assignment | None, bool]:
         """The work for the arrival, and whether no work ends the campaign."""
+        nonlocal refused
         if step is None or live is None:
             return policy.select(state, worker=worker), True
         decision = step.under(live, policy, state, worker, pull=clock.pull)
-        return decision.assignment, step.exhausted(state, live)
+        assignment = decision.assignment
+        # push: the policy chose no pair (cause None); with nothing pending, nothing changes
+        final = (not clock.pull and assignment is None and decision.cause is None) or (
+            step.exhausted(state, live)
+        )
+        if assignment is not None or due or held or final:
+            refused = 0
+        elif decision.cause in _REFUSALS:
+            # a policy idling (``policy``) is left alone: finite arrivals end it, as offline
+            refused += 1
+            if refused > patience:
+                raise InvalidParameterError(
+                    f"policy {_policy_name(policy)} made no progress under the live rules: "
+                    f"{refused} answers refused with no work handed out and nothing pending "
+                    f"(last: {decision.cause})"
+                )
+        return assignment, final
 
     t_arrival = clock.next_arrival(now)
     while True:

@@ -290,6 +290,9 @@ class PerContextOptKG(AllocationPolicy):
     def _best_in_context(
         self, state: CampaignState, s: int, worker: int | None
     ) -> tuple[int, int] | None:
+        """The best-scored pair of context ``s`` (of ``worker`` when given) whose item this
+        question may name (``state.availability.open_mask()``, read anew on each try of its
+        search) and, on a replay, has an unused label; None when there is none."""
         lo, hi = int(self._ctx_ptr[s]), int(self._ctx_ptr[s + 1])
         scores = self._scores[lo:hi]
         items = self._items[lo:hi]
@@ -306,8 +309,10 @@ class PerContextOptKG(AllocationPolicy):
                 remaining = remaining[chosen]
         if scores.shape[0] == 0:
             return None
-        if not (remaining is None and chosen is None and state.eligible.all()):
-            ok = state.eligible[items]
+        # offline the open mask is the state's eligible array itself (nothing closed)
+        open_mask = state.availability.open_mask()
+        if not (remaining is None and chosen is None and open_mask.all()):
+            ok = open_mask[items]
             if remaining is not None:
                 ok &= remaining > 0
             if not ok.any():
@@ -329,6 +334,11 @@ class PerContextOptKG(AllocationPolicy):
             self._build(state)
         if not state.can_afford(self.price_):
             return None
+        return state.availability.search(lambda: self._choose(state, worker))
+
+    def _choose(self, state: CampaignState, worker: int | None) -> Assignment | None:
+        """One try of :meth:`select` among the open items (the contexts in order of their
+        deficit against their share of the labels issued so far)."""
         total = int(self.issued_.sum())
         deficit = (total + 1) * self.share_ - self.issued_
         for s in np.argsort(-deficit, kind="stable").tolist():

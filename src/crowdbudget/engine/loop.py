@@ -61,7 +61,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from crowdbudget.aggregation.calibration import verdict_calibration
-from crowdbudget.engine.live import LiveRules, LiveStep
+from crowdbudget.engine.live import Decision, LiveRules, LiveStep
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.base import AllocationPolicy, check_push_capable
 from crowdbudget.policies.verdict import PosteriorVerdict, Verdict
@@ -322,10 +322,67 @@ def no_progress_limit(n_workers: int | None) -> int:
     return 10 * (n_workers or 0) + 100
 
 
-def _policy_name(policy: object) -> str:
-    """The policy's name in an error line: its ``policy_name`` if it has one, else its
-    class's name."""
-    return str(getattr(policy, "policy_name", type(policy).__name__))
+@dataclass
+class _LiveQuestions:
+    """The arrivals of one run under the live rules asked through the live step, and the
+    answers refused since work was last handed out or pending: an error once they pass
+    ``patience`` (:func:`no_progress_limit`)."""
+
+    policy_name: str
+    patience: int
+    pull: bool
+    refused: int = 0
+
+    @classmethod
+    def start(
+        cls, policy: Decider, state: CampaignState, clock: Timing, live: LiveRules
+    ) -> _LiveQuestions:
+        """The guard of one run; refuses push mode without control tasks for a policy that
+        picks items only (a wrapper without the flag passes: its inner policy is unknown)."""
+        name = str(getattr(policy, "policy_name", type(policy).__name__))
+        if live.control is None and not clock.pull:
+            check_push_capable(
+                bool(getattr(policy, "chooses_workers", True)),
+                name,
+                "drive it in pull mode (Clock('pull')) or give control tasks",
+            )
+        return cls(name, no_progress_limit(state.problem.n_workers), clock.pull)
+
+    def decide(
+        self,
+        step: LiveStep,
+        live: LiveRules,
+        policy: Decider,
+        state: CampaignState,
+        worker: int | None,
+        *,
+        pending: bool,
+    ) -> tuple[Assignment | None, bool]:
+        """The work for one arrival (``pending``: work is out), and whether no work ends the
+        campaign: the live step's exhaustion, or in push mode the policy choosing no pair
+        (cause None; with nothing pending nothing changes)."""
+        decision = step.under(live, policy, state, worker, pull=self.pull)
+        assignment = decision.assignment
+        final = (not self.pull and assignment is None and decision.cause is None) or (
+            step.exhausted(state, live)
+        )
+        self.count(decision, progressing=assignment is not None or pending or final)
+        return assignment, final
+
+    def count(self, decision: Decision, *, progressing: bool) -> None:
+        """Count one arrival's decision; ``progressing``: work was handed out, is pending, or
+        the campaign ends. A policy idling (``policy``) is left alone: finite arrivals end it,
+        as offline."""
+        if progressing:
+            self.refused = 0
+        elif decision.cause in _REFUSALS:
+            self.refused += 1
+            if self.refused > self.patience:
+                raise InvalidParameterError(
+                    f"policy {self.policy_name} made no progress under the live rules: "
+                    f"{self.refused} answers refused with no work handed out and nothing "
+                    f"pending (last: {decision.cause})"
+                )
 
 
 def _sync(env: LabelingEnvironment, state: CampaignState, item: int) -> None:
@@ -356,17 +413,10 @@ def drive(
     ``live``: the live rules (module docstring; None: the policy is asked directly).
 
     Raises:
-        InvalidParameterError: push mode under ``live`` without control tasks with a policy
-            that picks items only; under ``live``, a policy whose answers are refused
-            :func:`no_progress_limit` times with no work handed out and nothing pending.
+        InvalidParameterError: under ``live``: an item-only policy in push mode without control
+            tasks; answers refused :func:`no_progress_limit` times, nothing handed or pending.
     """
-    if live is not None and live.control is None and not clock.pull:
-        # a wrapper without the flag passes: its inner policy is not known here
-        check_push_capable(
-            bool(getattr(policy, "chooses_workers", True)),
-            _policy_name(policy),
-            "drive it in pull mode (Clock('pull')) or give control tasks",
-        )
+    guard = None if live is None else _LiveQuestions.start(policy, state, clock, live)
     # pending work by (completion time, order handed out); held work (infinite work time)
     # apart, answered newest first when the policy idles
     due: list[tuple[float, int, Assignment]] = []
@@ -377,8 +427,6 @@ def drive(
     timed, horizon, cap = clock.timed, clock.horizon, clock.max_assignments
     handed = 0
     now = 0.0
-    # answers refused since work was last handed out or pending (live rules: the stuck guard)
-    refused, patience = 0, no_progress_limit(state.problem.n_workers)
 
     def complete(key: int, assignment: Assignment) -> bool:
         """The world answers ``assignment`` at ``now``; True when it has nothing more."""
@@ -406,27 +454,9 @@ def drive(
 
     def decide(worker: int | None) -> tuple[Assignment | None, bool]:
         """The work for the arrival, and whether no work ends the campaign."""
-        nonlocal refused
-        if step is None or live is None:
+        if step is None or live is None or guard is None:
             return policy.select(state, worker=worker), True
-        decision = step.under(live, policy, state, worker, pull=clock.pull)
-        assignment = decision.assignment
-        # push: the policy chose no pair (cause None); with nothing pending, nothing changes
-        final = (not clock.pull and assignment is None and decision.cause is None) or (
-            step.exhausted(state, live)
-        )
-        if assignment is not None or due or held or final:
-            refused = 0
-        elif decision.cause in _REFUSALS:
-            # a policy idling (``policy``) is left alone: finite arrivals end it, as offline
-            refused += 1
-            if refused > patience:
-                raise InvalidParameterError(
-                    f"policy {_policy_name(policy)} made no progress under the live rules: "
-                    f"{refused} answers refused with no work handed out and nothing pending "
-                    f"(last: {decision.cause})"
-                )
-        return assignment, final
+        return guard.decide(step, live, policy, state, worker, pending=bool(due or held))
 
     t_arrival = clock.next_arrival(now)
     while True:

@@ -17,14 +17,13 @@ from crowdbudget.experiments.runner import run_campaign, run_experiment
 from crowdbudget.registry import POLICIES, make_policy, policies_for
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 from crowdbudget.simulation.workers import WorkerPool
-from crowdbudget.types import CampaignState
+from crowdbudget.types import Assignment, CampaignState
 
 N_ITEMS = 40
-#: pull policies that do not run under the live rules at all (without control tasks either)
-LIVE_RULES_UNSUPPORTED = {"opt-kg-per-context"}
-#: push: iethresh names a pair whose worker labeled the item already, refused forever (it
-#: loops under ``LiveRules()`` without control tasks too)
-PUSH_LIVE_RULES_UNSUPPORTED = {"iethresh"}
+#: push under the live rules in a world without listed pairs: opt-kg-per-context may name a
+#: pair whose worker labeled the item already (it may ask a pair again offline, and nothing
+#: closes a pair to a push question), which the live step refuses; ``drive`` stops it (below)
+PUSH_REPEATS_PAIRS = {"opt-kg-per-context"}
 
 
 def _crowd(accuracies: list[float]) -> WorkerPool:
@@ -155,12 +154,9 @@ def _pull_policies() -> list[str]:
     return [
         pid
         for pid in policies_for(problem)
-        # the exact DP is refused at this size (its state count), with or without control;
-        # opt-kg-per-context reads no closed items (Availability) and, under the live rules
-        # in pull mode, names the worker's own item forever, with or without control tasks
+        # the exact DP is refused at this size (its state count), with or without control
         if POLICIES.capabilities(POLICIES.spec(pid)).supports_pull
         and not POLICIES.capabilities(POLICIES.spec(pid)).budget_aware
-        and pid not in LIVE_RULES_UNSUPPORTED
     ]
 
 
@@ -199,7 +195,7 @@ def _push_policies() -> list[str]:
         pid
         for pid in policies_for(problem)
         if not POLICIES.capabilities(POLICIES.spec(pid)).budget_aware
-        and pid not in LIVE_RULES_UNSUPPORTED | PUSH_LIVE_RULES_UNSUPPORTED
+        and pid not in PUSH_REPEATS_PAIRS
     ]
 
 
@@ -216,3 +212,62 @@ def test_every_policy_runs_with_control_tasks_in_push_mode(policy_id: str) -> No
     # every block carries its evidence (the world picks who answers an unnamed task, so a
     # blocked worker may still answer one in push mode)
     assert all(e.p_below >= 0.95 and e.answered >= 2 for e in ledger.blocked.values())
+
+
+def _drive_live(policy: Any, mode: str, seed: int = 1) -> CampaignState:
+    """``policy`` (an id or a policy) under ``LiveRules()`` without control tasks."""
+    env = _world([0.5, 0.9, 0.9, 0.9], n_items=16)
+    env.reset(seed=seed)
+    problem = env.problem(40.0)
+    state = CampaignState.initial(problem)
+    policy = make_policy(policy) if isinstance(policy, str) else policy
+    policy.reset(problem, np.random.default_rng(seed))
+    drive(policy, env, state, Clock(mode), StopAtSpend(40.0), live=LiveRules())
+    return state
+
+
+@pytest.mark.parametrize(
+    ("policy_id", "mode"), [("opt-kg-per-context", "pull"), ("iethresh", "push")]
+)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_worker_choosing_policies_end_under_the_live_rules(
+    policy_id: str, mode: str, seed: int
+) -> None:
+    # they once named a closed item (per-context, pull) or idled (iethresh, push) for ever
+    state = _drive_live(policy_id, mode, seed)
+    assert 0 < state.spent <= 40.0 + 1e-9
+    assert int(state.pending.sum()) == 0
+
+
+def test_an_item_only_policy_is_refused_in_push_mode_under_the_live_rules() -> None:
+    with pytest.raises(InvalidParameterError, match="picks items only") as caught:
+        _drive_live("uniform", "push")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_policy_naming_a_closed_item_for_ever_is_stopped() -> None:
+    class NamesItsOwnItem:
+        """Serves each worker item 0 for ever, also once it is theirs (closed to them)."""
+
+        policy_name = "names-its-own-item"
+
+        def reset(self, problem: Any, rng: np.random.Generator) -> None:
+            pass
+
+        def select(self, state: CampaignState, *, worker: int | None = None) -> Any:
+            return Assignment(0, worker, 1.0)
+
+        def observe(self, event: Any) -> None:
+            pass
+
+    with pytest.raises(
+        InvalidParameterError, match="names-its-own-item made no progress"
+    ) as caught:
+        _drive_live(NamesItsOwnItem(), "pull")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("policy_id", sorted(PUSH_REPEATS_PAIRS))
+def test_a_push_policy_repeating_a_refused_pair_is_stopped(policy_id: str) -> None:
+    with pytest.raises(InvalidParameterError, match=r"made no progress .*last: refused"):
+        _drive_live(policy_id, "push")

@@ -43,11 +43,11 @@ class Reference(PerContextOptKG):
         self._scores = self._score(np.arange(self._items.shape[0]))
         self._built = True
 
-    def _best_in_context(self, state, s, worker):  # type: ignore[no-untyped-def]
+    def _best_in_context(self, allowed, s, worker):  # type: ignore[no-untyped-def]
         pairs = self._ctx_order[self._ctx_ptr[s] : self._ctx_ptr[s + 1]]
         if worker is not None:
             pairs = pairs[self._workers[pairs] == worker]
-        ok = state.eligible[self._items[pairs]]
+        ok = allowed[self._items[pairs]]
         if self._remaining is not None:
             ok &= self._remaining[pairs] > 0
         if not np.any(ok):

@@ -17,6 +17,7 @@ import numpy as np
 
 from crowdbudget._validation import clip_text, short_repr
 from crowdbudget.exceptions import BudgetError, DataFormatError, InvalidParameterError
+from crowdbudget.policies.base import check_push_capable
 from crowdbudget.policies.verdict import POSTERIOR, check_verdict
 from crowdbudget.registry import make_policy, parse_policy, split_verdict
 
@@ -129,10 +130,11 @@ def check_mode(
     if mode not in ("pull", "push"):
         raise InvalidParameterError(f"mode must be 'pull' or 'push', got {short_repr(mode)}")
     capabilities = parse_policy(policy).capabilities
-    if mode == "push" and not capabilities.chooses_workers:
-        raise InvalidParameterError(
-            f"policy {short_repr(policy)} picks items only, so it cannot push (item, worker) "
-            "pairs; use mode 'pull' (or push to a named team with next_assignments)"
+    if mode == "push":
+        check_push_capable(
+            capabilities.chooses_workers,
+            short_repr(policy),
+            "use mode 'pull' (or push to a named team with next_assignments)",
         )
     if mode == "pull" and not capabilities.supports_pull:
         raise InvalidParameterError(

@@ -312,8 +312,10 @@ class LiveStep:
                 return Decision(Assignment(item, None, price))
         with state.availability.question(control.item_set, self.busy):
             choice = policy.select(state)
-        if choice is None or choice.item in control.item_set:
+        if choice is None:
             return Decision(None)
+        if choice.item in control.item_set:  # closed to the policy: no answer
+            return Decision(None, choice.worker, cause="refused")
         worker = choice.worker
         if worker is None:
             if not self.affords(state, price) or choice.item in self.saturated:

@@ -29,7 +29,13 @@ through the live step (:class:`~crowdbudget.engine.live.LiveStep`) as a live
 the label cap, the worker's own items closed and busy items last; work not answered within the
 rules' ``ttl`` expires (released at hand-out time + ttl, the world not asked). An arrival that
 gets no work then ends the campaign only when nothing is pending and the budget or the items
-are exhausted; otherwise the next arrival is served (the clock's arrivals must end).
+are exhausted, or (push mode) when the policy chose no pair and nothing is pending; otherwise
+the next arrival is served (the clock's arrivals must end). Push mode under the live rules
+without control tasks needs a policy that chooses workers (``chooses_workers``; refused at the
+start, as a push :class:`~crowdbudget.campaign.Campaign` refuses it). A policy whose answers
+are refused :func:`no_progress_limit` times with no work handed out and nothing pending (it
+keeps naming a closed item, say) would loop for ever: the loop stops it with an
+:class:`~crowdbudget.exceptions.InvalidParameterError` naming it.
 
 A world may define ``claim(assignment)``: it is told when work is handed out, before the
 answer (a replay in continuous time reserves one unused record of the item there, so the
@@ -55,9 +61,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from crowdbudget.aggregation.calibration import verdict_calibration
-from crowdbudget.engine.live import LiveRules, LiveStep
+from crowdbudget.engine.live import Decision, LiveRules, LiveStep
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.base import AllocationPolicy, check_push_capable
 from crowdbudget.policies.verdict import PosteriorVerdict, Verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import Assignment, BoolArray, CampaignState, IntArray, LabelEvent
@@ -302,6 +308,83 @@ class StopAtSpend:
         pass
 
 
+#: the live step's causes of "the answer (or the worker) was refused": the stuck guard counts
+#: them (``done``: the policy named a closed item, or every open item is the worker's)
+_REFUSALS = frozenset({"done", "refused", "blocked"})
+
+
+def no_progress_limit(n_workers: int | None) -> int:
+    """How many answers may be refused (live step causes ``done``, ``refused``, ``blocked``)
+    with no work handed out and nothing pending before :func:`drive` under the live rules
+    calls the policy stuck: 10 per worker plus 100, generous enough that random arrivals
+    reach a worker who can still be served (for K workers, one arrival in K on average;
+    missing it 10K + 100 times running has probability below e^-10)."""
+    return 10 * (n_workers or 0) + 100
+
+
+@dataclass
+class _LiveQuestions:
+    """The arrivals of one run under the live rules asked through the live step, and the
+    answers refused since work was last handed out or pending: an error once they pass
+    ``patience`` (:func:`no_progress_limit`)."""
+
+    policy_name: str
+    patience: int
+    pull: bool
+    refused: int = 0
+
+    @classmethod
+    def start(
+        cls, policy: Decider, state: CampaignState, clock: Timing, live: LiveRules
+    ) -> _LiveQuestions:
+        """The guard of one run; refuses push mode without control tasks for a policy that
+        picks items only (a wrapper without the flag passes: its inner policy is unknown)."""
+        name = str(getattr(policy, "policy_name", type(policy).__name__))
+        if live.control is None and not clock.pull:
+            check_push_capable(
+                bool(getattr(policy, "chooses_workers", True)),
+                name,
+                "drive it in pull mode (Clock('pull')) or give control tasks",
+            )
+        return cls(name, no_progress_limit(state.problem.n_workers), clock.pull)
+
+    def decide(
+        self,
+        step: LiveStep,
+        live: LiveRules,
+        policy: Decider,
+        state: CampaignState,
+        worker: int | None,
+        *,
+        pending: bool,
+    ) -> tuple[Assignment | None, bool]:
+        """The work for one arrival (``pending``: work is out), and whether no work ends the
+        campaign: the live step's exhaustion, or in push mode the policy choosing no pair
+        (cause None; with nothing pending nothing changes)."""
+        decision = step.under(live, policy, state, worker, pull=self.pull)
+        assignment = decision.assignment
+        final = (not self.pull and assignment is None and decision.cause is None) or (
+            step.exhausted(state, live)
+        )
+        self.count(decision, progressing=assignment is not None or pending or final)
+        return assignment, final
+
+    def count(self, decision: Decision, *, progressing: bool) -> None:
+        """Count one arrival's decision; ``progressing``: work was handed out, is pending, or
+        the campaign ends. A policy idling (``policy``) is left alone: finite arrivals end it,
+        as offline."""
+        if progressing:
+            self.refused = 0
+        elif decision.cause in _REFUSALS:
+            self.refused += 1
+            if self.refused > self.patience:
+                raise InvalidParameterError(
+                    f"policy {self.policy_name} made no progress under the live rules: "
+                    f"{self.refused} answers refused with no work handed out and nothing "
+                    f"pending (last: {decision.cause})"
+                )
+
+
 def _sync(env: LabelingEnvironment, state: CampaignState, item: int) -> None:
     """The item leaves the eligible set once the world can no longer answer it."""
     if env.eligible is not None and not env.eligible[item]:
@@ -328,7 +411,12 @@ def drive(
     and capacity given back) and counted in :attr:`Outcome.cancelled`.
 
     ``live``: the live rules (module docstring; None: the policy is asked directly).
+
+    Raises:
+        InvalidParameterError: under ``live``: an item-only policy in push mode without control
+            tasks; answers refused :func:`no_progress_limit` times, nothing handed or pending.
     """
+    guard = None if live is None else _LiveQuestions.start(policy, state, clock, live)
     # pending work by (completion time, order handed out); held work (infinite work time)
     # apart, answered newest first when the policy idles
     due: list[tuple[float, int, Assignment]] = []
@@ -366,10 +454,9 @@ def drive(
 
     def decide(worker: int | None) -> tuple[Assignment | None, bool]:
         """The work for the arrival, and whether no work ends the campaign."""
-        if step is None or live is None:
+        if step is None or live is None or guard is None:
             return policy.select(state, worker=worker), True
-        decision = step.under(live, policy, state, worker, pull=clock.pull)
-        return decision.assignment, step.exhausted(state, live)
+        return guard.decide(step, live, policy, state, worker, pending=bool(due or held))
 
     t_arrival = clock.next_arrival(now)
     while True:

@@ -63,6 +63,17 @@ def vote_posterior_probabilities(state: CampaignState) -> FloatArray:
     return beta.class_probabilities()
 
 
+def check_push_capable(chooses_workers: bool, policy: str, instead: str) -> None:
+    """Refuse push mode (the policy picks (item, worker) pairs) for a policy that picks items
+    only (``chooses_workers`` False): one line naming ``policy`` and what to do ``instead``.
+    The one check of a push campaign (:meth:`crowdbudget.campaign.Campaign.create`) and of a
+    simulated one under the live rules (:func:`crowdbudget.engine.loop.drive`)."""
+    if not chooses_workers:
+        raise InvalidParameterError(
+            f"policy {policy} picks items only, so it cannot push (item, worker) pairs; {instead}"
+        )
+
+
 class AllocationPolicy(ABC):
     """Base class of every allocation policy.
 

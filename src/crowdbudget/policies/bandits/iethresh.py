@@ -28,7 +28,9 @@ for it, and the threshold is relative to the best UI among them.
 
 Modes. Push (the paper's): the policy emits the subset's (task, worker) pairs one by one and
 moves on once the task's labels are in. Pull: an arriving worker gets a pair planned for them in
-an open task (opening at most one new task per call), else None ("no work for you now").
+an open task (opening at most one new task per call), else None ("no work for you now"). A task
+whose item is closed to the question (``state.availability``: under the live rules) keeps its
+plan and is not named until its item is open again.
 """
 
 from __future__ import annotations
@@ -166,14 +168,25 @@ class _SubsetPolicy(AllocationPolicy):
             self._pair_index = _PairIndex(state, self.n_workers_)
         if not state.can_afford(self.price_):
             return None
+        # a task whose item is closed to this question (the asking worker's own, saturated, a
+        # control item: ``state.availability``) keeps its plan and waits until it is open
+        availability = state.availability
         for plan in list(self._open.values()):
-            if self._usable(state, plan) and (worker is None or worker in plan.queue):
+            if (
+                self._usable(state, plan)
+                and availability.is_open(plan.item)
+                and (worker is None or worker in plan.queue)
+            ):
                 return self._take(plan, plan.queue[0] if worker is None else worker)
         while True:
             opened = self._open_next(state)
             if opened is None:
                 return None
             if self._usable(state, opened):
+                if not availability.is_open(opened.item):
+                    if worker is None:
+                        continue
+                    return None  # pull: the new task waits until it is open
                 if worker is None:
                     return self._take(opened, opened.queue[0])
                 if worker in opened.queue:

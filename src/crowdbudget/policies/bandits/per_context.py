@@ -72,6 +72,7 @@ from crowdbudget.posteriors.one_coin import (
 )
 from crowdbudget.types import (
     Assignment,
+    BoolArray,
     CampaignState,
     FloatArray,
     IntArray,
@@ -288,8 +289,11 @@ class PerContextOptKG(AllocationPolicy):
         return canonical_scores(self._now[i] - best_after)
 
     def _best_in_context(
-        self, state: CampaignState, s: int, worker: int | None
+        self, allowed: BoolArray, s: int, worker: int | None
     ) -> tuple[int, int] | None:
+        """The best-scored pair of context ``s`` (of ``worker`` when given) whose item is in
+        ``allowed`` (shape (n_items,)) and, on a replay, has an unused label; None when there
+        is none."""
         lo, hi = int(self._ctx_ptr[s]), int(self._ctx_ptr[s + 1])
         scores = self._scores[lo:hi]
         items = self._items[lo:hi]
@@ -306,8 +310,8 @@ class PerContextOptKG(AllocationPolicy):
                 remaining = remaining[chosen]
         if scores.shape[0] == 0:
             return None
-        if not (remaining is None and chosen is None and state.eligible.all()):
-            ok = state.eligible[items]
+        if not (remaining is None and chosen is None and allowed.all()):
+            ok = allowed[items]
             if remaining is not None:
                 ok &= remaining > 0
             if not ok.any():
@@ -331,8 +335,15 @@ class PerContextOptKG(AllocationPolicy):
             return None
         total = int(self.issued_.sum())
         deficit = (total + 1) * self.share_ - self.issued_
+        availability = state.availability
         for s in np.argsort(-deficit, kind="stable").tolist():
-            found = self._best_in_context(state, s, worker)
+            found = self._best_in_context(state.eligible, s, worker)
+            if found is not None and not availability.is_open(found[0]):
+                # closed to this question (live: the asking worker's own item, a saturated
+                # or control item): choose again among the open items only. The first try
+                # reads the eligible items, so that every choice of an open item — every
+                # choice offline — keeps its tie-break draw
+                found = self._best_in_context(availability.open_mask(), s, worker)
             if found is not None:
                 self.issued_[s] += 1
                 return Assignment(item=found[0], worker=found[1], price=self.price_)

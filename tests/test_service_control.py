@@ -232,3 +232,42 @@ def test_a_bad_control_at_creation_stores_nothing(
     assert response.status_code == 422, response.text
     assert needle in response.json()["detail"]
     assert _checksum(api.url) == before
+
+
+def test_the_client_methods(api: Api) -> None:
+    """The Python client's control methods against the app (the TestClient's transport)."""
+    from crowdbudget.client import Client, ServiceError
+
+    boss = Client("http://testserver", api.key, transport=api.client._transport)
+    spammer = boss.with_key(api.worker("spam"))
+    for _ in range(2):
+        work = spammer.next_assignment(api.cid)
+        assert work is not None and spammer.no_work_reason is None
+        wrong = CLASSES[1 - CLASSES.index(TRUTH[work["item_id"]])]
+        spammer.submit_label(api.cid, work["assignment_id"], wrong)
+    assert spammer.next_assignment(api.cid) is None and spammer.no_work_reason == "blocked"
+    assert [b["worker"] for b in boss.blocked_workers(api.cid)] == ["spam"]
+    boss.unblock_worker(api.cid, "spam")
+    assert boss.blocked_workers(api.cid) == []
+    boss.block_worker(api.cid, "spam")
+    assert boss.control(api.cid)["blocked_workers"][0]["by"] == "requester"
+    boss.add_control_items(api.cid, {"i8": "no"})
+    boss.update_control(api.cid, first_k=1, blocked_labels="keep")
+    control = boss.control(api.cid)
+    assert control["settings"]["first_k"] == 1 and control["settings"]["blocked_labels"] == "keep"
+    assert {"item": "i8", "label": "no"} in control["items"]
+    with pytest.raises(ServiceError) as refused:
+        boss.add_control_items(api.cid, {"i8": "yes"})
+    assert refused.value.status == 422 and "with the answer 'no'" in refused.value.detail
+
+
+def test_the_status_reads_the_verdict_fitted_in_a_child(api: Api) -> None:
+    good = api.worker("good")
+    for _ in range(5):
+        api.answer(good)
+    status = api.call("GET", "/status").json()
+    results = api.call("GET", "/results").json()
+    confidence = sum(row["confidence"] for row in results) / len(results)
+    assert status["estimated_accuracy"] == pytest.approx(confidence)
+    listed = api.client.get("/v1/campaigns", headers={"Authorization": f"Bearer {api.key}"})
+    assert listed.json() == [status]

@@ -393,6 +393,10 @@ class CampaignEvidence:
         self._commit("worker_unblocked", {"worker": worker_id})
         return True
 
+    def is_control_item(self, item_id: str) -> bool:
+        item = self._item_index.get(item_id)
+        return item is not None and item in self._control_truth
+
     def is_blocked(self, worker_id: str) -> bool:
         ledger = self.control_ledger
         worker = self._worker_index.get(worker_id)

@@ -65,8 +65,11 @@ class ExpensiveWork:
         first decision tried in a child process (:func:`setup_probe.check_setup`). Blocks
         the calling thread."""
         limits = self.settings
+        # without control tasks, so that the probe's first decision is the policy's (the
+        # control rule would hand the probe worker a control item); Campaign.create checks
+        # the control tasks again before anything is stored
         check_setup(
-            config,
+            {k: v for k, v in config.items() if k != "control"},
             limits.setup_timeout,
             pool=self.pool,
             memory=limits.compute_memory_bytes,
@@ -202,10 +205,15 @@ async def status_answer(service: Service, request: Request, campaign_id: str) ->
     )
 
 
-def _next_or_reason(worker_id: str) -> Callable[[Campaign], NextWork]:
-    def decide(c: Campaign) -> NextWork:
+def _next_or_reason(worker_id: str) -> Callable[[Campaign], tuple[NextWork, bool]]:
+    """The worker's next work or why none, and whether the policy was asked (a control task
+    is the control rule's: the policy's first decision is still to come)."""
+
+    def decide(c: Campaign) -> tuple[NextWork, bool]:
         assignment = c.next_assignment(worker_id)
-        return assignment, None if assignment is not None else c.no_work_reason(worker_id)
+        if assignment is None:
+            return (None, c.no_work_reason(worker_id)), True
+        return (assignment, None), not c.is_control_item(assignment.item_id)
 
     return decide
 
@@ -219,7 +227,9 @@ async def next_assignment(service: Service, campaign_id: str, worker_id: str) ->
     process (which may build a graph or a table, within the limits its set-up was tried
     under) in a worker thread, every later one on the event loop."""
     if campaign_id in service.expensive.decided:
-        return await service.run_async(campaign_id, _next_or_reason(worker_id))
-    answer = await run_in_threadpool(service.run, campaign_id, _next_or_reason(worker_id))
-    service.expensive.decided.add(campaign_id)
+        answer, _ = await service.run_async(campaign_id, _next_or_reason(worker_id))
+        return answer
+    answer, asked = await run_in_threadpool(service.run, campaign_id, _next_or_reason(worker_id))
+    if asked:
+        service.expensive.decided.add(campaign_id)
     return answer

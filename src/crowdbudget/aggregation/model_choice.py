@@ -103,9 +103,9 @@ def partnered_labels(data: LabelData, fold: IntArray) -> BoolArray:
     (docs/stress-bed.md, mechanism 1)."""
     n_folds = int(fold.max()) + 1 if fold.size else 1
     # labels of each item in each fold, shape (n_items, n_folds)
-    per_fold = np.bincount(
-        data.items * n_folds + fold, minlength=data.n_items * n_folds
-    ).reshape(data.n_items, n_folds)
+    per_fold = np.bincount(data.items * n_folds + fold, minlength=data.n_items * n_folds).reshape(
+        data.n_items, n_folds
+    )
     elsewhere = per_fold.sum(axis=1)[data.items] - per_fold[data.items, fold]
     return np.asarray(elsewhere > 0, dtype=bool)
 

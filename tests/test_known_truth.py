@@ -22,7 +22,6 @@ NOT_READING = {
     "bayes": "a vote rule (Beta/Dirichlet posterior of the counts)",
     "kos": "messages without a likelihood to fix a known item in",
     "kos-mean": "as kos",
-    "bp": "not in this build",
     "mmsr": "skills from the workers' covariance, no item posterior",
     "auto": "chooses among candidates; no pass-through in this build",
 }

@@ -47,6 +47,16 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
         default=0.95,
         help="posterior probability of being below the level that blocks (default 0.95)",
     )
+    group.add_argument(
+        "--control-calibrate",
+        nargs="?",
+        const="floor",
+        default=None,
+        choices=("floor", "difficulty"),
+        help="map an aggregator verdict's probabilities by a floor fitted on the control "
+        "answers: floor (its likelihood on the control items, the default) or difficulty "
+        "(from the control answers' item difficulty); docs/calibration.md",
+    )
 
 
 def control_tasks(args: argparse.Namespace) -> Any:
@@ -69,4 +79,5 @@ def control_tasks(args: argparse.Namespace) -> Any:
         rate=args.control_rate,
         block_below=args.block_below,
         block_confidence=args.block_confidence,
+        calibrate=getattr(args, "control_calibrate", None),
     )

@@ -68,6 +68,9 @@ class ControlTasks:
         block_confidence: the posterior probability of being below it that blocks.
         prior: (α, β) of the Beta prior on a worker's accuracy.
         min_answers: control answers a worker gives before a block can happen.
+        calibrate: None, or how an aggregator verdict's probabilities are calibrated on the
+            control answers (``"floor"`` or ``"difficulty"``;
+            :mod:`crowdbudget.aggregation.control_calibration`).
     """
 
     fraction: float | None = None
@@ -78,6 +81,7 @@ class ControlTasks:
     block_confidence: float = 0.95
     prior: tuple[float, float] = (1.0, 1.0)
     min_answers: int = 5
+    calibrate: str | None = None
 
     def __post_init__(self) -> None:
         if (self.fraction is None) == (self.n_items is None):

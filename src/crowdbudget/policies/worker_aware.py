@@ -311,6 +311,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         else:
             self._scores = np.empty(self._pair_items.shape[0])
             self._rescore(np.arange(self._pair_items.shape[0]))
+        self._init_push_bounds()
         self._pairs_built = True
 
     def _score_pairs(self, pairs: IntArray) -> FloatArray:
@@ -355,6 +356,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             pair = self._choose_pull_compiled(state, worker, excluded)
             if pair is None:
                 return None
+            if pair != SCAN:
+                return self._assignment(state, pair)
+        if self._bounded and worker is None and not excluded:
+            pair = self._choose_push_bounded(state)
             if pair != SCAN:
                 return self._assignment(state, pair)
         if self._lazy:
@@ -460,6 +465,11 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             # an item without a label is in its prior state before and after, so only the
             # labeled items' moments, errors and state numbers change
             self._refresh_labeled_items()
+            if self._bounded:
+                self._push_rebuild = True
+                self._push_dirty = []
+                self._push_stale_mark[self._push_stale] = False
+                self._push_stale = []
             self._stale[:] = True
             self._stale_list = list(range(post.n_workers))
             return

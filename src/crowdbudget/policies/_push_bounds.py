@@ -1,0 +1,337 @@
+"""The push-mode choice of worker-aware Opt-KG on a replay, by per-item bounds (compiled).
+
+The push choice is the argmax of the Opt-KG score over every live (item, worker) pair (Chen,
+Lin, Zhou 2013, §4). A refit (``refit=N``) changes every item's and every worker's Beta, so
+the per-worker bests of :class:`~crowdbudget.policies._pair_scores.WorkerBest` need every live
+pair rescored before the next choice — two incomplete betas per pair, every N labels.
+
+Here the argmax reads one score per item instead. For a fixed item state the Opt-KG score of
+a pair, ``max(R_1, R_0)`` with ``R_z = h(now) − h(after z)``, is non-decreasing in the
+worker's mean reliability ρ on [1/2, 1] and non-increasing on [0, 1/2] (a surer worker moves
+the belief further; checked on a dense grid of states and reliabilities in
+``tests/test_push_bounds.py``, and the choices against the pair-by-pair scan on whole
+replays), so an item's best pair is the one of its most or least reliable live worker
+(``extreme_hi``, ``extreme_lo``): ``bound[item]`` = the larger of those one or two pair
+scores, an exact pair score. A max segment tree over the items' bounds gives the largest,
+M; every item whose bound is within ``margin(M)`` of it (a few; at the start every fresh item)
+has its live pairs scored exactly (cached per item until the item, one of its workers or a
+refit changes them), and the tie set is the pairs at the largest exact score T, in pair
+order — the scan's ``flatnonzero(masked == max)``, so the same choice and the same draw.
+A pair at T belongs to an item whose bound is ≥ T − margin ≥ M − margin: the slack
+``margin`` (2⁻²⁰ relative) only covers rounding (two reliabilities whose scores agree to the
+last bits may come out in either order); it is no approximation of the rule.
+
+Work per choice: the items labeled since the last choice and the items of the workers
+labeled since (their extremes re-read, their bound rescored only when their state or an
+extreme worker changed), O(log n_items) per changed bound, and the candidates' pairs; after
+a refit one pass over the live pairs (no ``betainc``) and one or two scores per item,
+deduplicated by (state, reliability) as :func:`~crowdbudget.policies._one_coin_kernel.
+rescore_pairs` does — instead of two ``betainc`` per live pair.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from crowdbudget.policies._one_coin_kernel import rescore_pairs
+from crowdbudget.types import FloatArray, IntArray
+
+#: the relative slack of the candidate threshold (rounding only; module docstring)
+MARGIN = 2.0**-20
+#: what :func:`push_choose` returns when the scan must decide
+FALLBACK = -1
+
+
+@njit(cache=True, nogil=True)
+def margin_below(top: float) -> float:
+    """The candidate threshold for the largest bound ``top``: ``top`` less a relative slack
+    of :data:`MARGIN` (and 2⁻⁶⁰ absolute, for scores at or near 0)."""
+    return top - (abs(top) * MARGIN + 2.0**-60)
+
+
+@njit(cache=True, nogil=True)
+def tree_set(tree: FloatArray, leaf: int, value: float) -> None:
+    """Set the leaf ``leaf`` of the max segment tree ``tree`` (leaves at ``n_leaves + k``,
+    node ``n`` the max of ``2n`` and ``2n + 1``) and its ancestors."""
+    node = tree.shape[0] // 2 + leaf
+    tree[node] = value
+    node //= 2
+    while node >= 1:
+        left = tree[2 * node]
+        right = tree[2 * node + 1]
+        value = left if left >= right else right
+        if tree[node] == value:
+            return
+        tree[node] = value
+        node //= 2
+
+
+@njit(cache=True, nogil=True)
+def tree_build(tree: FloatArray) -> None:
+    """Every inner node of the tree from its leaves, O(n_leaves)."""
+    n_leaves = tree.shape[0] // 2
+    for node in range(n_leaves - 1, 0, -1):
+        left = tree[2 * node]
+        right = tree[2 * node + 1]
+        tree[node] = left if left >= right else right
+
+
+@njit(cache=True, nogil=True)
+def tree_at_least(tree: FloatArray, threshold: float, out: IntArray) -> int:
+    """The leaves of value ≥ ``threshold`` into ``out``, ascending; returns their number."""
+    n_leaves = tree.shape[0] // 2
+    stack = np.empty(64, dtype=np.int64)
+    stack[0] = 1
+    depth = 1
+    found = 0
+    while depth:
+        depth -= 1
+        node = stack[depth]
+        if not tree[node] >= threshold:
+            continue
+        if node >= n_leaves:
+            out[found] = node - n_leaves
+            found += 1
+        else:
+            stack[depth] = 2 * node + 1  # the left child on top: leaves come out ascending
+            stack[depth + 1] = 2 * node
+            depth += 2
+    return found
+
+
+@njit(cache=True, nogil=True)
+def _extremes(
+    item: int,
+    item_ptr: IntArray,
+    item_order: IntArray,
+    pair_workers: IntArray,
+    reliability: FloatArray,
+    remaining: IntArray,
+) -> tuple[int, int]:
+    """The live pairs of ``item`` with the largest and the smallest worker reliability (the
+    first in pair order on ties: equal reliabilities give equal scores); −1 if none."""
+    hi = -1
+    lo = -1
+    r_hi = -np.inf
+    r_lo = np.inf
+    for k in range(item_ptr[item], item_ptr[item + 1]):
+        p = item_order[k]
+        if remaining[p] <= 0:
+            continue
+        r = reliability[pair_workers[p]]
+        if r > r_hi:
+            r_hi = r
+            hi = p
+        if r < r_lo:
+            r_lo = r
+            lo = p
+    return hi, lo
+
+
+@njit(cache=True, nogil=True)
+def _refresh_bounds(
+    items: IntArray,
+    n_items: int,
+    marks: Any,
+    stale_worker: Any,
+    csr: Any,
+    beliefs: Any,
+    moments: FloatArray,
+    extremes: IntArray,
+    tree: FloatArray,
+    valid: Any,
+    bulk: bool,
+) -> None:
+    """Re-read the extremes of ``items[:n_items]`` (distinct) and rescore the bound of each
+    whose state changed (``marks[item] == 2``), whose extreme pair changed or whose extreme
+    worker is in ``stale_worker``; their cached pair scores become invalid. ``bulk``: write
+    the leaves only and rebuild the tree's inner nodes once (every item changed)."""
+    item_ptr, item_order, _, _, pair_items, pair_workers, remaining = csr
+    a, b, reliability, item_error, scores = beliefs
+    n_leaves = tree.shape[0] // 2
+    todo = np.empty(2 * n_items, dtype=np.int64)
+    n_todo = 0
+    for n in range(n_items):
+        i = items[n]
+        valid[i] = False
+        hi, lo = _extremes(i, item_ptr, item_order, pair_workers, reliability, remaining)
+        if lo >= 0 and reliability[pair_workers[lo]] >= 0.5:
+            lo = hi  # ρ ≥ 1/2 throughout: the most reliable worker's pair is the best
+        changed = marks[i] == 2 or hi != extremes[i, 0] or lo != extremes[i, 1]
+        if not changed and hi >= 0:
+            changed = stale_worker[pair_workers[hi]] or stale_worker[pair_workers[lo]]
+        extremes[i, 0] = hi
+        extremes[i, 1] = lo
+        if not changed:
+            continue
+        if hi < 0:
+            if bulk:
+                tree[n_leaves + i] = -np.inf
+            else:
+                tree_set(tree, i, -np.inf)
+            continue
+        todo[n_todo] = hi
+        n_todo += 1
+        if lo != hi:
+            todo[n_todo] = lo
+            n_todo += 1
+    if n_todo:
+        rescore_pairs(
+            todo[:n_todo], pair_items, pair_workers, a, b, moments, reliability, item_error,
+            True, scores,
+        )  # fmt: skip
+    for n in range(n_todo):
+        i = pair_items[todo[n]]
+        hi = extremes[i, 0]
+        lo = extremes[i, 1]
+        value = scores[hi] if scores[hi] >= scores[lo] else scores[lo]
+        if bulk:
+            tree[n_leaves + i] = value
+        elif tree[n_leaves + i] != value:
+            tree_set(tree, i, value)
+    if bulk:
+        tree_build(tree)
+
+
+@njit(cache=True, nogil=True)
+def push_choose(
+    rebuild: bool,
+    dirty_items: IntArray,
+    stale_workers: IntArray,
+    csr: Any,
+    beliefs: Any,
+    moments: FloatArray,
+    extremes: IntArray,
+    tree: FloatArray,
+    valid: Any,
+    eligible: Any,
+    scratch: Any,
+    tied: IntArray,
+) -> int:
+    """One push-mode Opt-KG choice (module docstring): bring the bounds up to date (every
+    item if ``rebuild``, else ``dirty_items`` and the items of ``stale_workers``), then
+    ``tied[:n]`` = the live pairs at the largest score, ascending. Returns n, or
+    :data:`FALLBACK` when the scan must decide (no finite score; a tied pair's item not
+    eligible).
+
+    ``csr`` = (item_ptr, item_order, worker_ptr, worker_order, pair_items, pair_workers,
+    remaining) — pairs grouped per item and per worker, ``remaining`` the replay's unused
+    records per pair; ``beliefs`` = (a, b, reliability, item_error, scores), ``scores`` the
+    kept pair scores (written for the pairs rescored here: current values, as any rescoring
+    writes); ``extremes`` (n_items, 2) and ``tree`` (the items' bounds) kept between calls,
+    ``valid`` the items whose kept pair scores are current; ``scratch`` (n_items,) int8 zeros
+    (left zero); ``tied`` (n_pairs,)."""
+    _, _, worker_ptr, worker_order, pair_items, _, _ = csr
+    n_all = extremes.shape[0]
+    # O(n_workers), not O(n_items): the workers whose reliability changed
+    stale_worker = np.zeros(beliefs[2].shape[0], dtype=np.bool_)
+    if rebuild:
+        items = np.arange(n_all)
+        scratch[:] = 2
+        n_items = n_all
+    else:
+        # the items to re-read: labeled (2: state changed) or of a relabeled worker (1)
+        size = dirty_items.shape[0]
+        for n in range(stale_workers.shape[0]):
+            w = stale_workers[n]
+            size += worker_ptr[w + 1] - worker_ptr[w]
+        items = np.empty(size, dtype=np.int64)
+        n_items = 0
+        for n in range(dirty_items.shape[0]):
+            i = dirty_items[n]
+            if scratch[i] == 0:
+                items[n_items] = i
+                n_items += 1
+            scratch[i] = 2
+        for n in range(stale_workers.shape[0]):
+            w = stale_workers[n]
+            stale_worker[w] = True
+            for k in range(worker_ptr[w], worker_ptr[w + 1]):
+                i = pair_items[worker_order[k]]
+                if scratch[i] == 0:
+                    scratch[i] = 1
+                    items[n_items] = i
+                    n_items += 1
+    if n_items:
+        _refresh_bounds(
+            items, n_items, scratch, stale_worker, csr, beliefs, moments, extremes, tree, valid,
+            rebuild,
+        )  # fmt: skip
+    for n in range(n_items):
+        scratch[items[n]] = 0
+    top = tree[1]
+    if top == -np.inf:
+        return FALLBACK
+    return _tied_pairs(margin_below(top), csr, beliefs, moments, tree, valid, eligible, tied)
+
+
+@njit(cache=True, nogil=True)
+def _tied_pairs(
+    threshold: float,
+    csr: Any,
+    beliefs: Any,
+    moments: FloatArray,
+    tree: FloatArray,
+    valid: Any,
+    eligible: Any,
+    tied: IntArray,
+) -> int:
+    """The candidates (items of bound ≥ ``threshold``) scored pair by pair where their cache
+    is invalid, and the live pairs at their largest score into ``tied`` (ascending)."""
+    item_ptr, item_order, _, _, pair_items, pair_workers, remaining = csr
+    a, b, reliability, item_error, scores = beliefs
+    # not zero-filled: an allocation, no O(n_items) pass
+    candidates = np.empty(tree.shape[0] // 2, dtype=np.int64)
+    n_candidates = tree_at_least(tree, threshold, candidates)
+    n_score = 0
+    for n in range(n_candidates):
+        i = candidates[n]
+        if not valid[i]:
+            n_score += item_ptr[i + 1] - item_ptr[i]
+    if n_score:
+        to_score = np.empty(n_score, dtype=np.int64)
+        m = 0
+        for n in range(n_candidates):
+            i = candidates[n]
+            if valid[i]:
+                continue
+            valid[i] = True
+            for k in range(item_ptr[i], item_ptr[i + 1]):
+                p = item_order[k]
+                if remaining[p] > 0:
+                    to_score[m] = p
+                    m += 1
+        if m:
+            rescore_pairs(
+                to_score[:m], pair_items, pair_workers, a, b, moments, reliability,
+                item_error, True, scores,
+            )  # fmt: skip
+    best = -np.inf
+    n_tied = 0
+    for n in range(n_candidates):
+        i = candidates[n]
+        for k in range(item_ptr[i], item_ptr[i + 1]):
+            p = item_order[k]
+            if remaining[p] <= 0:
+                continue
+            value = scores[p]
+            if value > best:
+                best = value
+                n_tied = 0
+            if value == best:
+                tied[n_tied] = p
+                n_tied += 1
+    if best == -np.inf:
+        return FALLBACK
+    ascending = True
+    for n in range(n_tied):
+        if not eligible[pair_items[tied[n]]]:
+            return FALLBACK
+        if n and tied[n] < tied[n - 1]:
+            ascending = False
+    if not ascending:  # candidates come ascending: pairs numbered item-major need no sort
+        tied[:n_tied] = np.sort(tied[:n_tied])
+    return n_tied

@@ -10,8 +10,14 @@ import pytest
 
 from crowdbudget.datasets import load_dataset
 from crowdbudget.experiments.runner import run_campaign
-from crowdbudget.policies._one_coin_kernel import fill_moments, item_errors, rescore_pairs
+from crowdbudget.policies._one_coin_kernel import (
+    canonical,
+    fill_moments,
+    item_errors,
+    rescore_pairs,
+)
 from crowdbudget.policies._push_bounds import (
+    _agreeing_errors,
     margin_below,
     tree_at_least,
     tree_build,
@@ -54,6 +60,30 @@ def test_score_is_monotone_in_reliability_away_from_one_half(side: str) -> None:
     assert (np.maximum.accumulate(threshold, axis=1) <= scores).all()
     # and the scores do grow: a surer worker is worth more on an undecided item
     assert scores[:, -1].max() > scores[:, 0].max()
+
+
+def test_agreeing_label_gives_the_pair_score() -> None:
+    # the bound reads one label: the one agreeing with the item's lean (flipped for ρ < 1/2);
+    # h(now) − its error is the pair's Opt-KG score, never below it by more than the slack
+    grid = np.geomspace(0.2, 400.0, 41)
+    a, b = (x.ravel() for x in np.meshgrid(grid, grid))
+    a = np.ascontiguousarray(np.concatenate([a, grid, grid * (1 + 1e-9), grid + 0.01]))
+    b = np.ascontiguousarray(np.concatenate([b, grid, grid, grid]))
+    reliability = np.concatenate([np.linspace(0.0, 1.0, 201), [1e-9, 1 - 1e-9, 0.5 + 1e-12]])
+    scores = _scores_on_grid(a, b, reliability)
+    moments = np.empty((a.shape[0], 2, 6))
+    fill_moments(a, b, moments)
+    now = np.empty(a.shape[0])
+    item_errors(a, b, now)
+    n_states, n_r = scores.shape
+    items = np.repeat(np.arange(n_states), n_r)
+    workers = np.tile(np.arange(n_r), n_states)
+    after = np.empty(items.shape[0])
+    _agreeing_errors(items, workers, items.shape[0], a, b, moments, reliability, after)
+    bound = np.array([canonical(x) for x in now[items] - after]).reshape(n_states, n_r)
+    threshold = np.vectorize(margin_below)(scores)
+    assert (bound >= threshold).all()
+    assert (bound == scores).mean() > 0.99  # nearly always the score itself
 
 
 def test_segment_tree_matches_brute_force() -> None:

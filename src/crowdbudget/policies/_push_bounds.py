@@ -5,28 +5,35 @@ Lin, Zhou 2013, §4). A refit (``refit=N``) changes every item's and every worke
 the per-worker bests of :class:`~crowdbudget.policies._pair_scores.WorkerBest` need every live
 pair rescored before the next choice — two incomplete betas per pair, every N labels.
 
-Here the argmax reads one score per item instead. For a fixed item state the Opt-KG score of
-a pair, ``max(R_1, R_0)`` with ``R_z = h(now) − h(after z)``, is non-decreasing in the
+Here the argmax reads one bound per item instead. For a fixed item state the Opt-KG score
+of a pair, ``max(R_1, R_0)`` with ``R_z = h(now) − h(after z)``, is non-decreasing in the
 worker's mean reliability ρ on [1/2, 1] and non-increasing on [0, 1/2] (a surer worker moves
-the belief further; checked on a dense grid of states and reliabilities in
-``tests/test_push_bounds.py``, and the choices against the pair-by-pair scan on whole
-replays), so an item's best pair is the one of its most or least reliable live worker
-(``extreme_hi``, ``extreme_lo``): ``bound[item]`` = the larger of those one or two pair
-scores, an exact pair score. A max segment tree over the items' bounds gives the largest,
-M; every item whose bound is within ``margin(M)`` of it (a few; at the start every fresh item)
-has its live pairs scored exactly (cached per item until the item, one of its workers or a
-refit changes them), and the tie set is the pairs at the largest exact score T, in pair
-order — the scan's ``flatnonzero(masked == max)``, so the same choice and the same draw.
-A pair at T belongs to an item whose bound is ≥ T − margin ≥ M − margin: the slack
-``margin`` (2⁻²⁰ relative) only covers rounding (two reliabilities whose scores agree to the
-last bits may come out in either order); it is no approximation of the rule.
+the belief further), and the larger reward is the label's that agrees with the item's lean
+(a label 1 on a ≥ b from ρ ≥ 1/2, flipped below 1/2) — both checked on a dense grid of
+states and reliabilities in ``tests/test_push_bounds.py`` (never off by more than the slack
+below), and the choices against the per-worker bests on whole replays. So an item's best
+pair is the one of its most or least reliable live worker (``extremes``), and ``bound[item]``
+= ``h(now) −`` the error after that worker's agreeing label (one ``betainc``, not two), the
+larger of the two extremes when the item has workers on both sides of 1/2.
+
+A max segment tree over the bounds gives the largest, M. The items whose bound is at least
+``margin_below(M)`` (a few; at the start every fresh item) have their live pairs scored
+exactly (kept per item until the item, one of its workers or a refit changes them); if the
+best exact score T is lower than M by more than the slack, the threshold drops to
+``margin_below(T)`` and the new candidates are scored too (a bound is above its item's
+scores but not always one of them). Every pair at T then belongs to a candidate, and the tie
+set is the pairs at T in pair order — the scan's ``flatnonzero(masked == max)``, so the same
+choice and the same draw. The slack (2⁻²⁰ relative, 2⁻³⁶ absolute) only covers rounding
+(two reliabilities whose scores agree to the last bits may come out in either order); it is
+no approximation of the rule.
 
 Work per choice: the items labeled since the last choice and the items of the workers
 labeled since (their extremes re-read, their bound rescored only when their state or an
 extreme worker changed), O(log n_items) per changed bound, and the candidates' pairs; after
-a refit one pass over the live pairs (no ``betainc``) and one or two scores per item,
-deduplicated by (state, reliability) as :func:`~crowdbudget.policies._one_coin_kernel.
-rescore_pairs` does — instead of two ``betainc`` per live pair.
+a refit one pass over the live pairs (no ``betainc``) and one ``betainc`` per distinct
+(item state, extreme reliability) — instead of two per live pair. What is left is
+proportional to the tie set: on trec, after a refit, thousands of unlabeled items tie at the
+top (their best worker is the same), and the scan's draw needs them all, in pair order.
 """
 
 from __future__ import annotations
@@ -36,11 +43,20 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from crowdbudget.policies._one_coin_kernel import rescore_pairs
+from crowdbudget.policies._one_coin_kernel import (
+    _error_after,
+    _grown,
+    _slot,
+    canonical,
+    rescore_pairs,
+)
 from crowdbudget.types import FloatArray, IntArray
 
 #: the relative slack of the candidate threshold (rounding only; module docstring)
 MARGIN = 2.0**-20
+#: its absolute part, for scores near 0 (the largest rounding gap measured on the test grid
+#: was 2.3e-14; this is 600 times that)
+ABSOLUTE_MARGIN = 2.0**-36
 #: what :func:`push_choose` returns when the scan must decide
 FALLBACK = -1
 
@@ -48,8 +64,8 @@ FALLBACK = -1
 @njit(cache=True, nogil=True)
 def margin_below(top: float) -> float:
     """The candidate threshold for the largest bound ``top``: ``top`` less a relative slack
-    of :data:`MARGIN` (and 2⁻⁶⁰ absolute, for scores at or near 0)."""
-    return top - (abs(top) * MARGIN + 2.0**-60)
+    of :data:`MARGIN` and :data:`ABSOLUTE_MARGIN`."""
+    return top - (abs(top) * MARGIN + ABSOLUTE_MARGIN)
 
 
 @njit(cache=True, nogil=True)
@@ -149,10 +165,11 @@ def _refresh_bounds(
     whose state changed (``marks[item] == 2``), whose extreme pair changed or whose extreme
     worker is in ``stale_worker``; their cached pair scores become invalid. ``bulk``: write
     the leaves only and rebuild the tree's inner nodes once (every item changed)."""
-    item_ptr, item_order, _, _, pair_items, pair_workers, remaining = csr
-    a, b, reliability, item_error, scores = beliefs
+    item_ptr, item_order, _, _, _, pair_workers, remaining = csr
+    a, b, reliability, item_error, _ = beliefs
     n_leaves = tree.shape[0] // 2
-    todo = np.empty(2 * n_items, dtype=np.int64)
+    todo_items = np.empty(2 * n_items, dtype=np.int64)
+    todo_workers = np.empty(2 * n_items, dtype=np.int64)
     n_todo = 0
     for n in range(n_items):
         i = items[n]
@@ -173,27 +190,73 @@ def _refresh_bounds(
             else:
                 tree_set(tree, i, -np.inf)
             continue
-        todo[n_todo] = hi
+        todo_items[n_todo] = i
+        todo_workers[n_todo] = pair_workers[hi]
         n_todo += 1
         if lo != hi:
-            todo[n_todo] = lo
+            todo_items[n_todo] = i
+            todo_workers[n_todo] = pair_workers[lo]
             n_todo += 1
-    if n_todo:
-        rescore_pairs(
-            todo[:n_todo], pair_items, pair_workers, a, b, moments, reliability, item_error,
-            True, scores,
-        )  # fmt: skip
+    errors = np.empty(n_todo)
+    _agreeing_errors(todo_items, todo_workers, n_todo, a, b, moments, reliability, errors)
     for n in range(n_todo):
-        i = pair_items[todo[n]]
-        hi = extremes[i, 0]
-        lo = extremes[i, 1]
-        value = scores[hi] if scores[hi] >= scores[lo] else scores[lo]
+        i = todo_items[n]
+        value = canonical(item_error[i] - errors[n])
+        if n + 1 < n_todo and todo_items[n + 1] == i:
+            continue  # the item's other extreme follows: take the larger there
+        if n and todo_items[n - 1] == i:
+            other = canonical(item_error[i] - errors[n - 1])
+            value = value if value >= other else other
         if bulk:
             tree[n_leaves + i] = value
         elif tree[n_leaves + i] != value:
             tree_set(tree, i, value)
     if bulk:
         tree_build(tree)
+
+
+@njit(cache=True, nogil=True)
+def _agreeing_errors(
+    items: IntArray,
+    workers: IntArray,
+    n_todo: int,
+    a: FloatArray,
+    b: FloatArray,
+    moments: FloatArray,
+    reliability: FloatArray,
+    out: FloatArray,
+) -> None:
+    """``out[n]`` = the error after the label of ``workers[n]`` that agrees with the lean of
+    ``items[n]`` (a label 1 on a ≥ b from ρ ≥ 1/2; flipped below 1/2) — the smaller of the
+    two errors after, so ``h(now) − out`` is the pair's Opt-KG score (the test grid: never
+    below it by more than the candidate slack). One ``betainc`` per distinct (oriented state,
+    reliability), the table of :func:`~crowdbudget.policies._one_coin_kernel.rescore_pairs`."""
+    size = 1024
+    keys = np.full((size, 3), -1, dtype=np.int64)
+    errors = np.empty(size)
+    a_bits = a.view(np.int64)
+    b_bits = b.view(np.int64)
+    r_bits = reliability.view(np.int64)
+    evaluated = 0
+    for n in range(n_todo):
+        i = items[n]
+        w = workers[n]
+        r = reliability[w]
+        o = 1 if (a[i] >= b[i]) != (r < 0.5) else 0
+        ta = b_bits[i] if o == 0 else a_bits[i]
+        tb = a_bits[i] if o == 0 else b_bits[i]
+        h = _slot(keys, ta, tb, r_bits[w])
+        if keys[h, 0] == -1:
+            if 2 * (evaluated + 1) > size:
+                size *= 2
+                keys, errors = _grown(keys, errors, size)
+                h = _slot(keys, ta, tb, r_bits[w])
+            keys[h, 0] = ta
+            keys[h, 1] = tb
+            keys[h, 2] = r_bits[w]
+            errors[h] = _error_after(moments[i, o], r, 1.0 - r)
+            evaluated += 1
+        out[n] = errors[h]
 
 
 @njit(cache=True, nogil=True)
@@ -281,51 +344,36 @@ def _tied_pairs(
 ) -> int:
     """The candidates (items of bound ≥ ``threshold``) scored pair by pair where their cache
     is invalid, and the live pairs at their largest score into ``tied`` (ascending)."""
-    item_ptr, item_order, _, _, pair_items, pair_workers, remaining = csr
-    a, b, reliability, item_error, scores = beliefs
+    item_ptr, item_order, _, _, pair_items, _, remaining = csr
+    scores = beliefs[4]
     # not zero-filled: an allocation, no O(n_items) pass
     candidates = np.empty(tree.shape[0] // 2, dtype=np.int64)
-    n_candidates = tree_at_least(tree, threshold, candidates)
-    n_score = 0
-    for n in range(n_candidates):
-        i = candidates[n]
-        if not valid[i]:
-            n_score += item_ptr[i + 1] - item_ptr[i]
-    if n_score:
-        to_score = np.empty(n_score, dtype=np.int64)
-        m = 0
+    while True:
+        n_candidates = tree_at_least(tree, threshold, candidates)
+        _score_candidates(candidates, n_candidates, csr, beliefs, moments, valid)
+        best = -np.inf
+        n_tied = 0
         for n in range(n_candidates):
             i = candidates[n]
-            if valid[i]:
-                continue
-            valid[i] = True
             for k in range(item_ptr[i], item_ptr[i + 1]):
                 p = item_order[k]
-                if remaining[p] > 0:
-                    to_score[m] = p
-                    m += 1
-        if m:
-            rescore_pairs(
-                to_score[:m], pair_items, pair_workers, a, b, moments, reliability,
-                item_error, True, scores,
-            )  # fmt: skip
-    best = -np.inf
-    n_tied = 0
-    for n in range(n_candidates):
-        i = candidates[n]
-        for k in range(item_ptr[i], item_ptr[i + 1]):
-            p = item_order[k]
-            if remaining[p] <= 0:
-                continue
-            value = scores[p]
-            if value > best:
-                best = value
-                n_tied = 0
-            if value == best:
-                tied[n_tied] = p
-                n_tied += 1
-    if best == -np.inf:
-        return FALLBACK
+                if remaining[p] <= 0:
+                    continue
+                value = scores[p]
+                if value > best:
+                    best = value
+                    n_tied = 0
+                if value == best:
+                    tied[n_tied] = p
+                    n_tied += 1
+        if best == -np.inf:
+            return FALLBACK
+        # a bound above every score of its item (within the slack) but not always one of
+        # them: below the largest bound, the items down to the best score's threshold
+        lower = margin_below(best)
+        if lower >= threshold:
+            break
+        threshold = lower
     ascending = True
     for n in range(n_tied):
         if not eligible[pair_items[tied[n]]]:
@@ -335,3 +383,41 @@ def _tied_pairs(
     if not ascending:  # candidates come ascending: pairs numbered item-major need no sort
         tied[:n_tied] = np.sort(tied[:n_tied])
     return n_tied
+
+
+@njit(cache=True, nogil=True)
+def _score_candidates(
+    candidates: IntArray,
+    n_candidates: int,
+    csr: Any,
+    beliefs: Any,
+    moments: FloatArray,
+    valid: Any,
+) -> None:
+    """Score the live pairs of the candidates whose kept scores are not current."""
+    item_ptr, item_order, _, _, pair_items, pair_workers, remaining = csr
+    a, b, reliability, item_error, scores = beliefs
+    n_score = 0
+    for n in range(n_candidates):
+        i = candidates[n]
+        if not valid[i]:
+            n_score += item_ptr[i + 1] - item_ptr[i]
+    if not n_score:
+        return
+    to_score = np.empty(n_score, dtype=np.int64)
+    m = 0
+    for n in range(n_candidates):
+        i = candidates[n]
+        if valid[i]:
+            continue
+        valid[i] = True
+        for k in range(item_ptr[i], item_ptr[i + 1]):
+            p = item_order[k]
+            if remaining[p] > 0:
+                to_score[m] = p
+                m += 1
+    if m:
+        rescore_pairs(
+            to_score[:m], pair_items, pair_workers, a, b, moments, reliability, item_error,
+            True, scores,
+        )  # fmt: skip

@@ -49,6 +49,13 @@ campaign's items in a hundred or so states and reliabilities close together, tha
 nearly every state, and the per-state pass above already costs one score per state. KG's
 expected reward is not monotone in ρ, so it has no such bound.
 
+A push-mode Opt-KG choice on a replay (``bounded_push``) reads per-item bounds in a segment
+tree instead of the per-worker bests (:mod:`~crowdbudget.policies._push_bounds`): after a
+refit every worker's bests need every live pair rescored, the bounds one score per item. Once
+push choices read the bounds, a label updates the item's moments and state number and marks
+the item's workers stale (``_observe_pushed``) — the kept pair scores and per-worker bests
+are rescored only if a scan reads them.
+
 Two-coin and mixed thresholds keep the scan path (``reference=True`` forces it;
 tests/test_worker_aware_speed.py checks the paths decide alike, tests/test_one_coin_kernel.py
 the kernels' bits).

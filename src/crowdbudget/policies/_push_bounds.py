@@ -27,10 +27,11 @@ choice and the same draw. The slack (2⁻²⁰ relative, 2⁻³⁶ absolute) onl
 (two reliabilities whose scores agree to the last bits may come out in either order); it is
 no approximation of the rule.
 
-Work per choice: the items labeled since the last choice and the items of the workers
-labeled since (their extremes re-read, their bound rescored only when their state or an
-extreme worker changed), O(log n_items) per changed bound, and the candidates' pairs; after
-a refit one pass over the live pairs (no ``betainc``) and one ``betainc`` per distinct
+Work per choice: the items labeled since the last choice (their extremes re-read, their
+bound rescored) and the pairs of the workers labeled since (O(1) each unless the pair is an
+extreme of its item or its new reliability passed one: then as a labeled item),
+O(log n_items) per changed bound, and the candidates' pairs; after a refit one pass over
+the live pairs (no ``betainc``) and one ``betainc`` per distinct
 (item state, extreme reliability) — instead of two per live pair. What is left is
 proportional to the tie set: on trec, after a refit, thousands of unlabeled items tie at the
 top (their best worker is the same), and the scan's draw needs them all, in pair order.
@@ -175,11 +176,14 @@ def _refresh_bounds(
         i = items[n]
         valid[i] = False
         hi, lo = _extremes(i, item_ptr, item_order, pair_workers, reliability, remaining)
-        if lo >= 0 and reliability[pair_workers[lo]] >= 0.5:
-            lo = hi  # ρ ≥ 1/2 throughout: the most reliable worker's pair is the best
-        changed = marks[i] == 2 or hi != extremes[i, 0] or lo != extremes[i, 1]
+        # the least reliable worker's pair counts only below 1/2 (ρ ≥ 1/2 throughout: the
+        # most reliable worker's pair is the best)
+        use_lo = hi >= 0 and lo != hi and reliability[pair_workers[lo]] < 0.5
+        changed = marks[i] == 2 or hi != extremes[i, 0]
         if not changed and hi >= 0:
-            changed = stale_worker[pair_workers[hi]] or stale_worker[pair_workers[lo]]
+            changed = stale_worker[pair_workers[hi]] or (
+                use_lo and (lo != extremes[i, 1] or stale_worker[pair_workers[lo]])
+            )
         extremes[i, 0] = hi
         extremes[i, 1] = lo
         if not changed:
@@ -193,7 +197,7 @@ def _refresh_bounds(
         todo_items[n_todo] = i
         todo_workers[n_todo] = pair_workers[hi]
         n_todo += 1
-        if lo != hi:
+        if use_lo:
             todo_items[n_todo] = i
             todo_workers[n_todo] = pair_workers[lo]
             n_todo += 1
@@ -287,10 +291,11 @@ def push_choose(
     writes); ``extremes`` (n_items, 2) and ``tree`` (the items' bounds) kept between calls,
     ``valid`` the items whose kept pair scores are current; ``scratch`` (n_items,) int8 zeros
     (left zero); ``tied`` (n_pairs,)."""
-    _, _, worker_ptr, worker_order, pair_items, _, _ = csr
+    _, _, worker_ptr, worker_order, pair_items, pair_workers, _ = csr
+    reliability = beliefs[2]
     n_all = extremes.shape[0]
     # O(n_workers), not O(n_items): the workers whose reliability changed
-    stale_worker = np.zeros(beliefs[2].shape[0], dtype=np.bool_)
+    stale_worker = np.zeros(reliability.shape[0], dtype=np.bool_)
     if rebuild:
         items = np.arange(n_all)
         scratch[:] = 2
@@ -310,11 +315,26 @@ def push_choose(
                 n_items += 1
             scratch[i] = 2
         for n in range(stale_workers.shape[0]):
+            stale_worker[stale_workers[n]] = True
+        for n in range(stale_workers.shape[0]):
             w = stale_workers[n]
-            stale_worker[w] = True
+            r = reliability[w]
             for k in range(worker_ptr[w], worker_ptr[w + 1]):
-                i = pair_items[worker_order[k]]
-                if scratch[i] == 0:
+                p = worker_order[k]
+                i = pair_items[p]
+                if scratch[i] != 0:
+                    continue
+                valid[i] = False  # the pair's score changed
+                hi = extremes[i, 0]
+                lo = extremes[i, 1]
+                # the item's extremes and bound can change only if this pair is one of the
+                # extremes or its reliability passed one; otherwise O(1) (its score stays
+                # below the bound: monotone between the extremes)
+                if hi >= 0 and (
+                    p in (hi, lo)
+                    or r > reliability[pair_workers[hi]]
+                    or r < reliability[pair_workers[lo]]
+                ):
                     scratch[i] = 1
                     items[n_items] = i
                     n_items += 1

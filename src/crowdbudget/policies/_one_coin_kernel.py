@@ -99,11 +99,11 @@ def fill_moments(a: FloatArray, b: FloatArray, moments: FloatArray) -> None:
     """``moments[i, o]`` = the six moments of item i's orientation o (0: ``(b, a)``, a label 0;
     1: ``(a, b)``, a label 1): E[θ], 1 − E[θ], E[θ²], E[θ³], E[θ(1−θ)], E[θ²(1−θ)]."""
     for i in range(a.shape[0]):
-        _fill_item_moments(i, a, b, moments)
+        fill_item_moments(i, a, b, moments)
 
 
 @njit(cache=True, nogil=True)
-def _fill_item_moments(i: int, a: FloatArray, b: FloatArray, moments: FloatArray) -> None:
+def fill_item_moments(i: int, a: FloatArray, b: FloatArray, moments: FloatArray) -> None:
     """:func:`fill_moments` of item i alone."""
     for o in range(2):
         ta = b[i] if o == 0 else a[i]
@@ -139,7 +139,7 @@ def refresh_items(
     done = np.zeros(next_id - first_id, dtype=np.bool_)
     for k in range(items.shape[0]):
         i = items[k]
-        _fill_item_moments(i, a, b, moments)
+        fill_item_moments(i, a, b, moments)
         s = state_ids[i] - first_id
         if not done[s]:
             if a[i] == b[i]:

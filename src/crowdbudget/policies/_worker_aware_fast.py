@@ -49,6 +49,13 @@ campaign's items in a hundred or so states and reliabilities close together, tha
 nearly every state, and the per-state pass above already costs one score per state. KG's
 expected reward is not monotone in ρ, so it has no such bound.
 
+A push-mode Opt-KG choice on a replay (``bounded_push``) reads per-item bounds in a segment
+tree instead of the per-worker bests (:mod:`~crowdbudget.policies._push_bounds`): after a
+refit every worker's bests need every live pair rescored, the bounds one score per item. Once
+push choices read the bounds, a label updates the item's moments and state number and marks
+the item's workers stale (``_observe_pushed``) — the kept pair scores and per-worker bests
+are rescored only if a scan reads them.
+
 Two-coin and mixed thresholds keep the scan path (``reference=True`` forces it;
 tests/test_worker_aware_speed.py checks the paths decide alike, tests/test_one_coin_kernel.py
 the kernels' bits).
@@ -64,6 +71,7 @@ from scipy import special
 from crowdbudget.policies._index import TieBreak, canonical_scores
 from crowdbudget.policies._one_coin_kernel import (
     choose_for_worker,
+    fill_item_moments,
     fill_moments,
     item_errors,
     number_states,
@@ -72,6 +80,7 @@ from crowdbudget.policies._one_coin_kernel import (
     update_worker_bests,
 )
 from crowdbudget.policies._pair_scores import WorkerBest, representatives
+from crowdbudget.policies._push_bounds import FALLBACK, push_choose
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import _S_FLOOR, OneCoinPosterior, _beta_moments, _Real
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
@@ -122,6 +131,13 @@ class IncrementalPairScores:
     _compiled: bool
     _labeled_items: IntArray
     _n_labeled: int
+    _bounded: bool
+
+    #: True: a push-mode Opt-KG choice on a replay reads per-item bounds
+    #: (:mod:`~crowdbudget.policies._push_bounds`) instead of every live pair's score — the
+    #: same choices; False: the per-worker bests (the reference it is tested against); set on
+    #: an instance before ``reset``
+    bounded_push = True
 
     # the one-coin look-ahead fused: per item the Beta moments of both orientations are kept
     # (they change only with the item), per worker the mean reliability; a rescoring is then
@@ -268,10 +284,17 @@ class IncrementalPairScores:
         a, b = float(post.a[i]), float(post.b[i])
         if not self._compiled:
             self._state_id(i, a, b)
-        self._moments_of(i, a, b)
+        if self._push_active:
+            # the operations of _moments_of, compiled (the same bits)
+            fill_item_moments(i, post.a, post.b, self._moments)
+        else:
+            self._moments_of(i, a, b)
         assert isinstance(post, OneCoinPosterior)
         c, d = float(post.c[j]), float(post.d[j])
         self._reliability[j] = c / (c + d)
+        if self._push_active:
+            self._observe_pushed(i, j)
+            return
         own = self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]]
         before = self._scores[own]
         every_own = own
@@ -417,6 +440,99 @@ class IncrementalPairScores:
         if self.tie_break == "random" and n_tied > 1:
             return int(pairs[tied[self._rng.integers(n_tied)]])
         return int(pairs[tied[0]])
+
+    def _init_push_bounds(self) -> None:
+        """The per-item bounds of the push choice (``bounded_push``), all to be built at the
+        first choice: Opt-KG (its score is monotone in the reliability), compiled, lazy, on a
+        replay (recorded pairs; a full grid keeps the per-worker bests)."""
+        self._bounded = (
+            self.bounded_push
+            and self._lazy
+            and self.optimistic
+            and self.alpha is None
+            and self._remaining is not None
+        )
+        self._push_active = False
+        if not self._bounded:
+            return
+        n_items, n_workers = self.posterior_.n_items, self.posterior_.n_workers
+        n_leaves = 1
+        while n_leaves < max(n_items, 2):
+            n_leaves *= 2
+        self._push_tree = np.full(2 * n_leaves, -np.inf)
+        self._push_extremes = np.full((n_items, 2), -2, dtype=np.int64)
+        self._push_valid = np.zeros(n_items, dtype=bool)
+        self._push_scratch = np.zeros(n_items, dtype=np.int8)
+        self._push_tied = np.empty(self._pair_items.shape[0], dtype=np.int64)
+        self._push_stale_mark = np.zeros(n_workers, dtype=bool)
+        self._push_rebuild = True
+        self._push_dirty: list[int] = []
+        self._push_stale: list[int] = []
+
+    def _choose_push_bounded(self, state: CampaignState) -> int:
+        """The push choice from the per-item bounds (:func:`~crowdbudget.policies.
+        _push_bounds.push_choose`): the scan's pair and draw, or ``SCAN``."""
+        assert self._remaining is not None
+        post = self.posterior_
+        n_tied = push_choose(
+            self._push_rebuild,
+            np.array(self._push_dirty, dtype=np.int64),
+            np.array(self._push_stale, dtype=np.int64),
+            (
+                self._item_ptr,
+                self._item_order,
+                self._worker_ptr,
+                self._worker_order,
+                self._pair_items,
+                self._pair_workers,
+                self._remaining,
+            ),
+            (
+                np.ascontiguousarray(post.a, dtype=float),
+                np.ascontiguousarray(post.b, dtype=float),
+                self._reliability,
+                self._item_error,
+                self._scores,
+            ),
+            self._moments,
+            self._push_extremes,
+            self._push_tree,
+            self._push_valid,
+            state.eligible,
+            self._push_scratch,
+            self._push_tied,
+        )
+        self._push_active = True
+        self._push_rebuild = False
+        self._push_dirty = []
+        if self._push_stale:
+            self._push_stale_mark[self._push_stale] = False
+            self._push_stale = []
+        if n_tied == FALLBACK:
+            return SCAN
+        if self.tie_break == "random" and n_tied > 1:
+            return int(self._push_tied[self._rng.integers(n_tied)])
+        return int(self._push_tied[0])
+
+    def _observe_pushed(self, i: int, j: int) -> None:
+        """A label of (i, j) once push choices read the bounds: i and j go to the bounds'
+        lists; the kept pair scores and per-worker bests (the pull path's SCAN and the scan
+        fallback read them) are not updated now — every worker of item i (j among them) is
+        marked stale instead, so a scan rescores their pairs first (``_flush``)."""
+        if not self._push_rebuild:
+            self._push_dirty.append(i)
+            if not self._push_stale_mark[j]:
+                self._push_stale_mark[j] = True
+                self._push_stale.append(j)
+        self._state_ids[i] = self._n_states  # a new state number, as _observe_fast
+        self._n_states += 1
+        if self._n_states > 2 * self._state_ids.shape[0] + 64:
+            self._number_states()
+        workers = self._pair_workers[self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]]]
+        fresh = workers[~self._stale[workers]]
+        if fresh.shape[0]:
+            self._stale[fresh] = True
+            self._stale_list.extend(fresh.tolist())
 
     def _choose_fast(self, state: CampaignState) -> int | None:
         """The pair the scan of :meth:`_choose` would pick (same ties, same draws), read from

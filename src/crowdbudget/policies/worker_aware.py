@@ -79,7 +79,8 @@ Cost: a label changes item i and worker j, so the scores of every pair of item i
 change: O(n_workers + n_items_of_worker) per label by the reference scan (``reference=True``).
 The fast path (the default; one threshold for every item) keeps scores per item state and
 worker reliability, per-worker bests, compiled kernels at d = 1/2, lazy per-worker rescoring
-and a one-pass pull decision, with the same decisions:
+and a one-pass pull decision, and a push-mode Opt-KG choice on a replay from per-item bounds
+(:mod:`~crowdbudget.policies._push_bounds`), with the same decisions:
 :mod:`~crowdbudget.policies._worker_aware_fast`. Two-coin and mixed thresholds keep the scan.
 
 Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling
@@ -313,6 +314,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         else:
             self._scores = np.empty(self._pair_items.shape[0])
             self._rescore(np.arange(self._pair_items.shape[0]))
+        self._init_push_bounds()
         self._pairs_built = True
 
     def _score_pairs(self, pairs: IntArray) -> FloatArray:
@@ -357,6 +359,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             pair = self._choose_pull_compiled(state, worker, excluded)
             if pair is None:
                 return None
+            if pair != SCAN:
+                return self._assignment(state, pair)
+        if self._bounded and worker is None and not excluded:
+            pair = self._choose_push_bounded(state)
             if pair != SCAN:
                 return self._assignment(state, pair)
         if self._lazy:
@@ -475,6 +481,11 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             # an item without a label is in its prior state before and after, so only the
             # labeled items' moments, errors and state numbers change
             self._refresh_labeled_items()
+            if self._bounded:
+                self._push_rebuild = True
+                self._push_dirty = []
+                self._push_stale_mark[self._push_stale] = False
+                self._push_stale = []
             self._stale[:] = True
             self._stale_list = list(range(post.n_workers))
             return

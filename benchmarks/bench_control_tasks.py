@@ -6,18 +6,19 @@ Two crowds of ``--workers`` one-coin workers (good ones: accuracy uniform on [0.
 drawn per worker). Items: θ ~ Beta(0.1, 0.1) (mostly clear items), truth 1{θ >= 0.5}.
 Pull mode (a uniformly drawn worker arrives and is served), budget 3 labels per item, two
 policies: ``opt-kg`` with its own verdict (the Beta posterior of the votes) and the default
-``opt-kg:posterior=one-coin`` with its default verdict ``bds-oc``. Conditions: no control (the control items closed to the policy
-and never served: the same items to label, the same live rules, the same budget); the runner
-without control tasks at all (every item labeled, no live rules: a worker may label an item
-twice — a different campaign, for reference); control tasks at a fixed rate r in
-{1, 5, 10 %} (every round(1/r)-th task of a worker, first_k = 0), with blocking (level 0.7,
-posterior probability 0.9, Beta(1, 1) prior, at least 4 control answers); the same rates
-after ``--first-k`` control tasks per new worker; the value rule (``rule="value"``,
-first_k = 0, the same blocking); and ``drop``: the value rule and first k + 5 % with the
-blocked workers' labels dropped from the verdict (the others keep them). Accuracy on the non-control items (the same
-items in every condition of a replication: the control items of the largest pool are left
-out of every condition's score), mean and standard error over replications; the crowd, the
-truth and the answers of replication r are the same in every condition.
+``opt-kg:posterior=one-coin`` with its default verdict ``bds-oc``. Conditions: no control
+(the control items closed to the policy and never served: the same items to label, the same
+live rules, the same budget); the runner without control tasks at all (every item labeled,
+no live rules: a worker may label an item twice — a different campaign, for reference);
+control tasks at a fixed rate r in {1, 5, 10 %} (every round(1/r)-th task of a worker,
+first_k = 0), with blocking (level 0.7, posterior probability 0.9, Beta(1, 1) prior, at
+least 4 control answers); the same rates after ``--first-k`` control tasks per new worker;
+the value rule (``rule="value"``, first_k = 0, the same blocking); and ``drop``: the value
+rule and first k + 5 % with the blocked workers' labels dropped from the verdict (the others
+keep them). Accuracy on the non-control items (the same items in every condition of a
+replication: the control items of the largest pool are left out of every condition's
+score), mean and standard error over replications; the crowd, the truth and the answers of
+replication r are the same in every condition.
 
 The summary lines per crowd and policy: the best control condition's gain over no control,
 and the value rule (keep) minus the best fixed rate (keep, by mean), paired per replication.
@@ -80,9 +81,8 @@ def conditions(first_k: int) -> list[tuple[str, ControlTasks | None]]:
             out.append((f"first {k} + {rate:.0%}", _blocking(first_k=k, rate=rate)))
     out.append(("value", _blocking(first_k=0, rule="value")))
     out.append(("value, drop", _blocking(first_k=0, rule="value", blocked_labels="drop")))
-    out.append(
-        (f"first {first_k} + 5%, drop", _blocking(first_k=first_k, rate=0.05, blocked_labels="drop"))
-    )
+    dropping = _blocking(first_k=first_k, rate=0.05, blocked_labels="drop")
+    out.append((f"first {first_k} + 5%, drop", dropping))
     return out
 
 

@@ -38,9 +38,9 @@ KNOWN_FAILURES = {
 }
 #: what is not run: it would not end (id, mode) -> why
 NOT_RUN = {
-    ("kos", "pull"): "its planned tasks of a blocked worker are never given, and it idles "
-    "(returns no item) for every other worker while budget is left: the synthetic world's "
-    "arrivals never end and drive leaves an idling policy alone",
+    ("kos", "pull"): "its plan includes the control items, closed to it: once its other "
+    "planned tasks are given it idles with budget left, and drive leaves an idling policy "
+    "alone in a world of endless arrivals (the same with control items and none served)",
 }
 
 

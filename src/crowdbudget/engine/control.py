@@ -38,10 +38,11 @@ answer is worth more than the ordinary label it displaces — a small Bayesian d
 the look-ahead):
 
 - *What a label is worth.* A label of a one-coin worker of accuracy ``a`` adds
-  ``w(a) = max(0, 2a − 1)²`` to the exponent of the crowd's error (Karger, Oh & Shah 2014
-  §2.3: the error of the best aggregation of ``ℓ`` labels an item decays as
-  ``exp(−c ℓ q)``, ``q = E[(2a − 1)²]``; a worker at or below chance adds nothing to a
-  decision that blocks them). Under the posterior Beta(α', β') of ``a``,
+  ``w(a) = max(0, 2a − 1)²`` to the exponent of the crowd's error (Karger, Oh & Shah,
+  *Budget-optimal task allocation for reliable crowdsourcing systems*, 2014: the error of
+  the best aggregation of ``ℓ`` labels an item decays as ``exp(−c ℓ q)`` in the crowd
+  quality ``q = E[(2a − 1)²]``; a worker at or below chance adds nothing to a decision
+  that blocks them). Under the posterior Beta(α', β') of ``a``,
   ``E[w(a)] = 4 E[a² 1{a>½}] − 4 E[a 1{a>½}] + P(a > ½)`` with
   ``E[a^r 1{a>½}] = E[a^r] · I_½(β', α' + r)`` (:func:`positive_information`).
 - *The decision the answers feed.* The worker has about ``m`` labels left: the labels the
@@ -67,7 +68,9 @@ the look-ahead):
   more control; a doubtful one with many labels ahead gets them until the block decides.
   Cost: O(K²) special-function evaluations per task, O(n_workers) for ``v̄`` (no item
   loop); deterministic. In push mode the control task goes to whoever the world picks: it
-  is due when the share-weighted mean of the workers' ``max_k V_k / k`` is positive.
+  is due when the share-weighted mean of the workers' ``max_k V_k / k`` is positive (with an
+  item-only policy the world may still hand a blocked worker unnamed tasks, which ``V_k``
+  does not model: blocking, and so control, is worth less there).
   The rule needs a block level (the decision it values) and the campaign's budget
   (:meth:`ControlLedger.start`).
 """
@@ -455,7 +458,7 @@ class ControlLedger:
 
 def positive_information(alpha: float | FloatArray, beta: float | FloatArray) -> FloatArray:
     """``E[max(0, 2a − 1)²]`` for ``a ~ Beta(alpha, beta)`` (arrays broadcast): what a label
-    of such a worker is worth (module docstring; Karger, Oh & Shah 2014 §2.3).
+    of such a worker is worth (module docstring; Karger, Oh & Shah 2014).
 
     ``E[a^r 1{a > ½}] = E[a^r] · P_{Beta(α + r, β)}(a > ½) = E[a^r] · I_½(β, α + r)``
     (``1 − I_x(a, b) = I_{1−x}(b, a)``), and

@@ -58,13 +58,14 @@ def crowd(kind: str, n_workers: int, rng: np.random.Generator) -> WorkerPool:
 
 
 def _blocking(**rule: object) -> ControlTasks:
-    """Control tasks with the benchmark's blocking (module docstring) and ``rule``."""
+    """Control tasks with the benchmark's blocking (module docstring) and ``rule``; the
+    blocked workers' labels kept unless ``rule`` says ``drop``."""
     return ControlTasks(
         n_items=N_CONTROL_ITEMS,
         block_below=0.7,
         block_confidence=0.9,
         min_answers=4,
-        **rule,  # type: ignore[arg-type]
+        **{"blocked_labels": "keep", **rule},  # type: ignore[arg-type]
     )
 
 

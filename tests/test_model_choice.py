@@ -14,6 +14,7 @@ from crowdbudget.aggregation.model_choice import (
     HeldOutLabelChoice,
     held_out_log_likelihood,
     label_folds,
+    partnered_labels,
 )
 from crowdbudget.aggregation.registry import make_aggregator
 from crowdbudget.cli import main
@@ -72,6 +73,48 @@ def test_folds_do_not_depend_on_the_row_order() -> None:
     counts = np.bincount(label_folds(crowd, 3, 5), minlength=3)
     assert counts.min() > 0.25 * crowd.n_labels
     assert not np.array_equal(label_folds(crowd, 3, 5), label_folds(crowd, 3, 6))
+
+
+def test_an_item_with_few_labels_keeps_them_in_one_fold_and_is_not_scored() -> None:
+    crowd = make_crowd(replace(IMBALANCED, labels_per_item=4, n_items=300), 0)
+    rng = np.random.default_rng(0)
+    # items 0..99 keep 1 label, 100..199 keep 2, the rest all 4
+    keep = np.ones(crowd.n_labels, dtype=bool)
+    for item, k in ((range(0, 100), 1), (range(100, 200), 2)):
+        for i in item:
+            rows = np.flatnonzero(crowd.items == i)
+            keep[rng.choice(rows, rows.size - k, replace=False)] = False
+    data = crowd.labels_subset(keep)
+    fold = label_folds(data, 3, 7, together_up_to=2)
+    per_item = np.bincount(data.items, minlength=data.n_items)
+    for i in np.flatnonzero(per_item <= 2):  # every small item in one fold
+        assert np.unique(fold[data.items == i]).size == 1
+    scored = partnered_labels(data, fold)
+    assert not scored[per_item[data.items] <= 2].any()
+    # a 4-label item split over folds: each label has a partner elsewhere
+    big = per_item[data.items] == 4
+    assert scored[big].mean() > 0.9
+    # without keeping small items together, 2-label items are often split and scored
+    loose = partnered_labels(data, label_folds(data, 3, 7))
+    assert loose[per_item[data.items] == 2].any()
+    assert not loose[per_item[data.items] == 1].any()
+
+
+@pytest.mark.parametrize("per_item", [1, 2])
+def test_auto_defers_to_the_first_candidate_when_no_label_can_be_checked(per_item: int) -> None:
+    """At one or two labels per item no held-out label keeps a partner on its item, so
+    nothing in the labels can tell the candidates apart: the order of preference decides,
+    with no cross-validation fit."""
+    from crowdbudget.experiments.stress import subsample_per_item
+
+    crowd = subsample_per_item(make_crowd(IMBALANCED, 0), per_item, np.random.default_rng(1))
+    choice = HeldOutLabelChoice(candidates=("mace-eb", "bds-oc")).fit(crowd)
+    assert choice.chosen_ == "mace-eb" and choice.scores_ == {}
+    assert "first in the order of preference" in choice.reason_
+    assert np.array_equal(choice.probas_, make_aggregator("mace-eb").fit(crowd).probas_)
+    # a binary-only first candidate that refuses the data: the next one
+    many = make_crowd(StressCell("three", (0.5, 0.3, 0.2), 1, 20), 0)
+    assert HeldOutLabelChoice(candidates=("kos", "mv")).fit(many).chosen_ == "mv"
 
 
 def test_auto_rejects_the_uniform_class_model_on_an_imbalanced_crowd() -> None:
@@ -158,8 +201,8 @@ def test_a_live_campaign_reports_what_auto_chose_and_chooses_again_as_labels_arr
     assert campaign.status()["verdict_choice"] is None
     campaign.results()
     choice = campaign.status()["verdict_choice"]
-    assert choice["chosen"] in ("bds", "ds", "mace-eb-cp", "mace-eb")
-    assert set(choice["scores"]) == {"bds", "ds", "mace-eb-cp", "mace-eb"}
+    # 12 items × 3 labels: fewer than 30 labels can be scored, so the first candidate
+    assert choice["chosen"] == "bds-oc" and choice["scores"] == {}
     assert choice["at_labels"] == n and choice["reason"]
     json.dumps(choice)  # JSON-ready, as the service sends it
     assignment = campaign.next_assignment("eve")
@@ -194,4 +237,5 @@ def test_the_service_status_shows_auto_s_choice_fitted_in_a_child(tmp_path: obje
         assert api.get(f"/v1/campaigns/{cid}/results", headers=boss).status_code == 200
         choice = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()["verdict_choice"]
         assert choice is not None and choice["at_labels"] == 8
-        assert choice["chosen"] in choice["scores"]
+        # 8 labels on 4 items: too few to score, so the first candidate, and it says so
+        assert choice["chosen"] == "bds-oc" and "first in the order" in choice["reason"]

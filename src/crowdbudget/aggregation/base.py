@@ -17,12 +17,31 @@ crowd-kit's shapes).
 
 Subclasses implement :meth:`Aggregator._fit_probas` on integer arrays, with no per-row
 Python loops.
+
+**Known truth** (control tasks: items whose answer the requester knows). ``fit(labels,
+known_truth={item: class, ...})`` hands the aggregator labels of known truth. An aggregator
+with worker parameters whose class flag :attr:`Aggregator.reads_known_truth` is True fits
+them **semi-supervised** (Dawid & Skene 1979 §4, "some patients' true responses known"): in
+every E-step the posterior of a known item is its one-hot truth, so the M-step learns each
+worker's parameters from their control answers as definite successes / failures (a worker
+seen only on control items starts from evidence) and the class proportions count the known
+items at their true class; ``probas_`` of a known item is its one-hot truth. Such a class
+implements :meth:`Aggregator._fit_probas_known`. Every other aggregator (the vote rules,
+and the methods listed in docs/calibration.md "With control tasks" as not reading it)
+ignores ``known_truth``: its fit is the one without it. ``known_truth=None`` (or an empty
+mapping) is the fit without it, bit for bit.
+
+For :class:`~crowdbudget.datasets.LabelData` input ``known_truth`` maps item index → class
+index; for a DataFrame, task id → label value (as in the table's ``label`` column), read
+through the table's coding (:func:`known_truth_arrays`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Self
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -73,8 +92,82 @@ def vote_counts(data: LabelData, weights: npt.ArrayLike | None = None) -> FloatA
     return counts.reshape(data.n_items, data.n_classes).astype(float)
 
 
+@dataclass(frozen=True)
+class KnownTruth:
+    """Items of known class (the module docstring's "known truth"), integer-coded.
+
+    Attributes:
+        items: item indices, shape (n_known,), distinct, in [0, n_items).
+        classes: their true class indices, shape (n_known,), in [0, n_classes).
+    """
+
+    items: IntArray
+    classes: IntArray
+
+    def clamp(self, posteriors: FloatArray) -> FloatArray:
+        """``posteriors`` (n_items, n_classes) with every known item's row set to its one-hot
+        truth, in place (returned for chaining)."""
+        posteriors[self.items] = 0.0
+        posteriors[self.items, self.classes] = 1.0
+        return posteriors
+
+    def mask(self, n_items: int) -> npt.NDArray[np.bool_]:
+        """Whether each item is known, shape (n_items,)."""
+        known = np.zeros(n_items, dtype=bool)
+        known[self.items] = True
+        return known
+
+
+def known_truth_arrays(
+    known_truth: Mapping[Any, Any] | None, data: LabelData, labels: LabelsInput
+) -> KnownTruth | None:
+    """``known_truth`` as :class:`KnownTruth` for ``data`` (None when absent or empty).
+
+    ``labels`` is the input ``data`` was read from: for a DataFrame the keys are task ids and
+    the values label values (compared as strings, the table's coding); for
+    :class:`LabelData`, item indices and class indices. Raises DataFormatError (one line) for
+    an item or class the data does not have."""
+    if known_truth is None or len(known_truth) == 0:
+        return None
+    if not isinstance(known_truth, Mapping):
+        raise DataFormatError(
+            f"known_truth must be a mapping item -> class, got {type(known_truth).__name__}"
+        )
+    keys, values = list(known_truth.keys()), list(known_truth.values())
+    if isinstance(labels, pd.DataFrame):
+        item_index = {str(item): i for i, item in enumerate(data.item_ids)}
+        class_index = {str(c): k for k, c in enumerate(data.classes)}
+        for key, value in zip(keys, values, strict=True):
+            if str(key) not in item_index:
+                raise DataFormatError(f"known_truth names task {key!r}, which has no labels")
+            if str(value) not in class_index:
+                raise DataFormatError(
+                    f"known_truth gives task {key!r} the label {value!r}, not one of "
+                    f"{', '.join(map(str, data.classes))}"
+                )
+        items = np.array([item_index[str(k)] for k in keys], dtype=np.int64)
+        classes = np.array([class_index[str(v)] for v in values], dtype=np.int64)
+    else:
+        try:
+            items = np.array([int(k) for k in keys], dtype=np.int64)
+            classes = np.array([int(v) for v in values], dtype=np.int64)
+        except (TypeError, ValueError):
+            raise DataFormatError(
+                "known_truth must map item indices to class indices (integers)"
+            ) from None
+        if items.min() < 0 or items.max() >= data.n_items:
+            raise DataFormatError(f"known_truth item index out of range 0..{data.n_items - 1}")
+        if classes.min() < 0 or classes.max() >= data.n_classes:
+            raise DataFormatError(f"known_truth class index out of range 0..{data.n_classes - 1}")
+    return KnownTruth(items=items, classes=classes)
+
+
 class Aggregator(ABC):
     """Base class: final labels from collected labels (see the module docstring)."""
+
+    #: whether :meth:`fit` reads ``known_truth`` (semi-supervised; module docstring): the
+    #: class then implements :meth:`_fit_probas_known`
+    reads_known_truth: ClassVar[bool] = False
 
     def __init__(self, rng: int | np.random.Generator | None = 0) -> None:
         self.rng = rng
@@ -92,9 +185,19 @@ class Aggregator(ABC):
     def _fit_probas(self, data: LabelData) -> FloatArray:
         """Class probabilities (n_items, n_classes) for integer-coded ``data``."""
 
-    def fit(self, labels: LabelsInput) -> Self:
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        """Class probabilities (n_items, n_classes) with the items of ``known`` of known
+        class (module docstring); only called when :attr:`reads_known_truth`."""
+        raise NotImplementedError(f"{type(self).__name__} does not read known truth")
+
+    def fit(self, labels: LabelsInput, *, known_truth: Mapping[Any, Any] | None = None) -> Self:
+        """Fit on ``labels``; ``known_truth``: items of known class (module docstring)."""
         data = as_label_data(labels)
-        probas = np.asarray(self._fit_probas(data), dtype=float)
+        known = known_truth_arrays(known_truth, data, labels)
+        if known is not None and self.reads_known_truth:
+            probas = np.asarray(self._fit_probas_known(data, known), dtype=float)
+        else:
+            probas = np.asarray(self._fit_probas(data), dtype=float)
         if probas.shape != (data.n_items, data.n_classes):
             raise AssertionError(
                 f"{type(self).__name__} returned probas of shape {probas.shape}, "
@@ -108,18 +211,22 @@ class Aggregator(ABC):
     def _tie_seed(self) -> int | np.random.Generator | None:
         return self.rng
 
-    def fit_predict(self, labels: LabelsInput) -> IntArray | pd.Series:
+    def fit_predict(
+        self, labels: LabelsInput, *, known_truth: Mapping[Any, Any] | None = None
+    ) -> IntArray | pd.Series:
         """Final labels: int array (LabelData input) or task-indexed Series (DataFrame)."""
-        self.fit(labels)
+        self.fit(labels, known_truth=known_truth)
         if isinstance(labels, pd.DataFrame):
             classes = np.asarray(self.data_.classes, dtype=object)
             index = pd.Index(self.data_.item_ids, name="task")
             return pd.Series(classes[self.labels_], index=index, name="agg_label")
         return self.labels_
 
-    def fit_predict_proba(self, labels: LabelsInput) -> FloatArray | pd.DataFrame:
+    def fit_predict_proba(
+        self, labels: LabelsInput, *, known_truth: Mapping[Any, Any] | None = None
+    ) -> FloatArray | pd.DataFrame:
         """Class probabilities: array (LabelData input) or task × class DataFrame."""
-        self.fit(labels)
+        self.fit(labels, known_truth=known_truth)
         if isinstance(labels, pd.DataFrame):
             index = pd.Index(self.data_.item_ids, name="task")
             return pd.DataFrame(self.probas_, index=index, columns=list(self.data_.classes))

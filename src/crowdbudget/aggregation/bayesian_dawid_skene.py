@@ -95,6 +95,13 @@ less predictable than the plain posterior claims, and τ < 1. Measured (docs/cal
 (3 classes, near-perfect crowd: ECE 0.006 → 0.11), so it is not the default; ``temperature=1``
 (default) gives the untempered variational posterior, a number fixes τ.
 
+Known truth (``fit(..., known_truth=...)``: control items). A known item's ``q(z_i)`` is its
+one-hot truth at the start and after every update, so the empirical-Bayes prior, every
+worker's ``q(e_jc)`` (their control answers as counts of definite successes and failures)
+and ``q(π)`` (the known items at their class) learn from it; tempering leaves a known item
+one-hot (the variational semi-supervised IBCC of Kim & Ghahramani §3, whose training labels
+are exactly this).
+
 Start: ``T`` = majority-vote shares. Stop after ``n_iter`` iterations or when no entry of
 ``T`` moves by more than ``tol``. Cost per iteration: two sparse products (O(n_labels · C))
 and O(J · C²) digammas.
@@ -114,7 +121,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray
+from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
 from crowdbudget.aggregation.dawid_skene import check_iterations, incidence, initial_shares
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
@@ -306,18 +313,15 @@ class BayesianDawidSkene(Aggregator):
                 best_tau, best = float(tau), score
         return best_tau
 
+    reads_known_truth = True
+
     def _fit_probas(self, data: LabelData) -> FloatArray:
-        n_iter, tol = check_iterations(self.n_iter, self.tol, "BayesianDawidSkene")
-        nu0 = self.class_prior
-        if isinstance(nu0, bool) or not isinstance(nu0, int | float) or not nu0 > 0:
-            raise InvalidParameterError(
-                f"BayesianDawidSkene: class_prior must be a number > 0, got {nu0!r}"
-            )
-        C = data.n_classes
-        fixed = self._fixed_prior(C)
-        model_data, mapping = self._pooled(data)
-        matrix: sp.csr_matrix = incidence(model_data)
-        J = model_data.n_workers
+        return self._variational(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return self._variational(data, known)
+
+    def _check(self) -> None:
         if self.prior_fit not in PRIOR_FITS:
             raise InvalidParameterError(
                 f"BayesianDawidSkene: prior_fit must be one of {', '.join(PRIOR_FITS)}, "
@@ -333,8 +337,27 @@ class BayesianDawidSkene(Aggregator):
             raise InvalidParameterError(
                 f"BayesianDawidSkene: prior_floor must be a number >= 0, got {floor!r}"
             )
+
+    def _variational(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """The variational fit of the module docstring; ``known`` items (if any) keep their
+        one-hot truth."""
+        n_iter, tol = check_iterations(self.n_iter, self.tol, "BayesianDawidSkene")
+        nu0 = self.class_prior
+        if isinstance(nu0, bool) or not isinstance(nu0, int | float) or not nu0 > 0:
+            raise InvalidParameterError(
+                f"BayesianDawidSkene: class_prior must be a number > 0, got {nu0!r}"
+            )
+        C = data.n_classes
+        fixed = self._fixed_prior(C)
+        model_data, mapping = self._pooled(data)
+        matrix: sp.csr_matrix = incidence(model_data)
+        J = model_data.n_workers
+        self._check()
+        floor = self.prior_floor
         fit_prior = one_coin_polya_prior if self.prior_form == "one-coin" else polya_prior
         T = initial_shares(data)
+        if known is not None:
+            T = known.clamp(T)
         prior = fixed if fixed is not None else np.where(np.eye(C, dtype=bool), 2.0, 1.0)
         every = fixed is None and self.prior_fit == "every"
         if fixed is None and not every:
@@ -356,6 +379,8 @@ class BayesianDawidSkene(Aggregator):
             scores -= scores.max(axis=1, keepdims=True)
             new_T = np.exp(scores)
             new_T /= new_T.sum(axis=1, keepdims=True)
+            if known is not None:
+                new_T = known.clamp(new_T)
             change = float(np.max(np.abs(new_T - T))) if T.size else 0.0
             T = new_T
             if change <= tol:
@@ -370,6 +395,8 @@ class BayesianDawidSkene(Aggregator):
             scores -= scores.max(axis=1, keepdims=True)
             T = np.exp(scores)
             T /= T.sum(axis=1, keepdims=True)
+            if known is not None:
+                T = known.clamp(T)
         self.temperature_ = tau
         self.confusion_prior_ = prior
         self.errors_ = errors[mapping]

@@ -47,6 +47,11 @@ first worker messages are the prior odds E[q]/E[(1 − q)/(C − 1)]); optional 
 stop after ``n_iter`` iterations or when max |Δd| < ``tol``. Final ``probas_`` are the item
 beliefs (normalised), ``labels_`` their argmax.
 
+Known truth (``fit(..., known_truth=...)``: control items): a label on a known item sends its
+worker the item-to-worker message "z = truth" — probability 1 that the label is right if it is
+the truth, 0 if not — in every iteration, so the worker's reliability belief reads the control
+answers as definite; ``probas_`` of a known item is its one-hot truth.
+
 Example:
     >>> from crowdbudget.datasets import load_dataset
     >>> bp = BeliefPropagation().fit(load_dataset("rte"))
@@ -60,7 +65,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, logsumexp, roots_jacobi
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray
+from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
 from crowdbudget.aggregation.dawid_skene import check_iterations, softmax_rows
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
@@ -133,7 +138,17 @@ class BeliefPropagation(Aggregator):
             )
         return n_iter, tol
 
+    reads_known_truth = True
+
     def _fit_probas(self, data: LabelData) -> FloatArray:
+        return self._propagate(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return known.clamp(self._propagate(data, known))
+
+    def _propagate(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """The message passing of the module docstring; a label on a ``known`` item sends
+        its worker the message "z = truth" (1 if the label is the truth, else 0)."""
         n_iter, tol = self._validate()
         C = data.n_classes
         q, weights = beta_quadrature(float(self.alpha), float(self.beta), int(self.n_nodes))
@@ -177,11 +192,24 @@ class BeliefPropagation(Aggregator):
             others = logsumexp(rows, axis=1)  # log Σ_{z ≠ L_e} exp(belief)
             return np.asarray(expit(own - others), dtype=float)
 
-        b = np.full(n_labels, 1.0 / C)
+        on_known = None
+        if known is not None:
+            truth = np.full(data.n_items, -1, dtype=np.int64)
+            truth[known.items] = known.classes
+            on_known = truth[items] >= 0
+            right = (labels == truth[items]).astype(float)[on_known]
+
+        def clamp(b: FloatArray) -> FloatArray:
+            # the interior quadrature nodes keep log_g finite at b = 0 and b = 1
+            if on_known is not None:
+                b[on_known] = right
+            return b
+
+        b = clamp(np.full(n_labels, 1.0 / C))
         d, totals = worker_messages(b)
         iteration = 0
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
-            b = item_to_worker(d, item_beliefs(d))
+            b = clamp(item_to_worker(d, item_beliefs(d)))
             d_new, totals = worker_messages(b)
             if self.damping:
                 d_new = (1.0 - self.damping) * d_new + self.damping * d

@@ -9,7 +9,11 @@ Algorithm (EM, as crowd-kit does it):
 2. M-step: ``π = mean_i T[i]``; ``errors[j, c, l] ∝ Σ_{labels (i, j, l)} T[i, c]``, clipped below
    at machine epsilon and normalised over l (so no log(0));
 3. E-step: ``log T[i, c] = log π_c + Σ_{labels (i, j, l)} log errors[j, c, l] − const``;
-4. stop after ``n_iter`` iterations or when the evidence lower bound per label,
+4. with known truth (``fit(..., known_truth=...)``, control items), the posterior of a known
+   item is its one-hot truth from the start and after every E-step, so steps 2 and 3 learn
+   each worker's matrix from their control answers and π counts the known items at their
+   class (semi-supervised EM, Dawid & Skene 1979 §4);
+5. stop after ``n_iter`` iterations or when the evidence lower bound per label,
    ``(Σ_i Σ_c T_ic (log π_c + Σ log errors) + H(T)) / n_labels``, rises by less than ``tol``
    (``loss_history_`` keeps it).
 
@@ -33,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray, vote_counts
+from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth, vote_counts
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -117,10 +121,22 @@ class DawidSkene(Aggregator):
         log_e = np.log(errors).transpose(0, 2, 1).reshape(n_workers * C, C)  # [(j, l), c]
         return np.asarray(counts_matrix @ log_e, dtype=float) + np.log(np.maximum(priors, _EPS))
 
+    reads_known_truth = True
+
     def _fit_probas(self, data: LabelData) -> FloatArray:
+        return self._em(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return self._em(data, known)
+
+    def _em(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """The EM of the module docstring; ``known`` items (if any) keep their one-hot truth
+        as posterior in every step (semi-supervised EM, Dawid & Skene 1979 §4)."""
         n_iter, tol = check_iterations(self.n_iter, self.tol, type(self).__name__)
         matrix = incidence(data)
         T = initial_shares(data)
+        if known is not None:
+            T = known.clamp(T)
         priors = T.mean(axis=0)
         errors = self._m_step(data, matrix, T)
         log_lik = self._log_likelihood(matrix, priors, errors)
@@ -129,6 +145,8 @@ class DawidSkene(Aggregator):
         iteration = 0
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
             T = softmax_rows(log_lik)
+            if known is not None:
+                T = known.clamp(T)
             priors = T.mean(axis=0)
             errors = self._m_step(data, matrix, T)
             log_lik = self._log_likelihood(matrix, priors, errors)

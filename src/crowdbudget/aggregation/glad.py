@@ -28,6 +28,11 @@ rises by less than ``tol``. ``probas_`` are those of the last E-step (crowd-kit'
 |x|), ``log(1 − σ) = log σ − x``, ``σ = exp(log σ)``: one transcendental pair per label per
 evaluation.
 
+Known truth (``fit(..., known_truth=...)``: control items): a known item's ``T_i`` is its
+one-hot truth in every E-step, so ``T_il`` in ``Q`` is 1 or 0 on its labels — the worker's
+control answers are definite successes and failures of ``σ(α_j β_i)``; ``probas_`` of a known
+item is its truth.
+
 Example:
     >>> from crowdbudget.datasets import load_dataset
     >>> glad = GLAD().fit(load_dataset("rte"))
@@ -41,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray
+from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
 from crowdbudget.aggregation.dawid_skene import check_iterations, softmax_rows
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
@@ -93,7 +98,17 @@ class GLAD(Aggregator):
             )
         return prior / prior.sum()
 
+    reads_known_truth = True
+
     def _fit_probas(self, data: LabelData) -> FloatArray:
+        return self._em(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return self._em(data, known)
+
+    def _em(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """The EM of the module docstring; ``known`` items keep their one-hot truth as
+        posterior (their labels are then definite evidence of expertise and difficulty)."""
         n_iter, tol = check_iterations(self.n_iter, self.tol, "GLAD")
         m_iter, m_tol = check_iterations(self.m_step_max_iter, self.m_step_tol, "GLAD (M-step)")
         C = data.n_classes
@@ -120,7 +135,8 @@ class GLAD(Aggregator):
             scores = np.zeros((n_items, C))
             np.add.at(scores, (items, labels), right - wrong)
             scores += np.bincount(items, weights=wrong, minlength=n_items)[:, None]
-            return softmax_rows(scores + log_prior)
+            posterior = softmax_rows(scores + log_prior)
+            return posterior if known is None else known.clamp(posterior)
 
         def objective(
             theta: FloatArray, posterior_of_label: FloatArray

@@ -70,6 +70,13 @@ Inference (§2.1 EM, §2.2 variational Bayes — the default, as in the paper an
   generator of ``rng``. crowd-kit's default is 10 restarts, but it re-seeds each one with the
   same ``random_state``, so its restarts all start at the same point: one run.
 
+- Known truth (``fit(..., known_truth=...)``: control items): a known item's ``T_i`` is its
+  one-hot truth in every E-step (and in the fit of the priors), so a worker's control
+  answers count as definite knowing (a right answer, weighted by how likely knowing is
+  against a lucky spam draw) or spamming (a wrong one); the learned class prior counts them
+  at their class; the log marginal likelihood that picks the restart is that of the labels
+  with the known classes fixed.
+
 Example:
     >>> from crowdbudget.datasets import load_dataset
     >>> mace = MACE().fit(load_dataset("rte"))
@@ -83,7 +90,7 @@ import numpy as np
 from scipy.special import digamma, logsumexp
 
 from crowdbudget._random import as_generator
-from crowdbudget.aggregation.base import Aggregator, FloatArray
+from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
 from crowdbudget.aggregation.bayesian_dawid_skene import polya_prior
 from crowdbudget.aggregation.dawid_skene import check_iterations
 from crowdbudget.datasets.loaders import LabelData
@@ -195,10 +202,12 @@ class MACE(Aggregator):
         know: FloatArray,
         strategies: FloatArray,
         log_class_prior: FloatArray | None = None,
+        known: KnownTruth | None = None,
     ) -> tuple[float, FloatArray, FloatArray, FloatArray, FloatArray]:
         """Log marginal likelihood, posterior T (n_items, C), and the expected counts:
         spamming per (worker, label) (n_workers, C), spamming and knowing per worker.
-        ``log_class_prior``: log P(T_i = t), shape (C,); None is uniform."""
+        ``log_class_prior``: log P(T_i = t), shape (C,); None is uniform. ``known``: items
+        whose T_i is their one-hot truth (and whose evidence is that of their class)."""
         items, workers, labels = data.items, data.workers, data.labels
         C = data.n_classes
         # a = P(spam) ξ_jl > 0 (ξ and the spam probability are kept positive by the priors /
@@ -212,6 +221,9 @@ class MACE(Aggregator):
         scores += -np.log(C) if log_class_prior is None else log_class_prior[None, :]
         log_evidence = logsumexp(scores, axis=1, keepdims=True)
         T = np.asarray(np.exp(scores - log_evidence), dtype=float)
+        if known is not None:
+            T = known.clamp(T)
+            log_evidence[known.items, 0] = scores[known.items, known.classes]
         t_label = T[items, labels]
         knowing = t_label * k / (a + k)
         spamming = 1.0 - knowing
@@ -249,7 +261,9 @@ class MACE(Aggregator):
             )
         return pair[:, 0], pair[:, 1], strategies
 
-    def _priors(self, data: LabelData) -> tuple[FloatArray, FloatArray]:
+    def _priors(
+        self, data: LabelData, known: KnownTruth | None = None
+    ) -> tuple[FloatArray, FloatArray]:
         """The Beta pseudo-counts of (spamming, knowing), shape (2,), and the strategy
         pseudo-counts, shape (C,): hand-set, or (``prior_fit``) fitted to the expected counts
         of the symmetric start's E-step (module docstring)."""
@@ -258,7 +272,7 @@ class MACE(Aggregator):
         strategy = np.full(C, float(self.strategy_prior))
         if self.prior_fit != "none":
             half, uniform = np.full(n_w, 0.5), np.full((n_w, C), 1.0 / C)
-            _, _, by_label, n_spam, n_know = self._e_step(data, half, half, uniform)
+            _, _, by_label, n_spam, n_know = self._e_step(data, half, half, uniform, known=known)
             # each worker's counts are one Pólya draw (a 1 × k "confusion row"); a worker with
             # no labels has zero counts and is left out of the fit by polya_prior
             pair_counts = np.column_stack([n_spam, n_know])[:, None, :]
@@ -275,11 +289,20 @@ class MACE(Aggregator):
         C = T.shape[1]
         return np.asarray(np.log((T.sum(axis=0) + 1.0) / (T.shape[0] + C)), dtype=float)
 
+    reads_known_truth = True
+
     def _fit_probas(self, data: LabelData) -> FloatArray:
+        return self._fit_restarts(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return self._fit_restarts(data, known)
+
+    def _fit_restarts(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """The restarts of the module docstring; ``known`` items keep their one-hot truth."""
         self._check()
         rng = as_generator(self.rng)
         C, n_w = data.n_classes, data.n_workers
-        priors = self._priors(data)
+        priors = self._priors(data, known)
         best: tuple[float, FloatArray, FloatArray, FloatArray, FloatArray | None] | None = None
         labelled = np.bincount(data.items, minlength=data.n_items) > 0
         width = 1.0 + float(self.default_noise)
@@ -295,17 +318,17 @@ class MACE(Aggregator):
             log_prior: FloatArray | None = None  # every run starts from the uniform prior
             for _ in range(int(self.n_iter)):
                 _, T, by_label, n_spam, n_know = self._e_step(
-                    data, spam, know, strategies, log_prior
+                    data, spam, know, strategies, log_prior, known
                 )
                 spam, know, strategies = self._m_step(by_label, n_spam, n_know, priors)
                 if self.class_prior == "learned":
                     log_prior = self._log_class_prior(T[labelled])
-            log_lik = self._e_step(data, spam, know, strategies, log_prior)[0]
+            log_lik = self._e_step(data, spam, know, strategies, log_prior, known)[0]
             if best is None or log_lik > best[0]:
                 best = (log_lik, spam, know, strategies, log_prior)
         assert best is not None
         log_lik, spam, know, strategies, log_prior = best
-        _, T, *_ = self._e_step(data, spam, know, strategies, log_prior)
+        _, T, *_ = self._e_step(data, spam, know, strategies, log_prior, known)
         self.class_prior_ = (
             np.full(C, 1.0 / C) if log_prior is None else np.asarray(np.exp(log_prior))
         )

@@ -10,7 +10,8 @@ as in the paper's noiseless-worker model.
 
 from __future__ import annotations
 
-from typing import Self
+from collections.abc import Mapping
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -43,8 +44,9 @@ class MajorityVote(Aggregator):
         # all classes, broken by ``rng`` like any other tie
         return np.where(totals > 0, counts / np.maximum(totals, 1), 1.0 / counts.shape[1])
 
-    def fit(self, labels: LabelsInput) -> Self:
-        super().fit(labels)
+    def fit(self, labels: LabelsInput, *, known_truth: Mapping[Any, Any] | None = None) -> Self:
+        # a vote rule: known truth is not read (base module docstring)
+        super().fit(labels, known_truth=known_truth)
         agree = (self.labels_[self.data_.items] == self.data_.labels).astype(float)
         n = np.bincount(self.data_.workers, minlength=self.data_.n_workers)
         hits = np.bincount(self.data_.workers, weights=agree, minlength=self.data_.n_workers)

@@ -31,7 +31,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``mace-eb-cp`` | :class:`MACE`, ``prior_fit="competence"``, | as ``mace`` |
 |  | ``class_prior="learned"`` |  |
 | ``auto`` | :class:`HeldOutLabelChoice` (the candidate that best predicts held-out | |
-|  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``level-within`` |
+|  | labels) | ``candidates``, ``n-folds``, ``shrinkage``, ``level-within``, |
+|  |  | ``together-up-to``, ``min-partnered`` |
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
 | ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
@@ -580,6 +581,18 @@ for _spec in (
             "level-within",
             float,
             "standard errors of the score difference within which candidates are level",
+            low=0,
+        ),
+        _row(
+            "together-up-to",
+            int,
+            "an item with at most this many labels keeps them in one fold (not scored)",
+            low=0,
+        ),
+        _row(
+            "min-partnered",
+            int,
+            "fewer labels with a partner on their item than this: the first candidate",
             low=0,
         ),
     ),

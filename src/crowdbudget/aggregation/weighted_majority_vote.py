@@ -8,7 +8,9 @@ workers in order of first appearance — prefer a dict), or a dict worker id →
 string ids of the input; every worker of the input must be present). Weights must be finite
 and >= 0. ``weights=None`` uses each worker's agreement with the majority vote (the
 "worker agreement with aggregate" weights of crowd-kit's ``Wawa``), so the id ``wmv`` works
-without side information.
+without side information; with known truth (``fit(..., known_truth=...)``: control items)
+those weights compare a worker with the truth on the known items, and ``probas_`` of a known
+item is its one-hot truth (given weights are used as they are).
 
 Example:
     >>> import pandas as pd
@@ -25,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray, vote_counts
+from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth, vote_counts
 from crowdbudget.aggregation.majority_vote import MajorityVote
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
@@ -51,9 +53,19 @@ class WeightedMajorityVote(Aggregator):
         super().__init__(rng=rng)
         self.weights = weights
 
-    def _worker_weights(self, data: LabelData) -> FloatArray:
+    reads_known_truth = True
+
+    def _worker_weights(self, data: LabelData, known: KnownTruth | None = None) -> FloatArray:
         if self.weights is None:
-            return np.asarray(MajorityVote(rng=self.rng).fit(data).skills_, dtype=float)
+            majority = MajorityVote(rng=self.rng).fit(data)
+            if known is None:
+                return np.asarray(majority.skills_, dtype=float)
+            labels = np.array(majority.labels_, dtype=np.int64, copy=True)
+            labels[known.items] = known.classes
+            hit = (labels[data.items] == data.labels).astype(float)
+            n = np.bincount(data.workers, minlength=data.n_workers)
+            hits = np.bincount(data.workers, weights=hit, minlength=data.n_workers)
+            return np.asarray(hits / np.maximum(n, 1), dtype=float)
         if isinstance(self.weights, Mapping):
             table = {str(k): float(v) for k, v in self.weights.items()}
             missing = [w for w in data.worker_ids if str(w) not in table]
@@ -75,7 +87,13 @@ class WeightedMajorityVote(Aggregator):
         return weights
 
     def _fit_probas(self, data: LabelData) -> FloatArray:
-        weights = self._worker_weights(data)
+        return self._weighted(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return known.clamp(self._weighted(data, known))
+
+    def _weighted(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        weights = self._worker_weights(data, known)
         self.weights_ = weights
         votes = vote_counts(data, weights[data.workers])
         totals = votes.sum(axis=1, keepdims=True)

@@ -20,6 +20,11 @@ skills, so they are a parameter: ``ties="random"`` (default) breaks them with th
 crowd-kit's rule (pandas ``idxmax``), used by the crowd-kit agreement tests. The final
 ``labels_`` break exact ties of ``probas_`` at random either way.
 
+Known truth (``fit(..., known_truth=...)``: control items): both read a known item's label as
+its truth wherever the skills compare a worker with the aggregate (Wawa's majority label,
+every ZBS iteration's ``ŷ``), so a worker's control answers count as definite agreements or
+disagreements; ``probas_`` of a known item is its one-hot truth.
+
 Example:
     >>> from crowdbudget.datasets import load_dataset
     >>> zbs = ZeroBasedSkill().fit(load_dataset("rte"))
@@ -36,6 +41,7 @@ from crowdbudget.aggregation.base import (
     Aggregator,
     FloatArray,
     IntArray,
+    KnownTruth,
     argmax_random_ties,
     vote_counts,
 )
@@ -58,12 +64,13 @@ class Wawa(WeightedMajorityVote):
     def get_params(self) -> dict[str, object]:
         return {"ties": self.ties, "rng": self.rng}
 
-    def _worker_weights(self, data: LabelData) -> FloatArray:
+    def _worker_weights(self, data: LabelData, known: KnownTruth | None = None) -> FloatArray:
         shares = weighted_shares(data, np.ones(data.n_workers))
-        return agreement(data, break_ties(shares, self.ties, as_generator(self.rng)))
+        majority = break_ties(shares, self.ties, as_generator(self.rng))
+        return agreement(data, majority if known is None else with_truth(majority, known))
 
-    def _fit_probas(self, data: LabelData) -> FloatArray:
-        probas = super()._fit_probas(data)
+    def _weighted(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        probas = super()._weighted(data, known)
         self.skills_ = self.weights_
         return probas
 
@@ -78,6 +85,13 @@ def break_ties(shares: FloatArray, ties: str, rng: np.random.Generator) -> IntAr
     if ties == "random":
         return argmax_random_ties(shares, rng)
     raise InvalidParameterError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+
+
+def with_truth(labels: IntArray, known: KnownTruth) -> IntArray:
+    """``labels`` (n_items,) with every known item's label replaced by its truth (a copy)."""
+    out = np.array(labels, dtype=np.int64, copy=True)
+    out[known.items] = known.classes
+    return out
 
 
 def weighted_shares(data: LabelData, weights: FloatArray) -> FloatArray:
@@ -143,7 +157,16 @@ class ZeroBasedSkill(Aggregator):
                 f"{name}: lr_reduce_factor must be in (0, 1], got {factor!r}"
             )
 
+    reads_known_truth = True
+
     def _fit_probas(self, data: LabelData) -> FloatArray:
+        return self._fit_skills(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return known.clamp(self._fit_skills(data, known))
+
+    def _fit_skills(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """The skill steps of the module docstring; ``known`` items' ``ŷ`` is their truth."""
         self._check()
         rng = as_generator(self.rng)
         skills = np.full(data.n_workers, 1.0 / data.n_classes + float(self.eps))
@@ -152,6 +175,8 @@ class ZeroBasedSkill(Aggregator):
             if iteration % int(self.lr_steps_to_reduce) == 0:
                 step *= float(self.lr_reduce_factor)
             labels = break_ties(weighted_shares(data, skills), self.ties, rng)
+            if known is not None:
+                labels = with_truth(labels, known)
             skills = skills + step * (agreement(data, labels) - skills)
         self.skills_ = skills
         return weighted_shares(data, skills)

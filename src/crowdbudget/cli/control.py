@@ -5,8 +5,8 @@ labels cost budget and accuracy is reported on the other gold items; ``--block-b
 a worker whose accuracy on control answers is below that level with posterior probability at
 least ``--block-confidence`` (Beta(1, 1) prior). ``--control-rule value`` serves a control task
 after the first ones whenever its answer is worth more than the label it displaces (the block
-decision's expected value of sample information); ``--blocked-labels drop`` fits the verdict
-without the blocked workers' labels."""
+decision's expected value of sample information); ``--blocked-labels keep`` lets the verdict
+weigh the blocked workers' labels (default ``drop``: fitted without them)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,20 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--blocked-labels",
-        choices=("keep", "drop"),
-        default="keep",
-        help="the verdict keeps the blocked workers' labels (its worker model weighs them) or "
-        "drops them (default keep)",
+        choices=("drop", "keep"),
+        default="drop",
+        help="the verdict is fitted without the blocked workers' labels (drop, the default, as "
+        "in a live campaign) or keeps them (its worker model weighs them)",
+    )
+    group.add_argument(
+        "--control-calibrate",
+        nargs="?",
+        const="floor",
+        default=None,
+        choices=("floor", "difficulty"),
+        help="map an aggregator verdict's probabilities by a floor fitted on the control "
+        "answers: floor (its likelihood on the control items, the default) or difficulty "
+        "(from the control answers' item difficulty); docs/calibration.md",
     )
 
 
@@ -76,7 +86,7 @@ def control_tasks(args: argparse.Namespace) -> Any:
     n_items = getattr(args, "control_items", None)
     if fraction is None and n_items is None:
         for option in ("block_below", "control_rule", "blocked_labels"):
-            if getattr(args, option, None) not in (None, "fixed", "keep"):
+            if getattr(args, option, None) not in (None, "fixed", "drop"):
                 raise InvalidParameterError(
                     f"--{option.replace('_', '-')} needs control tasks "
                     "(--control-fraction or --control-items)"
@@ -90,5 +100,6 @@ def control_tasks(args: argparse.Namespace) -> Any:
         block_below=args.block_below,
         block_confidence=args.block_confidence,
         rule=getattr(args, "control_rule", "fixed"),
-        blocked_labels=getattr(args, "blocked_labels", "keep"),
+        blocked_labels=getattr(args, "blocked_labels", "drop"),
+        calibrate=getattr(args, "control_calibrate", None),
     )

@@ -100,7 +100,7 @@ __all__ = [
 CONTROL_RULES = ("fixed", "value")
 
 #: what the verdict does with a blocked worker's labels (:mod:`crowdbudget.engine.blocked`)
-BLOCKED_LABELS = ("keep", "drop")
+BLOCKED_LABELS = ("drop", "keep")
 
 #: the key under the run's root seed from which the control subset is drawn: a pure
 #: derivation, so it moves no other stream (worlds, policies) of the run
@@ -129,8 +129,12 @@ class ControlTasks:
             control task whenever it is worth its label: module docstring; ``rate`` unused).
         horizon: the value rule's look-ahead: at most this many more control answers.
         blocked_labels: what the verdict does with the labels of a worker blocked by the
-            end of the reading: ``"keep"`` (its worker model weighs them) or ``"drop"`` (it
-            is fitted without them; :mod:`crowdbudget.engine.blocked`).
+            time it reads: ``"drop"`` (the default, as in a live campaign: it is fitted
+            without them; :mod:`crowdbudget.engine.blocked`) or ``"keep"`` (its worker model
+            weighs them).
+        calibrate: None, or how an aggregator verdict's probabilities are calibrated on the
+            control answers (``"floor"`` or ``"difficulty"``;
+            :mod:`crowdbudget.aggregation.control_calibration`).
     """
 
     fraction: float | None = None
@@ -143,7 +147,8 @@ class ControlTasks:
     min_answers: int = 5
     rule: str = "fixed"
     horizon: int = 20
-    blocked_labels: str = "keep"
+    blocked_labels: str = "drop"
+    calibrate: str | None = None
 
     def __post_init__(self) -> None:
         if (self.fraction is None) == (self.n_items is None):

@@ -391,6 +391,17 @@ def _sync(env: LabelingEnvironment, state: CampaignState, item: int) -> None:
         state.eligible[item] = False
 
 
+def _observe(policy: Decider, step: LiveStep | None, event: LabelEvent) -> None:
+    """``policy`` learns ``event``; a control answer (live rules with control tasks) as a
+    label of known truth (``observe_known``, when the policy has it)."""
+    control = None if step is None else step.control
+    known = getattr(policy, "observe_known", None)
+    if control is not None and known is not None and event.item in control.item_set:
+        known(event, int(control.truth[event.item]))
+    else:
+        policy.observe(event)
+
+
 def drive(
     policy: Decider,
     env: LabelingEnvironment,
@@ -446,7 +457,7 @@ def drive(
             if timed:
                 event = LabelEvent(event.item, event.worker, event.label, event.cost, time=now)
             state.record_label(event, assignment)
-            policy.observe(event)
+            _observe(policy, step, event)
             if step is not None:
                 step.labeled(state, event, key)
         _sync(env, state, assignment.item)

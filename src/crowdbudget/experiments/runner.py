@@ -38,7 +38,7 @@ from crowdbudget.experiments.executors import (
     resolve_executor,
 )
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.policies.verdict import Verdict, make_verdict
+from crowdbudget.policies.verdict import AggregatorVerdict, Verdict, make_verdict
 from crowdbudget.registry import Spec, VerdictSpec, make_policy, pin_paper_ties, split_verdict
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import CampaignState
@@ -170,6 +170,13 @@ def run_campaign(
     for _, reader in readers:
         reader.reset(problem, copy.deepcopy(policy_rng))
     verdict.reset(problem, policy_rng)
+    if control is not None:
+        _verdicts_read_control(
+            [verdict, *(reader for _, reader in readers)],
+            control_items,
+            env.true_labels,
+            calibrate=control.calibrate,
+        )
     if ledger is None:
         drive(policy, env, state, clock, recorder)
         return recorder.rows + recorder.reader_rows
@@ -189,6 +196,27 @@ def _blocked_labels(
     return BlockedLabelsVerdict(verdict, ledger), [
         (label, BlockedLabelsVerdict(reader, ledger)) for label, reader in readers
     ]
+
+
+def _verdicts_read_control(
+    verdicts: Sequence[Verdict],
+    control_items: np.ndarray,
+    truth: np.ndarray,
+    *,
+    calibrate: str | None,
+) -> None:
+    """Every aggregator verdict of ``verdicts`` reads the control items (bool, (n_items,)) as
+    labels of known truth ``truth`` (n_items,) and, with ``calibrate`` (a method), is
+    calibrated on them (:meth:`~crowdbudget.policies.verdict.AggregatorVerdict.read_control`).
+    The scores
+    stay on the other evaluated items. The policy's own model (``posterior``) reads them
+    through the policy (its ``observe_known``)."""
+    known = {int(i): int(truth[i]) for i in np.flatnonzero(control_items)}
+    for reading in verdicts:
+        # a verdict reading without the blocked workers' labels reads the control items too
+        verdict = reading.inner if isinstance(reading, BlockedLabelsVerdict) else reading
+        if isinstance(verdict, AggregatorVerdict):
+            verdict.read_control(known, calibrate=calibrate)
 
 
 @dataclass

@@ -168,6 +168,12 @@ class AllocationPolicy(ABC):
     def observe(self, event: LabelEvent) -> None:  # noqa: B027 - optional hook
         """Learn from a label that came back (default: nothing to learn)."""
 
+    def observe_known(self, event: LabelEvent, truth: int) -> None:
+        """Learn from a label on an item whose class ``truth`` is known (a control answer):
+        a worker-aware policy reads it as a definite right or wrong answer of its worker
+        (:mod:`crowdbudget.policies.worker_aware`); default: an ordinary label."""
+        self.observe(event)
+
     def final_labels(self, state: CampaignState) -> IntArray:
         """Final labels after the campaign, shape (n_items,).
 

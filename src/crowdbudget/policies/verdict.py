@@ -38,6 +38,7 @@ without contexts it is the same as ``as-given``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -240,10 +241,24 @@ class AggregatorVerdict(Verdict):
         self._seed = 0
         self._worker_offset: IntArray | None = None
         self._fit: tuple[int, IntArray, FloatArray] | None = None
+        self.known_truth: dict[int, int] | None = None
+        self.calibrate: str | None = None
+        self.calibration_: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
         return self.aggregator
+
+    def read_control(self, known_truth: Mapping[int, int], *, calibrate: str | None = None) -> None:
+        """Read the control items ``known_truth`` (item index → class) as labels of known
+        truth (``Aggregator.fit(..., known_truth=...)``) and, with ``calibrate`` (a method:
+        ``"floor"`` or ``"difficulty"``), map the probabilities by the calibration fitted
+        on them
+        (:func:`~crowdbudget.aggregation.control_calibration.calibrate_on_control`; its
+        report in ``calibration_``). Set after :meth:`reset`; kept by later resets."""
+        self.known_truth = {int(i): int(c) for i, c in known_truth.items()} or None
+        self.calibrate = calibrate
+        self._fit = None
 
     def reset(self, problem: Problem, rng: np.random.Generator) -> AggregatorVerdict:
         # a child seed: the parent's stream is not advanced (module doc)
@@ -259,12 +274,23 @@ class AggregatorVerdict(Verdict):
         n = len(state.label_log)
         if self._fit is None or self._fit[0] != n:
             data = log_label_data(state, worker_offset=self._worker_offset)
-            fitted = make_aggregator(f"{self.aggregator}:seed={self._seed}").fit(data)
-            self._fit = (
-                n,
-                np.asarray(fitted.labels_, dtype=np.int64),
-                np.asarray(fitted.probas_, dtype=float),
-            )
+            aggregator = make_aggregator(f"{self.aggregator}:seed={self._seed}")
+            if self.calibrate and self.known_truth:
+                from crowdbudget.aggregation.control_calibration import calibrate_on_control
+
+                # the aggregator is left fitted with every control truth known, and the floor
+                # keeps every row's order: its labels are those of the mapped probabilities
+                probas, self.calibration_ = calibrate_on_control(
+                    aggregator, data, self.known_truth, rng=self._seed, method=self.calibrate
+                )
+                self._fit = (n, np.asarray(aggregator.labels_, dtype=np.int64), probas)
+            else:
+                fitted = aggregator.fit(data, known_truth=self.known_truth)
+                self._fit = (
+                    n,
+                    np.asarray(fitted.labels_, dtype=np.int64),
+                    np.asarray(fitted.probas_, dtype=float),
+                )
         return self._fit[1], self._fit[2]
 
     def labels(self, state: CampaignState, policy: Any) -> IntArray:

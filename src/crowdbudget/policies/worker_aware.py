@@ -108,7 +108,7 @@ from crowdbudget.policies._worker_aware_fast import (
     IncrementalPairScores,
 )
 from crowdbudget.policies.base import AllocationPolicy
-from crowdbudget.posteriors.base import kg_rewards
+from crowdbudget.posteriors.base import kg_rewards, known_beta
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
     OneCoinPosterior,
@@ -235,6 +235,8 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         # the number of labels at which the next refit runs (refit_schedule)
         self._next_refit = self.refit
         self._last_refit = 0
+        # the items' prior for a refit, with every control item's known class (None: none yet)
+        self._known_prior: FloatArray | None = None
 
     def _make_posterior(self, problem: Problem) -> OneCoinPosterior | TwoCoinPosterior:
         assert problem.n_workers is not None
@@ -447,6 +449,19 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         (:func:`~crowdbudget.policies._refit_schedule.refit_schedule`)."""
         return refit_schedule(n_labels, self.refit, self.refit_growth)
 
+    def observe_known(self, event: LabelEvent, truth: int) -> None:
+        """A control answer: the item's Beta (and its prior in every later refit) becomes the
+        known class's (:func:`~crowdbudget.posteriors.base.known_beta`), then the label is
+        observed — so the worker's Beta gets a definite success or failure, in the sequential
+        update and in every refit."""
+        if self._known_prior is None:
+            prior = self.problem_.prior_array
+            self._known_prior = np.array(np.broadcast_to(prior, (self.problem_.n_items, 2)))
+        a, b = known_beta(truth)
+        self._known_prior[event.item] = (b, a)  # columns (b, a), as the problem's prior
+        self.posterior_.know(event.item, truth)
+        self.observe(event)
+
     def _refit_beliefs(self, n_rounds: int = 3) -> None:
         """Re-estimate every item and worker Beta from all labels (module docstring), then
         rescore every pair (``lazy_workers``: mark every worker's pairs stale)."""
@@ -489,7 +504,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         assert isinstance(post, OneCoinPosterior)
         log = self._log[: self._n_log]
         items, workers, labels = log[:, 0], log[:, 1], log[:, 2]
-        prior = self.problem_.prior_array
+        prior = self.problem_.prior_array if self._known_prior is None else self._known_prior
         c0, d0 = self.worker_prior
         if self.refit_items == "sequential" and not self.reference:
             # the rounds below compiled (the same operations in the same order per item)

@@ -374,6 +374,13 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
             self._scores[bad] = -np.inf
             self._best.refresh(np.unique(self._pair_workers[bad]))
 
+    def observe_known(self, event: LabelEvent, truth: int) -> None:
+        """A control answer: the item's beliefs and its refit prior become the known class
+        (the posterior's ``know``), then the label is observed — a definite right or wrong
+        answer of its worker."""
+        self.posterior_.know(event.item, truth)
+        self.observe(event)
+
     def observe(self, event: LabelEvent) -> None:
         self.posterior_.update(event)
         if self.refit:
@@ -530,6 +537,12 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             self.multiclass_.observe(event)
         else:
             super().observe(event)
+
+    def observe_known(self, event: LabelEvent, truth: int) -> None:
+        if self.multiclass_ is not None:
+            self.multiclass_.observe_known(event, truth)
+        else:
+            super().observe_known(event, truth)
 
     def final_labels(self, state: CampaignState) -> IntArray:
         if self.multiclass_ is not None:

@@ -9,6 +9,28 @@ import numpy as np
 
 from crowdbudget.types import FloatArray, IntArray, LabelEvent
 
+#: the weight a posterior puts on a known item's true class (a control item, whose answer the
+#: requester knows): a Beta item gets pseudo-counts (KNOWN_STRENGTH, 1 / KNOWN_STRENGTH), a
+#: categorical item the probability 1 − KNOWN_DOUBT on its class. Not exactly one-hot, so every
+#: log stays finite and every moment-matching formula defined; close enough that a label on
+#: the item updates its worker as a definite success or failure (the worker's Beta moves to
+#: Beta(c + 1, d) or Beta(c, d + 1) up to ~1e-12).
+KNOWN_STRENGTH = 1e6
+KNOWN_DOUBT = 1e-12
+
+
+def known_beta(truth: int) -> tuple[float, float]:
+    """The item Beta ``(a, b)`` (a: class-1 count) of a binary item known to be ``truth``."""
+    strong, weak = KNOWN_STRENGTH, 1.0 / KNOWN_STRENGTH
+    return (strong, weak) if int(truth) == 1 else (weak, strong)
+
+
+def known_row(truth: int, n_classes: int) -> FloatArray:
+    """Class probabilities (n_classes,) of an item known to be ``truth``."""
+    row = np.full(n_classes, KNOWN_DOUBT)
+    row[int(truth)] = 1.0 - KNOWN_DOUBT * (n_classes - 1)
+    return row
+
 
 class Lookahead:
     """One-step look-ahead of a posterior: what one more label could do to each item.

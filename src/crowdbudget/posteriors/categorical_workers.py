@@ -120,7 +120,7 @@ from numpy.typing import ArrayLike
 
 from crowdbudget._validation import check_prior
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.posteriors.base import Lookahead
+from crowdbudget.posteriors.base import Lookahead, known_row
 from crowdbudget.types import FloatArray, IntArray, LabelEvent
 
 __all__ = [
@@ -316,6 +316,19 @@ class OneCoinCategoricalPosterior:
         q, c, d, _ = one_coin_categorical_update(self.q[i], self.c[j], self.d[j], event.label)
         self.q[i], self.c[j], self.d[j] = q, c, d
 
+    def know(self, item: int, truth: int) -> None:
+        """Item ``item`` is known to be of class ``truth`` (a control item): its beliefs,
+        and its prior for a refit, become :func:`~crowdbudget.posteriors.base.known_row`, so
+        every label on it updates its worker as a definite right or wrong answer (a refit
+        too)."""
+        _check_label(truth, self.n_classes)
+        self.q[item] = self._q0[item] = known_row(truth, self.n_classes)
+
+    def update_known(self, event: LabelEvent, truth: int) -> None:
+        """A label of known truth (a control answer): :meth:`know`, then :meth:`update`."""
+        self.know(event.item, truth)
+        self.update(event)
+
     def refit(
         self,
         items: ArrayLike,
@@ -464,6 +477,19 @@ class ConfusionPosterior:
         self.alpha[j] = _soft_count(self.alpha[j], label, after)
         self._mean[j] = self.alpha[j] / self.alpha[j].sum(axis=1, keepdims=True)
         self.q[i] = after
+
+    def know(self, item: int, truth: int) -> None:
+        """Item ``item`` is known to be of class ``truth`` (a control item): its beliefs,
+        and its prior for a refit, become :func:`~crowdbudget.posteriors.base.known_row`, so
+        every label on it updates its worker as a definite right or wrong answer (a refit
+        too)."""
+        _check_label(truth, self.n_classes)
+        self.q[item] = self._q0[item] = known_row(truth, self.n_classes)
+
+    def update_known(self, event: LabelEvent, truth: int) -> None:
+        """A label of known truth (a control answer): :meth:`know`, then :meth:`update`."""
+        self.know(event.item, truth)
+        self.update(event)
 
     def refit(
         self,

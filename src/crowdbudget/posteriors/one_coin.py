@@ -48,7 +48,7 @@ from scipy import special
 
 from crowdbudget._validation import check_prior, check_thresholds
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.posteriors.base import Lookahead
+from crowdbudget.posteriors.base import Lookahead, known_beta
 from crowdbudget.posteriors.beta_bernoulli import decide_positive, error_probability
 from crowdbudget.types import FloatArray, IntArray, LabelEvent
 
@@ -263,6 +263,19 @@ class OneCoinPosterior:
         self.a[i], self.b[i], self.c[j], self.d[j] = _one_coin_update_scalar(
             float(self.a[i]), float(self.b[i]), float(self.c[j]), float(self.d[j]), event.label
         )
+
+    def know(self, item: int, truth: int) -> None:
+        """Item ``item`` is known to be of class ``truth`` (a control item): its Beta becomes
+        :func:`~crowdbudget.posteriors.base.known_beta`, so every label on it updates its
+        worker as a definite success or failure."""
+        self.a[item], self.b[item] = known_beta(truth)
+
+    def update_known(self, event: LabelEvent, truth: int) -> None:
+        """A label of known truth (a control answer): :meth:`know`, then :meth:`update` —
+        the worker's Beta(c, d) becomes Beta(c + 1, d) if the label is ``truth``, else
+        Beta(c, d + 1) (up to ~1e-12)."""
+        self.know(event.item, truth)
+        self.update(event)
 
     def lookahead(
         self, worker: int | IntArray | None = None, items: IntArray | None = None

@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike
 
 from crowdbudget._validation import check_prior, check_thresholds
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.posteriors.base import Lookahead
+from crowdbudget.posteriors.base import Lookahead, known_beta
 from crowdbudget.posteriors.beta_bernoulli import decide_positive, error_probability
 from crowdbudget.posteriors.one_coin import _match, _match_scalar, beta_lookahead
 from crowdbudget.types import FloatArray, IntArray, LabelEvent
@@ -255,6 +255,17 @@ class TwoCoinPosterior:
             event.label,
         )
         self.a[i], self.b[i], self.c1[j], self.d1[j], self.c2[j], self.d2[j] = out
+
+    def know(self, item: int, truth: int) -> None:
+        """Item ``item`` is known to be of class ``truth`` (a control item): its Beta becomes
+        :func:`~crowdbudget.posteriors.base.known_beta`, so a label on it updates only the
+        coin of that class (sensitivity for class 1, specificity for class 0), definitely."""
+        self.a[item], self.b[item] = known_beta(truth)
+
+    def update_known(self, event: LabelEvent, truth: int) -> None:
+        """A label of known truth (a control answer): :meth:`know`, then :meth:`update`."""
+        self.know(event.item, truth)
+        self.update(event)
 
     def lookahead(
         self, worker: int | IntArray | None = None, items: IntArray | None = None

@@ -65,8 +65,11 @@ class ExpensiveWork:
         first decision tried in a child process (:func:`setup_probe.check_setup`). Blocks
         the calling thread."""
         limits = self.settings
+        # without control tasks, so that the probe's first decision is the policy's (the
+        # control rule would hand the probe worker a control item); Campaign.create checks
+        # the control tasks again before anything is stored
         check_setup(
-            config,
+            {k: v for k, v in config.items() if k != "control"},
             limits.setup_timeout,
             pool=self.pool,
             memory=limits.compute_memory_bytes,
@@ -179,16 +182,54 @@ def dashboard_data(campaign: Campaign, fitted: Fitted | None) -> dict[str, Any]:
     return campaign.dashboard_data(fitted=fitted)
 
 
-async def next_assignment(
-    service: Service, campaign_id: str, worker_id: str
-) -> PendingAssignment | None:
-    """The worker's next assignment; a campaign's first decision in this process (which may
-    build a graph or a table, within the limits its set-up was tried under) in a worker
-    thread, every later one on the event loop."""
-    if campaign_id in service.expensive.decided:
-        return await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
-    assignment = await run_in_threadpool(
-        service.run, campaign_id, lambda c: c.next_assignment(worker_id)
+def status_fit_input(campaign: Campaign) -> FitInput | None:
+    """What the status' verdict (the campaign's own) is fitted on, or None when nothing is
+    fitted: no label yet (the status reads the prior) or the posterior verdict."""
+    return campaign.verdict_fit_input() if len(campaign.state.label_log) else None
+
+
+async def status_answer(service: Service, request: Request, campaign_id: str) -> bytes:
+    """The campaign's encoded status, its verdict fitted in a child (:func:`fitted_read`;
+    overdue assignments released first)."""
+    from crowdbudget.service.routers.results import encoded
+
+    return await fitted_read(
+        service,
+        request,
+        campaign_id,
+        "status",
+        (),
+        status_fit_input,
+        lambda c, fitted: encoded(c.status(fitted=fitted)),
+        expire_first=True,
     )
-    service.expensive.decided.add(campaign_id)
-    return assignment
+
+
+def _next_or_reason(worker_id: str) -> Callable[[Campaign], tuple[NextWork, bool]]:
+    """The worker's next work or why none, and whether the policy was asked (a control task
+    is the control rule's: the policy's first decision is still to come)."""
+
+    def decide(c: Campaign) -> tuple[NextWork, bool]:
+        assignment = c.next_assignment(worker_id)
+        if assignment is None:
+            return (None, c.no_work_reason(worker_id)), True
+        return (assignment, None), not c.is_control_item(assignment.item_id)
+
+    return decide
+
+
+#: the worker's next assignment, or None and why (``Campaign.no_work_reason``; None: unknown)
+NextWork = tuple[PendingAssignment | None, str | None]
+
+
+async def next_assignment(service: Service, campaign_id: str, worker_id: str) -> NextWork:
+    """The worker's next assignment, or None and why; a campaign's first decision in this
+    process (which may build a graph or a table, within the limits its set-up was tried
+    under) in a worker thread, every later one on the event loop."""
+    if campaign_id in service.expensive.decided:
+        answer, _ = await service.run_async(campaign_id, _next_or_reason(worker_id))
+        return answer
+    answer, asked = await run_in_threadpool(service.run, campaign_id, _next_or_reason(worker_id))
+    if asked:
+        service.expensive.decided.add(campaign_id)
+    return answer

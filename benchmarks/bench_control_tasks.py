@@ -1,19 +1,27 @@
-"""Control tasks + blocking against no control, on synthetic crowds with bad workers.
+"""Control tasks + blocking against no control, on synthetic crowds with bad workers; the
+value-based control rule against fixed rates; blocked workers' labels kept or dropped.
 
 Two crowds of ``--workers`` one-coin workers (good ones: accuracy uniform on [0.7, 0.95]):
 30 % spammers (uniform answers) or 30 % always-one-class workers (each answers one class,
 drawn per worker). Items: θ ~ Beta(0.1, 0.1) (mostly clear items), truth 1{θ >= 0.5}.
-Pull mode (a uniformly drawn worker arrives and is served), ``opt-kg`` with its own verdict,
-budget 3 labels per item. Conditions: no control (the control items closed to the policy
-and never served: the same items to label, the same live rules, the same budget); the runner
-without control tasks at all (every item labeled, no live rules: a worker may label an item
-twice — a different campaign, for reference); control tasks at a fixed rate r in
-{1, 5, 10 %} (every round(1/r)-th task of a worker, first_k = 0), with blocking (level 0.7,
-posterior probability 0.9, Beta(1, 1) prior, at least 4 control answers); and the same rates
-after ``--first-k`` control tasks per new worker. Accuracy on the non-control items (the same
-items in every condition of a replication: the control items of the largest pool are left
-out of every condition's score), mean and standard error over replications; the crowd, the
-truth and the answers of replication r are the same in every condition.
+Pull mode (a uniformly drawn worker arrives and is served), budget 3 labels per item, two
+policies: ``opt-kg`` with its own verdict (the Beta posterior of the votes) and the default
+``opt-kg:posterior=one-coin`` with its default verdict ``bds-oc``. Conditions: no control
+(the control items closed to the policy and never served: the same items to label, the same
+live rules, the same budget); the runner without control tasks at all (every item labeled,
+no live rules: a worker may label an item twice — a different campaign, for reference);
+control tasks at a fixed rate r in {1, 5, 10 %} (every round(1/r)-th task of a worker,
+first_k = 0), with blocking (level 0.7, posterior probability 0.9, Beta(1, 1) prior, at
+least 4 control answers); the same rates after ``--first-k`` control tasks per new worker;
+the value rule (``rule="value"``, first_k = 0, the same blocking); and ``drop``: the value
+rule and first k + 5 % with the blocked workers' labels dropped from the verdict (the others
+keep them). Accuracy on the non-control items (the same items in every condition of a
+replication: the control items of the largest pool are left out of every condition's
+score), mean and standard error over replications; the crowd, the truth and the answers of
+replication r are the same in every condition.
+
+The summary lines per crowd and policy: the best control condition's gain over no control,
+and the value rule (keep) minus the best fixed rate (keep, by mean), paired per replication.
 
     python benchmarks/bench_control_tasks.py [--reps 20] [--items 300] [--workers 20]
 """
@@ -27,8 +35,7 @@ import numpy as np
 
 from crowdbudget.engine.control import ControlTasks
 from crowdbudget.experiments.runner import run_campaign
-from crowdbudget.policies.verdict import make_verdict
-from crowdbudget.registry import make_policy
+from crowdbudget.registry import make_policy, split_verdict
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
 from crowdbudget.simulation.workers import WorkerPool
 
@@ -50,6 +57,18 @@ def crowd(kind: str, n_workers: int, rng: np.random.Generator) -> WorkerPool:
     return WorkerPool(conf)
 
 
+def _blocking(**rule: object) -> ControlTasks:
+    """Control tasks with the benchmark's blocking (module docstring) and ``rule``; the
+    blocked workers' labels kept unless ``rule`` says ``drop``."""
+    return ControlTasks(
+        n_items=N_CONTROL_ITEMS,
+        block_below=0.7,
+        block_confidence=0.9,
+        min_answers=4,
+        **{"blocked_labels": "keep", **rule},  # type: ignore[arg-type]
+    )
+
+
 def conditions(first_k: int) -> list[tuple[str, ControlTasks | None]]:
     # the baseline: the same items to label (the control items closed, none served) under
     # the same live rules (a worker labels an item once) and the same budget
@@ -60,20 +79,84 @@ def conditions(first_k: int) -> list[tuple[str, ControlTasks | None]]:
     ]
     for k in (0, first_k):
         for rate in (0.01, 0.05, 0.10):
-            out.append(
-                (
-                    f"first {k} + {rate:.0%}",
-                    ControlTasks(
-                        n_items=N_CONTROL_ITEMS,
-                        first_k=k,
-                        rate=rate,
-                        block_below=0.7,
-                        block_confidence=0.9,
-                        min_answers=4,
-                    ),
-                )
-            )
+            out.append((f"first {k} + {rate:.0%}", _blocking(first_k=k, rate=rate)))
+    out.append(("value", _blocking(first_k=0, rule="value")))
+    out.append(("value, drop", _blocking(first_k=0, rule="value", blocked_labels="drop")))
+    dropping = _blocking(first_k=first_k, rate=0.05, blocked_labels="drop")
+    out.append((f"first {first_k} + 5%, drop", dropping))
     return out
+
+
+def _replication(
+    kind: str, policy_id: str, r: int, args: argparse.Namespace
+) -> dict[str, tuple[float, float, float]]:
+    """Every condition's (scored accuracy, control share, blocked workers) in replication r."""
+    budget = 3.0 * args.items
+    seed = np.random.SeedSequence([args.seed, r])
+    pool_seed, world_seed, policy_seed, items_seed = seed.spawn(4)
+    env = SyntheticBernoulliEnvironment(
+        args.items,
+        prior=(0.1, 0.1),
+        workers=crowd(kind, args.workers, np.random.default_rng(pool_seed)),
+    )
+    # the items scored in every condition: those outside the control items
+    outside = ~ControlTasks(n_items=N_CONTROL_ITEMS).choose(
+        np.ones(args.items, dtype=bool), items_seed
+    )
+
+    def scored(state, labels, truth, mask, outside=outside):  # type: ignore[no-untyped-def]
+        keep = mask & outside
+        return {"scored": float(np.mean(labels[keep] == truth[keep]))}
+
+    policy_spec, verdict_spec = split_verdict(policy_id)
+    out = {}
+    for name, tasks in conditions(args.first_k):
+        row = run_campaign(
+            make_policy(policy_spec),
+            env,
+            [budget],
+            world_seed=world_seed,
+            policy_rng=np.random.default_rng(policy_seed),
+            mode="pull",
+            metrics=scored,
+            verdict=verdict_spec.build(),
+            control=tasks,
+            control_items_seed=items_seed,
+        )[-1]
+        out[name] = (
+            row["scored"],
+            row.get("control_labels", 0.0) / row["labels_used"],
+            row.get("blocked_workers", 0.0),
+        )
+    return out
+
+
+def _mean_se(values: np.ndarray) -> tuple[float, float]:
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
+
+
+def report(kind: str, policy_id: str, results: dict[str, list[tuple[float, float, float]]]) -> None:
+    """One line per condition, then the targets' two comparisons (module docstring)."""
+    base = np.array([a for a, _, _ in results["no control"]])
+    for name, values in results.items():
+        arr = np.array(values)
+        mean, se = _mean_se(arr[:, 0])
+        gain, gain_se = _mean_se(arr[:, 0] - base)
+        print(
+            f"{kind:<10} {policy_id:<26} {name:<18} {mean:9.4f} {se:7.4f} {gain:+7.4f} "
+            f"{gain_se:7.4f} {100 * arr[:, 1].mean():9.1f} {arr[:, 2].mean():7.2f}"
+        )
+    accuracy = {name: np.array([a for a, _, _ in v]) for name, v in results.items()}
+    controlled = [n for n in accuracy if n not in ("no control", "runner, all items")]
+    best = max(controlled, key=lambda n: accuracy[n].mean())
+    gain, gain_se = _mean_se(accuracy[best] - base)
+    fixed = [n for n in controlled if n.startswith("first") and "drop" not in n]
+    best_fixed = max(fixed, key=lambda n: accuracy[n].mean())
+    edge, edge_se = _mean_se(accuracy["value"] - accuracy[best_fixed])
+    print(
+        f"  -> best control ({best}) over no control: {gain:+.4f} ± {gain_se:.4f}; "
+        f"value − best fixed ({best_fixed}): {edge:+.4f} ± {edge_se:.4f}"
+    )
 
 
 def main() -> None:
@@ -83,70 +166,26 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=20)
     parser.add_argument("--first-k", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--policies", default="opt-kg,opt-kg:posterior=one-coin")
+    parser.add_argument("--crowds", default="spammer,one-class")
     args = parser.parse_args()
-    budget = 3.0 * args.items
-    began = time.process_time()
     print(
-        f"{args.items} items, {args.workers} workers (30 % bad), budget {budget:g}, "
-        f"{args.reps} replications, opt-kg pull"
+        f"{args.items} items, {args.workers} workers (30 % bad), budget {3 * args.items:g}, "
+        f"{args.reps} replications, pull"
     )
     print(
-        f"{'crowd':<10} {'condition':<16} {'accuracy':>9} {'± se':>7} {'gain':>7} "
-        f"{'control %':>9} {'blocked':>7}"
+        f"{'crowd':<10} {'policy':<26} {'condition':<18} {'accuracy':>9} {'± se':>7} "
+        f"{'gain':>7} {'± se':>7} {'control %':>9} {'blocked':>7}"
     )
-    for kind in ("spammer", "one-class"):
-        results: dict[str, list[tuple[float, float, float]]] = {}
-        for r in range(args.reps):
-            seed = np.random.SeedSequence([args.seed, r])
-            pool_seed, world_seed, policy_seed, items_seed = seed.spawn(4)
-            env = SyntheticBernoulliEnvironment(
-                args.items,
-                prior=(0.1, 0.1),
-                workers=crowd(kind, args.workers, np.random.default_rng(pool_seed)),
-            )
-            # the items scored in every condition: those outside the control items
-            control_items = ControlTasks(n_items=N_CONTROL_ITEMS).choose(
-                np.ones(args.items, dtype=bool), items_seed
-            )
-            outside = ~control_items
-
-            def scored(state, labels, truth, mask, outside=outside):  # type: ignore[no-untyped-def]
-                keep = mask & outside
-                return {"scored": float(np.mean(labels[keep] == truth[keep]))}
-
-            for name, tasks in conditions(args.first_k):
-                rows = run_campaign(
-                    make_policy("opt-kg"),
-                    env,
-                    [budget],
-                    world_seed=world_seed,
-                    policy_rng=np.random.default_rng(policy_seed),
-                    mode="pull",
-                    metrics=scored,
-                    verdict=make_verdict(),
-                    control=tasks,
-                    control_items_seed=items_seed,
-                )
-                row = rows[-1]
-                results.setdefault(name, []).append(
-                    (
-                        row["scored"],
-                        row.get("control_labels", 0.0) / row["labels_used"],
-                        row.get("blocked_workers", 0.0),
-                    )
-                )
-        base = np.array([a for a, _, _ in results["no control"]])
-        for name, values in results.items():
-            arr = np.array(values)
-            acc = arr[:, 0]
-            se = acc.std(ddof=1) / np.sqrt(len(acc))
-            gain = acc - base
-            print(
-                f"{kind:<10} {name:<16} {acc.mean():9.4f} {se:7.4f} "
-                f"{gain.mean():+7.4f} {100 * arr[:, 1].mean():9.1f} {arr[:, 2].mean():7.2f}"
-                f"   (gain se {gain.std(ddof=1) / np.sqrt(len(gain)):.4f})"
-            )
-    print(f"CPU seconds: {time.process_time() - began:.1f}")
+    for kind in args.crowds.split(","):
+        for policy_id in args.policies.split(","):
+            began = time.process_time()
+            results: dict[str, list[tuple[float, float, float]]] = {}
+            for r in range(args.reps):
+                for name, value in _replication(kind, policy_id, r, args).items():
+                    results.setdefault(name, []).append(value)
+            report(kind, policy_id, results)
+            print(f"  CPU seconds: {time.process_time() - began:.1f}")
 
 
 if __name__ == "__main__":

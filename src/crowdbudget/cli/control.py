@@ -3,7 +3,10 @@
 worker as their first ``--control-first`` tasks and then every ``1/--control-rate``-th; their
 labels cost budget and accuracy is reported on the other gold items; ``--block-below`` blocks
 a worker whose accuracy on control answers is below that level with posterior probability at
-least ``--block-confidence`` (Beta(1, 1) prior)."""
+least ``--block-confidence`` (Beta(1, 1) prior). ``--control-rule value`` serves a control task
+after the first ones whenever its answer is worth more than the label it displaces (the block
+decision's expected value of sample information); ``--blocked-labels keep`` lets the verdict
+weigh the blocked workers' labels (default ``drop``: fitted without them)."""
 
 from __future__ import annotations
 
@@ -36,6 +39,14 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
         help="then this share of their tasks, every round(1/rate)-th (default 0.05; 0: none)",
     )
     group.add_argument(
+        "--control-rule",
+        choices=("fixed", "value"),
+        default="fixed",
+        help="after the first tasks: a fixed --control-rate, or 'value': a control task "
+        "whenever its answer is worth more to the block decision than the label it displaces "
+        "(needs --block-below; default fixed)",
+    )
+    group.add_argument(
         "--block-below",
         type=float,
         default=None,
@@ -46,6 +57,13 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.95,
         help="posterior probability of being below the level that blocks (default 0.95)",
+    )
+    group.add_argument(
+        "--blocked-labels",
+        choices=("drop", "keep"),
+        default="drop",
+        help="the verdict is fitted without the blocked workers' labels (drop, the default, as "
+        "in a live campaign) or keeps them (its worker model weighs them)",
     )
     group.add_argument(
         "--control-calibrate",
@@ -67,10 +85,12 @@ def control_tasks(args: argparse.Namespace) -> Any:
     fraction = getattr(args, "control_fraction", None)
     n_items = getattr(args, "control_items", None)
     if fraction is None and n_items is None:
-        if getattr(args, "block_below", None) is not None:
-            raise InvalidParameterError(
-                "--block-below needs control tasks (--control-fraction or --control-items)"
-            )
+        for option in ("block_below", "control_rule", "blocked_labels"):
+            if getattr(args, option, None) not in (None, "fixed", "drop"):
+                raise InvalidParameterError(
+                    f"--{option.replace('_', '-')} needs control tasks "
+                    "(--control-fraction or --control-items)"
+                )
         return None
     return ControlTasks(
         fraction=fraction,
@@ -79,5 +99,7 @@ def control_tasks(args: argparse.Namespace) -> Any:
         rate=args.control_rate,
         block_below=args.block_below,
         block_confidence=args.block_confidence,
+        rule=getattr(args, "control_rule", "fixed"),
+        blocked_labels=getattr(args, "blocked_labels", "drop"),
         calibrate=getattr(args, "control_calibrate", None),
     )

@@ -30,6 +30,49 @@ given at least ``min_answers`` control answers (default 5: one unlucky answer of
 worker on an ambiguous item gives P = 0.94 under the uniform prior at level 0.75): they get no
 more work (pull: no assignment, cause ``blocked``; push: a pair naming them is refused). A
 block is never lifted within a run; :attr:`ControlLedger.blocked` holds each one's evidence.
+
+**The value rule** (``rule="value"``: how much control to buy is a budget decision). After a
+worker's ``first_k`` control tasks, their next task is a control task when one more control
+answer is worth more than the ordinary label it displaces — a small Bayesian decision
+(Raiffa & Schlaifer's expected value of sample information; Frazier & Powell's KG(*) for
+the look-ahead):
+
+- *What a label is worth.* A label of a one-coin worker of accuracy ``a`` adds
+  ``w(a) = max(0, 2a − 1)²`` to the exponent of the crowd's error (Karger, Oh & Shah,
+  *Budget-optimal task allocation for reliable crowdsourcing systems*, 2014: the error of
+  the best aggregation of ``ℓ`` labels an item decays as ``exp(−c ℓ q)`` in the crowd
+  quality ``q = E[(2a − 1)²]``; a worker at or below chance adds nothing to a decision
+  that blocks them). Under the posterior Beta(α', β') of ``a``,
+  ``E[w(a)] = 4 E[a² 1{a>½}] − 4 E[a 1{a>½}] + P(a > ½)`` with
+  ``E[a^r 1{a>½}] = E[a^r] · I_½(β', α' + r)`` (:func:`positive_information`).
+- *The decision the answers feed.* The worker has about ``m`` labels left: the labels the
+  budget left buys (budget − spend, at the mean price so far, less the tasks pending) times
+  the worker's share of the labels so far, ``(labels_j + 1) / (labels + n_workers)``
+  (Laplace: a new worker gets an equal share). Kept, they are worth ``m·E[w(a)]``; blocked,
+  their ``m`` slots go to the rest of the crowd, worth ``v̄`` each (the mean of ``E[w(a)]``
+  over the other unblocked workers, the unseen ones at the prior).
+- *The value of k more answers.* Their number of correct ones ``s`` is Beta-binomial
+  (k, α', β'); after them the block rule above decides on Beta(α' + s, β' + k − s). Keeping
+  the worker is the decision today, and ``E_s E[w | s] = E[w]`` (a martingale), so the net
+  value of buying ``k`` answers is
+
+      V_k = (m − k) · Σ_s P(s) · 1{block(s)} · (v̄ − E[w(a) | s])  −  k · E[w(a)]
+
+  (the first term: the loss avoided by blocking where the answers say so; the second: the
+  ``k`` ordinary labels of this worker the answers displace — in pull mode each arrival
+  takes one slot of the budget either way, so the price cancels). A control task is served
+  when ``max_{1 ≤ k ≤ K} V_k > 0`` (``K``: ``horizon``, the control items the worker has not
+  seen, and ``m``): the look-ahead over ``k`` because one answer alone rarely flips a
+  decision that needs ``min_answers`` (the myopic value is 0 where ``k`` answers are worth
+  a lot). A worker confirmed good (no ``s`` blocks) or nearly used up (``m`` small) gets no
+  more control; a doubtful one with many labels ahead gets them until the block decides.
+  Cost: O(K²) special-function evaluations per task, O(n_workers) for ``v̄`` (no item
+  loop); deterministic. In push mode the control task goes to whoever the world picks: it
+  is due when the share-weighted mean of the workers' ``max_k V_k / k`` is positive (with an
+  item-only policy the world may still hand a blocked worker unnamed tasks, which ``V_k``
+  does not model: blocking, and so control, is worth less there).
+  The rule needs a block level (the decision it values) and the campaign's budget
+  (:meth:`ControlLedger.start`).
 """
 
 from __future__ import annotations
@@ -37,13 +80,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from crowdbudget._random import child_seed
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.types import BoolArray, CampaignState, IntArray
+from crowdbudget.types import BoolArray, CampaignState, FloatArray, IntArray
 
-__all__ = ["BlockEvidence", "ControlLedger", "ControlTasks", "control_seed"]
+__all__ = [
+    "BLOCKED_LABELS",
+    "CONTROL_RULES",
+    "BlockEvidence",
+    "ControlLedger",
+    "ControlTasks",
+    "control_seed",
+    "positive_information",
+]
+
+#: how control tasks are scheduled after the first k: a fixed rate, or by their value
+CONTROL_RULES = ("fixed", "value")
+
+#: what the verdict does with a blocked worker's labels (:mod:`crowdbudget.engine.blocked`)
+BLOCKED_LABELS = ("drop", "keep")
 
 #: the key under the run's root seed from which the control subset is drawn: a pure
 #: derivation, so it moves no other stream (worlds, policies) of the run
@@ -68,6 +125,13 @@ class ControlTasks:
         block_confidence: the posterior probability of being below it that blocks.
         prior: (α, β) of the Beta prior on a worker's accuracy.
         min_answers: control answers a worker gives before a block can happen.
+        rule: ``"fixed"`` (``first_k``, then ``rate``) or ``"value"`` (``first_k``, then a
+            control task whenever it is worth its label: module docstring; ``rate`` unused).
+        horizon: the value rule's look-ahead: at most this many more control answers.
+        blocked_labels: what the verdict does with the labels of a worker blocked by the
+            time it reads: ``"drop"`` (the default, as in a live campaign: it is fitted
+            without them; :mod:`crowdbudget.engine.blocked`) or ``"keep"`` (its worker model
+            weighs them).
         calibrate: None, or how an aggregator verdict's probabilities are calibrated on the
             control answers (``"floor"`` or ``"difficulty"``;
             :mod:`crowdbudget.aggregation.control_calibration`).
@@ -81,6 +145,9 @@ class ControlTasks:
     block_confidence: float = 0.95
     prior: tuple[float, float] = (1.0, 1.0)
     min_answers: int = 5
+    rule: str = "fixed"
+    horizon: int = 20
+    blocked_labels: str = "drop"
     calibrate: str | None = None
 
     def __post_init__(self) -> None:
@@ -102,6 +169,25 @@ class ControlTasks:
             )
         if len(self.prior) != 2 or min(self.prior) <= 0:
             raise InvalidParameterError(f"prior must be two numbers > 0, got {self.prior}")
+        self._check_choices()
+
+    def _check_choices(self) -> None:
+        """The rule, its look-ahead and the blocked labels' treatment are known ones."""
+        if self.rule not in CONTROL_RULES:
+            raise InvalidParameterError(
+                f"control rule must be one of {', '.join(CONTROL_RULES)}, got {self.rule!r}"
+            )
+        if self.rule == "value" and self.block_below is None:
+            raise InvalidParameterError(
+                "the value control rule weighs the block decision: give a block level"
+            )
+        if self.horizon < 1:
+            raise InvalidParameterError(f"control horizon must be >= 1, got {self.horizon}")
+        if self.blocked_labels not in BLOCKED_LABELS:
+            raise InvalidParameterError(
+                f"blocked labels must be one of {', '.join(BLOCKED_LABELS)}, "
+                f"got {self.blocked_labels!r}"
+            )
 
     @property
     def period(self) -> int | None:
@@ -162,6 +248,11 @@ class ControlLedger:
         blocked: worker -> :class:`BlockEvidence`.
         control_labels: control answers received.
         handed_total: tasks handed out in all.
+        budget: the campaign's budget (the value rule's estimate of the labels left; None:
+            unknown, refused by that rule).
+        price: the price of a label before any came back (the value rule's estimate).
+        labels_of: worker -> labels received from them (control or not).
+        labels_total, spent: labels received in all, and the spend when the last came back.
         item_set: the control items as a set (closed to the policy).
     """
 
@@ -169,6 +260,11 @@ class ControlLedger:
     items: IntArray
     truth: IntArray
     n_workers: int | None = None
+    budget: float | None = None
+    price: float = 1.0
+    labels_of: dict[int, int] = field(default_factory=dict)
+    labels_total: int = 0
+    spent: float = 0.0
     served: dict[int | None, int] = field(default_factory=dict)
     offered: dict[int | None, set[int]] = field(default_factory=dict)
     correct: dict[int, int] = field(default_factory=dict)
@@ -189,10 +285,17 @@ class ControlLedger:
         control_items: BoolArray,
         truth: IntArray,
         n_workers: int | None = None,
+        *,
+        budget: float | None = None,
+        price: float = 1.0,
     ) -> ControlLedger:
-        """A fresh ledger for one campaign."""
+        """A fresh ledger for one campaign (``budget``, ``price``: the campaign's budget and
+        label price, which the value rule needs)."""
+        if tasks.rule == "value" and budget is None:
+            raise InvalidParameterError("the value control rule needs the campaign's budget")
         items = np.flatnonzero(np.asarray(control_items, dtype=bool))
-        return cls(tasks, items, np.asarray(truth, dtype=np.int64), n_workers)
+        truth = np.asarray(truth, dtype=np.int64)
+        return cls(tasks, items, truth, n_workers, budget=budget, price=float(price))
 
     def is_blocked(self, worker: int | None) -> bool:
         return worker is not None and worker in self.blocked
@@ -203,12 +306,18 @@ class ControlLedger:
 
     def due(self, worker: int | None) -> bool:
         """Pull mode: whether the next task of ``worker`` is a control task."""
-        return self._is_control_task(self.served.get(worker, 0) + 1)
+        n = self.served.get(worker, 0) + 1
+        if self.tasks.rule == "value":
+            return n <= self.tasks.first_k or self.control_value(worker) > 0.0
+        return self._is_control_task(n)
 
     def due_in_push(self) -> bool:
         """Push mode: whether the campaign's next task is a control task (the rule on the
-        campaign's count of tasks handed out)."""
-        return self._is_control_task(self.handed_total + 1)
+        campaign's count of tasks handed out; the value rule: module docstring)."""
+        n = self.handed_total + 1
+        if self.tasks.rule == "value":
+            return n <= self.tasks.first_k or self._push_value() > 0.0
+        return self._is_control_task(n)
 
     def _is_control_task(self, n: int) -> bool:
         """Whether the n-th task (1-based) is a control task: the first k, then every
@@ -248,6 +357,9 @@ class ControlLedger:
     def answer(self, worker: int, item: int, label: int, spent: float) -> None:
         """A label came back: a control answer updates the worker's evidence and may block
         them."""
+        self.labels_of[worker] = self.labels_of.get(worker, 0) + 1
+        self.labels_total += 1
+        self.spent = spent
         if item not in self.item_set:
             return
         self.control_labels += 1
@@ -262,3 +374,150 @@ class ControlLedger:
         p_below = float(stats.beta.cdf(level, alpha + c, beta + n - c))
         if p_below >= self.tasks.block_confidence:
             self.blocked[worker] = BlockEvidence(c, n, level, p_below, spent)
+
+    # ------------------------------------------------------------------ the value rule
+    def _posterior(self, worker: int | None) -> tuple[float, float, int]:
+        """(α', β') of ``worker``'s accuracy posterior and their control answers."""
+        alpha, beta = self.tasks.prior
+        if worker is None:
+            return alpha, beta, 0
+        c, n = self.correct.get(worker, 0), self.answered.get(worker, 0)
+        return alpha + c, beta + n - c, n
+
+    def _labels_left(self) -> float:
+        """Labels the budget left buys: (budget − spend) at the mean price so far, less the
+        tasks handed out and not answered."""
+        price = self.spent / self.labels_total if self.labels_total else self.price
+        pending = max(0, self.handed_total - self.labels_total)
+        budget = float(self.budget or 0.0)
+        return max(0.0, (budget - self.spent) / max(price, 1e-12) - pending)
+
+    def _shares(self) -> tuple[int, int]:
+        """(labels of the unblocked workers, how many unblocked workers): the denominators
+        of a worker's share of the labels left."""
+        blocked_labels = sum(self.labels_of.get(w, 0) for w in self.blocked)
+        known = self.n_workers if self.n_workers is not None else len(self.labels_of) + 1
+        return self.labels_total - blocked_labels, max(1, known - len(self.blocked))
+
+    def _replacement(self, worker: int | None) -> float:
+        """v̄: the mean E[w(a)] of the unblocked workers other than ``worker`` (the unseen
+        ones at the prior; none: the prior's)."""
+        prior_value = float(positive_information(*self.tasks.prior))
+        values = [
+            float(positive_information(*self._posterior(w)[:2]))
+            for w in self.answered
+            if w != worker and w not in self.blocked
+        ]
+        if self.n_workers is not None:
+            seen = set(self.answered) | set(self.blocked) | ({worker} - {None})
+            values += [prior_value] * max(0, self.n_workers - len(seen))
+        return float(np.mean(values)) if values else prior_value
+
+    def control_value(self, worker: int | None, *, per_answer: bool = False) -> float:
+        """``max_k V_k`` for ``worker``'s next task (module docstring; ``per_answer``:
+        ``max_k V_k / k``, negative when no answer pays): positive when a control answer is
+        worth more than the ordinary label it displaces; 0 when there is nothing to decide
+        (no block level, no control item left for the worker, no label left)."""
+        level = self.tasks.block_below
+        if level is None or worker in self.blocked:
+            return 0.0
+        labels, workers = self._shares()
+        own = self.labels_of.get(worker, 0) if worker is not None else 0
+        remaining = self._labels_left() * (own + 1) / (labels + workers)
+        seen = len(self.offered.get(worker, ())) if worker is not None else 0
+        horizon = min(self.tasks.horizon, self.items.size - seen, int(remaining))
+        if horizon < 1:
+            return 0.0
+        alpha, beta, answered = self._posterior(worker)
+        net = _net_values(
+            alpha,
+            beta,
+            remaining,
+            self._replacement(worker),
+            horizon,
+            level,
+            self.tasks.block_confidence,
+            self.tasks.min_answers - answered,
+        )
+        if per_answer:
+            return float((net / np.arange(1, horizon + 1)).max())
+        return max(0.0, float(net.max()))
+
+    def _push_value(self) -> float:
+        """Push mode: the share-weighted mean of the workers' ``max_k V_k / k`` (the world
+        picks who answers; the unseen workers at the prior)."""
+        labels, workers = self._shares()
+        total, weight = 0.0, 0.0
+        for w, given in self.labels_of.items():
+            if w not in self.blocked:
+                share = (given + 1) / (labels + workers)
+                total += share * self.control_value(w, per_answer=True)
+                weight += share
+        unseen = max(0, workers - sum(w not in self.blocked for w in self.labels_of))
+        if unseen:
+            share = unseen / (labels + workers)
+            total += share * self.control_value(None, per_answer=True)
+            weight += share
+        return total / weight if weight > 0 else 0.0
+
+
+def positive_information(alpha: float | FloatArray, beta: float | FloatArray) -> FloatArray:
+    """``E[max(0, 2a − 1)²]`` for ``a ~ Beta(alpha, beta)`` (arrays broadcast): what a label
+    of such a worker is worth (module docstring; Karger, Oh & Shah 2014).
+
+    ``E[a^r 1{a > ½}] = E[a^r] · P_{Beta(α + r, β)}(a > ½) = E[a^r] · I_½(β, α + r)``
+    (``1 − I_x(a, b) = I_{1−x}(b, a)``), and
+    ``(2a − 1)² = 4a² − 4a + 1``; the sum of three terms of similar size can round a hair
+    below 0, hence the clip."""
+    a = np.asarray(alpha, dtype=float)
+    b = np.asarray(beta, dtype=float)
+    mean = a / (a + b)
+    second = mean * (a + 1.0) / (a + b + 1.0)
+    above = special.betainc(b, a, 0.5)
+    value = (
+        4.0 * second * special.betainc(b, a + 2.0, 0.5)
+        - 4.0 * mean * special.betainc(b, a + 1.0, 0.5)
+        + above
+    )
+    return np.maximum(value, 0.0)
+
+
+def _net_values(
+    alpha: float,
+    beta: float,
+    remaining: float,
+    replacement: float,
+    horizon: int,
+    level: float,
+    confidence: float,
+    answers_to_block: int,
+) -> FloatArray:
+    """``V_k`` for k = 1..horizon (module docstring), shape (horizon,).
+
+    ``s`` correct of ``k`` more answers has the Beta-binomial probability
+    ``C(k, s) B(α + s, β + k − s) / B(α, β)`` (computed in logs: no overflow for any k);
+    entries with ``s > k`` are masked (their log-terms are never used). ``answers_to_block``:
+    answers still missing before a block may happen (``min_answers`` − answered)."""
+    k = np.arange(1, horizon + 1, dtype=float)[:, None]  # (K, 1)
+    s = np.arange(horizon + 1, dtype=float)[None, :]  # (1, K + 1)
+    valid = s <= k
+    failures = np.where(valid, k - s, 0.0)  # masked entries: any positive shape parameter
+    log_pmf = (
+        special.gammaln(k + 1.0)
+        - special.gammaln(s + 1.0)
+        - special.gammaln(failures + 1.0)
+        + special.betaln(alpha + s, beta + failures)
+        - special.betaln(alpha, beta)
+    )
+    posterior_alpha, posterior_beta = alpha + s, beta + failures
+    blocks = (
+        valid
+        & (k >= answers_to_block)
+        & (special.betainc(posterior_alpha, posterior_beta, level) >= confidence)
+    )
+    value_after = positive_information(posterior_alpha, posterior_beta)
+    gain = np.where(blocks, np.exp(log_pmf) * (replacement - value_after), 0.0).sum(axis=1)
+    steps = k[:, 0]
+    return np.asarray(
+        (remaining - steps) * gain - steps * positive_information(alpha, beta), dtype=float
+    )

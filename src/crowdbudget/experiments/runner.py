@@ -23,6 +23,7 @@ import pandas as pd
 from scipy import stats
 
 from crowdbudget._validation import check_budget, check_positive_int
+from crowdbudget.engine.blocked import BlockedLabelsVerdict
 from crowdbudget.engine.control import ControlLedger, ControlTasks, control_seed
 from crowdbudget.engine.live import LiveRules
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
@@ -105,7 +106,8 @@ def run_campaign(
             paid under the live rules (:func:`~crowdbudget.engine.loop.drive` with
             :class:`~crowdbudget.engine.live.LiveRules`), and left out of ``accuracy`` and
             the calibration columns; rows gain ``control_labels`` (control answers so far)
-            and ``blocked_workers``.
+            and ``blocked_workers``; with ``blocked_labels="drop"`` every verdict reads the
+            campaign without the blocked workers' labels (:func:`_blocked_labels`).
 
     Returns:
         One dict per budget: ``budget``, ``accuracy`` (fraction of the evaluated items —
@@ -144,7 +146,15 @@ def run_campaign(
     if control is not None:
         control_items = control.choose(evaluated, control_items_seed)
         evaluated = ControlTasks.evaluation_mask(evaluated, control_items)
-        ledger = ControlLedger.start(control, control_items, env.true_labels, problem.n_workers)
+        ledger = ControlLedger.start(
+            control,
+            control_items,
+            env.true_labels,
+            problem.n_workers,
+            budget=problem.budget,
+            price=problem.default_price,
+        )
+        verdict, readers = _blocked_labels(verdict, readers, ledger)
         prices = problem.worker_prices
         live = LiveRules(
             worker_prices={} if prices is None else dict(enumerate(map(float, prices))),
@@ -175,6 +185,19 @@ def run_campaign(
     return recorder.rows + recorder.reader_rows
 
 
+def _blocked_labels(
+    verdict: Verdict, readers: Sequence[tuple[str, Verdict]], ledger: ControlLedger
+) -> tuple[Verdict, Sequence[tuple[str, Verdict]]]:
+    """The verdict and readers of a campaign with control tasks: as they are when the
+    blocked workers' labels are kept, each reading without them when the requester drops
+    them (``ControlTasks.blocked_labels``; :mod:`crowdbudget.engine.blocked`)."""
+    if ledger.tasks.blocked_labels == "keep":
+        return verdict, readers
+    return BlockedLabelsVerdict(verdict, ledger), [
+        (label, BlockedLabelsVerdict(reader, ledger)) for label, reader in readers
+    ]
+
+
 def _verdicts_read_control(
     verdicts: Sequence[Verdict],
     control_items: np.ndarray,
@@ -189,7 +212,9 @@ def _verdicts_read_control(
     stay on the other evaluated items. The policy's own model (``posterior``) reads them
     through the policy (its ``observe_known``)."""
     known = {int(i): int(truth[i]) for i in np.flatnonzero(control_items)}
-    for verdict in verdicts:
+    for reading in verdicts:
+        # a verdict reading without the blocked workers' labels reads the control items too
+        verdict = reading.inner if isinstance(reading, BlockedLabelsVerdict) else reading
         if isinstance(verdict, AggregatorVerdict):
             verdict.read_control(known, calibrate=calibrate)
 

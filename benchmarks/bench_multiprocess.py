@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import tempfile
@@ -152,7 +153,7 @@ def bench(
         cpu_before = [_cpu_seconds(pid) for pid in pids]
         client_before = _cpu_seconds()
         database_pids = _postgres_pids(args.postgres) if not args.sqlite else []
-        database_before = sum(_cpu_seconds(pid) for pid in database_pids)
+        database_before = {pid: _cpu_seconds(pid) for pid in database_pids}
         ticks_before = _machine_ticks()
         result = run_load(
             urls,
@@ -166,9 +167,10 @@ def bench(
             _cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)
         ]
         client_cpu = _cpu_seconds() - client_before
-        # backends of sessions that ended meanwhile are not counted: the servers' sessions
-        # are long-lived, so this misses little
-        database_cpu = sum(_cpu_seconds(pid) for pid in database_pids) - database_before
+        # backends of sessions that ended meanwhile (NaN) are not counted, nor those that
+        # started: the servers' sessions are long-lived, so this misses little
+        database_deltas = [_cpu_seconds(pid) - before for pid, before in database_before.items()]
+        database_cpu = sum(d for d in database_deltas if not math.isnan(d))
         ticks_after = _machine_ticks()
         ticks = [after - before for after, before in zip(ticks_after, ticks_before, strict=True)]
         load_after = os.getloadavg()[0]

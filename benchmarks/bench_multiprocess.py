@@ -29,13 +29,14 @@ throw-away one on loopback). Run from the repository root:
 
     python benchmarks/bench_multiprocess.py [--processes 1,2,4] [--campaigns 8] [--seconds 20]
         [--threads 8] [--route campaign,random] [--repeat 1] [--sqlite] [--json out.json]
-        [--synchronous-commit on|off] [--history LABELS]
+        [--synchronous-commit on|off] [--commit-delay MICROSECONDS] [--history LABELS]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import tempfile
@@ -57,9 +58,14 @@ from crowdbudget.testing.service_load import (
     run_load,
 )
 
+#: ``serve`` flags of every process: no per-key request rate. The rate limiter is per process
+#: (a token bucket per key in each), so with it N processes would grant N times the rate and
+#: "scale" by the quota alone; the benchmark measures what the processes can carry.
+SERVE_FLAGS = ["--requests-per-second-per-key", "1000000", "--request-burst-per-key", "1000000"]
+
 
 def _start(db_url: str, n: int) -> list[LocalServer]:
-    servers = [LocalServer(db_url, start_timeout=180) for _ in range(n)]
+    servers = [LocalServer(db_url, extra_args=SERVE_FLAGS, start_timeout=180) for _ in range(n)]
     threads = [threading.Thread(target=s.start) for s in servers]
     for thread in threads:
         thread.start()
@@ -72,12 +78,41 @@ def _start(db_url: str, n: int) -> list[LocalServer]:
     return servers
 
 
-def _set_synchronous_commit(admin_url: str, name: str, value: str) -> None:
-    """``synchronous_commit`` for every session of the database ``name``."""
+def _set_database(admin_url: str, name: str, setting: str, value: str) -> None:
+    """A PostgreSQL setting for every later session of the database ``name``."""
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(sa.text(f'ALTER DATABASE "{name}" SET synchronous_commit = {value}'))
+        conn.execute(sa.text(f'ALTER DATABASE "{name}" SET {setting} = {value}'))
     admin.dispose()
+
+
+def _postgres_pids(admin_url: str) -> list[int]:
+    """The PostgreSQL server's processes (the postmaster and its children; Linux ``/proc``),
+    when this user may read its data directory; else none (its CPU is then not reported)."""
+    admin = sa.create_engine(admin_url)
+    try:
+        with admin.connect() as conn:
+            data = conn.execute(sa.text("SHOW data_directory")).scalar_one()
+        postmaster = int((Path(data) / "postmaster.pid").read_text().split()[0])
+    except (sa.exc.SQLAlchemyError, OSError, ValueError):
+        return []
+    finally:
+        admin.dispose()
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == postmaster:
+            children.append(int(stat.parent.name))
+    return [postmaster, *children]
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """All CPU ticks of the machine so far and the idle ones (``/proc/stat``)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(values), values[3] + values[4]  # idle + iowait
 
 
 def _import_history(url: str, cid: str, key: str, n_labels: int, n_items: int) -> None:
@@ -117,6 +152,9 @@ def bench(
         pids = [s.pid for s in servers if s.pid is not None]
         cpu_before = [_cpu_seconds(pid) for pid in pids]
         client_before = _cpu_seconds()
+        database_pids = _postgres_pids(args.postgres) if not args.sqlite else []
+        database_before = {pid: _cpu_seconds(pid) for pid in database_pids}
+        ticks_before = _machine_ticks()
         result = run_load(
             urls,
             campaigns,
@@ -129,6 +167,12 @@ def bench(
             _cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)
         ]
         client_cpu = _cpu_seconds() - client_before
+        # backends of sessions that ended meanwhile (NaN) are not counted, nor those that
+        # started: the servers' sessions are long-lived, so this misses little
+        database_deltas = [_cpu_seconds(pid) - before for pid, before in database_before.items()]
+        database_cpu = sum(d for d in database_deltas if not math.isnan(d))
+        ticks_after = _machine_ticks()
+        ticks = [after - before for after, before in zip(ticks_after, ticks_before, strict=True)]
         load_after = os.getloadavg()[0]
     finally:
         for server in servers:
@@ -144,13 +188,41 @@ def bench(
             f"{1000 * cpu / max(result.round_trips, 1):.2f}" for cpu in server_cpu
         ),
         "client_cpu_ms_per_label": 1000 * client_cpu / max(result.round_trips, 1),
+        "database_cpu_ms_per_label": 1000 * database_cpu / max(result.round_trips, 1),
+        # the cores this benchmark kept busy (servers, clients, database) and the machine's
+        # busy share in all (other jobs included): 1.0 means no core was idle
+        "cores_used": (sum(server_cpu) + client_cpu + database_cpu) / result.seconds,
+        "machine_busy": 1 - ticks[1] / max(ticks[0], 1),
+        "next_p50_ms": result.percentile("next", 50),
+        "next_p99_ms": result.percentile("next", 99),
+        "label_p50_ms": result.percentile("label", 50),
+        "label_p99_ms": result.percentile("label", 99),
+        "unanswered": sum(n for (_, code), n in result.statuses.items() if code == 599),
         "server_errors": result.server_errors,
+        "failures": [" ".join(map(str, f)) for f in result.failures[:5]],
         "refused": result.refused,
         "stored_labels": counts.get("labels", 0),
         "events": counts.get("events", 0),
         "load_before": load_before,
         "load_after": load_after,
     }
+
+
+def _print_row(r: dict[str, float | str]) -> None:
+    print(
+        f"| {r['store']} | {r['route']} | {r['processes']} | {r['labels_per_s']:.0f} | "
+        f"{r['next_p50_ms']:.1f} / {r['next_p99_ms']:.1f} | "
+        f"{r['label_p50_ms']:.1f} / {r['label_p99_ms']:.1f} | "
+        f"{r['server_cpu_ms_per_label']:.2f} ({r['per_process_cpu_ms_per_label']}) / "
+        f"{r['client_cpu_ms_per_label']:.2f} / {r['database_cpu_ms_per_label']:.2f} | "
+        f"{r['cores_used']:.2f} ({r['machine_busy']:.0%}) | "
+        f"{r['labels']:,} ({r['stored_labels']:,}) | "
+        f"{r['server_errors']} ({r['unanswered']}) | {r['refused']} | "
+        f"{r['load_before']:.2f} / {r['load_after']:.2f} |",
+        flush=True,
+    )
+    for failure in r.get("failures", []):  # type: ignore[union-attr]
+        print(f"    {failure}", flush=True)
 
 
 def main() -> None:
@@ -185,15 +257,25 @@ def main() -> None:
         help="PostgreSQL's synchronous_commit for the benchmark's database (the operator's "
         "choice; off: a commit does not wait for the WAL fsync)",
     )
+    parser.add_argument(
+        "--commit-delay",
+        type=int,
+        default=0,
+        help="PostgreSQL's commit_delay (microseconds, with commit_siblings 1) for the "
+        "benchmark's database: a commit waits that long before its WAL flush when another "
+        "transaction is in progress, so the processes' commits share fsyncs (durability "
+        "unchanged)",
+    )
     args = parser.parse_args()
     if not args.sqlite and not args.postgres:
         parser.error("give --postgres URL (or $CROWDBUDGET_POSTGRES_URL), or --sqlite")
     print(
-        "| store | route | processes | labels/s | servers' CPU ms per label (per process) "
-        "| clients' CPU ms per label | labels (stored) | server errors | refused "
+        "| store | route | processes | labels/s | next p50 / p99 ms | label p50 / p99 ms "
+        "| CPU ms per label: servers (per process) / clients / database | cores used "
+        "(machine busy) | labels (stored) | server errors (unanswered) | refused "
         "| load 1-min before / after |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for _ in range(args.repeat):
         for route, n in [
@@ -204,21 +286,20 @@ def main() -> None:
                     r = bench(f"sqlite:///{Path(tmp) / 'bench.db'}", args, n, route)
             else:
                 url, name = create_database(args.postgres, "crowdbudget_bench")
-                _set_synchronous_commit(args.postgres, name, args.synchronous_commit)
+                _set_database(args.postgres, name, "synchronous_commit", args.synchronous_commit)
+                if args.commit_delay:
+                    _set_database(args.postgres, name, "commit_delay", str(args.commit_delay))
+                    _set_database(args.postgres, name, "commit_siblings", "1")
                 try:
                     r = bench(url, args, n, route)
                 finally:
                     drop_database(args.postgres, name)
-            r["store"] = "sqlite" if args.sqlite else f"postgresql sc={args.synchronous_commit}"
+            store = f"postgresql sc={args.synchronous_commit}"
+            if args.commit_delay:
+                store += f" cd={args.commit_delay}"
+            r["store"] = "sqlite" if args.sqlite else store
             rows.append(r)
-            print(
-                f"| {r['store']} | {route} | {n} | {r['labels_per_s']:.0f} | "
-                f"{r['server_cpu_ms_per_label']:.2f} ({r['per_process_cpu_ms_per_label']}) | "
-                f"{r['client_cpu_ms_per_label']:.2f} | "
-                f"{r['labels']:,} ({r['stored_labels']:,}) | {r['server_errors']} | "
-                f"{r['refused']} | {r['load_before']:.2f} / {r['load_after']:.2f} |",
-                flush=True,
-            )
+            _print_row(r)
             time.sleep(1)
     if args.json:
         meta = {"python": platform.python_version(), "cpus": os.cpu_count()}

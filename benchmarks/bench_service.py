@@ -20,6 +20,9 @@ busy the machine is). Run from the repository root:
 ``--warm`` makes one round trip before the timed window, so the campaign's first decision (where
 a worker-aware policy scores every (item, worker) pair once) is not counted per round trip.
 
+A worker who has labelled every item gets no more work (204); a new worker is registered in
+its place (counted in the workers column as "+N new"), so small campaigns keep their load.
+
 ``--workers W`` registers W workers and lets each client thread act for W / clients of them
 in turn (a worker asks, labels, and the thread moves to its next worker), so worker-aware
 policies see a crowd rather than one worker per thread; labels are a seeded draw.
@@ -141,6 +144,7 @@ def bench(
             # client thread k acts for workers k, k + clients, k + 2 * clients, ...
             per_client = [tokens[k::clients] for k in range(clients)]
             latencies: dict[str, list[float]] = {"next": [], "label": []}
+            replaced: list[int] = []  # workers each thread registered to replace done ones
             lock = threading.Lock()
             stop = time.perf_counter() + seconds
 
@@ -151,8 +155,10 @@ def bench(
                 conn = http.client.HTTPConnection(host, int(port), timeout=30)
                 rng = np.random.default_rng(k)
                 turn = 0
+                fresh = 0
                 while time.perf_counter() < stop:
-                    token = my_tokens[turn % len(my_tokens)]
+                    slot = turn % len(my_tokens)
+                    token = my_tokens[slot]
                     turn += 1
                     headers = {
                         "Authorization": f"Bearer {token}",
@@ -162,7 +168,14 @@ def bench(
                     a = time.perf_counter()
                     conn.request("POST", f"/v1/campaigns/{cid}/assignments", headers=headers)
                     response = conn.getresponse()
-                    work = json.loads(response.read())
+                    data = response.read()
+                    if response.status == 204:
+                        # this worker has labelled every item (a worker labels an item at
+                        # most once): a new worker takes its place, as in a crowd
+                        fresh += 1
+                        my_tokens[slot] = _new_worker(conn, cid, key, f"w{k}-{fresh}")
+                        continue
+                    work = json.loads(data)
                     assert response.status == 200, work
                     b = time.perf_counter()
                     conn.request(
@@ -179,6 +192,7 @@ def bench(
                     mine["label"].append(c - b)
                 conn.close()
                 with lock:
+                    replaced.append(fresh)
                     for kind in mine:
                         latencies[kind].extend(mine[kind])
 
@@ -202,6 +216,7 @@ def bench(
     n = len(latencies["label"])
     out: dict[str, Any] = {"policy": policy, "n_items": n_items, "clients": clients}
     out["workers"], out["create_s"] = max(workers, clients), create_s
+    out["workers_replaced"] = sum(replaced)
     out["load_before"], out["load_after"] = load_before, load_after
     out["round_trips_per_s"] = n / elapsed
     out["server_cpu_ms_per_round_trip"] = 1000 * server_cpu / n
@@ -211,6 +226,20 @@ def bench(
         out[f"{kind}_p50_ms"] = float(np.percentile(arr, 50))
         out[f"{kind}_p99_ms"] = float(np.percentile(arr, 99))
     return out
+
+
+def _new_worker(conn: http.client.HTTPConnection, cid: str, key: str, worker_id: str) -> str:
+    """Register a worker on the keep-alive connection ``conn``; its bearer token."""
+    conn.request(
+        "POST",
+        f"/v1/campaigns/{cid}/workers",
+        body=json.dumps({"worker_id": worker_id}),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    response = conn.getresponse()
+    data = response.read()
+    assert response.status in (200, 201), data
+    return str(json.loads(data)["worker_token"])
 
 
 def main() -> None:
@@ -244,8 +273,9 @@ def main() -> None:
         for policy, n_items, clients in cases:
             r = bench(n_items, clients, args.seconds, policy, args.workers, args.warm)
             rows.append(r)
+            extra = f" (+{r['workers_replaced']} new)" if r["workers_replaced"] else ""
             print(
-                f"| `{r['policy']}` | {r['n_items']:,} | {r['clients']} | {r['workers']} | "
+                f"| `{r['policy']}` | {r['n_items']:,} | {r['clients']} | {r['workers']}{extra} | "
                 f"{r['load_before']:.2f} / {r['load_after']:.2f} | "
                 f"{r['round_trips_per_s']:.0f} | "
                 f"{r['next_p50_ms']:.1f} / {r['next_p99_ms']:.1f} | "

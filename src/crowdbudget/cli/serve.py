@@ -128,6 +128,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
             "seconds requests may finish after SIGTERM",
         ),
         (
+            "--keep-alive-timeout",
+            positive_float,
+            defaults.keep_alive_timeout,
+            "seconds an idle keep-alive connection stays open (above the balancer's)",
+        ),
+        (
             "--max-items-per-campaign",
             positive_int,
             defaults.max_items_per_campaign,
@@ -221,6 +227,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         compute_memory_bytes=args.compute_memory_bytes,
         max_compute_jobs=args.max_compute_jobs,
         shutdown_grace=args.shutdown_grace,
+        keep_alive_timeout=args.keep_alive_timeout,
         max_items_per_campaign=args.max_items_per_campaign,
         max_campaigns=args.max_campaigns,
         max_campaigns_per_key=args.max_campaigns_per_key,
@@ -252,5 +259,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=access_log,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),  # uvicorn takes whole s
+        timeout_keep_alive=math.ceil(settings.keep_alive_timeout),
     )
     return 0

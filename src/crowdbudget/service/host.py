@@ -22,10 +22,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from fastapi import HTTPException
-from starlette.concurrency import run_in_threadpool
 
 from crowdbudget.campaign import Campaign, ConcurrentWriteError, EventStore
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
@@ -38,12 +38,15 @@ from crowdbudget.service.setup_probe import ComputePool
 
 T = TypeVar("T")
 
-#: how long a request keeps retrying lost races before it gives up (a store that is down)
+#: how long a request keeps retrying lost races, or waits for its campaign's lock, before it
+#: gives up (a store that is down, a campaign another request holds for too long): a request
+#: is always answered, at worst 503 with ``Retry-After``, before clients and load balancers
+#: give up on it (commonly after 30-60 s)
 RETRY_SECONDS = 15.0
 _CAMPAIGN_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 # the blocking steps of the decision protocol (Service._decide), performed by its drivers
-_ACQUIRE = "acquire"  # take the campaign's lock (subject: the lock)
+_ACQUIRE = "acquire"  # take the campaign's lock (subject: the lock and the deadline)
 _LOAD = "load"  # load the campaign from the store (subject: its id; reply: the campaign)
 _REFRESH = "refresh"  # catch up with the store (subject: the campaign; reply: events applied)
 _DURABLE = "durable"  # wait until a commit ticket is settled (subject: the ticket)
@@ -53,6 +56,10 @@ _PAUSE = "pause"  # sleep (subject: seconds)
 _HOLD = "hold"
 
 _Step = tuple[str, Any]
+
+#: threads per process that load or catch up campaigns for coroutines (one per campaign at a
+#: time: each works under its campaign's lock)
+_STORE_THREADS = 8
 
 
 class Service:
@@ -78,6 +85,13 @@ class Service:
         self._jitter = random.Random()  # retry pauses only; never touches a decision
         # creations in this process one at a time, so two cannot both pass the quota check
         self._creating = threading.Lock()
+        # threads that load or catch up a campaign for a coroutine holding its lock; not the
+        # shared thread pool, where every thread may be a request blocked on that very lock
+        # (a campaign's first decisions in a process run there): the holder would wait for a
+        # thread that waits for the holder
+        self._store_threads = ThreadPoolExecutor(
+            _STORE_THREADS, thread_name_prefix="crowdbudget-store"
+        )
 
     @property
     def compute(self) -> ComputePool:
@@ -176,7 +190,7 @@ class Service:
         while True:
             refusal: CrowdBudgetError | None = None
             lock = self.lock(campaign_id)
-            yield _ACQUIRE, lock
+            yield _ACQUIRE, (lock, deadline)
             hold = None  # a shared campaign's advisory lock, up to the commit (EventStore)
             try:
                 hold = yield _HOLD, campaign_id
@@ -219,7 +233,7 @@ class Service:
                 self.store.release(hold)
                 hold = None
                 # the copy holds events the store refused: drop it (if it is still cached)
-                yield _ACQUIRE, lock
+                yield _ACQUIRE, (lock, deadline)
                 try:
                     if self._campaigns.get(campaign_id) is campaign:
                         del self._campaigns[campaign_id]
@@ -258,7 +272,10 @@ class Service:
     def _perform(self, kind: str, subject: Any) -> Any:
         """One step of :meth:`_decide`, blocking."""
         if kind == _ACQUIRE:
-            return subject.acquire()
+            lock, deadline = subject
+            if not lock.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
+                raise campaign_busy()
+            return None
         if kind == _LOAD:
             return self.campaign(subject)
         if kind == _REFRESH:
@@ -297,16 +314,27 @@ class Service:
     async def _perform_async(self, kind: str, subject: Any) -> Any:
         """One step of :meth:`_decide`, without blocking the event loop."""
         if kind == _ACQUIRE:
-            return await acquire_without_blocking(subject)
+            return await acquire_without_blocking(*subject)
         if kind == _LOAD:
-            return await run_in_threadpool(self.campaign, subject)
+            return await self._in_store_thread(self.campaign, subject)
         if kind == _REFRESH:
-            return await run_in_threadpool(subject.refresh)
+            return await self._in_store_thread(subject.refresh)
         if kind == _DURABLE:
             return await self.store.wait_async(subject)
         if kind == _HOLD:
             return await self.store.hold_async(subject)
         return await asyncio.sleep(subject)
+
+    async def _in_store_thread(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` in one of the store threads, awaited; a cancelled caller
+        still waits for it to finish (it works on a campaign under the caller's lock, which
+        is released only after it), as Starlette's thread pool does."""
+        future = asyncio.get_running_loop().run_in_executor(self._store_threads, function, *args)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            await asyncio.wait([future])
+            raise
 
     def cached_read(
         self,
@@ -387,11 +415,24 @@ def _advance(
     return False, step
 
 
-async def acquire_without_blocking(lock: threading.Lock) -> None:
+def campaign_busy() -> HTTPException:
+    """503 with ``Retry-After``: the campaign's lock was not free within the request's
+    deadline (:data:`RETRY_SECONDS`); nothing was done."""
+    return HTTPException(
+        503,
+        f"the campaign is busy (its lock was not free within {RETRY_SECONDS:g} s); retry",
+        headers={"Retry-After": "1"},
+    )
+
+
+async def acquire_without_blocking(lock: threading.Lock, deadline: float) -> None:
     """Take a thread lock from the event loop without blocking it: the lock is held only
     for short stretches (an action, or a read in a worker thread), so poll with a short,
-    growing pause. Cancellation-safe: nothing is acquired on behalf of a cancelled task."""
+    growing pause; give up at ``deadline`` (``time.monotonic``) with :func:`campaign_busy`.
+    Cancellation-safe: nothing is acquired on behalf of a cancelled task."""
     pause = 0.0002
     while not lock.acquire(blocking=False):
+        if time.monotonic() >= deadline:
+            raise campaign_busy()
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.005)

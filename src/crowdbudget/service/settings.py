@@ -65,6 +65,12 @@ setting                          default       what it bounds
                                                calibration, dashboard) kept per campaign
                                                event count
                                                (least recently used dropped first)
+``keep_alive_timeout``           75 s          how long an idle keep-alive connection stays
+                                               open; longer than a load balancer's own idle
+                                               timeout (nginx: 60 s), so the balancer closes
+                                               first and never sends a request on a connection
+                                               the server is closing (that request would get no
+                                               answer: nginx does not resend a POST)
 ===============================  ============  ==============================================
 """
 
@@ -114,6 +120,7 @@ class ServiceSettings:
     requests_per_second_per_key: float = 50.0
     request_burst_per_key: int = 200
     read_cache_bytes: int = 64 * 2**20
+    keep_alive_timeout: float = 75.0
 
     def __post_init__(self) -> None:
         if self.operator_key is not None:

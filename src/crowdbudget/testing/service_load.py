@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import threading
 import time
 import uuid
@@ -76,6 +77,14 @@ class LoadResult:
     round_trips: int = 0
     seconds: float = 0.0
     failures: list[tuple[str, int, str]] = field(default_factory=list)  # the first few
+    #: seconds from sending each request to the last byte of its answer, per kind
+    #: (``"next"``, ``"label"``), answered or not
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+
+    def percentile(self, kind: str, q: float) -> float:
+        """The ``q``-th percentile (0-100) of the ``kind`` requests' latencies, in ms."""
+        values = self.latencies.get(kind, [])
+        return float(np.percentile(values, q)) * 1000 if values else float("nan")
 
     @property
     def server_errors(self) -> int:
@@ -98,6 +107,12 @@ class _Connections:
 
     def post(self, k: int, path: str, token: str, body: dict[str, str] | None) -> tuple[int, bytes]:
         conn = self._open.get(k)
+        if conn is not None and _closed_by_peer(conn):
+            # the server closed this idle keep-alive connection (uvicorn after its keep-alive
+            # timeout): a request sent on it would get no answer although the server never
+            # read it; open a new one, as urllib3 and httpcore do before reusing a connection
+            conn.close()
+            conn = None
         if conn is None:
             host, port = self._targets[k]
             conn = self._open[k] = http.client.HTTPConnection(host, port, timeout=self._timeout)
@@ -106,10 +121,10 @@ class _Connections:
             conn.request("POST", path, body=json.dumps(body or {}), headers=headers)
             response = conn.getresponse()
             data = response.read()
-        except (OSError, http.client.HTTPException):
+        except (OSError, http.client.HTTPException) as error:
             conn.close()
             del self._open[k]
-            return 599, b""  # no answer: counted as a server error
+            return 599, repr(error).encode()  # no answer: counted as a server error
         if response.status >= 500 or response.getheader("connection", "") == "close":
             conn.close()
             del self._open[k]
@@ -118,6 +133,16 @@ class _Connections:
     def close(self) -> None:
         for conn in self._open.values():
             conn.close()
+
+
+def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle keep-alive connection is readable: between requests the server sends
+    nothing, so readable means it closed its end (end of file)."""
+    sock = conn.sock
+    if sock is None:
+        return False
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)
 
 
 def run_load(
@@ -170,6 +195,7 @@ def run_load(
         conns = _Connections(urls, timeout)
         mine = shares[t]
         statuses: Counter[tuple[str, int]] = Counter()
+        latencies: dict[str, list[float]] = {"next": [], "label": []}
         acknowledged: list[tuple[str, str, str]] = []
         handed: list[tuple[str, str, str]] = []
         failures: list[tuple[str, int, str]] = []
@@ -179,9 +205,11 @@ def run_load(
             while active and (deadline is None or time.perf_counter() < deadline):
                 slot = active[k % len(active)]
                 cid, token = mine[slot]
+                sent = time.perf_counter()
                 code, data = conns.post(
                     server(cid), f"/v1/campaigns/{cid}/assignments", token, None
                 )
+                latencies["next"].append(time.perf_counter() - sent)
                 statuses["next", code] += 1
                 if code == 204:
                     active.remove(slot)  # this worker has nothing left
@@ -193,12 +221,14 @@ def run_load(
                 assignment_id = json.loads(data)["assignment_id"]
                 handed.append((cid, assignment_id, token))
                 label = str(int(rng.integers(n_classes)))
+                sent = time.perf_counter()
                 code, data = conns.post(
                     server(cid),
                     f"/v1/campaigns/{cid}/assignments/{assignment_id}/label",
                     token,
                     {"label": label},
                 )
+                latencies["label"].append(time.perf_counter() - sent)
                 statuses["label", code] += 1
                 if code == 200:
                     acknowledged.append((cid, assignment_id, label))
@@ -209,6 +239,8 @@ def run_load(
             conns.close()
         with lock:
             result.statuses.update(statuses)
+            for kind, values in latencies.items():
+                result.latencies.setdefault(kind, []).extend(values)
             result.acknowledged.extend(acknowledged)
             result.failures.extend(failures[: max(0, 20 - len(result.failures))])
             for cid, assignment_id, token in handed:

@@ -61,6 +61,7 @@ def _uci_world(dataset: str, model: str) -> ContextualWorkerEnvironment:
     n_workers = UCI_SETTINGS[dataset][1]
     return ContextualWorkerEnvironment(labels, contexts, model, n_workers=n_workers, name=dataset)
 
+
 #: Budget-fixed methods of Fig. 2: reported id (the issue's names) -> registered policy spec.
 FIG2_BUDGETED = {
     "bbta:n-explore=1": "bbta:n-explore=1",

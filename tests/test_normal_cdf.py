@@ -46,7 +46,7 @@ def test_normal_cdf_is_within_1e_12_of_scipy_on_a_dense_grid() -> None:
     normal = scipys > 1e-300
     relative = np.abs(ours[normal] / scipys[normal] - 1.0)
     assert relative.max() <= 5e-13
-    assert np.all(relative <= 2e-15 * (1.0 + x[normal] ** 2))
+    assert np.all(relative <= 2e-15 * (1.0 + np.clip(x[normal], -100.0, 100.0) ** 2))
     assert relative[x[normal] > -5.0].max() <= 1e-14
     assert np.abs(ours[~normal] - scipys[~normal]).max() <= 1e-300
     assert np.all(ours[x <= NORMAL_CDF_ZERO_BELOW] == 0.0)

@@ -298,7 +298,7 @@ _register(
     CHEN2013,
     "§5",
     (2, 3),
-    ("4 s", "13 min"),  # ≈ 25 core-min: 48 before our Φ, × 0.5–0.66 measured
+    ("4 s", "6 min"),  # estimated: ≈ 10 core-min (two of three sets measured after)
     reps_param=True,
 )
 _register(

@@ -44,7 +44,8 @@ def _uci_labels_and_contexts(dataset: str, data_dir: str | None) -> tuple[IntArr
     process: the three worker models of a set, and Fig. 2 and Fig. 3 (one process under
     ``reproduce --all``), share one k-means (n_init=10, seeded — the same contexts each
     time, computed 18 times before). Read-only arrays: a world that tried to change them
-    would fail loudly instead of changing the others. ``data_dir`` (the user's data folder, ``$CROWDBUDGET_DATA_DIR``) is part of the key."""
+    would fail loudly instead of changing the others. ``data_dir`` (the user's data folder,
+    ``$CROWDBUDGET_DATA_DIR``) is part of the key."""
     labels, contexts = uci_contexts(dataset, UCI_SETTINGS[dataset][0], data_dir=data_dir)
     labels.setflags(write=False)
     contexts.setflags(write=False)

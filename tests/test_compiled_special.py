@@ -78,9 +78,9 @@ def test_pairwise_sum_is_numpys_sum_bit_for_bit() -> None:
 
 
 def test_ndtr_is_exactly_zero_where_the_logistic_kernel_skips_it() -> None:
-    from crowdbudget.posteriors._logistic_kernel import _NDTR_ZERO_BELOW
+    from crowdbudget._compiled_special import NORMAL_CDF_ZERO_BELOW
 
-    x = np.concatenate([np.linspace(_NDTR_ZERO_BELOW, -1e4, 200_001), [-1e300, -np.inf]])
+    x = np.concatenate([np.linspace(NORMAL_CDF_ZERO_BELOW, -1e4, 200_001), [-1e300, -np.inf]])
     assert np.all(special.ndtr(x) == 0.0)
     assert np.all(np.diff(special.ndtr(np.linspace(-45.0, 0.0, 100_001))) >= 0)
 

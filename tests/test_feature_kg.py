@@ -112,10 +112,11 @@ def test_rewards_equal_brute_force_lookahead(reward: str) -> None:
             assert fast[i] == pytest.approx(expected, abs=1e-10)
 
 
-def test_compiled_global_rewards_equal_the_numpy_expression_bit_for_bit() -> None:
-    """The compiled pass (posteriors/_logistic_kernel.py) gives the NumPy reward's very bits,
-    along a real campaign on real features (pima), for every eligible candidate subset used:
-    all items, and an unsorted subset with repeats."""
+def test_compiled_global_rewards_equal_the_numpy_expression() -> None:
+    """The compiled pass (posteriors/_logistic_kernel.py, our normal CDF) gives the NumPy
+    reward (SciPy's ``ndtr``) to within 1e-13 of the error sum — each Φ is within a few 1e-15
+    relatively — along a real campaign on real features (pima), for every eligible candidate
+    subset used: all items, and an unsorted subset with repeats."""
     from crowdbudget.datasets import load_feature_set
 
     features = load_feature_set("pima").features[:200]
@@ -124,12 +125,15 @@ def test_compiled_global_rewards_equal_the_numpy_expression_bit_for_bit() -> Non
     rng = np.random.default_rng(1)
     subsets = [np.arange(200), rng.integers(0, 200, size=57)]
     for _step in range(60):
+        post = policy.posterior_
+        tolerance = 1e-13 * (1.0 + float(np.sum(post.error())))
         for cand in subsets:
             r1, r0 = policy._global_rewards(cand)
-            assert np.array_equal(r1, policy._h_sum_after(cand, 1), equal_nan=True)
-            assert np.array_equal(r0, policy._h_sum_after(cand, 0), equal_nan=True)
+            assert np.abs(r1 - policy._h_sum_after(cand, 1)).max() <= tolerance
+            assert np.abs(r0 - policy._h_sum_after(cand, 0)).max() <= tolerance
         item = int(rng.integers(200))
         policy.observe(LabelEvent(item=item, worker=0, label=int(rng.integers(2))))
+        assert post.cross is not None and np.array_equal(post.cross, post.cross.T)
 
 
 def test_batch_refit_is_the_map_of_all_labels() -> None:

@@ -143,8 +143,9 @@ class FeatureKnowledgeGradient(AllocationPolicy):
     def _h_sum_after(self, cand: IntArray, label: int) -> FloatArray:
         """Σ_k h(P_k) − Σ_k h(P_k now) after label ``label`` on each candidate, shape (n_cand,).
 
-        The NumPy statement of the global reward; :meth:`_global_rewards` computes it (both
-        labels at once, compiled) and is tested equal to this bit for bit."""
+        The NumPy statement of the global reward (SciPy's Φ); :meth:`_global_rewards` computes
+        it (both labels at once, compiled, our Φ) and is tested equal to this within 1e-13 of
+        the error sum."""
         post = self.posterior_
         m, v = post.score_mean, post.score_var
         alpha, beta, _ = laplace_step(m[cand], v[cand], label)
@@ -159,7 +160,8 @@ class FeatureKnowledgeGradient(AllocationPolicy):
 
     def _global_rewards(self, cand: IntArray) -> tuple[FloatArray, FloatArray]:
         """``(_h_sum_after(cand, 1), _h_sum_after(cand, 0))`` in one compiled pass over C
-        (:mod:`crowdbudget.posteriors._logistic_kernel`; the same bits, tested)."""
+        (:mod:`crowdbudget.posteriors._logistic_kernel`; within 1e-13 of the error sum,
+        tested)."""
         from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK, error_sums_after
 
         post = self.posterior_

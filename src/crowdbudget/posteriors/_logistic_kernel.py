@@ -7,18 +7,20 @@ the change of every item's error after a label on i (:mod:`crowdbudget.policies.
 
 an (n_items × n_candidates) array of normal CDFs per outcome z. In NumPy that is nine array
 passes over n_items × n_candidates temporaries (the gathered columns of C, the moved means and
-variances, the floor, the division, ``ndtr``, the sum) per outcome: on pima (768 items) about
-50 ms per decision, the whole cost of ``chen2013-features``. :func:`error_sums_after` does both
-outcomes in one pass, reading each C_ki once, with one n_items buffer per outcome.
+variances, the floor, the division, ``ndtr``, the sum) per outcome. :func:`error_sums_after`
+does both outcomes candidate by candidate: C's column i read as row i (C is kept exactly
+symmetric), one loop of the moved ratios that LLVM runs on SIMD lanes, one loop of Φ — our
+:func:`~crowdbudget._compiled_special.normal_cdf`'s tail, inline, where SciPy's ``ndtr`` (a
+call, two exponentials in its tail) was the cost — and each candidate's sum over k by NumPy's
+pairwise summation (:func:`pairwise_sum`).
 
-Same bits as the NumPy expression (``tests/test_feature_kg.py`` compares them exactly):
-every scalar step is the array step's operation in the same order (Numba compiles without
-fast-math: nothing is reassociated or fused into FMAs), ``ndtr`` is SciPy's own
-(:mod:`crowdbudget._compiled_special`), and each candidate's sum over k is NumPy's pairwise
-summation (:func:`pairwise_sum`). That last point is a fact about the NumPy expression worth
-stating: ``cross[:, cand]`` (advanced indexing on the second axis) is laid out column-major,
-the element-wise steps keep that layout, so ``sum(axis=0)`` runs along contiguous columns and
-NumPy sums each one pairwise, not row after row.
+Not the NumPy expression's bits any more (``tests/test_feature_kg.py`` compares within 1e-13
+of the error sum): the ratios are the same operations in the same order (Numba compiles
+without fast-math: nothing is reassociated or fused into FMAs), but Φ is within a few 1e-15
+relatively of SciPy's, not equal. The sum is still ``np.sum``'s, term for term: ``cross[:,
+cand]`` (advanced indexing on the second axis) is laid out column-major, the element-wise
+steps keep that layout, so ``sum(axis=0)`` runs along contiguous columns and NumPy sums each
+one pairwise, not row after row.
 """
 
 from __future__ import annotations
@@ -28,13 +30,10 @@ import math
 import numpy as np
 from numba import njit
 
-from crowdbudget._compiled_special import expit, maximum, ndtr
+from crowdbudget._compiled_special import NORMAL_CDF_ZERO_BELOW, expit, normal_lower_tail
 from crowdbudget.types import FloatArray, IntArray
 
 _V_FLOOR = 1e-300  # posteriors.logistic._V_FLOOR
-#: SciPy's ndtr is exactly 0.0 at and below this (it is 0 from about −37.68 on and never
-#: decreases; tests/test_compiled_special.py checks it), so a term there is 0 without the call
-_NDTR_ZERO_BELOW = -38.5
 
 
 def _numpy_sum_chunk() -> int:
@@ -164,7 +163,8 @@ def error_sums_after(
 
     Args:
         m, v, cuts: every item's score mean, score variance and cut, shape (n_items,).
-        cross: C = XΣXᵀ, shape (n_items, n_items).
+        cross: C = XΣXᵀ, shape (n_items, n_items), exactly symmetric (as the posterior keeps
+            it): column i is read as row i, contiguous.
         candidates: item indices, shape (n_cand,).
         alpha, beta: the Laplace step of each outcome on each candidate, shape (2, n_cand)
             (row z: label z).
@@ -172,21 +172,33 @@ def error_sums_after(
         sum_chunk: :data:`NUMPY_SUM_CHUNK` (the sum over k is ``np.sum``'s, on this NumPy).
     """
     n_items = m.shape[0]
-    errors = np.empty((2, n_items))
+    ratios = np.empty(n_items)
+    errors = np.empty(n_items)
     for j in range(candidates.shape[0]):
         i = candidates[j]
-        for k in range(n_items):
-            c = cross[k, i]
-            cc = c * c
-            for z in range(2):
-                # m_after = m + c·α; v_after = v − (c·c)·β; logistic_error's floor and ratio
-                moved = m[k] + c * alpha[z, j]
-                spread = maximum(v[k] - cc * beta[z, j], _V_FLOOR)
-                ratio = -abs(moved - cuts[k]) / math.sqrt(spread)
-                # Φ is exactly 0 from about −37.7 down (it underflows): skip the call there
-                errors[z, k] = 0.0 if ratio <= _NDTR_ZERO_BELOW else ndtr(ratio, 0)
+        column = cross[i]  # C[:, i], read as row i: C is symmetric bit for bit (posterior)
         for z in range(2):
-            out[z, j] = pairwise_sum(errors[z], 0, n_items, sum_chunk)
+            a = alpha[z, j]
+            b = beta[z, j]
+            # m_after = m + c·α; v_after = v − (c·c)·β; logistic_error's floor and ratio.
+            # No call and no branch (the floor a select): LLVM runs this loop on SIMD lanes,
+            # where sqrt and division are IEEE-exact too. A NaN variance is floored here
+            # where np.maximum keeps it — it only comes from a NaN v_k, and then the
+            # current error sum, hence every reward, is NaN all the same
+            for k in range(n_items):
+                c = column[k]
+                spread = v[k] - (c * c) * b
+                spread = spread if spread > _V_FLOOR else _V_FLOOR
+                ratios[k] = -abs((m[k] + c * a) - cuts[k]) / math.sqrt(spread)
+            for k in range(n_items):
+                ratio = ratios[k]  # ≤ 0 or NaN
+                if ratio <= NORMAL_CDF_ZERO_BELOW:  # Φ rounds to 0 from −38.5 down
+                    errors[k] = 0.0
+                elif ratio != ratio:
+                    errors[k] = ratio
+                else:
+                    errors[k] = normal_lower_tail(-ratio)
+            out[z, j] = pairwise_sum(errors, 0, n_items, sum_chunk)
 
 
 @njit(cache=True, nogil=True)
@@ -237,3 +249,16 @@ def laplace_steps(
         alpha[e] = y[e] - sig
         beta[e] = lam / (1.0 + lam * v[e])
         mode[e] = s[e]
+
+
+@njit(cache=True, nogil=True)
+def rank_one_downdate(cross: FloatArray, c: FloatArray, beta: float) -> None:
+    """``cross -= beta * np.outer(c, c)`` in place, the same bits, without the n_items²
+    temporary (C' = C − β c cᵀ of the posterior's update; shapes (n, n) and (n,)).
+
+    c[k]·c[l] and c[l]·c[k] are the same product, so a symmetric C stays symmetric."""
+    n = c.shape[0]
+    for k in range(n):
+        scaled = c[k]
+        for col in range(n):
+            cross[k, col] = cross[k, col] - beta * (scaled * c[col])

@@ -56,6 +56,12 @@ from crowdbudget.types import FloatArray, IntArray, LabelEvent
 _V_FLOOR = 1e-300
 
 
+def _symmetric(matrix: FloatArray) -> FloatArray:
+    """(A + Aᵀ)/2: XΣXᵀ as computed is symmetric only to rounding (C[k, i] and C[i, k] are
+    two different sums of products)."""
+    return np.asarray(0.5 * (matrix + matrix.T), dtype=float)
+
+
 def prepare_features(
     features: ArrayLike, *, standardize: bool = True, intercept: bool = True
 ) -> FloatArray:
@@ -171,7 +177,9 @@ class LogisticGaussianPosterior:
         mean: μ, shape (n_features,); cov: Σ, shape (n_features, n_features).
         score_mean: m_k = μᵀx_k, shape (n_items,); score_var: v_k = x_kᵀΣx_k, shape (n_items,).
         cross: C = XΣXᵀ, shape (n_items, n_items) — kept only when ``keep_cross`` (the global
-            look-ahead of the policy needs it; O(n_items²) memory).
+            look-ahead of the policy needs it; O(n_items²) memory). Exactly symmetric, bit for
+            bit (the product symmetrised once, then rank-one updates c·cᵀ, symmetric as
+            computed): the look-ahead reads column i as row i, contiguous.
     """
 
     n_classes = 2
@@ -210,7 +218,7 @@ class LogisticGaussianPosterior:
         xs = x @ cov
         self.score_var: FloatArray = np.einsum("kd,kd->k", xs, x)
         self.keep_cross = keep_cross
-        self.cross: FloatArray | None = xs @ x.T if keep_cross else None
+        self.cross: FloatArray | None = _symmetric(xs @ x.T) if keep_cross else None
 
     def _column(self, i: int) -> FloatArray:
         """c = XΣx_i, shape (n_items,)."""
@@ -233,7 +241,9 @@ class LogisticGaussianPosterior:
         self.score_mean = self.score_mean + a * c
         self.score_var = np.maximum(self.score_var - b * c * c, _V_FLOOR)
         if self.cross is not None:
-            self.cross -= b * np.outer(c, c)
+            from crowdbudget.posteriors._logistic_kernel import rank_one_downdate
+
+            rank_one_downdate(self.cross, c, b)
 
     def refit(
         self,
@@ -287,7 +297,7 @@ class LogisticGaussianPosterior:
         self.score_mean = self.features @ w
         self.score_var = np.maximum(np.einsum("kd,kd->k", xs, self.features), _V_FLOOR)
         if self.cross is not None:
-            self.cross = xs @ self.features.T
+            self.cross = _symmetric(xs @ self.features.T)
 
     def class_probabilities(self) -> FloatArray:
         """[P(negative), P(positive)] per item, shape (n_items, 2)."""

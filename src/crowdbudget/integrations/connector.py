@@ -8,7 +8,9 @@ task is worth. :class:`CampaignConnector` is the one place where the two meet:
   worker: the platform decides who fills it. :meth:`CampaignConnector.open_slot` asks the
   campaign's policy for the next item (the budget is committed at once, so the campaign never
   promises more than it has); :meth:`~CampaignConnector.settle` fills an item's oldest open
-  slot with a label from a named annotator, or records an **over-submission** when the item
+  slot with a label from a named annotator — recorded **under that annotator**
+  (``annotator_prefix + annotator``), the slot's reservation paying for it
+  (:mod:`crowdbudget.campaign.slots`) — or records an **over-submission** when the item
   has none; :meth:`~CampaignConnector.release` gives a slot back (its budget returns);
   :meth:`~CampaignConnector.expire_overdue` releases the slots past their time-to-live.
 - **Events out.** Every change is read back from the campaign's event store
@@ -36,25 +38,52 @@ What the surface guarantees:
 - **restarts lose nothing**: every accepted label is one stored event before it is
   acknowledged, and the slots, counts and events are rebuilt from the store;
 - **over-submissions are recorded**: they inform the verdict (worker id ``annotator_prefix +
-  annotator``), cost nothing and are reported (:attr:`CampaignConnector.over_submissions`).
+  annotator``), cost nothing and are reported (:attr:`CampaignConnector.over_submissions`);
+- **every label is its annotator's**: a paid label is the answer to the slot it filled, given
+  by the annotator (one ``labeled`` event naming them), so the worker-aware posteriors and
+  verdicts read each annotator's labels as theirs, and the ledger stays exact (a slot paid
+  once, by one label; a label paid by one slot or free).
 
-Only item-only policies fit a platform that lets any annotator take an open task (the worker a
-worker-choosing policy picks could not be made to come); :meth:`CampaignConnector.check_policy`
-refuses the others. One connector per campaign at a time: it is the campaign's only writer.
+**Slot holders.** A slot is an assignment held by a placeholder worker (``slot-<k>``: the first
+of a small pool holding no open slot, so the pool is as large as the most slots open at once;
+each holder is released from the item when its slot is settled, and labels nothing itself).
+
+**The item choice.** An item-only policy (Opt-KG, …) chooses as in a simulation. A worker-aware
+one (``opt-kg:posterior=one-coin``, ``kg:…``) would choose for the asking worker, who is unknown
+when a slot opens: the slots then go to the items of largest *expected* score over the
+annotators who are active, each weighted by their share of the last :attr:`share_window`
+labels (:mod:`crowdbudget.integrations.crowd_choice`). Other policies that choose workers
+(BBTA, KOS, …) are refused by :meth:`CampaignConnector.check_policy`: the worker they pick
+could not be made to come. One connector per campaign at a time: it is the campaign's only
+writer.
 """
 
 from __future__ import annotations
 
 import bisect
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
 
+import numpy as np
+
 from crowdbudget.campaign import AssignmentError, Campaign
+from crowdbudget.campaign.slots import record_answer
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.integrations.crowd_choice import (
+    active_shares,
+    crowd_posterior,
+    expected_scores,
+    ranking,
+    steered,
+    worker_weights,
+)
+from crowdbudget.policies.worker_aware import (
+    OneCoinKnowledgeGradient,
+    TwoCoinKnowledgeGradient,
+)
 from crowdbudget.registry import make_policy, split_verdict
 
 __all__ = [
@@ -69,8 +98,8 @@ __all__ = [
 ]
 
 SLOT_WORKER_PREFIX = "slot-"
-"""The campaign worker ids that hold open slots (one fresh id per slot; the platform picks the
-annotator). Only this module writes or reads them."""
+"""The campaign worker ids that hold open slots (a small pool: module docstring; the platform
+picks the annotator). Only this module writes or reads them."""
 
 EVENT_KINDS = (
     "assignment_given",
@@ -176,13 +205,23 @@ class CampaignConnector:
         A campaign created or loaded with a durable event store; the connector is its only
         writer while it runs.
     annotator_prefix : str
-        Prefix of the campaign worker ids of over-submissions (``annotator_prefix +
+        Prefix of the campaign worker ids of the platform's annotators (``annotator_prefix +
         str(annotator)``), e.g. ``"ls-user-"``: names the platform the annotator belongs to.
+    share_window : int
+        How many of the last labels estimate the annotators' shares (worker-aware policies:
+        :mod:`crowdbudget.integrations.crowd_choice`).
     """
 
-    def __init__(self, campaign: Campaign, *, annotator_prefix: str = "annotator-") -> None:
+    def __init__(
+        self, campaign: Campaign, *, annotator_prefix: str = "annotator-", share_window: int = 100
+    ) -> None:
         self.campaign = campaign
         self.annotator_prefix = annotator_prefix
+        self.share_window = share_window
+        #: annotators whose labels count for nothing in the shares (e.g. blocked ones)
+        self.inactive: set[str] = set()
+        self._holders: dict[str, int] = {}  # slot holder -> its open slots
+        self._label_workers: list[str] = []  # the worker of every label, in order
         self._seq = 0
         self._log: list[ConnectorEvent] = []
         self._log_seqs: list[int] = []
@@ -227,21 +266,24 @@ class CampaignConnector:
             if slot:
                 open_slot = OpenSlot(p["id"], item_id, p["expires_at"])
                 self._slots.setdefault(item_id, {})[p["id"]] = open_slot
+                self._holders[worker_id] = self._holders.get(worker_id, 0) + 1
             return [
                 ConnectorEvent(seq, "assignment_given", item_id, p["id"], worker_id, None, slot, at)
             ]
         elif kind == "labeled":
-            item_id, worker_id = self._assignments[p["id"]]
-            self._close_slot(item_id, p["id"])
+            item_id, holder = self._assignments[p["id"]]
+            self._close_slot(item_id, p["id"], holder)
             self._labels[item_id] = self._labels.get(item_id, 0) + 1
             label = self.classes[int(p["label"])]
-            slot = worker_id.startswith(SLOT_WORKER_PREFIX)
+            slot = holder.startswith(SLOT_WORKER_PREFIX)
+            worker_id = str(p.get("worker", holder))  # who answered (a slot: the annotator)
+            self._label_workers.append(worker_id)
             return [
                 ConnectorEvent(seq, "label_accepted", item_id, p["id"], worker_id, label, slot, at)
             ]
         elif kind == "released":
             item_id, worker_id = self._assignments[p["id"]]
-            self._close_slot(item_id, p["id"])
+            self._close_slot(item_id, p["id"], worker_id)
             kind_out = "assignment_expired" if p["reason"] == "expired" else "assignment_released"
             slot = worker_id.startswith(SLOT_WORKER_PREFIX)
             return [ConnectorEvent(seq, kind_out, item_id, p["id"], worker_id, None, slot, at)]
@@ -252,6 +294,7 @@ class CampaignConnector:
                 self._labels[item_id] = self._labels.get(item_id, 0) + 1
                 if str(worker_id).startswith(self.annotator_prefix):
                     self.over_submissions += 1
+                self._label_workers.append(str(worker_id))
                 rows.append(
                     ConnectorEvent(
                         seq,
@@ -272,10 +315,13 @@ class CampaignConnector:
         self.item_ids.extend(new)
         self._known.update(new)
 
-    def _close_slot(self, item_id: str, assignment_id: str) -> None:
+    def _close_slot(self, item_id: str, assignment_id: str, holder: str) -> None:
         slots = self._slots.get(item_id)
-        if slots is not None and slots.pop(assignment_id, None) is not None and not slots:
+        if slots is None or slots.pop(assignment_id, None) is None:
+            return
+        if not slots:
             del self._slots[item_id]
+        self._holders[holder] -= 1
 
     @property
     def last_seq(self) -> int:
@@ -317,10 +363,50 @@ class CampaignConnector:
         return self._labels.get(item_id, 0)
 
     # ------------------------------------------------------------------ assign and settle in
-    def open_slot(self) -> OpenSlot | None:
-        """Commit budget for one more annotation on the item the policy wants most; None when
-        the budget, the items or the policy allow none now."""
-        assignment = self.campaign.next_assignment(SLOT_WORKER_PREFIX + uuid.uuid4().hex)
+    def _free_holder(self) -> str:
+        """The first slot holder of the pool that holds no open slot (a new one if none)."""
+        self._catch_up()
+        for k in range(len(self._holders) + 1):
+            holder = f"{SLOT_WORKER_PREFIX}{k}"
+            if self._holders.get(holder, 0) == 0:
+                return holder
+        raise AssertionError("unreachable: the pool has a free holder")  # pragma: no cover
+
+    def crowd_order(self) -> np.ndarray | None:
+        """The items in the order a worker-aware policy wants them when the next annotator
+        is unknown (:mod:`~crowdbudget.integrations.crowd_choice`); None: the policy's own
+        choice (an item-only policy, or no active annotator yet)."""
+        self._catch_up()
+        campaign = self.campaign
+        posterior = crowd_posterior(campaign.policy)
+        if posterior is None:
+            return None
+        recent = [
+            w
+            for w in self._label_workers[-self.share_window :]
+            if not w.startswith(SLOT_WORKER_PREFIX)
+        ]
+        shares = active_shares(recent, exclude=self.inactive)
+        index = {w: j for j, w in enumerate(campaign.worker_ids)}
+        workers, weights = worker_weights(shares, index, posterior.n_workers)
+        if workers.shape[0] == 0:
+            return None
+        optimistic = bool(getattr(campaign.policy, "optimistic", True))
+        scores = expected_scores(posterior, workers, weights, optimistic=optimistic)
+        rng = np.random.default_rng([campaign.config.seed, campaign.event_count])
+        return ranking(scores, rng)
+
+    def open_slot(self, order: np.ndarray | None = None) -> OpenSlot | None:
+        """Commit budget for one more annotation on the item the policy wants most (``order``:
+        the first open item of it, :meth:`crowd_order`); None when the budget, the items or
+        the policy allow none now."""
+        holder = self._free_holder()
+        if order is not None:
+            # the holder joins first: a joining worker rebuilds the policy, which would
+            # replace the stand-in that takes ``order``
+            self.campaign.add_workers([holder])
+        with steered(self.campaign, order):
+            assignment = self.campaign.next_assignment(holder)
         if assignment is None:
             return None
         self._catch_up()
@@ -328,11 +414,13 @@ class CampaignConnector:
 
     def fill(self, target: int) -> list[OpenSlot]:
         """Open slots until ``target`` are open or none can be; the slots opened. When none
-        is open afterwards the campaign has stopped (a ``stopped`` event is emitted)."""
+        is open afterwards the campaign has stopped (a ``stopped`` event is emitted). A
+        worker-aware policy ranks the items once per call (:meth:`crowd_order`)."""
         self.expire_overdue()
-        opened = []
+        opened: list[OpenSlot] = []
+        order = self.crowd_order() if self.n_open_slots() < target else None
         while self.n_open_slots() < target:
-            slot = self.open_slot()
+            slot = self.open_slot(order)
             if slot is None:
                 break
             opened.append(slot)
@@ -343,14 +431,14 @@ class CampaignConnector:
         """Record ``label`` from ``annotator`` on the item: it fills the item's oldest open
         slot (paid), or, with none left, it is an over-submission (free, recorded, counted).
         A slot past its time-to-live takes no label (the next one is tried)."""
+        worker_id = f"{self.annotator_prefix}{annotator}"
         for slot in self.open_slots(item_id):
             try:
-                self.campaign.record_label(slot.slot_id, label)
+                record_answer(self.campaign, slot.slot_id, label, worker_id)
             except AssignmentError:
                 continue
             self._catch_up()
             return Settlement(item_id, label, str(annotator), slot.slot_id)
-        worker_id = f"{self.annotator_prefix}{annotator}"
         self.campaign.import_labels(
             pd.DataFrame({"task": [item_id], "worker": [worker_id], "label": [label]})
         )
@@ -406,9 +494,15 @@ class CampaignConnector:
     @staticmethod
     def check_policy(policy: str, platform: str) -> None:
         """Refuse a policy that chooses workers: ``platform`` lets any annotator take an open
-        task, so the worker it would choose could not be made to come."""
+        task, so the worker it would choose could not be made to come. A worker-aware
+        one-coin KG policy is kept: its slots go by the expected score over the active
+        annotators (module docstring)."""
         # unknown ids fail here with the known ones; ``…:verdict=ds`` names the verdict
         policy_object = make_policy(split_verdict(policy)[0])
+        if isinstance(policy_object, OneCoinKnowledgeGradient) and not isinstance(
+            policy_object, TwoCoinKnowledgeGradient
+        ):
+            return
         if type(policy_object).chooses_workers:
             raise InvalidParameterError(
                 f"policy {policy!r} chooses workers; {platform} lets any annotator take an "

@@ -39,6 +39,7 @@ from crowdbudget.integrations.labelstudio import (
     unrecorded,
     webhook_task_ids,
 )
+from crowdbudget.integrations.labelstudio_memory import MemoryLabelStudio
 
 CONFIG = (
     '<View><Text name="text" value="$text"/><Choices name="label" toName="text" '
@@ -160,78 +161,11 @@ def test_webhook_receiver_checks_the_secret() -> None:
 # ---------------------------------------------------------------------------------------------
 # the controller against an in-process stand-in of the REST API
 # ---------------------------------------------------------------------------------------------
-class FakeLabelStudio:
-    """Label Studio's task rules, in memory (see the module docstring)."""
+class FakeLabelStudio(MemoryLabelStudio):
+    """Label Studio's task rules, in memory (:mod:`crowdbudget.integrations.labelstudio_memory`)."""
 
     def __init__(self, n_tasks: int, maximum_annotations: int = 1) -> None:
-        self.project = {
-            "id": 1,
-            "label_config": CONFIG,
-            "maximum_annotations": maximum_annotations,
-            "overlap_cohort_percentage": 100,
-        }
-        self.tasks = {
-            100 + k: {"id": 100 + k, "overlap": 1, "is_labeled": False, "annotations": []}
-            for k in range(n_tasks)
-        }
-        self.predictions: dict[int, dict[str, Any]] = {}
-        self.patches = 0
-        self._next_id = 1
-
-    def _annotators(self, task: dict[str, Any]) -> set[int]:
-        return {a["completed_by"] for a in task["annotations"] if not a.get("was_cancelled")}
-
-    def annotate(self, task_id: int, user: int, label: str) -> None:
-        task = self.tasks[task_id]
-        task["annotations"].append(_annotation(self._next_id, user, label))
-        self._next_id += 1
-        task["is_labeled"] = len(self._annotators(task)) >= task["overlap"]
-
-    def next_task(self, user: int) -> int | None:
-        for task_id, task in self.tasks.items():
-            if not task["is_labeled"] and user not in self._annotators(task):
-                return task_id
-        return None
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        path, method = request.url.path, request.method
-        if path == "/api/projects/1":
-            return httpx.Response(200, json=self.project)
-        if path == "/api/tasks":  # the plain list: no annotations in it
-            page = int(request.url.params.get("page", 1))
-            size = int(request.url.params.get("page_size", 100))
-            rows = list(self.tasks.values())[(page - 1) * size : page * size]
-            rows = [{k: v for k, v in t.items() if k != "annotations"} for t in rows]
-            return httpx.Response(200, json={"tasks": rows, "total": len(self.tasks)})
-        if path == "/api/projects/1/export":  # annotated tasks only, skips included
-            rows = [t for t in self.tasks.values() if t["annotations"]]
-            return httpx.Response(200, json=rows)
-        match = re.fullmatch(r"/api/tasks/(\d+)/annotations", path)
-        if match:
-            annotations = self.tasks[int(match.group(1))]["annotations"]
-            finished = [a for a in annotations if not a.get("was_cancelled")]
-            return httpx.Response(200, json=finished)
-        match = re.fullmatch(r"/api/tasks/(\d+)", path)
-        if match and method == "PATCH":
-            task = self.tasks[int(match.group(1))]
-            task.update(json.loads(request.content))
-            self.patches += 1
-            return httpx.Response(200, json=task)
-        if path == "/api/predictions" and method == "GET":
-            return httpx.Response(200, json=list(self.predictions.values()))
-        if path == "/api/predictions" and method == "POST":
-            body = json.loads(request.content)
-            body["id"] = 1000 + len(self.predictions)
-            self.predictions[body["id"]] = body
-            return httpx.Response(201, json=body)
-        match = re.fullmatch(r"/api/predictions/(\d+)", path)
-        if match and method == "PATCH":
-            self.predictions[int(match.group(1))].update(json.loads(request.content))
-            return httpx.Response(200, json=self.predictions[int(match.group(1))])
-        return httpx.Response(404, json={"detail": f"no route {method} {path}"})
-
-    def open_tasks(self) -> list[int]:
-        return [t for t, task in self.tasks.items() if not task["is_labeled"]]
+        super().__init__(n_tasks, CONFIG, CONTROL, maximum_annotations)
 
     def usable(self) -> int:
         return sum(len(task_annotations(t, CONTROL)) for t in self.tasks.values())

@@ -65,9 +65,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 
 from crowdbudget.campaign import AssignmentError, Campaign
 from crowdbudget.campaign.slots import record_answer

@@ -60,9 +60,7 @@ __all__ = [
 ]
 
 
-def active_shares(
-    recent_workers: Sequence[str], exclude: Collection[str] = ()
-) -> dict[str, float]:
+def active_shares(recent_workers: Sequence[str], exclude: Collection[str] = ()) -> dict[str, float]:
     """Each worker's share of ``recent_workers`` (the workers of the last labels), those in
     ``exclude`` left out; empty when nobody is left."""
     counts = Counter(w for w in recent_workers if w not in exclude)
@@ -100,10 +98,8 @@ def expected_scores(
     look = posterior.lookahead(pair_workers, items=items)
     now = error_probability(posterior.a, posterior.b, posterior.thresholds)
     rewards = kg_rewards(look, now[items])  # (n_items · n_active, 2): a label 0, a label 1
-    if optimistic:
-        pair = rewards.max(axis=1)
-    else:
-        pair = (look.label_probabilities * rewards).sum(axis=1)
+    expected = (look.label_probabilities * rewards).sum(axis=1)
+    pair = rewards.max(axis=1) if optimistic else expected
     return np.asarray(pair.reshape(n_items, n_active) @ weights, dtype=float)
 
 
@@ -158,7 +154,11 @@ def worker_weights(
 ) -> tuple[IntArray, FloatArray]:
     """The shares as (worker indices, weights) for the posterior's workers (a worker the
     posterior does not hold yet is left out; the weights renormalised)."""
-    pairs = [(worker_index[w], s) for w, s in shares.items() if worker_index.get(w, n_workers) < n_workers]
+    pairs = [
+        (worker_index[w], s)
+        for w, s in shares.items()
+        if worker_index.get(w, n_workers) < n_workers
+    ]
     if not pairs:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     workers = np.array([j for j, _ in pairs], dtype=np.int64)

@@ -1,0 +1,208 @@
+"""Label Studio with real annotators: dynamic overlap and a worker-aware verdict against Label
+Studio's fixed overlap and majority vote, at the same number of annotations.
+
+The project runs on the in-memory Label Studio (:mod:`crowdbudget.integrations.
+labelstudio_memory`: the task rules of the real server, no HTTP server) so that many seeds are
+cheap; ``tests/test_labelstudio_e2e.py`` runs the same comparison once against a real Label
+Studio. Per seed: ``--tasks`` RTE items drawn at random (their gold is the hidden truth),
+``--annotators`` one-coin annotators whose accuracies are drawn from those of the RTE workers
+with ≥ 20 labels, except ``--careless`` of them who answer at random (accuracy 1/2), at random
+positions. Annotators arrive one at a time, uniformly at random; each takes the task Label
+Studio's ``/next`` gives them and answers; the sync reads the task at once (a webhook).
+
+Arms (``--budget-per-task`` × tasks annotations each):
+
+- ``fixed-mv``: Label Studio's fixed overlap (``maximum_annotations`` = budget per task),
+  majority vote, ties at random — what a project does without crowdbudget;
+- ``opt-kg``: the sync with item-only Opt-KG and its own verdict (Beta posterior: every
+  annotator weighs the same) — the integration before annotators were recorded;
+- ``opt-kg+bds-oc``: the same allocation, the default worker-aware verdict on the annotators'
+  labels (each annotation recorded under its annotator);
+- ``worker-aware``: ``opt-kg:posterior=one-coin`` (slots ranked by the expected score over
+  the active annotators) and its default verdict (``bds-oc``);
+- with ``--control N``: ``worker-aware+control``: N tasks carry a ground-truth annotation
+  (control tasks) and annotators the control answers show careless are blocked.
+
+Accuracy is on the tasks that are not control tasks. Run from the repository root:
+
+    python benchmarks/bench_labelstudio.py [--tasks 200] [--annotators 8] [--careless 1]
+        [--seeds 0 1 2 3 4] [--budget-per-task 3] [--open-slots 16] [--control 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crowdbudget.aggregation import MajorityVote
+from crowdbudget.campaign import EventStore
+from crowdbudget.integrations.labelstudio import LabelStudioSync
+from crowdbudget.integrations.labelstudio_api import parse_label_config
+from crowdbudget.integrations.labelstudio_demo import (
+    BINARY_CONFIG,
+    RTE_CLASSES,
+    rte_reliabilities,
+    rte_tasks,
+)
+from crowdbudget.integrations.labelstudio_memory import MemoryLabelStudio
+
+CONTROL = parse_label_config(BINARY_CONFIG)
+
+
+def _answer(rng: np.random.Generator, truth: str, reliability: float) -> str:
+    if rng.random() < reliability:
+        return truth
+    return next(c for c in RTE_CLASSES if c != truth)
+
+
+def _accuracy(verdicts: pd.Series, truth: dict[int, str], scored: set[int]) -> float:
+    return float(np.mean([verdicts.get(str(t)) == truth[t] for t in scored]))
+
+
+def fixed_overlap(
+    truth: dict[int, str], reliabilities: list[float], budget: int, per_task: int, seed: int
+) -> float:
+    """Label Studio's fixed overlap and majority vote (ties at random)."""
+    rng = np.random.default_rng([seed, 1])
+    memory = MemoryLabelStudio(len(truth), BINARY_CONFIG, CONTROL, maximum_annotations=per_task)
+    given, stalls = 0, 0
+    rows = []
+    while given < budget and stalls < 1000:
+        user = int(rng.integers(len(reliabilities)))
+        task_id = memory.next_task(user)
+        if task_id is None:
+            stalls += 1
+            continue
+        label = _answer(rng, truth[task_id], reliabilities[user])
+        memory.annotate(task_id, user, label)
+        rows.append((str(task_id), str(user), label))
+        given += 1
+    frame = pd.DataFrame(rows, columns=["task", "worker", "label"])
+    verdicts = MajorityVote(rng=seed).fit_predict(frame)
+    return _accuracy(verdicts, truth, set(truth))
+
+
+def dynamic_overlap(
+    truth: dict[int, str],
+    reliabilities: list[float],
+    budget: int,
+    seed: int,
+    *,
+    policy: str,
+    verdicts: tuple[str | None, ...],
+    open_slots: int,
+) -> dict[str, Any]:
+    """The sync on the in-memory project; accuracy of each verdict (None: the campaign's)."""
+    rng = np.random.default_rng([seed, 2])
+    memory = MemoryLabelStudio(len(truth), BINARY_CONFIG, CONTROL)
+    sync = LabelStudioSync.connect(
+        memory.api(),
+        1,
+        EventStore("sqlite://"),
+        budget=budget,
+        policy=policy,
+        seed=seed,
+        max_labels_per_task=len(reliabilities),
+        open_slots=open_slots,
+    )
+    start = time.process_time()
+    sync.reconcile_all()
+    given, stalls = 0, 0
+    while stalls < 1000:
+        user = int(rng.integers(len(reliabilities)))
+        task_id = memory.next_task(user)
+        if task_id is None:
+            if sync.done():
+                break
+            stalls += 1
+            continue
+        memory.annotate(task_id, user, _answer(rng, truth[task_id], reliabilities[user]))
+        given += 1
+        sync.reconcile_tasks([task_id])
+    sync.reconcile_all()
+    report = sync.report()
+    out: dict[str, Any] = {
+        "annotations": given,
+        "spent": report.spent,
+        "over_submissions": report.over_submissions,
+        "cpu_seconds": round(time.process_time() - start, 2),
+    }
+    for verdict in verdicts:
+        results = sync.campaign.results(verdict)
+        out[verdict or "own"] = _accuracy(results["label"], truth, set(truth))
+    return out
+
+
+def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    n_good = args.annotators - args.careless
+    reliabilities = rte_reliabilities(n_good, rng) + [0.5] * args.careless
+    reliabilities = [reliabilities[k] for k in rng.permutation(args.annotators)]
+    _, hidden = rte_tasks(args.tasks, rng)
+    truth = {100 + k: label for k, label in enumerate(hidden)}
+    budget = args.budget_per_task * args.tasks
+    fixed = fixed_overlap(truth, reliabilities, budget, args.budget_per_task, seed)
+    item_only = dynamic_overlap(
+        truth,
+        reliabilities,
+        budget,
+        seed,
+        policy="opt-kg",
+        verdicts=(None, "bds-oc"),
+        open_slots=args.open_slots,
+    )
+    aware = dynamic_overlap(
+        truth,
+        reliabilities,
+        budget,
+        seed,
+        policy="opt-kg:posterior=one-coin",
+        verdicts=(None,),
+        open_slots=args.open_slots,
+    )
+    return {
+        "seed": seed,
+        "reliabilities": [round(r, 3) for r in reliabilities],
+        "fixed-mv": fixed,
+        "opt-kg": item_only["own"],
+        "opt-kg+bds-oc": item_only["bds-oc"],
+        "worker-aware": aware["own"],
+        "annotations": {"opt-kg": item_only["annotations"], "worker-aware": aware["annotations"]},
+        "cpu_seconds": {"opt-kg": item_only["cpu_seconds"], "worker-aware": aware["cpu_seconds"]},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--annotators", type=int, default=8)
+    parser.add_argument("--careless", type=int, default=1)
+    parser.add_argument("--budget-per-task", type=int, default=3)
+    parser.add_argument("--open-slots", type=int, default=16)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    args = parser.parse_args()
+    rows = [run_seed(args, seed) for seed in args.seeds]
+    arms = ["fixed-mv", "opt-kg", "opt-kg+bds-oc", "worker-aware"]
+    means = {arm: float(np.mean([r[arm] for r in rows])) for arm in arms}
+    summary = {
+        "tasks": args.tasks,
+        "annotators": args.annotators,
+        "careless": args.careless,
+        "budget_per_task": args.budget_per_task,
+        "seeds": args.seeds,
+        "mean_accuracy": {arm: round(v, 4) for arm, v in means.items()},
+        "margin_over_fixed_mv": {arm: round(means[arm] - means["fixed-mv"], 4) for arm in arms[1:]},
+        "runs": rows,
+        "python": platform.python_version(),
+    }
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

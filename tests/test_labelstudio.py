@@ -351,3 +351,118 @@ def test_an_expired_slot_returns_its_budget_and_a_late_annotation_is_reported() 
     report = sync.report()
     assert report.over_submissions == 1 and report.spent == 0
     assert report.open_slots == 1  # the budget came back and was committed again
+
+
+# ---------------------------------------------------------------------------------------------
+# annotators: every annotation under its annotator, the slot paying for it
+# ---------------------------------------------------------------------------------------------
+def test_every_annotation_is_recorded_under_its_annotator() -> None:
+    fake = FakeLabelStudio(n_tasks=12)
+    store = EventStore("sqlite://")
+    policy = "opt-kg:posterior=one-coin"
+    sync = LabelStudioSync.connect(_api(fake), 1, store, budget=30, open_slots=3, policy=policy)
+    sync.reconcile_all()
+    _work(fake, sync, np.random.default_rng(5), 300)
+    assert sync.done()
+    fake.annotate(100, 42, "no")  # a submission to a closed task: an over-submission
+    sync.reconcile_all()
+    recorded = sync.campaign.export_labels()
+    given = export_labels(_api(fake), 1)
+    given["worker"] = "ls-user-" + given["worker"]
+    key = ["task", "worker", "label"]
+    assert sorted(map(tuple, recorded[key].to_numpy())) == sorted(map(tuple, given[key].to_numpy()))
+    report = sync.report()
+    assert report.spent == 30 and report.over_submissions == 1 and report.labels == 31
+    ledger = sync.campaign.ledger
+    assert ledger.committed == 0 and ledger.spent == 30
+    # the slots are held by a small pool, which never labels anything
+    assert not any(w.startswith("slot-") for w in recorded["worker"])
+    holders = [w for w in sync.campaign.worker_ids if w.startswith("slot-")]
+    assert len(holders) <= 3
+    # a reload is the same campaign
+    again = LabelStudioSync.connect(_api(fake), 1, store, budget=None, open_slots=3)
+    assert again.campaign.export_labels().equals(sync.campaign.export_labels())
+    assert again.campaign.ledger == ledger
+    assert again.reconcile_all() == 0
+
+
+def test_annotations_committed_out_of_id_order_keep_their_annotators() -> None:
+    fake = FakeLabelStudio(n_tasks=3)
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, EventStore("sqlite://"), budget=6, open_slots=2, policy="opt-kg"
+    )
+    sync.reconcile_all()
+    task_id = fake.open_tasks()[0]
+    task = fake.tasks[task_id]
+    # annotation 51 (user 2) is read before annotation 50 (user 1) is committed
+    task["annotations"].append(_annotation(51, 2, "yes"))
+    sync.reconcile_tasks([task_id])
+    task["annotations"].append(_annotation(50, 1, "no"))
+    sync.reconcile_tasks([task_id])
+    sync.reconcile_tasks([task_id])
+    rows = sync.campaign.export_labels()
+    assert sorted(map(tuple, rows.to_numpy())) == [
+        (str(task_id), "ls-user-1", "no"),
+        (str(task_id), "ls-user-2", "yes"),
+    ]
+
+
+def test_a_slot_takes_no_second_label_of_the_same_annotator() -> None:
+    from crowdbudget.campaign import AssignmentError, Campaign
+    from crowdbudget.campaign.slots import record_answer
+
+    campaign = Campaign.create(["a", "b"], budget=4, classes=("no", "yes"), policy="uniform")
+    first = campaign.next_assignment("slot-0")
+    second = campaign.next_assignment("slot-1")
+    assert first is not None and second is not None
+    record_answer(campaign, first.assignment_id, "yes", "ls-user-1")
+    assert record_answer(campaign, first.assignment_id, "yes", "ls-user-1").status == "answered"
+    third = campaign.next_assignment("slot-0")  # slot-0 let go of its item: it may hold it again
+    assert third is not None
+    slot = third if third.item_id == first.item_id else second
+    assert slot.item_id == first.item_id
+    events = campaign.event_count
+    with pytest.raises(AssignmentError, match="already holds or labeled"):
+        record_answer(campaign, slot.assignment_id, "no", "ls-user-1")
+    assert campaign.event_count == events  # refused: nothing stored
+    assert campaign.ledger.spent == 1 and campaign.status()["n_labels"] == 1
+
+
+def test_expected_scores_are_the_share_weighted_pair_scores() -> None:
+    from crowdbudget.integrations.crowd_choice import active_shares, expected_scores
+    from crowdbudget.posteriors.base import kg_rewards
+    from crowdbudget.posteriors.beta_bernoulli import error_probability
+    from crowdbudget.posteriors.one_coin import OneCoinPosterior
+    from crowdbudget.types import LabelEvent
+
+    posterior = OneCoinPosterior([1.0, 1.0], (4.0, 16.0), 5, 3)
+    posterior.c[2], posterior.d[2] = 30.0, 30.0  # a careless worker: reliability 1/2
+    for item, worker, label in [(0, 0, 1), (0, 1, 1), (1, 0, 0), (2, 1, 1), (2, 0, 0)]:
+        posterior.update(LabelEvent(item=item, worker=worker, label=label))
+    shares = active_shares(["w0", "w1", "w1", "w2", "blocked"], exclude={"blocked"})
+    assert shares == {"w0": 0.25, "w1": 0.5, "w2": 0.25}
+    workers, weights = np.array([0, 1, 2]), np.array([0.25, 0.5, 0.25])
+    scores = expected_scores(posterior, workers, weights)
+    now = error_probability(posterior.a, posterior.b, posterior.thresholds)
+    by_worker = np.column_stack(
+        [kg_rewards(posterior.lookahead(j), now).max(axis=1) for j in range(3)]
+    )
+    np.testing.assert_allclose(scores, by_worker @ weights, rtol=1e-12)
+    assert np.all(by_worker[:, 2] < 0.01 * by_worker[:, 0])  # the careless one adds ~nothing
+
+
+def test_a_worker_aware_slot_goes_to_the_best_expected_task() -> None:
+    fake = FakeLabelStudio(n_tasks=8)
+    policy = "opt-kg:posterior=one-coin"
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, EventStore("sqlite://"), budget=40, open_slots=1, policy=policy
+    )
+    sync.reconcile_all()
+    _work(fake, sync, np.random.default_rng(9), 12)
+    connector = sync.connector
+    (slot,) = connector.open_slots()
+    connector.release(slot.slot_id)
+    order = connector.crowd_order()
+    assert order is not None
+    (opened,) = connector.fill(1)
+    assert opened.item_id == connector.item_ids[int(order[0])]

@@ -46,7 +46,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from crowdbudget.campaign import EventStore
     from crowdbudget.integrations.labelstudio import LabelStudioSync, WebhookReceiver
 
-    policy = args.policy if args.verdict is None else f"{args.policy}:verdict={args.verdict}"
+    policy = args.policy
+    if args.verdict is not None:
+        from crowdbudget.integrations.labelstudio import DEFAULT_POLICY
+
+        policy = f"{policy or DEFAULT_POLICY}:verdict={args.verdict}"
     listen = args.webhook_listen
     if listen is None and args.webhook_url is not None:
         raise InvalidParameterError("--webhook-url needs --webhook-listen (where to receive)")
@@ -146,7 +150,12 @@ def _sync_arguments(p: argparse.ArgumentParser, listen_default: str | None) -> N
         default=None,
         help="annotations to spend (first run; later runs resume the stored campaign)",
     )
-    p.add_argument("--policy", default="opt-kg", help="item-only policy id (default opt-kg)")
+    p.add_argument(
+        "--policy",
+        default=None,
+        help="policy id: item-only (opt-kg, …) or worker-aware one-coin (default for a new "
+        "campaign: opt-kg:posterior=one-coin; on resume: the stored one)",
+    )
     p.add_argument(
         "--verdict",
         default=None,

@@ -230,6 +230,8 @@ class CampaignConnector:
         self.policy = ""
         self._known: set[str] = set()  # self.item_ids as a set
         self._labels: dict[str, int] = {}  # labels recorded per item (paid and free)
+        self._item_workers: dict[str, set[str]] = {}  # item -> workers with a label on it
+        self._anonymous: dict[str, int] = {}  # item -> labels under slot holders (old runs)
         self._assignments: dict[str, tuple[str, str]] = {}  # id -> (item id, worker id)
         self._slots: dict[str, dict[str, OpenSlot]] = {}  # item -> open slots, oldest first
         self.over_submissions = 0
@@ -276,7 +278,7 @@ class CampaignConnector:
             label = self.classes[int(p["label"])]
             slot = holder.startswith(SLOT_WORKER_PREFIX)
             worker_id = str(p.get("worker", holder))  # who answered (a slot: the annotator)
-            self._label_workers.append(worker_id)
+            self._note_label(item_id, worker_id)
             return [
                 ConnectorEvent(seq, "label_accepted", item_id, p["id"], worker_id, label, slot, at)
             ]
@@ -293,7 +295,7 @@ class CampaignConnector:
                 self._labels[item_id] = self._labels.get(item_id, 0) + 1
                 if str(worker_id).startswith(self.annotator_prefix):
                     self.over_submissions += 1
-                self._label_workers.append(str(worker_id))
+                self._note_label(item_id, str(worker_id))
                 rows.append(
                     ConnectorEvent(
                         seq,
@@ -308,6 +310,13 @@ class CampaignConnector:
                 )
             return rows
         return []
+
+    def _note_label(self, item_id: str, worker_id: str) -> None:
+        self._label_workers.append(worker_id)
+        if worker_id.startswith(SLOT_WORKER_PREFIX):  # a campaign recorded before annotators
+            self._anonymous[item_id] = self._anonymous.get(item_id, 0) + 1
+        else:
+            self._item_workers.setdefault(item_id, set()).add(worker_id)
 
     def _extend(self, items: Iterable[Any]) -> None:
         new = [str(i) for i in items]
@@ -430,7 +439,7 @@ class CampaignConnector:
         """Record ``label`` from ``annotator`` on the item: it fills the item's oldest open
         slot (paid), or, with none left, it is an over-submission (free, recorded, counted).
         A slot past its time-to-live takes no label (the next one is tried)."""
-        worker_id = f"{self.annotator_prefix}{annotator}"
+        worker_id = self.worker_id(annotator)
         for slot in self.open_slots(item_id):
             try:
                 record_answer(self.campaign, slot.slot_id, label, worker_id)
@@ -444,14 +453,34 @@ class CampaignConnector:
         self._catch_up()
         return Settlement(item_id, label, str(annotator), None)
 
+    def worker_id(self, annotator: Any) -> str:
+        """The campaign worker id of a platform annotator."""
+        return f"{self.annotator_prefix}{annotator}"
+
+    def new_annotations(self, item_id: str, annotations: Sequence[Annotation]) -> list[Any]:
+        """The usable annotations of the task the campaign has no label of: those whose
+        annotator has none on the item (one annotation per annotator and task: the
+        platform's first), in the platform's order. An item with labels recorded under the
+        slots (a campaign of an earlier version) keeps the recorded-prefix rule
+        (:func:`unrecorded`)."""
+        self._catch_up()
+        if self._anonymous.get(item_id):
+            return unrecorded(annotations, self.labels_recorded(item_id))
+        have = self._item_workers.get(item_id, set())
+        return [
+            a
+            for a in annotations
+            if a.label is not None and self.worker_id(a.annotator) not in have
+        ]
+
     def record(self, item_id: str, annotations: Sequence[Annotation]) -> list[Settlement]:
         """Settle the task's annotations the campaign has not recorded yet (idempotent:
-        :func:`unrecorded`); adds the item first if the platform has a task the campaign does
-        not know (imported meanwhile)."""
+        :meth:`new_annotations`); adds the item first if the platform has a task the
+        campaign does not know (imported meanwhile)."""
         self._catch_up()
         if item_id not in self._known:
             self.add_items([item_id])
-        new = unrecorded(annotations, self.labels_recorded(item_id))
+        new = self.new_annotations(item_id, annotations)
         return [self.settle(item_id, str(a.label), a.annotator) for a in new]
 
     def reconcile(

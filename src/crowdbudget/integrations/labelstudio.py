@@ -8,15 +8,30 @@ never imported.
 
 How the two models meet (verified against Label Studio 1.23.2 open source, PostgreSQL):
 
-- **Tasks ↔ items, annotators ↔ workers.** Item ids are Label Studio task ids (as strings).
-  Open source Label Studio has no per-annotator task assignment: ``/next`` hands any open task
-  to whichever annotator asks. So the campaign decides *which task* gets the next annotation,
-  not who gives it: it opens **slots** (committed budget for one more annotation on a task,
-  :mod:`crowdbudget.integrations.connector`), and the next annotation Label Studio receives
-  on that task settles one (:meth:`CampaignConnector.settle`). Only item-only
-  policies fit (Opt-KG, …); policies that choose workers are refused, because the worker they
-  choose could not be made to come. The annotator's identity is kept by Label Studio and comes
-  back in :func:`export_labels` (``worker`` = the Label Studio user id).
+- **Tasks ↔ items, annotators ↔ workers.** Item ids are Label Studio task ids (as strings);
+  every annotation is recorded under its annotator, campaign worker ``ls-user-<id>`` (the
+  annotation's ``completed_by``). Open source Label Studio has no per-annotator task
+  assignment: ``/next`` hands any open task to whichever annotator asks. So the campaign
+  decides *which task* gets the next annotation, not who gives it: it opens **slots**
+  (committed budget for one more annotation on a task, held by a placeholder worker
+  ``slot-<k>``: :mod:`crowdbudget.integrations.connector`), and the next annotation Label
+  Studio receives on that task settles one (:meth:`CampaignConnector.settle`).
+- **A slot settled by its annotator** (the decision): the slot's pending assignment is
+  answered by the annotator — one ``labeled`` event naming them
+  (:func:`crowdbudget.campaign.slots.record_answer`): the slot's reservation is paid (the
+  ledger moves it from committed to spent, once), the holder lets go of the task, and the
+  label is the annotator's own, so the policy's and the verdict's worker models read every
+  annotator's labels as theirs (a careless annotator weighs what their agreement shows).
+  Exactly one label per slot, one slot (or none: an over-submission) per label, and each
+  label attributed to the annotation's ``completed_by``: an annotation is new when its
+  annotator has no label on the task yet (campaigns recorded by earlier versions, whose
+  labels sit under the slots, keep the recorded-prefix rule).
+- **Policies.** Item-only policies (Opt-KG, …) choose the slot's task as in a simulation. A
+  worker-aware one (``opt-kg:posterior=one-coin``, the default for new campaigns) ranks the
+  tasks by its pair score's expectation over the annotators who are active, weighted by their
+  share of recent annotations (:mod:`crowdbudget.integrations.crowd_choice`). Policies that
+  choose a worker otherwise (BBTA, KOS, …) are refused: the annotator they pick could not be
+  made to come.
 - **Open and closed.** A task with ``p`` open slots and ``n`` distinct annotators so far is
   written as ``{"overlap": n + p, "is_labeled": p == 0}`` (``PATCH /api/tasks/{id}``). Label
   Studio's picker serves only ``is_labeled = false`` tasks and never more annotators than
@@ -81,6 +96,7 @@ from crowdbudget.integrations.labelstudio_api import (
 )
 
 __all__ = [
+    "DEFAULT_POLICY",
     "LABELSTUDIO_WORKER_PREFIX",
     "MODEL_VERSION",
     "SLOT_WORKER_PREFIX",
@@ -104,7 +120,10 @@ __all__ = [
 ]
 
 LABELSTUDIO_WORKER_PREFIX = "ls-user-"
-"""Campaign worker ids of over-submissions: ``ls-user-<Label Studio user id>``."""
+"""Campaign worker ids of Label Studio annotators: ``ls-user-<Label Studio user id>``."""
+DEFAULT_POLICY = "opt-kg:posterior=one-coin"
+"""The policy of a new campaign when none is named: worker-aware Opt-KG (its slots ranked by
+the expected score over the active annotators), its verdict the registry's default."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,7 +209,7 @@ class LabelStudioSync:
         store: EventStore,
         *,
         budget: float | None,
-        policy: str = "opt-kg",
+        policy: str | None = None,
         seed: int = 0,
         max_labels_per_task: int | None = None,
         slot_ttl: float | None = 1800.0,
@@ -198,8 +217,10 @@ class LabelStudioSync:
         campaign_id: str | None = None,
     ) -> LabelStudioSync:
         """Check the project, then create its campaign (first run: ``budget`` needed) or load
-        it (later runs: ``budget``, when given, must match)."""
-        CampaignConnector.check_policy(policy, "Label Studio's /next")
+        it (later runs: ``budget`` and ``policy``, when given, must match). ``policy`` None:
+        :data:`DEFAULT_POLICY` for a new campaign, the stored one on resume."""
+        if policy is not None:
+            CampaignConnector.check_policy(policy, "Label Studio's /next")
         project = api.project(project_id)
         check_project_settings(project)
         control = parse_label_config(str(project.get("label_config", "")))
@@ -212,7 +233,7 @@ class LabelStudioSync:
                     f"campaign {cid!r} already has budget {known.budget:g}; "
                     f"--budget {budget:g} differs (omit it to resume)"
                 )
-            if known.policy != policy:
+            if policy is not None and known.policy != policy:
                 raise InvalidParameterError(
                     f"campaign {cid!r} runs policy {known.policy!r}, not {policy!r}"
                 )
@@ -233,7 +254,7 @@ class LabelStudioSync:
             task_ids,
             budget=budget,
             classes=control.classes,
-            policy=policy,
+            policy=policy or DEFAULT_POLICY,
             seed=seed,
             max_labels_per_item=max_labels_per_task,
             ttl=slot_ttl,

@@ -32,7 +32,10 @@ and gets the same state (tested). Event kinds and payloads:
   gold labels for a sample of the items, replacing any earlier gold; ``gold_removed``: ``{}``.
   Gold is an evaluation aid only (:meth:`Campaign.calibration`): neither the policy nor the
   verdict reads it, and gold events do not count in the policy's random stream, so
-  uploading gold never changes an allocation.
+  uploading gold never changes an allocation;
+- control tasks and blocking (``control_items_added``, ``control_settings_changed``,
+  ``worker_blocked``, ``worker_unblocked``, ``blocked_labels_set``): see
+  :mod:`crowdbudget.campaign.control`.
 
 Validate, then commit: an event is stored only once the code that applies it is known to
 succeed — ``created`` and ``items_added`` build the problem and reset the policy before the
@@ -58,7 +61,7 @@ import heapq
 import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -70,13 +73,13 @@ from crowdbudget._validation import short_repr as _short
 from crowdbudget.campaign.config import (
     CampaignConfig,
     check_added_attributes,
-    check_gold,
     check_imported,
     check_settings,
     checked_config,
     class_code,
 )
 from crowdbudget.campaign.config import check_ids as _check_ids
+from crowdbudget.campaign.control import CampaignEvidence, check_control
 from crowdbudget.campaign.ledger import Ledger
 from crowdbudget.campaign.problem_build import Rebuild, pair_index, policy_rng
 from crowdbudget.campaign.problem_build import rebuild as rebuild_problem
@@ -95,14 +98,16 @@ from crowdbudget.types import Assignment, LabelEvent
 
 _EPOCHS = itertools.count(1)
 
-#: events that only evaluate the campaign (gold): not in the policy's stream (``_policy_seq``)
-_EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed"})
+#: events that only evaluate the campaign (gold) or change the verdict alone: not in the
+#: policy's stream (``_policy_seq``)
+_EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed", "blocked_labels_set"})
 
 
-class Campaign(CampaignReports):
+class Campaign(CampaignEvidence, CampaignReports):
     """A live campaign (use :meth:`create` or :meth:`load`, not the constructor). Its
     reports (results, status, calibration, …) are :class:`~crowdbudget.campaign.read_models.
-    CampaignReports`' methods, which hand over to ``self.read_model``."""
+    CampaignReports`' methods, which hand over to ``self.read_model``; gold, control tasks
+    and blocking are :class:`~crowdbudget.campaign.control.CampaignEvidence`'s."""
 
     def __init__(self, store: EventStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
@@ -162,6 +167,7 @@ class Campaign(CampaignReports):
         pairs: Sequence[Sequence[str]] | None = None,
         contexts: Sequence[int] | None = None,
         features: Sequence[Sequence[float]] | None = None,
+        control: Mapping[str, Any] | None = None,
         store: EventStore | None = None,
         campaign_id: str | None = None,
         name: str = "",
@@ -203,6 +209,9 @@ class Campaign(CampaignReports):
             features: a feature vector per item, aligned with ``items`` (feature-based
                 policies such as ``opt-kg:features=logistic``; Chen, Lin, Zhou 2013 §5).
                 A campaign with contexts or features needs them for every item it adds.
+            control: control tasks (:mod:`crowdbudget.campaign.control`): ``{"items": {item
+                id: class}, "first_k", "rate", "block_below", "block_confidence",
+                "min_answers", "prior", "blocked_labels"}``, every key optional.
             store: where events go (default: an in-memory SQLite database).
 
         Nothing is stored unless the whole configuration works: the ``created`` event is
@@ -231,6 +240,7 @@ class Campaign(CampaignReports):
             campaign_id=campaign_id or uuid.uuid4().hex,
             name=name,
         )
+        config.control = check_control(control, config.items, config.classes)
         campaign = cls(store if store is not None else EventStore("sqlite://"), clock)
         payload = config.to_payload()
         # validate, then commit: apply the event to the new (still private) object first; a
@@ -396,6 +406,7 @@ class Campaign(CampaignReports):
         for worker_id in self.config.workers:
             self._worker(worker_id)
         self._extend_items(self.config.items, self._attributes_of(p))
+        self._start_control()
 
     @staticmethod
     def _attributes_of(p: dict[str, Any]) -> dict[str, Any]:
@@ -446,12 +457,6 @@ class Campaign(CampaignReports):
     def _on_settings_changed(self, p: dict[str, Any]) -> None:
         self.config = replace(self.config, **p)
 
-    def _on_gold_set(self, p: dict[str, Any]) -> None:
-        self._gold = {int(item): int(label) for item, label in p["rows"]}
-
-    def _on_gold_removed(self, p: dict[str, Any]) -> None:
-        self._gold = {}
-
     @property
     def _policy_seq(self) -> int:
         """The event count that seeds the policy's generator: every event but the gold ones,
@@ -497,6 +502,9 @@ class Campaign(CampaignReports):
         this object (:func:`~crowdbudget.campaign.problem_build.rebuild`)."""
         return rebuild_problem(self, new_items, attributes)
 
+    def _spent(self) -> float:
+        return float(self._ledger.spent)
+
     def _capacity_of(self, worker_id: str) -> int | None:
         """``worker_id``'s capacity (None: unlimited)."""
         return self.config.worker_capacities.get(worker_id)
@@ -504,7 +512,10 @@ class Campaign(CampaignReports):
     def _pair(self, item: int, worker: int) -> int | None:
         """The index of pair (item, worker) in ``state.pairs`` (None: not a listed pair).
         Push mode: the live step takes a pair when it is assigned, so no batch gives it twice,
-        and gives it back when the assignment is released (``LiveStep(pair_of=...)``)."""
+        and gives it back when the assignment is released (``LiveStep(pair_of=...)``); a
+        blocked worker's pairs stay closed (None)."""
+        if self._blocked_index(worker):
+            return None
         return pair_index(self.config, self.problem.n_workers or 0, self._pair_lookup, item, worker)
 
     def _install(
@@ -735,6 +746,7 @@ class Campaign(CampaignReports):
         code = class_code(label, self._class_index, self.config.classes, f"label {_short(label)}")
         if record.check_label(assignment_id, code, self.clock, self.config.classes):
             self._commit("labeled", {"id": assignment_id, "label": code})
+            self._record_blocks()  # a control answer may block the worker
         return self.assignment(assignment_id)
 
     def cancel_assignment(self, assignment_id: str, *, worker_id: str | None = None) -> None:
@@ -752,46 +764,14 @@ class Campaign(CampaignReports):
         rows = check_imported(labels, self._item_index, self._class_index, self.config.classes)
         if rows:
             self._commit("imported", {"rows": rows})
+            self._record_blocks()
         return len(rows)
-
-    # ------------------------------------------------------------------ gold (evaluation)
-    def set_gold(self, gold: Mapping[str, str] | Iterable[Sequence[str]]) -> int:
-        """Store the requester's gold labels for a sample of the items (replacing any earlier
-        gold): ``{item id: class}`` or ``(item id, class)`` pairs. Returns how many.
-
-        Gold only measures the verdict (:meth:`calibration`); the policy and the verdict
-        never read it, so it changes no allocation and no result. Refused (nothing stored):
-        no rows, more rows than the campaign has items, an unknown item or class, an item
-        given twice. The same gold again stores nothing."""
-        codes = check_gold(gold, self._item_index, self._class_index, self.config.classes)
-        if codes == self._gold:
-            return len(codes)  # a retry of the same upload
-        self._commit("gold_set", {"rows": [[i, codes[i]] for i in sorted(codes)]})
-        return len(codes)
-
-    def remove_gold(self) -> bool:
-        """Remove the gold labels; returns whether there were any (none: nothing stored)."""
-        if not self._gold:
-            return False
-        self._commit("gold_removed", {})
-        return True
-
-    def gold(self) -> dict[str, str]:
-        """The gold labels, ``{item id: class}`` in item order (empty: no gold)."""
-        classes = self.config.classes
-        return {self.item_ids[i]: classes[self._gold[i]] for i in sorted(self._gold)}
 
     # ------------------------------------------------------------------ what read models read
     @property
     def ledger(self) -> Ledger:
         """The campaign's money (exact decimals): budget, spent, committed, remaining."""
         return self._ledger
-
-    @property
-    def gold_classes(self) -> Mapping[int, int]:
-        """The gold class of each gold item, ``{item index: class index}`` (evaluation only:
-        :meth:`set_gold`)."""
-        return self._gold
 
     @property
     def spend_timeline(self) -> Sequence[tuple[float, float, int]]:

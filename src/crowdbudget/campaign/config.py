@@ -51,10 +51,13 @@ class CampaignConfig:
     contexts: list[int] | None = None
     features: list[list[float]] | None = None
     worker_capacities: dict[str, int] = field(default_factory=dict)
+    #: the control tasks given at creation (crowdbudget.campaign.control; None: none)
+    control: dict[str, Any] | None = None
 
     def to_payload(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dict (the ``created`` event's payload)."""
-        return {k: v for k, v in self.__dict__.items()}
+        """The fields as a JSON-ready dict (the ``created`` event's payload; ``control``
+        only when given, so a campaign without control tasks stores what it always did)."""
+        return {k: v for k, v in self.__dict__.items() if k != "control" or v is not None}
 
 
 #: the largest seed NumPy's SeedSequence takes per entry is unbounded, but a seed must be a
@@ -379,33 +382,37 @@ def check_gold(
     item_index: Mapping[str, int],
     class_index: Mapping[str, int],
     classes: Sequence[str],
+    *,
+    what: str = "gold",
 ) -> dict[int, int]:
-    """Gold labels, ``{item id: class}`` or ``(item id, class)`` pairs, as ``{item index:
-    class index}``. Refused: no rows, more rows than items, an unknown item or class, an
-    item given twice."""
+    """Gold labels (or, ``what="control"``, control items' answers), ``{item id: class}`` or
+    ``(item id, class)`` pairs, as ``{item index: class index}``. Refused: no rows, more rows
+    than items, an unknown item or class, an item given twice."""
     rows = list(gold.items()) if isinstance(gold, Mapping) else list(gold)
     if not rows:
+        hint = "remove_gold / DELETE removes the gold" if what == "gold" else "none given"
         raise InvalidParameterError(
-            "the gold is empty: give at least one (item, label) pair (remove_gold / "
-            "DELETE removes the gold)"
+            f"the {what} is empty: give at least one (item, label) pair ({hint})"
         )
     n_items = len(item_index)
     if len(rows) > n_items:
         raise InvalidParameterError(
-            f"{len(rows)} gold rows for a campaign of {n_items} items: at most one per item"
+            f"{len(rows)} {what} rows for a campaign of {n_items} items: at most one per item"
         )
     codes: dict[int, int] = {}
     for row in rows:
         if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) != 2:
-            raise DataFormatError(f"a gold row is (item id, label), got {short_repr(row)}")
+            raise DataFormatError(f"a {what} row is (item id, label), got {short_repr(row)}")
         item_id, label = row
         item = item_index.get(str(item_id))
         if item is None:
-            raise DataFormatError(f"gold for unknown item {short_repr(item_id)}")
-        what = f"gold label {short_repr(label)} of item {short_repr(item_id)}"
-        code = class_code(label, class_index, classes, what)
+            raise DataFormatError(f"{what} for unknown item {short_repr(item_id)}")
+        text = f"{what} label {short_repr(label)} of item {short_repr(item_id)}"
+        code = class_code(label, class_index, classes, text)
         if item in codes:
-            raise DataFormatError(f"item {short_repr(item_id)} appears more than once in the gold")
+            raise DataFormatError(
+                f"item {short_repr(item_id)} appears more than once in the {what}"
+            )
         codes[item] = code
     return codes
 

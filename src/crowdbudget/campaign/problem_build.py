@@ -242,6 +242,9 @@ def rebuild(
             campaign._log_workers + [r.worker for r in pending],
         )
         state.pairs, lookup = available_pairs(config, campaign._worker_index, n_items, slots, taken)
+        control = campaign._live.control
+        for worker in control.blocked if control is not None else ():
+            state.pairs.remaining[state.pairs.workers == worker] = 0  # never chosen
     if state.remaining_capacity is not None:
         # capacity left: labels given and pending assignments count
         for worker, given in campaign._live.labels_by_worker.items():

@@ -7,10 +7,15 @@ configuration, id maps, core state (``state.label_counts``, ``state.label_log``)
 ledger, gold and spend timeline — and writes no event. Final labels and their confidence come
 from one model, the campaign's verdict (:meth:`CampaignReadModel.verdict_probabilities`):
 :meth:`~CampaignReadModel.results`, :meth:`~CampaignReadModel.calibration`,
-:meth:`~CampaignReadModel.worker_reliability` and the dashboard all read it. The status'
-``estimated_accuracy`` and ``items_confident`` are the vote posterior's
-(:meth:`~CampaignReadModel.class_probabilities`): a status answers on every request, without
-fitting an aggregator.
+:meth:`~CampaignReadModel.worker_reliability`, the dashboard and the status'
+``estimated_accuracy`` all read it (one fit per event count and verdict, kept by the read
+model). The status' ``items_confident`` is the vote posterior's
+(:meth:`~CampaignReadModel.class_probabilities`).
+
+With control tasks (:mod:`crowdbudget.campaign.control`) an aggregator verdict is fitted with
+the control items' answers as known truth (:func:`fit_verdict`) and, when the requester
+chose ``drop``, without the blocked workers' labels; gold is scored on the items that are
+not control items.
 
 An aggregator verdict may be fitted in another process: :meth:`~CampaignReadModel.
 verdict_fit_input` gives the picklable arguments of :func:`fit_verdict`, and its answer is
@@ -19,12 +24,14 @@ passed back as ``fitted`` (the service's child processes do this).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from crowdbudget.aggregation.base import Aggregator
 from crowdbudget.aggregation.calibration import (
     DEFAULT_BINS,
     apply_probability_floor,
@@ -51,12 +58,32 @@ if TYPE_CHECKING:
 VerdictFit = tuple[IntArray, FloatArray, dict[str, Any] | None]
 
 
-def fit_verdict(verdict: str, data: LabelData, seed: int) -> VerdictFit:
-    """An aggregator verdict fitted on ``data`` (:meth:`CampaignReadModel.verdict_fit_input`):
+#: what an aggregator verdict is fitted on: ``(aggregator id, labels, seed, known truth)``,
+#: the arguments of :func:`fit_verdict` (picklable: the service fits in a child process)
+FitInput = tuple[str, LabelData, int, dict[int, int] | None]
+
+
+def fitted_with_truth(
+    aggregator: Aggregator, data: LabelData, known_truth: Mapping[int, int] | None
+) -> Aggregator:
+    """``aggregator`` fitted on ``data`` with ``known_truth`` (item index -> class index)
+    when its ``fit`` takes it (``Aggregator.fit(labels, *, known_truth=None)``; one that
+    does not is fitted without); no known truth: the plain fit."""
+    fit: Callable[..., Aggregator] = aggregator.fit  # the keyword is newer than some fits
+    if known_truth and "known_truth" in inspect.signature(fit).parameters:
+        return fit(data, known_truth=known_truth)
+    return fit(data)
+
+
+def fit_verdict(
+    verdict: str, data: LabelData, seed: int, known_truth: Mapping[int, int] | None = None
+) -> VerdictFit:
+    """An aggregator verdict fitted on ``data`` (:meth:`CampaignReadModel.verdict_fit_input`)
+    with the control items' ``known_truth`` (item index -> class index; None: none):
     final labels, shape (n_items,), class probabilities, shape (n_items, n_classes), and, for a
     verdict that chooses among models (``auto``: ``choice()`` of the fitted aggregator), what
     it chose and why as a JSON-ready dict (None for any other verdict)."""
-    fitted = make_aggregator(f"{verdict}:seed={seed}").fit(data)
+    fitted = fitted_with_truth(make_aggregator(f"{verdict}:seed={seed}"), data, known_truth)
     report = getattr(fitted, "choice", None)
     return (
         np.asarray(fitted.labels_, dtype=np.int64),
@@ -91,6 +118,11 @@ STOP_REASONS: Mapping[str, tuple[str, bool]] = {
         "a new worker may get work",
         False,
     ),
+    "blocked": (
+        "every worker so far is blocked or has no work left (control tasks); a new worker "
+        "may get work",
+        False,
+    ),
 }
 
 
@@ -116,7 +148,12 @@ def stop_reason_of(
         return STOP_REASONS["budget"]
     if policy_status.get("stopped_early", False):
         return "the policy stopped by its own rule (every item meets its requirement)", True
-    if not np.any(campaign.state.eligible):
+    open_items = campaign.state.eligible
+    control = campaign.control_ledger
+    if control is not None and control.items.size:
+        open_items = open_items.copy()
+        open_items[control.items] = False  # control items are served, not finished
+    if not np.any(open_items):
         return STOP_REASONS["items"]
     if campaign._push:
         cause = campaign._no_work.get(None)
@@ -127,6 +164,8 @@ def stop_reason_of(
     causes = {campaign._no_work[w] for w in known}
     if causes <= {"policy", "budget"}:
         return STOP_REASONS["policy"]
+    if "blocked" in causes:
+        return STOP_REASONS["blocked"]
     return STOP_REASONS["declined" if "declined" in causes else "done"]
 
 
@@ -150,6 +189,18 @@ class CampaignReadModel:
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
         self.verdict_choice: dict[str, Any] | None = None
+        # the last aggregator fit: ((event count, fit input's verdict id), fit); a fit is a
+        # function of the events, so it serves every read at that count
+        self._last_fit: tuple[tuple[int, str], VerdictFit] | None = None
+
+    def _fit(self, fit_input: FitInput) -> VerdictFit:
+        """:func:`fit_verdict` on ``fit_input``, once per event count and verdict (copies
+        of the arrays: a caller may change its own)."""
+        key = (self.campaign.event_count, fit_input[0])
+        if self._last_fit is None or self._last_fit[0] != key:
+            self._last_fit = (key, fit_verdict(*fit_input))
+        labels, probabilities, choice = self._last_fit[1]
+        return labels.copy(), probabilities.copy(), choice
 
     # ------------------------------------------------------------------ the verdict
     def class_probabilities(self) -> FloatArray:
@@ -177,7 +228,7 @@ class CampaignReadModel:
         """
         fit_input = self.verdict_fit_input(verdict)
         if fit_input is not None:
-            return self._kept_choice(fit_verdict(*fit_input), verdict)
+            return self._kept_choice(self._fit(fit_input), verdict)
         campaign = self.campaign
         config = campaign.config
         # the policy's own model, ties broken as the verdict says (policies/verdict.py),
@@ -189,11 +240,14 @@ class CampaignReadModel:
             model.probabilities(campaign.state, campaign.policy),
         )
 
-    def verdict_fit_input(self, verdict: str | None = None) -> tuple[str, LabelData, int] | None:
-        """What an aggregator verdict is fitted on — ``(aggregator id, labels, seed)``, the
-        arguments of :func:`fit_verdict`, picklable so the fit may run in another process —
-        or None for the policy's own model (``posterior`` / ``paper``: computed in place).
-        ``verdict`` overrides the campaign's, as in :meth:`verdict_probabilities`."""
+    def verdict_fit_input(self, verdict: str | None = None) -> FitInput | None:
+        """What an aggregator verdict is fitted on — ``(aggregator id, labels, seed, known
+        truth)``, the arguments of :func:`fit_verdict`, picklable so the fit may run in
+        another process — or None for the policy's own model (``posterior`` / ``paper``:
+        computed in place). ``verdict`` overrides the campaign's, as in
+        :meth:`verdict_probabilities`. The labels are every label received but, when the
+        requester chose ``drop``, the blocked workers'; the known truth is the control
+        items' (None without control items)."""
         campaign = self.campaign
         config = campaign.config
         # ``verdict-workers=per-context`` named with the policy applies to the campaign's verdict
@@ -205,7 +259,11 @@ class CampaignReadModel:
             return None
         log = campaign.state.label_log
         # copies: the log's columns are views that later labels may outgrow
-        items, workers = log.items.copy(), log.workers.copy()
+        items, workers, labels = log.items.copy(), log.workers.copy(), log.labels.copy()
+        control = campaign.control_ledger
+        if control is not None and control.blocked and campaign.blocked_labels == "drop":
+            kept = ~np.isin(workers, np.fromiter(control.blocked, dtype=np.int64))
+            items, workers, labels = items[kept], workers[kept], labels[kept]
         worker_ids = np.asarray(campaign.worker_ids, dtype=object)
         contexts = campaign.problem.contexts
         if per_context and contexts is not None:
@@ -219,12 +277,12 @@ class CampaignReadModel:
         data = LabelData(
             items=items,
             workers=workers,
-            labels=log.labels.copy(),
+            labels=labels,
             item_ids=np.asarray(campaign.item_ids, dtype=object),
             worker_ids=worker_ids,
             classes=tuple(config.classes),
         )
-        return verdict, data, config.seed
+        return verdict, data, config.seed, dict(campaign.control_truth) or None
 
     def _kept_choice(self, fit: VerdictFit, verdict: str | None) -> tuple[IntArray, FloatArray]:
         """The labels and probabilities of ``fit``; a model choice of the campaign's own
@@ -309,6 +367,8 @@ class CampaignReadModel:
         items = np.fromiter(gold_classes, dtype=np.int64, count=len(gold_classes))
         gold[items] = np.fromiter(gold_classes.values(), dtype=np.int64, count=len(gold_classes))
         gold[campaign.state.label_counts.sum(axis=1) == 0] = -1
+        # a control item's answer is known to the verdict: scoring it would flatter it
+        gold[list(campaign.control_truth)] = -1
         if required and not np.any(gold >= 0):
             raise InvalidParameterError(
                 "floor needs gold labels (PUT …/gold) on items that have labels; "
@@ -372,9 +432,11 @@ class CampaignReadModel:
         }
 
     # ------------------------------------------------------------------ progress
-    def status(self) -> dict[str, Any]:
+    def status(self, *, fitted: VerdictFit | None = None) -> dict[str, Any]:
         """Spending and progress: spent, pending, remaining, labels, estimated accuracy (the
-        mean posterior probability that each item's final label is right).
+        mean probability the campaign's verdict gives each item's final label — the prior's
+        while no label has come; ``fitted``: the verdict computed elsewhere, as in
+        :meth:`results`).
 
         A policy that reports its own progress (``policy.status()``, e.g. Requallo's items
         meeting the requirement) adds it under ``policy_status``; ``items_complete`` is its
@@ -389,11 +451,27 @@ class CampaignReadModel:
         ``stop_reason`` without ``stopped``: every worker so far has every open item (a new
         worker can take work). Both None/false while work can be handed out (see
         :func:`stop_reason_of`). Releases the overdue assignments first.
+
+        Control tasks (:mod:`crowdbudget.campaign.control`): ``control`` (None without) holds
+        the rule, ``blocked_labels``, the control items, answers and spend on them, and
+        ``blocked_workers`` lists each blocked worker with the evidence.
         """
+        self.campaign.expire_overdue()
+        has_labels = len(self.campaign.state.label_log) > 0
+        return self._status(self._checked_fitted(fitted, None) if has_labels else None)
+
+    def _status(self, verdict: tuple[IntArray, FloatArray] | None) -> dict[str, Any]:
+        """:meth:`status` with the campaign's ``verdict`` (final labels, probabilities;
+        None while no label has come: the prior's probabilities)."""
         campaign = self.campaign
         config = campaign.config
         campaign.expire_overdue()
         confidence = self.class_probabilities().max(axis=1)
+        if verdict is None:
+            accuracy = confidence
+        else:
+            labels, probabilities = verdict
+            accuracy = probabilities[np.arange(labels.shape[0]), labels]
         counts = campaign.state.label_counts.sum(axis=1)
         report = getattr(campaign.policy, "status", None)
         policy_status: dict[str, Any] = report() if callable(report) else {}
@@ -416,12 +494,14 @@ class CampaignReadModel:
             "items_labeled": int(np.count_nonzero(counts)),
             "items_confident": confident,
             "items_complete": int(policy_status.get("complete", confident)),
-            "estimated_accuracy": float(confidence.mean()) if confidence.size else None,
+            "estimated_accuracy": float(accuracy.mean()) if accuracy.size else None,
             "stopped": stopped,
             "stop_reason": stop_reason,
             "saved": float(ledger.remaining) if stopped else 0.0,
             "policy_status": policy_status,
             "verdict_choice": self.verdict_choice,
+            "control": campaign.control_status(),
+            "blocked_workers": campaign.blocked_workers(),
             "events": campaign.event_count,
         }
 
@@ -461,10 +541,11 @@ class CampaignReadModel:
         gold the verdict's ``calibration`` on it (:meth:`calibration`; one verdict fit
         serves both). ``fitted``: as in :meth:`results`."""
         campaign = self.campaign
-        status = self.status()
+        campaign.expire_overdue()
         has_gold = bool(campaign.gold_classes)
         has_labels = len(campaign.state.label_log) > 0
         verdict = self._checked_fitted(fitted, None) if has_labels or has_gold else None
+        status = self._status(verdict if has_labels else None)
         timeline = campaign.spend_timeline
         if len(timeline) > max_points:
             keep = np.linspace(0, len(timeline) - 1, max_points).round().astype(int)
@@ -473,6 +554,7 @@ class CampaignReadModel:
         histogram = np.bincount(counts) if counts.size else np.zeros(1, dtype=np.int64)
         workers = self.worker_agreement(None if verdict is None else verdict[0])
         workers = workers.sort_values("n_labels", ascending=False).head(max_workers)
+        blocked = {b["worker"] for b in status["blocked_workers"]}
         extra = {}
         if verdict is not None and has_gold:
             extra["calibration"] = self.calibration_of(*verdict)
@@ -482,6 +564,7 @@ class CampaignReadModel:
             "labels_per_item": [int(v) for v in histogram],
             "workers": [
                 {"worker": str(w), "n_labels": int(n), "agreement": float(a)}
+                | ({"blocked": True} if str(w) in blocked else {})
                 for w, n, a in workers.itertuples(index=False)
             ],
             **extra,
@@ -506,7 +589,7 @@ class CampaignReports:
         (:meth:`CampaignReadModel.verdict_probabilities`)."""
         return self.read_model.verdict_probabilities(verdict)
 
-    def verdict_fit_input(self, verdict: str | None = None) -> tuple[str, LabelData, int] | None:
+    def verdict_fit_input(self, verdict: str | None = None) -> FitInput | None:
         """The picklable arguments of :func:`~crowdbudget.campaign.read_models.fit_verdict`
         for an aggregator verdict, None for the policy's own model
         (:meth:`CampaignReadModel.verdict_fit_input`)."""
@@ -539,10 +622,10 @@ class CampaignReports:
         (:meth:`CampaignReadModel.export_labels`)."""
         return self.read_model.export_labels()
 
-    def status(self) -> dict[str, Any]:
+    def status(self, *, fitted: VerdictFit | None = None) -> dict[str, Any]:
         """Spending, progress and whether (and why) the campaign stopped
         (:meth:`CampaignReadModel.status`)."""
-        return self.read_model.status()
+        return self.read_model.status(fitted=fitted)
 
     def worker_reliability(self) -> pd.DataFrame:
         """Per worker: labels given and agreement with the final labels

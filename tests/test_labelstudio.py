@@ -466,3 +466,61 @@ def test_a_worker_aware_slot_goes_to_the_best_expected_task() -> None:
     assert order is not None
     (opened,) = connector.fill(1)
     assert opened.item_id == connector.item_ids[int(order[0])]
+
+
+# ---------------------------------------------------------------------------------------------
+# ground truth: control tasks, and the blocking of a careless annotator
+# ---------------------------------------------------------------------------------------------
+def test_ground_truth_tasks_are_control_tasks_and_a_careless_annotator_is_blocked() -> None:
+    fake = FakeLabelStudio(n_tasks=30)
+    truth = {task_id: ("yes" if task_id % 3 else "no") for task_id in fake.tasks}
+    for task_id in range(100, 106):  # a reviewer (user 99) gave the first six a ground truth
+        fake.annotate(task_id, 99, truth[task_id], ground_truth=True)
+    store = EventStore("sqlite://")
+    control = {"first_k": 3, "rate": 0.2, "block_below": 0.7, "min_answers": 3}
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, store, budget=90, open_slots=3, policy="opt-kg", control=control
+    )
+    sync.reconcile_all()
+    assert sync.campaign.control_items() == {str(t): truth[t] for t in range(100, 106)}
+    rng = np.random.default_rng(4)
+    careless = 1
+    for _ in range(2000):
+        user = int(rng.integers(1, 7))
+        task_id = fake.next_task(user)
+        if task_id is None:
+            if sync.done():
+                break
+            continue
+        right = truth[task_id]
+        wrong = "no" if right == "yes" else "yes"
+        fake.annotate(task_id, user, wrong if user == careless else right)
+        sync.reconcile_tasks([task_id])
+    sync.reconcile_all()
+    report = sync.report()
+    assert [b["worker"] for b in report.blocked] == ["ls-user-1"]
+    assert report.blocked[0]["by"] == "rule" and report.blocked[0]["correct"] == 0
+    assert report.control_answers >= 3
+    # the careless annotator's later annotations are not counted, and the budget is exact
+    assert report.not_counted >= 1
+    assert report.spent == 90 and report.labels == 90 + report.over_submissions
+    exported = export_labels(_api(fake), 1, sync.campaign)
+    mine = exported[exported["worker"] == "1"]
+    assert mine["blocked"].all() and (~mine["counted"]).sum() == report.not_counted
+    assert exported.loc[exported["worker"] != "1", "counted"].all()
+    # a restart: the same blocks, nothing recorded twice
+    again = LabelStudioSync.connect(_api(fake), 1, store, budget=None, open_slots=3)
+    assert again.reconcile_all() == 0
+    assert again.report().blocked == report.blocked
+    assert again.report().not_counted == report.not_counted
+
+
+def test_a_changed_ground_truth_is_reported_and_the_first_answer_kept() -> None:
+    fake = FakeLabelStudio(n_tasks=4)
+    fake.annotate(100, 99, "yes", ground_truth=True)
+    sync = LabelStudioSync.connect(_api(fake), 1, EventStore("sqlite://"), budget=4)
+    sync.reconcile_all()
+    fake.annotate(100, 98, "no", ground_truth=True)  # another reviewer says otherwise
+    sync.reconcile_all()
+    assert sync.campaign.control_items() == {"100": "yes"}
+    assert sync.report().ground_truth_conflicts == [100]

@@ -6,8 +6,10 @@ held by a placeholder worker (the *slot*). When the annotation arrives, :func:`r
 settles the slot with the real annotator's label, one ``labeled`` event whose payload names the
 answerer (``"worker"``): the holder's reservation is paid (committed → spent, at the holder's
 price, so the ledger stays exact) and released from the holder (the item is no longer theirs),
-and the label is the answerer's own — the policy, the verdict and the export read it under the
-answerer's id, exactly as a label of an assignment the answerer held (:func:`apply_answer`).
+and the label is the answerer's own — the policy, the verdict, the export and the control
+tasks' evidence (a label on a control item is the answerer's control answer, which may block
+them: :mod:`crowdbudget.campaign.control`) read it under the answerer's id, exactly as a label
+of an assignment the answerer held (:func:`apply_answer`).
 
 Refused, with nothing stored: an answerer who already holds or labeled the item (one label per
 worker and item), and whatever :meth:`Campaign.record_label` refuses (unknown, expired,
@@ -49,6 +51,7 @@ def record_answer(
                 f"{short_repr(campaign.item_ids[record.item])}"
             )
         campaign._commit("labeled", {"id": assignment_id, "label": code, "worker": answerer_id})
+        campaign._record_blocks()  # a control answer may block the answerer
     return campaign.assignment(assignment_id)
 
 

@@ -217,8 +217,10 @@ class CampaignConnector:
         self.campaign = campaign
         self.annotator_prefix = annotator_prefix
         self.share_window = share_window
-        #: annotators whose labels count for nothing in the shares (e.g. blocked ones)
+        #: annotators whose labels count for nothing in the shares (blocked ones too)
         self.inactive: set[str] = set()
+        #: item -> annotators blocked when their annotation of it was read: not recorded
+        self.not_counted: dict[str, set[str]] = {}
         self._holders: dict[str, int] = {}  # slot holder -> its open slots
         self._label_workers: list[str] = []  # the worker of every label, in order
         self._seq = 0
@@ -394,7 +396,8 @@ class CampaignConnector:
             for w in self._label_workers[-self.share_window :]
             if not w.startswith(SLOT_WORKER_PREFIX)
         ]
-        shares = active_shares(recent, exclude=self.inactive)
+        blocked = {w for w in set(recent) if campaign.is_blocked(w)}
+        shares = active_shares(recent, exclude=self.inactive | blocked)
         index = {w: j for j, w in enumerate(campaign.worker_ids)}
         workers, weights = worker_weights(shares, index, posterior.n_workers)
         if workers.shape[0] == 0:
@@ -476,12 +479,39 @@ class CampaignConnector:
     def record(self, item_id: str, annotations: Sequence[Annotation]) -> list[Settlement]:
         """Settle the task's annotations the campaign has not recorded yet (idempotent:
         :meth:`new_annotations`); adds the item first if the platform has a task the
-        campaign does not know (imported meanwhile)."""
+        campaign does not know (imported meanwhile). An annotation of an annotator who is
+        blocked (:meth:`Campaign.is_blocked`) is not counted: it fills no slot, is not
+        recorded and is listed in :attr:`not_counted` (unblocked, the annotator's unrecorded
+        annotations count again at the next read)."""
         self._catch_up()
         if item_id not in self._known:
             self.add_items([item_id])
-        new = self.new_annotations(item_id, annotations)
-        return [self.settle(item_id, str(a.label), a.annotator) for a in new]
+        settled = []
+        skipped = set()
+        for annotation in self.new_annotations(item_id, annotations):
+            worker_id = self.worker_id(annotation.annotator)
+            if self.campaign.is_blocked(worker_id):
+                skipped.add(worker_id)
+                continue
+            settled.append(self.settle(item_id, str(annotation.label), annotation.annotator))
+        if skipped:
+            self.not_counted[item_id] = skipped
+        else:
+            self.not_counted.pop(item_id, None)
+        return settled
+
+    def add_control(self, truth: Mapping[str, str]) -> tuple[int, list[str]]:
+        """Make the items of ``truth`` (``{item id: class}``, e.g. a platform's ground
+        truth) control items of the campaign; returns how many are new and the items whose
+        answer differs from the one the campaign holds (kept: a known answer does not
+        change; the platform should be told)."""
+        self._catch_up()
+        known = self.campaign.control_items()
+        conflicts = sorted(i for i, c in truth.items() if i in known and known[i] != c)
+        new = {i: c for i, c in truth.items() if i not in known and i in self._known}
+        added = self.campaign.add_control_items(new) if new else 0
+        self._catch_up()
+        return added, conflicts
 
     def reconcile(
         self, annotations: Mapping[str, Sequence[Annotation]], target: int

@@ -70,7 +70,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -88,7 +88,9 @@ from crowdbudget.integrations.labelstudio_api import (
     WebhookReceiver,
     check_project_settings,
     desired_task_state,
+    distinct_annotators,
     export_labels,
+    ground_truth_label,
     parse_label_config,
     read_token_file,
     task_annotations,
@@ -132,7 +134,12 @@ the expected score over the active annotators), its verdict the registry's defau
 @dataclass
 class SyncReport:
     """Where a sync stands (``over_submissions``: annotations on tasks with no open slot,
-    recorded free; ``unusable``: finished annotations without one valid choice)."""
+    recorded free; ``unusable``: finished annotations without one valid choice;
+    ``control_items``: tasks with a ground truth, ``control_answers`` the annotations of them;
+    ``blocked``: the blocked annotators with their evidence (:meth:`Campaign.blocked_workers`);
+    ``not_counted``: annotations of blocked annotators left unrecorded;
+    ``ground_truth_conflicts``: tasks whose ground truth changed after it became a control
+    item, the first answer kept)."""
 
     project: int
     campaign_id: str
@@ -149,6 +156,11 @@ class SyncReport:
     webhook_tasks: int = 0
     recorded_by_reconciliation: int = 0
     predictions_written: int = 0
+    control_items: int = 0
+    control_answers: int = 0
+    blocked: list[dict[str, Any]] = field(default_factory=list)
+    not_counted: int = 0
+    ground_truth_conflicts: list[int] = field(default_factory=list)
     elapsed_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -199,6 +211,8 @@ class LabelStudioSync:
         self.webhook_tasks = 0
         self.recorded_by_reconciliation = 0
         self.predictions_written = 0
+        #: tasks whose ground truth differs from the answer the campaign holds (kept)
+        self.ground_truth_conflicts: set[int] = set()
 
     # ------------------------------------------------------------------ set-up
     @classmethod
@@ -215,18 +229,23 @@ class LabelStudioSync:
         slot_ttl: float | None = 1800.0,
         open_slots: int = 10,
         campaign_id: str | None = None,
+        control: Mapping[str, Any] | None = None,
     ) -> LabelStudioSync:
         """Check the project, then create its campaign (first run: ``budget`` needed) or load
         it (later runs: ``budget`` and ``policy``, when given, must match). ``policy`` None:
-        :data:`DEFAULT_POLICY` for a new campaign, the stored one on resume."""
+        :data:`DEFAULT_POLICY` for a new campaign, the stored one on resume. ``control``: the
+        control rule and blocking settings (``first_k``, ``rate``, ``block_below``,
+        ``block_confidence``, ``min_answers``, ``prior``, ``blocked_labels``:
+        :mod:`crowdbudget.campaign.control`; the control items are the tasks with a ground
+        truth, read at every reconciliation); on resume the rule's settings given change it."""
         if policy is not None:
             CampaignConnector.check_policy(policy, "Label Studio's /next")
         project = api.project(project_id)
         check_project_settings(project)
-        control = parse_label_config(str(project.get("label_config", "")))
+        choices = parse_label_config(str(project.get("label_config", "")))
         cid = campaign_id or campaign_id_for(project_id)
         if cid in store.campaign_ids():
-            sync = cls(api, project_id, Campaign.load(store, cid), control, open_slots=open_slots)
+            sync = cls(api, project_id, Campaign.load(store, cid), choices, open_slots=open_slots)
             known = sync.connector
             if budget is not None and float(budget) != known.budget:
                 raise InvalidParameterError(
@@ -237,11 +256,16 @@ class LabelStudioSync:
                 raise InvalidParameterError(
                     f"campaign {cid!r} runs policy {known.policy!r}, not {policy!r}"
                 )
-            if known.classes != control.classes:
+            if known.classes != choices.classes:
                 raise InvalidParameterError(
-                    f"the project's choices {list(control.classes)} differ from campaign "
+                    f"the project's choices {list(choices.classes)} differ from campaign "
                     f"{cid!r}'s classes {list(known.classes)}"
                 )
+            rule = {k: v for k, v in (control or {}).items() if k != "blocked_labels"}
+            if rule:
+                sync.campaign.update_control(**rule)
+            if control and "blocked_labels" in control:
+                sync.campaign.set_blocked_labels(control["blocked_labels"])
             return sync
         if budget is None:
             raise InvalidParameterError(
@@ -253,7 +277,7 @@ class LabelStudioSync:
         campaign = Campaign.create(
             task_ids,
             budget=budget,
-            classes=control.classes,
+            classes=choices.classes,
             policy=policy or DEFAULT_POLICY,
             seed=seed,
             max_labels_per_item=max_labels_per_task,
@@ -261,8 +285,9 @@ class LabelStudioSync:
             store=store,
             campaign_id=cid,
             name=f"Label Studio project {project_id} at {api.url}",
+            control=None if control is None else dict(control),
         )
-        return cls(api, project_id, campaign, control, open_slots=open_slots)
+        return cls(api, project_id, campaign, choices, open_slots=open_slots)
 
     # ------------------------------------------------------------------ slots
     def n_open_slots(self) -> int:
@@ -308,16 +333,26 @@ class LabelStudioSync:
         Label Studio shows it; None (a webhook) takes the last known overlap and applies
         Label Studio's own rule, ``is_labeled`` = distinct annotators ≥ overlap."""
         counted: dict[str, list[TaskAnnotation]] = {}
+        truth: dict[str, str] = {}
         for task_id, rows in annotations.items():
             finished = task_annotations({"annotations": rows}, self.control)
             counted[str(task_id)] = finished
             self._unusable[task_id] = sum(a.label is None for a in finished)
+            known = ground_truth_label({"annotations": rows}, self.control)
+            if known is not None:
+                truth[str(task_id)] = known
+            # Label Studio counts every distinct annotator (the reviewer of a ground truth too)
+            n_annotators = distinct_annotators({"annotations": rows})
             if states is not None:
                 overlap, is_labeled = states[task_id]
             else:
                 overlap = self._seen.get(task_id, (1, False, 0))[0]
-                is_labeled = len(finished) >= overlap
-            self._seen[task_id] = (overlap, is_labeled, len(finished))
+                is_labeled = n_annotators >= overlap
+            self._seen[task_id] = (overlap, is_labeled, n_annotators)
+        if truth:
+            # ground truth first: the annotations read now are control answers already
+            _, conflicts = self.connector.add_control(truth)
+            self.ground_truth_conflicts.update(int(t) for t in conflicts)
         recorded, touched = self.connector.reconcile(counted, self.open_slots)
         self._push_states(int(item_id) for item_id in touched)
         return recorded
@@ -457,6 +492,11 @@ class LabelStudioSync:
             webhook_tasks=self.webhook_tasks,
             recorded_by_reconciliation=self.recorded_by_reconciliation,
             predictions_written=self.predictions_written,
+            control_items=len(self.campaign.control_items()),
+            control_answers=int((status.get("control") or {}).get("answers", 0)),
+            blocked=list(status.get("blocked_workers") or []),
+            not_counted=sum(len(w) for w in self.connector.not_counted.values()),
+            ground_truth_conflicts=sorted(self.ground_truth_conflicts),
             extra={
                 "requests": self.api.requests,
                 "request_seconds": round(self.api.request_seconds, 3),

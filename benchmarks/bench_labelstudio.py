@@ -20,13 +20,20 @@ Arms (``--budget-per-task`` × tasks annotations each):
   labels (each annotation recorded under its annotator);
 - ``worker-aware``: ``opt-kg:posterior=one-coin`` (slots ranked by the expected score over
   the active annotators) and its default verdict (``bds-oc``);
-- with ``--control N``: ``worker-aware+control``: N tasks carry a ground-truth annotation
-  (control tasks) and annotators the control answers show careless are blocked.
+- ``worker-aware-holder``: the same, each slot chosen for its holder (a worker with the prior
+  reliability) instead of by the expected score — the ablation of that choice;
+- with ``--control N``: ``worker-aware+control``: the first N tasks carry a ground-truth
+  annotation (control tasks, served by the campaign's rule ``--first-k`` / ``--rate`` through
+  the slot holders, paid from the same budget) and an annotator whose control answers put
+  their accuracy below ``--block-below`` with probability 0.95 (after ``--min-answers``) is
+  blocked.
 
-Accuracy is on the tasks that are not control tasks. Run from the repository root:
+Every arm is scored on the tasks that are not control tasks (all of them without
+``--control``). Run from the repository root:
 
     python benchmarks/bench_labelstudio.py [--tasks 200] [--annotators 8] [--careless 1]
         [--seeds 0 1 2 3 4] [--budget-per-task 3] [--open-slots 16] [--control 0]
+        [--first-k 3] [--rate 0.05] [--block-below 0.7] [--min-answers 5]
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from typing import Any
 
@@ -62,11 +70,17 @@ def _answer(rng: np.random.Generator, truth: str, reliability: float) -> str:
 
 
 def _accuracy(verdicts: pd.Series, truth: dict[int, str], scored: set[int]) -> float:
+    """Share of the ``scored`` tasks whose verdict is the true class."""
     return float(np.mean([verdicts.get(str(t)) == truth[t] for t in scored]))
 
 
 def fixed_overlap(
-    truth: dict[int, str], reliabilities: list[float], budget: int, per_task: int, seed: int
+    truth: dict[int, str],
+    reliabilities: list[float],
+    budget: int,
+    per_task: int,
+    seed: int,
+    scored: set[int],
 ) -> float:
     """Label Studio's fixed overlap and majority vote (ties at random)."""
     rng = np.random.default_rng([seed, 1])
@@ -85,7 +99,7 @@ def fixed_overlap(
         given += 1
     frame = pd.DataFrame(rows, columns=["task", "worker", "label"])
     verdicts = MajorityVote(rng=seed).fit_predict(frame)
-    return _accuracy(verdicts, truth, set(truth))
+    return _accuracy(verdicts, truth, scored)
 
 
 def dynamic_overlap(
@@ -97,10 +111,18 @@ def dynamic_overlap(
     policy: str,
     verdicts: tuple[str | None, ...],
     open_slots: int,
+    scored: set[int],
+    control: dict[str, Any] | None = None,
+    crowd_choice: bool = True,
 ) -> dict[str, Any]:
-    """The sync on the in-memory project; accuracy of each verdict (None: the campaign's)."""
+    """The sync on the in-memory project; accuracy of each verdict (None: the campaign's)
+    on the ``scored`` tasks. With ``control``, the other tasks carry a ground truth (a
+    reviewer's annotation) and are the campaign's control tasks, under these settings."""
     rng = np.random.default_rng([seed, 2])
     memory = MemoryLabelStudio(len(truth), BINARY_CONFIG, CONTROL)
+    if control is not None:
+        for task_id in sorted(set(truth) - scored):
+            memory.annotate(task_id, -1, truth[task_id], ground_truth=True)
     sync = LabelStudioSync.connect(
         memory.api(),
         1,
@@ -110,7 +132,9 @@ def dynamic_overlap(
         seed=seed,
         max_labels_per_task=len(reliabilities),
         open_slots=open_slots,
+        control=control,
     )
+    sync.connector.crowd_choice = crowd_choice
     start = time.process_time()
     sync.reconcile_all()
     given, stalls = 0, 0
@@ -132,10 +156,13 @@ def dynamic_overlap(
         "spent": report.spent,
         "over_submissions": report.over_submissions,
         "cpu_seconds": round(time.process_time() - start, 2),
+        "blocked": [b["worker"] for b in report.blocked],
+        "not_counted": report.not_counted,
+        "control_answers": report.control_answers,
     }
     for verdict in verdicts:
         results = sync.campaign.results(verdict)
-        out[verdict or "own"] = _accuracy(results["label"], truth, set(truth))
+        out[verdict or "own"] = _accuracy(results["label"], truth, scored)
     return out
 
 
@@ -146,36 +173,55 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     reliabilities = [reliabilities[k] for k in rng.permutation(args.annotators)]
     _, hidden = rte_tasks(args.tasks, rng)
     truth = {100 + k: label for k, label in enumerate(hidden)}
+    # the first --control tasks carry a ground truth in the control arm; every arm is scored
+    # on the others
+    scored = set(list(truth)[args.control :])
     budget = args.budget_per_task * args.tasks
-    fixed = fixed_overlap(truth, reliabilities, budget, args.budget_per_task, seed)
-    item_only = dynamic_overlap(
-        truth,
-        reliabilities,
-        budget,
-        seed,
-        policy="opt-kg",
-        verdicts=(None, "bds-oc"),
-        open_slots=args.open_slots,
-    )
-    aware = dynamic_overlap(
-        truth,
-        reliabilities,
-        budget,
-        seed,
-        policy="opt-kg:posterior=one-coin",
-        verdicts=(None,),
-        open_slots=args.open_slots,
-    )
-    return {
+    fixed = fixed_overlap(truth, reliabilities, budget, args.budget_per_task, seed, scored)
+    common = {"open_slots": args.open_slots, "scored": scored}
+    arms = {
+        "opt-kg": ("opt-kg", (None, "bds-oc"), None, True),
+        "worker-aware": ("opt-kg:posterior=one-coin", (None,), None, True),
+        "worker-aware-holder": ("opt-kg:posterior=one-coin", (None,), None, False),
+    }
+    if args.control:
+        settings = {
+            "first_k": args.first_k,
+            "rate": args.rate,
+            "block_below": args.block_below,
+            "min_answers": args.min_answers,
+        }
+        arms["worker-aware+control"] = ("opt-kg:posterior=one-coin", (None,), settings, True)
+    runs = {
+        name: dynamic_overlap(
+            truth,
+            reliabilities,
+            budget,
+            seed,
+            policy=policy,
+            verdicts=verdicts,
+            control=control,
+            crowd_choice=crowd,
+            **common,
+        )
+        for name, (policy, verdicts, control, crowd) in arms.items()
+    }
+    careless = [f"ls-user-{k}" for k, r in enumerate(reliabilities) if r == 0.5]
+    row: dict[str, Any] = {
         "seed": seed,
         "reliabilities": [round(r, 3) for r in reliabilities],
+        "careless": careless,
         "fixed-mv": fixed,
-        "opt-kg": item_only["own"],
-        "opt-kg+bds-oc": item_only["bds-oc"],
-        "worker-aware": aware["own"],
-        "annotations": {"opt-kg": item_only["annotations"], "worker-aware": aware["annotations"]},
-        "cpu_seconds": {"opt-kg": item_only["cpu_seconds"], "worker-aware": aware["cpu_seconds"]},
+        "opt-kg": runs["opt-kg"]["own"],
+        "opt-kg+bds-oc": runs["opt-kg"]["bds-oc"],
     }
+    for name in list(arms)[1:]:
+        row[name] = runs[name]["own"]
+    row["details"] = {
+        name: {k: v for k, v in run.items() if k not in ("own", "bds-oc")}
+        for name, run in runs.items()
+    }
+    return row
 
 
 def main() -> None:
@@ -186,11 +232,19 @@ def main() -> None:
     parser.add_argument("--budget-per-task", type=int, default=3)
     parser.add_argument("--open-slots", type=int, default=16)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--control", type=int, default=0, help="ground-truth tasks (0: none)")
+    parser.add_argument("--first-k", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=0.05)
+    parser.add_argument("--block-below", type=float, default=0.7)
+    parser.add_argument("--min-answers", type=int, default=5)
     args = parser.parse_args()
     rows = [run_seed(args, seed) for seed in args.seeds]
-    arms = ["fixed-mv", "opt-kg", "opt-kg+bds-oc", "worker-aware"]
+    arms = ["fixed-mv", "opt-kg", "opt-kg+bds-oc", "worker-aware", "worker-aware-holder"]
+    if args.control:
+        arms.append("worker-aware+control")
     means = {arm: float(np.mean([r[arm] for r in rows])) for arm in arms}
     summary = {
+        "command": "python benchmarks/bench_labelstudio.py " + " ".join(sys.argv[1:]),
         "tasks": args.tasks,
         "annotators": args.annotators,
         "careless": args.careless,

@@ -217,6 +217,9 @@ class CampaignConnector:
         self.campaign = campaign
         self.annotator_prefix = annotator_prefix
         self.share_window = share_window
+        #: False: a worker-aware policy chooses for the slot's holder (a worker with the
+        #: prior reliability) instead of by the expected score over the active annotators
+        self.crowd_choice = True
         #: annotators whose labels count for nothing in the shares (blocked ones too)
         self.inactive: set[str] = set()
         #: item -> annotators blocked when their annotation of it was read: not recorded
@@ -389,7 +392,7 @@ class CampaignConnector:
         self._catch_up()
         campaign = self.campaign
         posterior = crowd_posterior(campaign.policy)
-        if posterior is None:
+        if posterior is None or not self.crowd_choice:
             return None
         recent = [
             w

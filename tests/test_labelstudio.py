@@ -524,3 +524,42 @@ def test_a_changed_ground_truth_is_reported_and_the_first_answer_kept() -> None:
     sync.reconcile_all()
     assert sync.campaign.control_items() == {"100": "yes"}
     assert sync.report().ground_truth_conflicts == [100]
+
+
+def test_agreement_blocks_a_careless_annotator_without_ground_truth() -> None:
+    fake = FakeLabelStudio(n_tasks=40)
+    truth = {task_id: ("yes" if task_id % 3 else "no") for task_id in fake.tasks}
+    store = EventStore("sqlite://")
+    sync = LabelStudioSync.connect(
+        _api(fake),
+        1,
+        store,
+        budget=160,
+        open_slots=4,
+        policy="opt-kg:posterior=one-coin",
+        control={"block_below": 0.7},
+    )
+    sync.reconcile_all()
+    rng = np.random.default_rng(11)
+    for _ in range(3000):
+        user = int(rng.integers(1, 7))
+        task_id = fake.next_task(user)
+        if task_id is None:
+            if sync.done():
+                break
+            continue
+        right = truth[task_id]
+        wrong = "no" if right == "yes" else "yes"
+        careless = user == 1 and rng.random() < 0.5
+        fake.annotate(task_id, user, wrong if careless or rng.random() < 0.05 else right)
+        sync.reconcile_tasks([task_id])
+    report = sync.report()
+    assert [b["worker"] for b in report.blocked] == ["ls-user-1"]
+    evidence = report.blocked[0]["agreement"]
+    assert evidence["labels"] >= 20 and evidence["p_below"] >= 0.95
+    assert evidence["agreements"] < 0.7 * evidence["labels"]
+    # reversible: the requester unblocks, agreement does not block again
+    assert sync.campaign.unblock_worker("ls-user-1")
+    sync.connector.agreement_every = 0
+    assert sync.connector.block_by_agreement() == []
+    assert report.spent == 160

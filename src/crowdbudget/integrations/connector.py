@@ -61,12 +61,13 @@ writer.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from crowdbudget.campaign import AssignmentError, Campaign
 from crowdbudget.campaign.slots import record_answer
@@ -224,6 +225,13 @@ class CampaignConnector:
         self.inactive: set[str] = set()
         #: item -> annotators blocked when their annotation of it was read: not recorded
         self.not_counted: dict[str, set[str]] = {}
+        #: labels an annotator gives before agreement alone may block them
+        self.agreement_min_labels = 20
+        #: labels between two agreement checks (each fits the verdict once)
+        self.agreement_every = 10
+        self._agreement_checked = 0
+        #: annotator -> the agreement evidence of their block (:meth:`block_by_agreement`)
+        self.agreement_blocks: dict[str, dict[str, float]] = {}
         self._holders: dict[str, int] = {}  # slot holder -> its open slots
         self._label_workers: list[str] = []  # the worker of every label, in order
         self._seq = 0
@@ -385,6 +393,30 @@ class CampaignConnector:
                 return holder
         raise AssertionError("unreachable: the pool has a free holder")  # pragma: no cover
 
+    def active_annotators(self) -> set[str]:
+        """The annotators among the last :attr:`share_window` labels, blocked ones and
+        :attr:`inactive` ones left out."""
+        self._catch_up()
+        recent = {
+            w
+            for w in self._label_workers[-self.share_window :]
+            if w.startswith(self.annotator_prefix)
+        }
+        return {w for w in recent - self.inactive if not self.campaign.is_blocked(w)}
+
+    def exhausted_items(self) -> set[int]:
+        """Items (indices) every active annotator has labeled already: a slot there could
+        only be filled by someone blocked or gone (empty while nobody is active)."""
+        active = self.active_annotators()
+        if not active:
+            return set()
+        index = {item_id: k for k, item_id in enumerate(self.item_ids)}
+        return {
+            index[item_id]
+            for item_id, workers in self._item_workers.items()
+            if active <= workers | self.not_counted.get(item_id, set())
+        }
+
     def crowd_order(self) -> np.ndarray | None:
         """The items in the order a worker-aware policy wants them when the next annotator
         is unknown (:mod:`~crowdbudget.integrations.crowd_choice`); None: the policy's own
@@ -410,16 +442,19 @@ class CampaignConnector:
         rng = np.random.default_rng([campaign.config.seed, campaign.event_count])
         return ranking(scores, rng)
 
-    def open_slot(self, order: np.ndarray | None = None) -> OpenSlot | None:
+    def open_slot(
+        self, order: np.ndarray | None = None, excluded: Collection[int] = ()
+    ) -> OpenSlot | None:
         """Commit budget for one more annotation on the item the policy wants most (``order``:
-        the first open item of it, :meth:`crowd_order`); None when the budget, the items or
-        the policy allow none now."""
+        the first open item of it, :meth:`crowd_order`; never an item of ``excluded``,
+        :meth:`exhausted_items`); None when the budget, the items or the policy allow none
+        now."""
         holder = self._free_holder()
-        if order is not None:
+        if order is not None or excluded:
             # the holder joins first: a joining worker rebuilds the policy, which would
             # replace the stand-in that takes ``order``
             self.campaign.add_workers([holder])
-        with steered(self.campaign, order):
+        with steered(self.campaign, order, excluded):
             assignment = self.campaign.next_assignment(holder)
         if assignment is None:
             return None
@@ -432,9 +467,13 @@ class CampaignConnector:
         worker-aware policy ranks the items once per call (:meth:`crowd_order`)."""
         self.expire_overdue()
         opened: list[OpenSlot] = []
-        order = self.crowd_order() if self.n_open_slots() < target else None
+        if self.n_open_slots() >= target:
+            self._stopped = self.n_open_slots() == 0
+            return opened
+        order = self.crowd_order()
+        excluded = self.exhausted_items()
         while self.n_open_slots() < target:
-            slot = self.open_slot(order)
+            slot = self.open_slot(order, excluded)
             if slot is None:
                 break
             opened.append(slot)
@@ -503,6 +542,52 @@ class CampaignConnector:
             self.not_counted.pop(item_id, None)
         return settled
 
+    def block_by_agreement(self) -> list[str]:
+        """Block the annotators whose agreement with the campaign's verdict puts their
+        accuracy below its ``block_below`` with probability ``block_confidence`` (the control
+        rule's settings and prior; nothing without a level). Annotator u who agrees with the
+        verdict's final label on ``k`` of their ``n`` labels (control answers included) has,
+        under the rule's Beta(α, β) prior, accuracy ~ Beta(α + k, β + n − k), and is blocked
+        once ``n >= agreement_min_labels`` and ``I_level(α + k, β + n − k) >=
+        confidence`` — the control rule with the verdict's labels in place of the known
+        answers (a verdict right on most items makes agreement a slight underestimate of
+        accuracy, so a careful annotator keeps a margin). The block is the campaign's
+        (:meth:`Campaign.block_worker`, recorded as the requester's, reversible); an
+        annotator the requester unblocked is left alone. Checked every
+        :attr:`agreement_every` labels (one verdict fit). Returns the annotators blocked."""
+        campaign = self.campaign
+        ledger = campaign.control_ledger
+        if ledger is None or ledger.tasks.block_below is None:
+            return []
+        n_labels = len(self._label_workers)
+        if n_labels - self._agreement_checked < self.agreement_every:
+            return []
+        self._agreement_checked = n_labels
+        level, confidence = ledger.tasks.block_below, ledger.tasks.block_confidence
+        alpha, beta = ledger.tasks.prior
+        table = campaign.worker_reliability()
+        index = {w: j for j, w in enumerate(campaign.worker_ids)}
+        blocked = []
+        for worker_id, n, agreement in table.itertuples(index=False):
+            worker_id = str(worker_id)
+            if not worker_id.startswith(self.annotator_prefix) or n < self.agreement_min_labels:
+                continue
+            if index[worker_id] in ledger.exempt or campaign.is_blocked(worker_id):
+                continue
+            agree = round(float(agreement) * int(n))
+            p_below = float(stats.beta.cdf(level, alpha + agree, beta + int(n) - agree))
+            if p_below >= confidence:
+                campaign.block_worker(worker_id)
+                self.agreement_blocks[worker_id] = {
+                    "labels": int(n),
+                    "agreements": agree,
+                    "level": level,
+                    "p_below": p_below,
+                }
+                blocked.append(worker_id)
+        self._catch_up()
+        return blocked
+
     def add_control(self, truth: Mapping[str, str]) -> tuple[int, list[str]]:
         """Make the items of ``truth`` (``{item id: class}``, e.g. a platform's ground
         truth) control items of the campaign; returns how many are new and the items whose
@@ -526,6 +611,8 @@ class CampaignConnector:
         slot and those holding one."""
         self.expire_overdue()
         recorded = sum(len(self.record(item_id, rows)) for item_id, rows in annotations.items())
+        if recorded:
+            self.block_by_agreement()
         touched = set(annotations)
         touched.update(slot.item_id for slot in self.fill(target))
         touched.update(self.items_with_open_slots())

@@ -111,36 +111,48 @@ def ranking(scores: FloatArray, rng: np.random.Generator) -> IntArray:
 
 class RankedChoice:
     """A policy stand-in for one round of slot openings: the first open item of ``order``
-    (the live step's tiers hold: the holder's own and saturated items closed, items with work
-    pending last)."""
+    (None: the policy's own choice), never one of ``excluded`` (tasks no active annotator
+    can take any more); the live step's tiers hold (the holder's own and saturated items
+    closed, items with work pending last)."""
 
-    def __init__(self, order: IntArray) -> None:
+    def __init__(self, policy: Any, order: IntArray | None, excluded: Collection[int] = ()) -> None:
+        self.policy = policy
         self.order = order
+        self.excluded = excluded
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         availability = state.availability
+        order = self.order
 
         def first_open() -> Assignment | None:
             closed = availability.closed
-            for item in self.order:
+            for item in order if order is not None else ():
                 if state.eligible[item] and int(item) not in closed:
                     return Assignment(int(item), worker, state.problem.default_price)
             return None
 
-        return availability.search(first_open)
+        closed = set(availability.closed).union(self.excluded)
+        with availability.question(closed, availability.last):
+            if order is None:
+                choice: Assignment | None = self.policy.select(state, worker=worker)
+                return choice
+            return availability.search(first_open)
 
 
 @contextmanager
-def steered(campaign: Any, order: IntArray | None) -> Iterator[None]:
+def steered(
+    campaign: Any, order: IntArray | None, excluded: Collection[int] = ()
+) -> Iterator[None]:
     """Let the campaign's next pull decisions take ``order``'s first open item instead of
-    asking its policy (None: the policy decides). The decision is stored as the campaign's
-    ``assigned`` event like any other, so a reload replays it; the policy itself is untouched
-    (a rebuild inside the block, a worker joining, installs a new policy, which stays)."""
-    if order is None:
+    asking its policy (None: the policy decides), never an item of ``excluded``. The
+    decision is stored as the campaign's ``assigned`` event like any other, so a reload
+    replays it; the policy itself is untouched (a rebuild inside the block, a worker
+    joining, installs a new policy, which stays)."""
+    if order is None and not excluded:
         yield
         return
     policy = campaign.policy
-    stand_in = RankedChoice(order)
+    stand_in = RankedChoice(policy, order, excluded)
     campaign.policy = stand_in
     try:
         yield

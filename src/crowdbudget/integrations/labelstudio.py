@@ -136,7 +136,8 @@ class SyncReport:
     """Where a sync stands (``over_submissions``: annotations on tasks with no open slot,
     recorded free; ``unusable``: finished annotations without one valid choice;
     ``control_items``: tasks with a ground truth, ``control_answers`` the annotations of them;
-    ``blocked``: the blocked annotators with their evidence (:meth:`Campaign.blocked_workers`);
+    ``blocked``: the blocked annotators with their evidence (:meth:`Campaign.blocked_workers`,
+    and ``agreement``: the worker-aware posterior's when agreement blocked them, None else);
     ``not_counted``: annotations of blocked annotators left unrecorded;
     ``ground_truth_conflicts``: tasks whose ground truth changed after it became a control
     item, the first answer kept)."""
@@ -494,7 +495,10 @@ class LabelStudioSync:
             predictions_written=self.predictions_written,
             control_items=len(self.campaign.control_items()),
             control_answers=int((status.get("control") or {}).get("answers", 0)),
-            blocked=list(status.get("blocked_workers") or []),
+            blocked=[
+                {**entry, "agreement": self.connector.agreement_blocks.get(entry["worker"])}
+                for entry in status.get("blocked_workers") or []
+            ],
             not_counted=sum(len(w) for w in self.connector.not_counted.values()),
             ground_truth_conflicts=sorted(self.ground_truth_conflicts),
             extra={

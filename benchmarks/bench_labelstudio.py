@@ -22,11 +22,14 @@ Arms (``--budget-per-task`` × tasks annotations each):
   the active annotators) and its default verdict (``bds-oc``);
 - ``worker-aware-holder``: the same, each slot chosen for its holder (a worker with the prior
   reliability) instead of by the expected score — the ablation of that choice;
+- ``worker-aware+block``: the same with blocking (``--block-below``): an annotator whose
+  agreement with the verdict puts their accuracy below the level with probability 0.95 is
+  blocked (no ground truth);
 - with ``--control N``: ``worker-aware+control``: the first N tasks carry a ground-truth
   annotation (control tasks, served by the campaign's rule ``--first-k`` / ``--rate`` through
   the slot holders, paid from the same budget) and an annotator whose control answers put
   their accuracy below ``--block-below`` with probability 0.95 (after ``--min-answers``) is
-  blocked.
+  blocked, and so is one whose agreement does.
 
 Every arm is scored on the tasks that are not control tasks (all of them without
 ``--control``). Run from the repository root:
@@ -114,13 +117,14 @@ def dynamic_overlap(
     scored: set[int],
     control: dict[str, Any] | None = None,
     crowd_choice: bool = True,
+    ground_truth: bool = False,
 ) -> dict[str, Any]:
     """The sync on the in-memory project; accuracy of each verdict (None: the campaign's)
     on the ``scored`` tasks. With ``control``, the other tasks carry a ground truth (a
     reviewer's annotation) and are the campaign's control tasks, under these settings."""
     rng = np.random.default_rng([seed, 2])
     memory = MemoryLabelStudio(len(truth), BINARY_CONFIG, CONTROL)
-    if control is not None:
+    if control is not None and ground_truth:
         for task_id in sorted(set(truth) - scored):
             memory.annotate(task_id, -1, truth[task_id], ground_truth=True)
     sync = LabelStudioSync.connect(
@@ -184,13 +188,14 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         "worker-aware": ("opt-kg:posterior=one-coin", (None,), None, True),
         "worker-aware-holder": ("opt-kg:posterior=one-coin", (None,), None, False),
     }
+    settings = {
+        "first_k": args.first_k,
+        "rate": args.rate,
+        "block_below": args.block_below,
+        "min_answers": args.min_answers,
+    }
+    arms["worker-aware+block"] = ("opt-kg:posterior=one-coin", (None,), settings, True)
     if args.control:
-        settings = {
-            "first_k": args.first_k,
-            "rate": args.rate,
-            "block_below": args.block_below,
-            "min_answers": args.min_answers,
-        }
         arms["worker-aware+control"] = ("opt-kg:posterior=one-coin", (None,), settings, True)
     runs = {
         name: dynamic_overlap(
@@ -202,6 +207,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
             verdicts=verdicts,
             control=control,
             crowd_choice=crowd,
+            ground_truth=name.endswith("+control"),
             **common,
         )
         for name, (policy, verdicts, control, crowd) in arms.items()
@@ -240,9 +246,19 @@ def main() -> None:
     args = parser.parse_args()
     rows = [run_seed(args, seed) for seed in args.seeds]
     arms = ["fixed-mv", "opt-kg", "opt-kg+bds-oc", "worker-aware", "worker-aware-holder"]
+    arms.append("worker-aware+block")
     if args.control:
         arms.append("worker-aware+control")
     means = {arm: float(np.mean([r[arm] for r in rows])) for arm in arms}
+    careless_blocked = {
+        arm: sum(set(r["careless"]) <= set(r["details"][arm]["blocked"]) for r in rows)
+        for arm in arms
+        if arm.endswith(("+block", "+control"))
+    }
+    others_blocked = {
+        arm: sum(len(set(r["details"][arm]["blocked"]) - set(r["careless"])) for r in rows)
+        for arm in careless_blocked
+    }
     summary = {
         "command": "python benchmarks/bench_labelstudio.py " + " ".join(sys.argv[1:]),
         "tasks": args.tasks,
@@ -252,6 +268,8 @@ def main() -> None:
         "seeds": args.seeds,
         "mean_accuracy": {arm: round(v, 4) for arm, v in means.items()},
         "margin_over_fixed_mv": {arm: round(means[arm] - means["fixed-mv"], 4) for arm in arms[1:]},
+        "careless_blocked_runs": careless_blocked,
+        "other_annotators_blocked": others_blocked,
         "runs": rows,
         "python": platform.python_version(),
     }

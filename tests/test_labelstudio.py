@@ -557,7 +557,7 @@ def test_agreement_blocks_a_careless_annotator_without_ground_truth() -> None:
     assert [b["worker"] for b in report.blocked] == ["ls-user-1"]
     evidence = report.blocked[0]["agreement"]
     assert evidence["labels"] >= 20 and evidence["p_below"] >= 0.95
-    assert evidence["agreements"] < 0.7 * evidence["labels"]
+    assert evidence["expected_right"] < 0.7 * evidence["labels"]
     # reversible: the requester unblocks, agreement does not block again
     assert sync.campaign.unblock_worker("ls-user-1")
     sync.connector.agreement_every = 0

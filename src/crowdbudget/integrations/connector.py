@@ -545,16 +545,23 @@ class CampaignConnector:
     def block_by_agreement(self) -> list[str]:
         """Block the annotators whose agreement with the campaign's verdict puts their
         accuracy below its ``block_below`` with probability ``block_confidence`` (the control
-        rule's settings and prior; nothing without a level). Annotator u who agrees with the
-        verdict's final label on ``k`` of their ``n`` labels (control answers included) has,
-        under the rule's Beta(α, β) prior, accuracy ~ Beta(α + k, β + n − k), and is blocked
-        once ``n >= agreement_min_labels`` and ``I_level(α + k, β + n − k) >=
-        confidence`` — the control rule with the verdict's labels in place of the known
-        answers (a verdict right on most items makes agreement a slight underestimate of
-        accuracy, so a careful annotator keeps a margin). The block is the campaign's
-        (:meth:`Campaign.block_worker`, recorded as the requester's, reversible); an
-        annotator the requester unblocked is left alone. Checked every
-        :attr:`agreement_every` labels (one verdict fit). Returns the annotators blocked."""
+        rule's settings and prior; nothing without a level).
+
+        The evidence on annotator u: the verdict's probability that each of u's ``n`` labels
+        is the item's class, summed: ``k = Σ P(class_i = label)`` (the expected number of
+        right answers given everything the campaign holds; for a worker-aware verdict this is
+        its own M-step estimate of u's accuracy, times n). As with control answers, u's
+        accuracy is then Beta(α + k, β + n − k) under the rule's prior, and u is blocked once
+        ``n >= agreement_min_labels`` and ``I_level(α + k, β + n − k) >= confidence`` — the
+        control rule, with the verdict's posterior in place of the known answer. The soft
+        count matters on an adaptive campaign: an item stops early when its first labels
+        agree, so hard agreement with the final label over-rates a careless annotator (half
+        their labels meet agreeing ones), while the posterior weighs each agreement by how
+        sure it is. u's own label moves the verdict a little, so k errs on u's side: a
+        conservative test. The block is the campaign's (:meth:`Campaign.block_worker`,
+        recorded as the requester's, reversible); an annotator the requester unblocked is left
+        alone. Checked every :attr:`agreement_every` labels (one verdict fit). Returns the
+        annotators blocked."""
         campaign = self.campaign
         ledger = campaign.control_ledger
         if ledger is None or ledger.tasks.block_below is None:
@@ -565,22 +572,25 @@ class CampaignConnector:
         self._agreement_checked = n_labels
         level, confidence = ledger.tasks.block_below, ledger.tasks.block_confidence
         alpha, beta = ledger.tasks.prior
-        table = campaign.worker_reliability()
-        index = {w: j for j, w in enumerate(campaign.worker_ids)}
+        _, probabilities = campaign.verdict_probabilities()
+        log = campaign.state.label_log
+        right = probabilities[log.items, log.labels]  # P(class = the label), per label
+        n_workers = len(campaign.worker_ids)
+        expected = np.bincount(log.workers, weights=right, minlength=n_workers)
+        counts = np.bincount(log.workers, minlength=n_workers)
         blocked = []
-        for worker_id, n, agreement in table.itertuples(index=False):
-            worker_id = str(worker_id)
+        for j, worker_id in enumerate(campaign.worker_ids):
+            n, k = int(counts[j]), float(expected[j])
             if not worker_id.startswith(self.annotator_prefix) or n < self.agreement_min_labels:
                 continue
-            if index[worker_id] in ledger.exempt or campaign.is_blocked(worker_id):
+            if j in ledger.exempt or campaign.is_blocked(worker_id):
                 continue
-            agree = round(float(agreement) * int(n))
-            p_below = float(stats.beta.cdf(level, alpha + agree, beta + int(n) - agree))
+            p_below = float(stats.beta.cdf(level, alpha + k, beta + n - k))
             if p_below >= confidence:
                 campaign.block_worker(worker_id)
                 self.agreement_blocks[worker_id] = {
-                    "labels": int(n),
-                    "agreements": agree,
+                    "labels": n,
+                    "expected_right": round(k, 3),
                     "level": level,
                     "p_below": p_below,
                 }

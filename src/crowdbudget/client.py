@@ -100,6 +100,8 @@ class Client:
         self.timeout = timeout
         self.setup_timeout = setup_timeout
         self.max_rate_wait = max_rate_wait
+        #: why the last :meth:`next_assignment` found no work (None: it found some, or unknown)
+        self.no_work_reason: str | None = None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._http = httpx.Client(
             base_url=self.base_url,
@@ -147,6 +149,15 @@ class Client:
     def _call(self, method: str, path: str, *, setup: bool = False, **kwargs: Any) -> Any:
         """One request; ``setup``: it sets up a campaign's policy (``setup_timeout``). A 429 is
         sent again after its ``Retry-After``, for at most ``max_rate_wait`` seconds in all."""
+        response = self._exchange(method, path, setup=setup, **kwargs)
+        if response.status_code == 204:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    def _exchange(self, method: str, path: str, *, setup: bool, **kwargs: Any) -> httpx.Response:
+        """:meth:`_call`'s exchange: the response, a 429 sent again, an error raised."""
         waited = 0.0
         while True:
             response = self._send(method, path, setup=setup, **kwargs)
@@ -166,11 +177,7 @@ class Client:
             except ValueError:
                 detail = response.text
             raise ServiceError(response.status_code, str(detail))
-        if response.status_code == 204:
-            return None
-        if response.headers.get("content-type", "").startswith("application/json"):
-            return response.json()
-        return response.text
+        return response
 
     def create_campaign(self, **config: Any) -> dict[str, Any]:
         """Create a campaign (fields as ``Campaign.create``); returns id and requester key."""
@@ -191,7 +198,15 @@ class Client:
         return result
 
     def next_assignment(self, campaign_id: str) -> dict[str, Any] | None:
-        result: dict[str, Any] | None = self._call("POST", f"/campaigns/{campaign_id}/assignments")
+        """The calling worker's next assignment, or None (then :attr:`no_work_reason` says
+        why when the service knows: ``blocked``, ``budget``, ``capacity``, ``done``, …)."""
+        path = f"/campaigns/{campaign_id}/assignments"
+        response = self._exchange("POST", path, setup=False)
+        if response.status_code == 204:
+            self.no_work_reason = response.headers.get("x-no-work-reason")
+            return None
+        self.no_work_reason = None
+        result: dict[str, Any] = response.json()
         return result
 
     def push(
@@ -302,6 +317,42 @@ class Client:
             "POST", f"/campaigns/{campaign_id}/workers/{worker_id}/rotate"
         )
         return str(result["worker_token"])
+
+    # ------------------------------------------------------------------ control tasks
+    def control(self, campaign_id: str) -> dict[str, Any]:
+        """The control tasks: ``settings`` (None without), ``items`` (``[{item, label}]``)
+        and ``blocked_workers`` with their evidence."""
+        result: dict[str, Any] = self._call("GET", f"/campaigns/{campaign_id}/control")
+        return result
+
+    def add_control_items(
+        self, campaign_id: str, items: Mapping[str, str] | Iterable[Sequence[str]]
+    ) -> None:
+        """Make items control items with their known answers (``{item: label}`` or pairs)."""
+        rows = items.items() if isinstance(items, Mapping) else items
+        body = [{"item": item, "label": label} for item, label in rows]
+        self._call("POST", f"/campaigns/{campaign_id}/control/items", json=body)
+
+    def update_control(self, campaign_id: str, **settings: Any) -> None:
+        """Change the control rule, the blocking or ``blocked_labels`` (``drop`` / ``keep``):
+        ``first_k``, ``rate``, ``block_below``, ``block_confidence``, ``min_answers``,
+        ``prior``."""
+        self._call("PATCH", f"/campaigns/{campaign_id}/control", json=settings)
+
+    def blocked_workers(self, campaign_id: str) -> list[dict[str, Any]]:
+        """The blocked workers, each with its evidence."""
+        result: list[dict[str, Any]] = self._call(
+            "GET", f"/campaigns/{campaign_id}/blocked-workers"
+        )
+        return result
+
+    def block_worker(self, campaign_id: str, worker_id: str) -> None:
+        """Block a worker by hand (no more work for them)."""
+        self._call("PUT", f"/campaigns/{campaign_id}/blocked-workers/{worker_id}")
+
+    def unblock_worker(self, campaign_id: str, worker_id: str) -> None:
+        """Lift a worker's block."""
+        self._call("DELETE", f"/campaigns/{campaign_id}/blocked-workers/{worker_id}")
 
     def revoke_worker(self, campaign_id: str, worker_id: str) -> dict[str, Any]:
         """Revoke the worker's tokens and cancel their pending assignments."""

@@ -355,6 +355,16 @@ class CampaignEvidence:
         if changes:
             self._commit("control_settings_changed", changes)
 
+    def check_control_update(
+        self, settings: Mapping[str, Any], blocked_labels: str | None = None
+    ) -> None:
+        """Refuse what :meth:`update_control` (``settings``) or :meth:`set_blocked_labels`
+        would refuse, storing nothing: a request changing both checks both first."""
+        ledger = self.control_ledger
+        check_control_settings(settings, None if ledger is None else ledger.tasks)
+        if blocked_labels is not None:
+            check_blocked_labels(blocked_labels)
+
     def set_blocked_labels(self, mode: str) -> None:
         """``drop``: the verdict is fitted without blocked workers' labels; ``keep``: with
         them (its worker model weighs them). Changes no allocation. The same again stores

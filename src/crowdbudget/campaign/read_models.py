@@ -541,11 +541,11 @@ class CampaignReadModel:
         gold the verdict's ``calibration`` on it (:meth:`calibration`; one verdict fit
         serves both). ``fitted``: as in :meth:`results`."""
         campaign = self.campaign
-        campaign.expire_overdue()
+        campaign.expire_overdue()  # before the verdict: the status releases them too
         has_gold = bool(campaign.gold_classes)
         has_labels = len(campaign.state.label_log) > 0
         verdict = self._checked_fitted(fitted, None) if has_labels or has_gold else None
-        status = self._status(verdict if has_labels else None)
+        status = self.status(fitted=fitted)
         timeline = campaign.spend_timeline
         if len(timeline) > max_points:
             keep = np.linspace(0, len(timeline) - 1, max_points).round().astype(int)

@@ -74,7 +74,7 @@ from fastapi import FastAPI
 from crowdbudget.service.errors import install_error_handlers
 from crowdbudget.service.guards import KeyRateLimiter, RequestGuard
 from crowdbudget.service.host import Service
-from crowdbudget.service.routers import assignments, campaigns, gold, pages, results
+from crowdbudget.service.routers import assignments, campaigns, control, gold, pages, results
 from crowdbudget.service.settings import ServiceSettings
 
 #: the routes whose request body is CSV (``text/csv``); every other body is JSON
@@ -130,6 +130,7 @@ def create_app(
     app.include_router(assignments.router)
     app.include_router(results.router)
     app.include_router(gold.router)
+    app.include_router(control.router)
     app.include_router(pages.router)
     pages.mount_docs(app)
     return app

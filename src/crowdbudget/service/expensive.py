@@ -179,16 +179,47 @@ def dashboard_data(campaign: Campaign, fitted: Fitted | None) -> dict[str, Any]:
     return campaign.dashboard_data(fitted=fitted)
 
 
-async def next_assignment(
-    service: Service, campaign_id: str, worker_id: str
-) -> PendingAssignment | None:
-    """The worker's next assignment; a campaign's first decision in this process (which may
-    build a graph or a table, within the limits its set-up was tried under) in a worker
-    thread, every later one on the event loop."""
-    if campaign_id in service.expensive.decided:
-        return await service.run_async(campaign_id, lambda c: c.next_assignment(worker_id))
-    assignment = await run_in_threadpool(
-        service.run, campaign_id, lambda c: c.next_assignment(worker_id)
+def status_fit_input(campaign: Campaign) -> FitInput | None:
+    """What the status' verdict (the campaign's own) is fitted on, or None when nothing is
+    fitted: no label yet (the status reads the prior) or the posterior verdict."""
+    return campaign.verdict_fit_input() if len(campaign.state.label_log) else None
+
+
+async def status_answer(service: Service, request: Request, campaign_id: str) -> bytes:
+    """The campaign's encoded status, its verdict fitted in a child (:func:`fitted_read`;
+    overdue assignments released first)."""
+    from crowdbudget.service.routers.results import encoded
+
+    return await fitted_read(
+        service,
+        request,
+        campaign_id,
+        "status",
+        (),
+        status_fit_input,
+        lambda c, fitted: encoded(c.status(fitted=fitted)),
+        expire_first=True,
     )
+
+
+def _next_or_reason(worker_id: str) -> Callable[[Campaign], NextWork]:
+    def decide(c: Campaign) -> NextWork:
+        assignment = c.next_assignment(worker_id)
+        return assignment, None if assignment is not None else c.no_work_reason(worker_id)
+
+    return decide
+
+
+#: the worker's next assignment, or None and why (``Campaign.no_work_reason``; None: unknown)
+NextWork = tuple[PendingAssignment | None, str | None]
+
+
+async def next_assignment(service: Service, campaign_id: str, worker_id: str) -> NextWork:
+    """The worker's next assignment, or None and why; a campaign's first decision in this
+    process (which may build a graph or a table, within the limits its set-up was tried
+    under) in a worker thread, every later one on the event loop."""
+    if campaign_id in service.expensive.decided:
+        return await service.run_async(campaign_id, _next_or_reason(worker_id))
+    answer = await run_in_threadpool(service.run, campaign_id, _next_or_reason(worker_id))
     service.expensive.decided.add(campaign_id)
-    return assignment
+    return answer

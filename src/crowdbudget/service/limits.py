@@ -9,12 +9,18 @@ was.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.registry import check_network_policy, check_network_verdict
-from crowdbudget.service.schemas import CampaignCreate, CampaignSettingsUpdate, GoldLabel
+from crowdbudget.service.schemas import (
+    CampaignCreate,
+    CampaignSettingsUpdate,
+    ControlCreate,
+    ControlItem,
+    GoldLabel,
+)
 from crowdbudget.service.settings import ServiceSettings
 
 
@@ -126,7 +132,17 @@ class RequestLimits:
             "contexts": body.contexts,
             "features": self.checked_features(body.features),
             "pairs": None if body.pairs is None else [list(pair) for pair in body.pairs],
+            "control": None if body.control is None else self.control_argument(body.control),
         }
+
+    def control_argument(self, body: ControlCreate) -> dict[str, Any]:
+        """``Campaign.create``'s ``control`` from the request (items checked against the
+        server's limits; the campaign checks the rest)."""
+        control: dict[str, Any] = body.given()
+        if body.items is not None:
+            self.check_gold(body.items, "control")
+            control["items"] = [(row.item, row.label) for row in body.items]
+        return control
 
     def check_settings_update(self, body: CampaignSettingsUpdate) -> None:
         """Refuse a time-to-live or a pending-assignment limit beyond the server's."""
@@ -140,19 +156,20 @@ class RequestLimits:
                 "this server"
             )
 
-    def check_gold(self, rows: list[GoldLabel]) -> None:
-        """Refuse more gold rows than one request may carry, or an id or label too long."""
+    def check_gold(self, rows: Sequence[GoldLabel | ControlItem], what: str = "gold") -> None:
+        """Refuse more gold (or ``what``: control) rows than one request may carry, or an id
+        or label too long."""
         limits = self.settings
         if len(rows) > limits.max_items_per_request:
             raise InvalidParameterError(
-                f"{len(rows)} gold rows in one request; this server takes at most "
+                f"{len(rows)} {what} rows in one request; this server takes at most "
                 f"{limits.max_items_per_request}"
             )
-        self.check_ids([row.item for row in rows], "gold item")
+        self.check_ids([row.item for row in rows], f"{what} item")
         longest = max((len(row.label) for row in rows), default=0)
         if longest > limits.max_id_length:
             raise InvalidParameterError(
-                f"a gold label of {longest} characters; this server takes at most "
+                f"a {what} label of {longest} characters; this server takes at most "
                 f"{limits.max_id_length}"
             )
 

@@ -84,6 +84,46 @@ class CampaignCreate(StrictRequest):
         "names, else the policy's default (its own model for most; the default verdict, "
         "'bds', for the worker-aware one-coin policies)",
     )
+    control: ControlCreate | None = Field(
+        default=None, description="control tasks: items of known answer, rule and blocking"
+    )
+
+
+class ControlItem(StrictRequest):
+    """One control item: a campaign item id and its known answer (one of the campaign's
+    classes). ``POST …/control/items`` takes a list of these."""
+
+    item: str = Field(min_length=1, description="an item id of the campaign")
+    label: str = Field(min_length=1, description="the item's known answer")
+
+
+class ControlSettings(StrictRequest):
+    """The control rule and blocking (``PATCH …/control``: the fields given change; ranges
+    are checked by the campaign, crowdbudget.campaign.control)."""
+
+    first_k: int | None = Field(default=None, description="every worker's first tasks")
+    rate: float | None = Field(default=None, description="then this share of their tasks")
+    block_below: float | None = Field(
+        default=None, description="the accuracy level a worker must reach (null: no blocking)"
+    )
+    block_confidence: float | None = Field(
+        default=None, description="the posterior probability of being below it that blocks"
+    )
+    min_answers: int | None = Field(default=None, description="control answers before a block")
+    prior: list[float] | None = Field(default=None, description="Beta prior (alpha, beta)")
+    blocked_labels: Literal["drop", "keep"] | None = Field(
+        default=None, description="the verdict drops or keeps blocked workers' labels"
+    )
+
+    def given(self) -> dict[str, object]:
+        """The fields the request set (a ``null`` block_below among them: stop blocking)."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class ControlCreate(ControlSettings):
+    """Control tasks at creation: the settings, and the control items."""
+
+    items: list[ControlItem] | None = Field(default=None, description="control items")
 
 
 class CampaignCreated(BaseModel):

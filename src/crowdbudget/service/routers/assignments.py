@@ -42,6 +42,9 @@ from crowdbudget.service.schemas import (
 
 router = APIRouter()
 
+#: the header of a 204 "no work" answer that says why
+NO_WORK_REASON = "X-No-Work-Reason"
+
 
 def _assignment_json(a: PendingAssignment, status_code: int = 200) -> JSONResponse:
     """The :class:`AssignmentOut` body built directly (the hot endpoints skip FastAPI's
@@ -61,12 +64,15 @@ def _assignment_json(a: PendingAssignment, status_code: int = 200) -> JSONRespon
 
 
 async def next_assignment(campaign_id: str, worker_id: WorkerDep, service: ServiceDep) -> Response:
-    """The next item for the calling worker, or 204 when there is none. A worker who
+    """The next item for the calling worker, or 204 when there is none, with the reason
+    in the header ``X-No-Work-Reason`` when the campaign knows it (``blocked``: the worker
+    is blocked; ``budget``, ``capacity``, ``done``, ``policy``, ``declined``). A worker who
     holds as many unanswered assignments as the campaign allows gets the oldest of them
     again (a response lost on the way is not lost work)."""
-    assignment = await expensive.next_assignment(service, campaign_id, worker_id)
+    assignment, reason = await expensive.next_assignment(service, campaign_id, worker_id)
     if assignment is None:
-        return Response(status_code=204)
+        headers = {} if reason is None else {NO_WORK_REASON: reason}
+        return Response(status_code=204, headers=headers)
     return _assignment_json(assignment)
 
 

@@ -31,13 +31,15 @@ def encoded(value: Any) -> bytes:
 
 
 @router.get("/v1/campaigns/{campaign_id}/status", response_model=dict[str, Any])
-def status(campaign_id: str, _: RequesterDep, service: ServiceDep) -> Response:
+async def status(
+    campaign_id: str, request: Request, _: RequesterDep, service: ServiceDep
+) -> Response:
     """Spending and progress: spent, committed, remaining, pending, labels, estimated
-    accuracy, whether the policy stopped (``Campaign.status``). Computed once per event
-    count (overdue assignments are released first)."""
-    answer = service.cached_read(
-        campaign_id, "status", (), lambda c: encoded(c.status()), expire_first=True
-    )
+    accuracy (the campaign's verdict's), whether the policy stopped, control tasks and
+    blocked workers (``Campaign.status``). Computed once per event count (overdue
+    assignments are released first); an aggregator verdict is fitted as for
+    ``…/results``."""
+    answer = await expensive.status_answer(service, request, campaign_id)
     return Response(answer, media_type="application/json")
 
 

@@ -1,0 +1,273 @@
+"""Control tasks and blocking over HTTP (routers/control.py): control items at creation and
+later, a spammer blocked by the rule (pull: 204 with ``X-No-Work-Reason: blocked``), block
+and unblock by hand, ``blocked_labels``, the status and dashboard listing the blocked
+workers with their evidence — all surviving a restart; every refused request changes
+nothing in the database (the checksum)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from crowdbudget.campaign import Campaign, EventStore
+from crowdbudget.service import create_app
+from crowdbudget.service.settings import ServiceSettings
+
+ITEMS = [f"i{k}" for k in range(10)]
+CLASSES = ["no", "yes"]
+TRUTH = {item: CLASSES[k % 2] for k, item in enumerate(ITEMS)}
+CONTROL = [{"item": item, "label": TRUTH[item]} for item in ITEMS[:3]]
+
+
+def _checksum(url: str) -> str:
+    """SHA-256 over every stored event and credential, in key order."""
+    engine = sa.create_engine(url)
+    digest = hashlib.sha256()
+    with engine.connect() as conn:
+        for table, order in (("events", "campaign_id, seq"), ("credentials", "key_hash")):
+            for row in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")):
+                digest.update(repr(tuple(row)).encode())
+    engine.dispose()
+    return digest.hexdigest()
+
+
+class Api:
+    """A TestClient on a fresh database with one campaign with control tasks."""
+
+    def __init__(self, tmp_path: Path, **settings: Any) -> None:
+        self.url = f"sqlite:///{tmp_path / 'control.db'}"
+        self.client = TestClient(
+            create_app(self.url, settings=ServiceSettings(**settings)),
+            raise_server_exceptions=False,
+        )
+        control = {"items": CONTROL, "first_k": 2, "rate": 0.0, "block_below": 0.7}
+        body = {
+            "items": ITEMS,
+            "budget": 40,
+            "classes": CLASSES,
+            "seed": 3,
+            "verdict": "mv",
+            "control": {**control, "min_answers": 2},
+        }
+        created = self.client.post("/v1/campaigns", json=body)
+        assert created.status_code == 201, created.text
+        self.cid, self.key = created.json()["campaign_id"], created.json()["requester_key"]
+        self.base = f"/v1/campaigns/{self.cid}"
+
+    def call(self, method: str, path: str, key: str | None = "requester", **kw: Any) -> Any:
+        key = self.key if key == "requester" else key
+        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+        return self.client.request(method, self.base + path, headers=headers, **kw)
+
+    def worker(self, name: str) -> str:
+        response = self.call("POST", "/workers", json={"worker_id": name})
+        assert response.status_code == 201, response.text
+        return str(response.json()["worker_token"])
+
+    def answer(self, token: str, *, spammer: bool = False) -> Any:
+        """One request of the worker, answered right (a spammer: wrong); the response."""
+        work = self.call("POST", "/assignments", key=token)
+        if work.status_code == 200:
+            right = TRUTH[work.json()["item_id"]]
+            label = CLASSES[1 - CLASSES.index(right)] if spammer else right
+            path = f"/assignments/{work.json()['assignment_id']}/label"
+            assert self.call("POST", path, key=token, json={"label": label}).status_code == 200
+        return work
+
+    def refused(self, method: str, path: str, status: int, **kw: Any) -> str:
+        before = _checksum(self.url)
+        response = self.call(method, path, **kw)
+        assert response.status_code == status, (response.status_code, response.text[:300])
+        assert len(response.content) < 1000
+        assert _checksum(self.url) == before, f"{method} {path} changed the database"
+        detail: str = response.json()["detail"]
+        assert detail and "\n" not in detail
+        return detail
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Api:
+    return Api(tmp_path)
+
+
+def test_a_spammer_is_blocked_and_told_why(api: Api) -> None:
+    spam, good = api.worker("spam"), api.worker("good")
+    for _ in range(2):
+        assert api.answer(spam, spammer=True).json()["item_id"] in TRUTH
+        api.answer(good)
+    response = api.call("POST", "/assignments", key=spam)
+    assert response.status_code == 204 and response.headers["x-no-work-reason"] == "blocked"
+    assert api.answer(good).status_code == 200
+    (blocked,) = api.call("GET", "/blocked-workers").json()
+    assert blocked["worker"] == "spam" and blocked["by"] == "rule"
+    assert (blocked["correct"], blocked["answered"], blocked["level"]) == (0, 2, 0.7)
+    status = api.call("GET", "/status").json()
+    assert status["blocked_workers"] == [blocked]
+    assert status["control"]["answers"] == 4 and status["control"]["spent"] == 4.0
+    control = api.call("GET", "/control").json()
+    assert control["items"] == CONTROL and control["blocked_workers"] == [blocked]
+    workers = api.call("GET", "/dashboard").json()["workers"]
+    assert [w.get("blocked", False) for w in workers if w["worker"] == "spam"] == [True]
+    # by hand: unblock, block again
+    assert api.call("DELETE", "/blocked-workers/spam").status_code == 204
+    assert api.answer(spam).status_code == 200
+    assert api.call("PUT", "/blocked-workers/spam").status_code == 204
+    assert api.call("GET", "/blocked-workers").json()[0]["by"] == "requester"
+    # everything survives a restart
+    restarted = TestClient(create_app(api.url))
+    headers = {"Authorization": f"Bearer {api.key}"}
+    assert (
+        restarted.get(f"{api.base}/control", headers=headers).json()
+        == api.call("GET", "/control").json()
+    )
+    again = restarted.post(f"{api.base}/assignments", headers={"Authorization": f"Bearer {spam}"})
+    assert again.status_code == 204 and again.headers["x-no-work-reason"] == "blocked"
+    loaded = Campaign.load(EventStore(api.url), api.cid)
+    assert loaded.is_blocked("spam")
+    assert loaded.control_items() == {row["item"]: row["label"] for row in CONTROL}
+
+
+def test_control_items_settings_and_blocked_labels(api: Api) -> None:
+    events = api.call("GET", "/status").json()["events"]
+    assert (
+        api.call("POST", "/control/items", json=[{"item": "i7", "label": "yes"}]).status_code == 204
+    )
+    # the same again stores nothing
+    assert (
+        api.call("POST", "/control/items", json=[{"item": "i7", "label": "yes"}]).status_code == 204
+    )
+    assert api.call("GET", "/status").json()["events"] == events + 1
+    body = {"rate": 0.25, "block_below": None, "blocked_labels": "keep"}
+    assert api.call("PATCH", "/control", json=body).status_code == 204
+    settings = api.call("GET", "/control").json()["settings"]
+    assert settings["rate"] == 0.25 and settings["block_below"] is None
+    assert settings["blocked_labels"] == "keep" and settings["first_k"] == 2
+    assert settings["n_items"] == 4
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "needle"),
+    [
+        ("POST", "/control/items", [], "control is empty"),
+        ("POST", "/control/items", [{"item": "nope", "label": "yes"}], "unknown item 'nope'"),
+        ("POST", "/control/items", [{"item": "i1", "label": "maybe"}], "'maybe' of item 'i1'"),
+        ("POST", "/control/items", [{"item": "i0", "label": "yes"}], "with the answer 'no'"),
+        (
+            "POST",
+            "/control/items",
+            [{"item": "i5", "label": "yes"}, {"item": "i5", "label": "no"}],
+            "more than once",
+        ),
+        (
+            "POST",
+            "/control/items",
+            [{"item": f"x{k}", "label": "yes"} for k in range(11)],
+            "11 control rows for a campaign of 10",
+        ),
+        ("POST", "/control/items", [{"item": "i1", "label": 1}], "label"),
+        ("POST", "/control/items", [{"item": "i1"}], "label"),
+        ("POST", "/control/items", {"i1": "yes"}, "body"),
+        ("POST", "/control/items", [{"item": "i1", "label": "y" * 201}], "at most 200"),
+        ("PATCH", "/control", {"rate": 2.0}, "control rate must be in [0, 1]"),
+        ("PATCH", "/control", {"first_k": -1}, "first_k must be an integer >= 0"),
+        ("PATCH", "/control", {"first_k": "3"}, "first_k"),
+        ("PATCH", "/control", {"prior": [1.0]}, "prior must be two numbers"),
+        ("PATCH", "/control", {"min_answers": 0}, "min_answers must be an integer >= 1"),
+        ("PATCH", "/control", {"blocked_labels": "ignore"}, "blocked_labels"),
+        ("PATCH", "/control", {"rate": 0.5, "block_confidence": 1.0}, "block confidence"),
+        ("PATCH", "/control", {"level": 0.5}, "level"),
+        ("PUT", "/blocked-workers/nobody", None, "no worker 'nobody'"),
+        ("DELETE", "/blocked-workers/nobody", None, "no worker 'nobody'"),
+        ("PUT", "/blocked-workers/" + "w" * 201, None, "takes at most 200"),
+    ],
+)
+def test_bad_requests_are_refused_and_change_nothing(
+    api: Api, method: str, path: str, body: Any, needle: str
+) -> None:
+    api.worker("w0")
+    kw = {} if body is None else {"json": body}
+    detail = api.refused(method, path, 422, **kw)
+    assert needle in detail, detail
+
+
+def test_control_needs_the_requester_key(api: Api) -> None:
+    token = api.worker("w0")
+    for method, path, kw in (
+        ("GET", "/control", {}),
+        ("POST", "/control/items", {"json": CONTROL}),
+        ("PATCH", "/control", {"json": {"rate": 0.1}}),
+        ("GET", "/blocked-workers", {}),
+        ("PUT", "/blocked-workers/w0", {}),
+        ("DELETE", "/blocked-workers/w0", {}),
+    ):
+        api.refused(method, path, 401, key=None, **kw)
+        assert "requester" in api.refused(method, path, 403, key=token, **kw)
+
+
+@pytest.mark.parametrize(
+    ("control", "needle"),
+    [
+        ({"items": [{"item": "nope", "label": "yes"}]}, "unknown item 'nope'"),
+        ({"items": [{"item": "i1", "label": "maybe"}]}, "is not a class"),
+        ({"items": []}, "control is empty"),
+        ({"rate": -0.1}, "control rate"),
+        ({"block_below": 0.0}, "block level"),
+        ({"first_k": 1.5}, "first_k"),
+        ({"blocked_labels": "both"}, "blocked_labels"),
+        ({"cheat": 1}, "cheat"),
+    ],
+)
+def test_a_bad_control_at_creation_stores_nothing(
+    tmp_path: Path, control: dict[str, Any], needle: str
+) -> None:
+    api = Api(tmp_path)
+    before = _checksum(api.url)
+    body = {"items": ITEMS, "budget": 4, "classes": CLASSES, "control": control}
+    response = api.client.post("/v1/campaigns", json=body)
+    assert response.status_code == 422, response.text
+    assert needle in response.json()["detail"]
+    assert _checksum(api.url) == before
+
+
+def test_the_client_methods(api: Api) -> None:
+    """The Python client's control methods against the app (the TestClient's transport)."""
+    from crowdbudget.client import Client, ServiceError
+
+    boss = Client("http://testserver", api.key, transport=api.client._transport)
+    spammer = boss.with_key(api.worker("spam"))
+    for _ in range(2):
+        work = spammer.next_assignment(api.cid)
+        assert work is not None and spammer.no_work_reason is None
+        wrong = CLASSES[1 - CLASSES.index(TRUTH[work["item_id"]])]
+        spammer.submit_label(api.cid, work["assignment_id"], wrong)
+    assert spammer.next_assignment(api.cid) is None and spammer.no_work_reason == "blocked"
+    assert [b["worker"] for b in boss.blocked_workers(api.cid)] == ["spam"]
+    boss.unblock_worker(api.cid, "spam")
+    assert boss.blocked_workers(api.cid) == []
+    boss.block_worker(api.cid, "spam")
+    assert boss.control(api.cid)["blocked_workers"][0]["by"] == "requester"
+    boss.add_control_items(api.cid, {"i8": "no"})
+    boss.update_control(api.cid, first_k=1, blocked_labels="keep")
+    control = boss.control(api.cid)
+    assert control["settings"]["first_k"] == 1 and control["settings"]["blocked_labels"] == "keep"
+    assert {"item": "i8", "label": "no"} in control["items"]
+    with pytest.raises(ServiceError) as refused:
+        boss.add_control_items(api.cid, {"i8": "yes"})
+    assert refused.value.status == 422 and "with the answer 'no'" in refused.value.detail
+
+
+def test_the_status_reads_the_verdict_fitted_in_a_child(api: Api) -> None:
+    good = api.worker("good")
+    for _ in range(5):
+        api.answer(good)
+    status = api.call("GET", "/status").json()
+    results = api.call("GET", "/results").json()
+    confidence = sum(row["confidence"] for row in results) / len(results)
+    assert status["estimated_accuracy"] == pytest.approx(confidence)
+    listed = api.client.get("/v1/campaigns", headers={"Authorization": f"Bearer {api.key}"})
+    assert listed.json() == [status]

@@ -560,14 +560,16 @@ class CampaignConnector:
         sure it is. u's own label moves the verdict a little, so k errs on u's side: a
         conservative test. The block is the campaign's (:meth:`Campaign.block_worker`,
         recorded as the requester's, reversible); an annotator the requester unblocked is left
-        alone. Checked every :attr:`agreement_every` labels (one verdict fit). Returns the
-        annotators blocked."""
+        alone. Checked every :attr:`agreement_every` labels, or every 5 % more labels when
+        that is more (one verdict fit each). Returns the annotators blocked."""
         campaign = self.campaign
         ledger = campaign.control_ledger
         if ledger is None or ledger.tasks.block_below is None:
             return []
         n_labels = len(self._label_workers)
-        if n_labels - self._agreement_checked < self.agreement_every:
+        # every agreement_every labels, or every 5 % more on a large campaign (a verdict fit
+        # costs O(labels): the fits then cost O(labels) in all, amortised)
+        if n_labels - self._agreement_checked < max(self.agreement_every, 0.05 * n_labels):
             return []
         self._agreement_checked = n_labels
         level, confidence = ledger.tasks.block_below, ledger.tasks.block_confidence

@@ -95,7 +95,7 @@ def user_id(url: str, token: str) -> int:
     """The Label Studio user id of ``token``'s user."""
     api = LabelStudioAPI(url, token)
     try:
-        return int(api.request("GET", "/api/current-user")["id"])
+        return int(api.request("GET", "/api/current-user/whoami")["id"])
     finally:
         api.close()
 

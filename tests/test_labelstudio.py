@@ -477,7 +477,7 @@ def test_ground_truth_tasks_are_control_tasks_and_a_careless_annotator_is_blocke
     for task_id in range(100, 106):  # a reviewer (user 99) gave the first six a ground truth
         fake.annotate(task_id, 99, truth[task_id], ground_truth=True)
     store = EventStore("sqlite://")
-    control = {"first_k": 3, "rate": 0.2, "block_below": 0.7, "min_answers": 3}
+    control = {"first_k": 3, "rate": 0.5, "block_below": 0.7, "min_answers": 3}
     sync = LabelStudioSync.connect(
         _api(fake), 1, store, budget=90, open_slots=3, policy="opt-kg", control=control
     )
@@ -497,6 +497,9 @@ def test_ground_truth_tasks_are_control_tasks_and_a_careless_annotator_is_blocke
         fake.annotate(task_id, user, wrong if user == careless else right)
         sync.reconcile_tasks([task_id])
     sync.reconcile_all()
+    # no slot is left where only a blocked annotator could fill it (the control rule's picks
+    # skip the tasks every active annotator has done)
+    assert sync.done()
     report = sync.report()
     assert [b["worker"] for b in report.blocked] == ["ls-user-1"]
     assert report.blocked[0]["by"] == "rule" and report.blocked[0]["correct"] == 0
@@ -563,3 +566,31 @@ def test_agreement_blocks_a_careless_annotator_without_ground_truth() -> None:
     sync.connector.agreement_every = 0
     assert sync.connector.block_by_agreement() == []
     assert report.spent == 160
+
+
+def test_no_slot_waits_on_a_task_only_a_blocked_annotator_could_take() -> None:
+    # three annotators, one always wrong; four slot holders, each served a control task half
+    # of the time: once the careless one is blocked, a control task both others answered
+    # must get no slot (only the blocked one could fill it)
+    fake = FakeLabelStudio(n_tasks=20)
+    truth = {task_id: ("yes" if task_id % 2 else "no") for task_id in fake.tasks}
+    for task_id in (100, 101, 102):
+        fake.annotate(task_id, 99, truth[task_id], ground_truth=True)
+    control = {"first_k": 3, "rate": 0.5, "block_below": 0.7, "min_answers": 3}
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, EventStore("sqlite://"), budget=40, open_slots=4, control=control
+    )
+    sync.reconcile_all()
+    rng = np.random.default_rng(2)
+    for _ in range(1000):
+        user = int(rng.integers(1, 4))
+        task_id = fake.next_task(user)
+        if task_id is None:
+            if sync.done():
+                break
+            continue
+        right = truth[task_id]
+        fake.annotate(task_id, user, ("no" if right == "yes" else "yes") if user == 1 else right)
+        sync.reconcile_tasks([task_id])
+    assert sync.campaign.is_blocked("ls-user-1")
+    assert sync.done() and sync.report().open_slots == 0

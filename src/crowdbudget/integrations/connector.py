@@ -22,9 +22,10 @@ task is worth. :class:`CampaignConnector` is the one place where the two meet:
   (:meth:`~CampaignConnector.events`), so a subscriber that restarts resumes where it was.
 - **Restarts lose nothing.** The open slots, the labels per item and the items are rebuilt from
   the store, never from memory; :meth:`~CampaignConnector.record` records a task's
-  annotations idempotently (the campaign's label count for the item is the length of the
-  recorded prefix of the task's usable annotations, in the platform's order), so reading a task
-  twice, or after a crash, records each annotation exactly once.
+  annotations idempotently (an annotation is new when its annotator has no label on the item
+  yet: one per annotator and task, the platform's first), so reading a task twice, after a
+  crash, or with annotations committed out of order records each exactly once, under its
+  annotator.
 
 What a platform module provides (:class:`PlatformTasks`, checked by
 ``tests/test_connector.py`` with an in-memory platform): list its task ids, read a task's
@@ -404,18 +405,45 @@ class CampaignConnector:
         }
         return {w for w in recent - self.inactive if not self.campaign.is_blocked(w)}
 
+    def room(self, item_id: str, active: set[str] | None = None) -> int | None:
+        """How many more annotations the active annotators can give the item: those of them
+        with no annotation of it (None while nobody is active: unknown)."""
+        active = self.active_annotators() if active is None else active
+        if not active:
+            return None
+        done = self._item_workers.get(item_id, set()) | self.not_counted.get(item_id, set())
+        return len(active - done)
+
     def exhausted_items(self) -> set[int]:
-        """Items (indices) every active annotator has labeled already: a slot there could
-        only be filled by someone blocked or gone (empty while nobody is active)."""
+        """Items (indices) whose open slots already take all the annotations the active
+        annotators can still give them (:meth:`room`): one more slot there could only be
+        filled by someone blocked or gone (empty while nobody is active)."""
         active = self.active_annotators()
         if not active:
             return set()
         index = {item_id: k for k, item_id in enumerate(self.item_ids)}
+        candidates = set(self._item_workers) | set(self._slots)
         return {
             index[item_id]
-            for item_id, workers in self._item_workers.items()
-            if active <= workers | self.not_counted.get(item_id, set())
+            for item_id in candidates
+            if (self.room(item_id, active) or 0) <= self.n_open_slots(item_id)
         }
+
+    def release_unfillable(self) -> int:
+        """Release the open slots beyond an item's :meth:`room` (newest first: a slot opened
+        when someone could still fill it, before the last of them did or was blocked); their
+        budget returns. Returns how many."""
+        active = self.active_annotators()
+        if not active:
+            return 0
+        released = 0
+        for item_id in list(self.items_with_open_slots()):
+            slots = self.open_slots(item_id)
+            excess = len(slots) - (self.room(item_id, active) or 0)
+            for slot in reversed(slots[len(slots) - excess :] if excess > 0 else []):
+                self.release(slot.slot_id)
+                released += 1
+        return released
 
     def crowd_order(self) -> np.ndarray | None:
         """The items in the order a worker-aware policy wants them when the next annotator
@@ -471,9 +499,9 @@ class CampaignConnector:
             self._stopped = self.n_open_slots() == 0
             return opened
         order = self.crowd_order()
-        excluded = self.exhausted_items()
         while self.n_open_slots() < target:
-            slot = self.open_slot(order, excluded)
+            # anew per slot: a slot just opened may fill the item's room
+            slot = self.open_slot(order, self.exhausted_items())
             if slot is None:
                 break
             opened.append(slot)
@@ -626,6 +654,8 @@ class CampaignConnector:
         if recorded:
             self.block_by_agreement()
         touched = set(annotations)
+        touched.update(slot.item_id for slot in self.open_slots())  # released ones close
+        self.release_unfillable()
         touched.update(slot.item_id for slot in self.fill(target))
         touched.update(self.items_with_open_slots())
         return recorded, touched

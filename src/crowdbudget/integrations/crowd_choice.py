@@ -144,7 +144,8 @@ def steered(
     campaign: Any, order: IntArray | None, excluded: Collection[int] = ()
 ) -> Iterator[None]:
     """Let the campaign's next pull decisions take ``order``'s first open item instead of
-    asking its policy (None: the policy decides), never an item of ``excluded``. The
+    asking its policy (None: the policy decides), never an item of ``excluded`` (nor a
+    control item the control rule would pick there). The
     decision is stored as the campaign's ``assigned`` event like any other, so a reload
     replays it; the policy itself is untouched (a rebuild inside the block, a worker
     joining, installs a new policy, which stays)."""
@@ -154,11 +155,19 @@ def steered(
     policy = campaign.policy
     stand_in = RankedChoice(policy, order, excluded)
     campaign.policy = stand_in
+    # the control tasks' rule picks its item before the policy is asked: it must not pick an
+    # excluded one either (a slot there could never be filled)
+    ledger = campaign.control_ledger if excluded else None
+    if ledger is not None:
+        pick = ledger.pick
+        ledger.pick = lambda state, worker, closed: pick(state, worker, set(closed).union(excluded))
     try:
         yield
     finally:
         if campaign.policy is stand_in:
             campaign.policy = policy
+        if ledger is not None:
+            del ledger.pick  # the class's method again
 
 
 def worker_weights(

@@ -7,8 +7,8 @@ that need no server (``tests/test_labelstudio_e2e.py`` runs the real one):
 - ``/next`` (:meth:`MemoryLabelStudio.next_task`) serves, in task-id order (sequential
   sampling), only ``is_labeled = false`` tasks the asking annotator has not annotated;
 - a submission to a closed task is accepted (an over-submission for the campaign);
-- a ground-truth annotation (``ground_truth: true``) is a reviewer's answer, not an
-  annotator's.
+- a ground-truth annotation (``ground_truth: true``) is a finished annotation like any
+  (it counts toward ``overlap``); crowdbudget reads it as the task's known answer.
 
 Plug it into :class:`~crowdbudget.integrations.labelstudio_api.LabelStudioAPI` with
 ``transport=httpx.MockTransport(memory.handle)`` (:meth:`MemoryLabelStudio.api`).
@@ -70,11 +70,8 @@ class MemoryLabelStudio:
 
     # ------------------------------------------------------------------ what annotators do
     def _annotators(self, task: dict[str, Any]) -> set[int]:
-        return {
-            a["completed_by"]
-            for a in task["annotations"]
-            if not a.get("was_cancelled") and not a.get("ground_truth")
-        }
+        # a ground-truth annotation is a finished annotation too: it counts toward overlap
+        return {a["completed_by"] for a in task["annotations"] if not a.get("was_cancelled")}
 
     def annotate(
         self, task_id: int, user: int, label: str | None, *, ground_truth: bool = False

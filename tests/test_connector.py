@@ -88,11 +88,13 @@ def test_a_whole_campaign_on_a_second_platform() -> None:
     kinds = {e.kind for e in events}
     assert {"assignment_given", "label_accepted", "label_free"} <= kinds
     assert kinds <= set(EVENT_KINDS)
-    # free labels carry the platform's annotator; paid ones the slot they filled
-    assert all(
-        str(e.worker_id).startswith("platform-user-") for e in events if e.kind == "label_free"
-    )
-    assert all(str(e.worker_id).startswith(SLOT_WORKER_PREFIX) for e in events if e.slot)
+    # every label carries the platform's annotator, paid (a slot filled) or free; the slots
+    # are held by placeholder workers
+    labels = [e for e in events if e.kind in ("label_free", "label_accepted")]
+    assert all(str(e.worker_id).startswith("platform-user-") for e in labels)
+    assert all(e.slot for e in labels if e.kind == "label_accepted")
+    given = [e for e in events if e.kind == "assignment_given"]
+    assert all(str(e.worker_id).startswith(SLOT_WORKER_PREFIX) and e.slot for e in given)
     # the verdict is shown on every task with a usable answer
     labeled = {t for t, rows in platform.answers.items() if any(a.label for a in rows)}
     assert set(platform.predictions) == labeled

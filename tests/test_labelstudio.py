@@ -39,6 +39,7 @@ from crowdbudget.integrations.labelstudio import (
     unrecorded,
     webhook_task_ids,
 )
+from crowdbudget.integrations.labelstudio_memory import MemoryLabelStudio
 
 CONFIG = (
     '<View><Text name="text" value="$text"/><Choices name="label" toName="text" '
@@ -160,78 +161,11 @@ def test_webhook_receiver_checks_the_secret() -> None:
 # ---------------------------------------------------------------------------------------------
 # the controller against an in-process stand-in of the REST API
 # ---------------------------------------------------------------------------------------------
-class FakeLabelStudio:
-    """Label Studio's task rules, in memory (see the module docstring)."""
+class FakeLabelStudio(MemoryLabelStudio):
+    """Label Studio's task rules, in memory (:mod:`crowdbudget.integrations.labelstudio_memory`)."""
 
     def __init__(self, n_tasks: int, maximum_annotations: int = 1) -> None:
-        self.project = {
-            "id": 1,
-            "label_config": CONFIG,
-            "maximum_annotations": maximum_annotations,
-            "overlap_cohort_percentage": 100,
-        }
-        self.tasks = {
-            100 + k: {"id": 100 + k, "overlap": 1, "is_labeled": False, "annotations": []}
-            for k in range(n_tasks)
-        }
-        self.predictions: dict[int, dict[str, Any]] = {}
-        self.patches = 0
-        self._next_id = 1
-
-    def _annotators(self, task: dict[str, Any]) -> set[int]:
-        return {a["completed_by"] for a in task["annotations"] if not a.get("was_cancelled")}
-
-    def annotate(self, task_id: int, user: int, label: str) -> None:
-        task = self.tasks[task_id]
-        task["annotations"].append(_annotation(self._next_id, user, label))
-        self._next_id += 1
-        task["is_labeled"] = len(self._annotators(task)) >= task["overlap"]
-
-    def next_task(self, user: int) -> int | None:
-        for task_id, task in self.tasks.items():
-            if not task["is_labeled"] and user not in self._annotators(task):
-                return task_id
-        return None
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        path, method = request.url.path, request.method
-        if path == "/api/projects/1":
-            return httpx.Response(200, json=self.project)
-        if path == "/api/tasks":  # the plain list: no annotations in it
-            page = int(request.url.params.get("page", 1))
-            size = int(request.url.params.get("page_size", 100))
-            rows = list(self.tasks.values())[(page - 1) * size : page * size]
-            rows = [{k: v for k, v in t.items() if k != "annotations"} for t in rows]
-            return httpx.Response(200, json={"tasks": rows, "total": len(self.tasks)})
-        if path == "/api/projects/1/export":  # annotated tasks only, skips included
-            rows = [t for t in self.tasks.values() if t["annotations"]]
-            return httpx.Response(200, json=rows)
-        match = re.fullmatch(r"/api/tasks/(\d+)/annotations", path)
-        if match:
-            annotations = self.tasks[int(match.group(1))]["annotations"]
-            finished = [a for a in annotations if not a.get("was_cancelled")]
-            return httpx.Response(200, json=finished)
-        match = re.fullmatch(r"/api/tasks/(\d+)", path)
-        if match and method == "PATCH":
-            task = self.tasks[int(match.group(1))]
-            task.update(json.loads(request.content))
-            self.patches += 1
-            return httpx.Response(200, json=task)
-        if path == "/api/predictions" and method == "GET":
-            return httpx.Response(200, json=list(self.predictions.values()))
-        if path == "/api/predictions" and method == "POST":
-            body = json.loads(request.content)
-            body["id"] = 1000 + len(self.predictions)
-            self.predictions[body["id"]] = body
-            return httpx.Response(201, json=body)
-        match = re.fullmatch(r"/api/predictions/(\d+)", path)
-        if match and method == "PATCH":
-            self.predictions[int(match.group(1))].update(json.loads(request.content))
-            return httpx.Response(200, json=self.predictions[int(match.group(1))])
-        return httpx.Response(404, json={"detail": f"no route {method} {path}"})
-
-    def open_tasks(self) -> list[int]:
-        return [t for t, task in self.tasks.items() if not task["is_labeled"]]
+        super().__init__(n_tasks, CONFIG, CONTROL, maximum_annotations)
 
     def usable(self) -> int:
         return sum(len(task_annotations(t, CONTROL)) for t in self.tasks.values())
@@ -408,12 +342,257 @@ def test_run_survives_a_failed_request_and_stops_when_told() -> None:
 def test_an_expired_slot_returns_its_budget_and_a_late_annotation_is_reported() -> None:
     fake = FakeLabelStudio(n_tasks=3)
     store = EventStore("sqlite://")
-    sync = LabelStudioSync.connect(_api(fake), 1, store, budget=2, open_slots=1, slot_ttl=0.05)
+    sync = LabelStudioSync.connect(_api(fake), 1, store, budget=2, open_slots=1, slot_ttl=60)
+    now = [time.time()]
+    sync.campaign.clock = lambda: now[0]  # the campaign's time, not the machine's load
     sync.reconcile_all()
     (task_id,) = fake.open_tasks()
-    time.sleep(0.1)  # the slot expires; its holder answers late
+    now[0] += 61  # the slot expires; its holder answers late
     fake.annotate(task_id, 5, "yes")
     sync.reconcile_tasks([task_id])
     report = sync.report()
     assert report.over_submissions == 1 and report.spent == 0
     assert report.open_slots == 1  # the budget came back and was committed again
+
+
+# ---------------------------------------------------------------------------------------------
+# annotators: every annotation under its annotator, the slot paying for it
+# ---------------------------------------------------------------------------------------------
+def test_every_annotation_is_recorded_under_its_annotator() -> None:
+    fake = FakeLabelStudio(n_tasks=12)
+    store = EventStore("sqlite://")
+    policy = "opt-kg:posterior=one-coin"
+    sync = LabelStudioSync.connect(_api(fake), 1, store, budget=30, open_slots=3, policy=policy)
+    sync.reconcile_all()
+    _work(fake, sync, np.random.default_rng(5), 300)
+    assert sync.done()
+    fake.annotate(100, 42, "no")  # a submission to a closed task: an over-submission
+    sync.reconcile_all()
+    recorded = sync.campaign.export_labels()
+    given = export_labels(_api(fake), 1)
+    given["worker"] = "ls-user-" + given["worker"]
+    key = ["task", "worker", "label"]
+    assert sorted(map(tuple, recorded[key].to_numpy())) == sorted(map(tuple, given[key].to_numpy()))
+    report = sync.report()
+    assert report.spent == 30 and report.over_submissions == 1 and report.labels == 31
+    ledger = sync.campaign.ledger
+    assert ledger.committed == 0 and ledger.spent == 30
+    # the slots are held by a small pool, which never labels anything
+    assert not any(w.startswith("slot-") for w in recorded["worker"])
+    holders = [w for w in sync.campaign.worker_ids if w.startswith("slot-")]
+    assert len(holders) <= 3
+    # a reload is the same campaign
+    again = LabelStudioSync.connect(_api(fake), 1, store, budget=None, open_slots=3)
+    assert again.campaign.export_labels().equals(sync.campaign.export_labels())
+    assert again.campaign.ledger == ledger
+    assert again.reconcile_all() == 0
+
+
+def test_annotations_committed_out_of_id_order_keep_their_annotators() -> None:
+    fake = FakeLabelStudio(n_tasks=3)
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, EventStore("sqlite://"), budget=6, open_slots=2, policy="opt-kg"
+    )
+    sync.reconcile_all()
+    task_id = fake.open_tasks()[0]
+    task = fake.tasks[task_id]
+    # annotation 51 (user 2) is read before annotation 50 (user 1) is committed
+    task["annotations"].append(_annotation(51, 2, "yes"))
+    sync.reconcile_tasks([task_id])
+    task["annotations"].append(_annotation(50, 1, "no"))
+    sync.reconcile_tasks([task_id])
+    sync.reconcile_tasks([task_id])
+    rows = sync.campaign.export_labels()
+    assert sorted(map(tuple, rows.to_numpy())) == [
+        (str(task_id), "ls-user-1", "no"),
+        (str(task_id), "ls-user-2", "yes"),
+    ]
+
+
+def test_a_slot_takes_no_second_label_of_the_same_annotator() -> None:
+    from crowdbudget.campaign import AssignmentError, Campaign
+    from crowdbudget.campaign.slots import record_answer
+
+    campaign = Campaign.create(["a", "b"], budget=4, classes=("no", "yes"), policy="uniform")
+    first = campaign.next_assignment("slot-0")
+    second = campaign.next_assignment("slot-1")
+    assert first is not None and second is not None
+    record_answer(campaign, first.assignment_id, "yes", "ls-user-1")
+    assert record_answer(campaign, first.assignment_id, "yes", "ls-user-1").status == "answered"
+    third = campaign.next_assignment("slot-0")  # slot-0 let go of its item: it may hold it again
+    assert third is not None
+    slot = third if third.item_id == first.item_id else second
+    assert slot.item_id == first.item_id
+    events = campaign.event_count
+    with pytest.raises(AssignmentError, match="already holds or labeled"):
+        record_answer(campaign, slot.assignment_id, "no", "ls-user-1")
+    assert campaign.event_count == events  # refused: nothing stored
+    assert campaign.ledger.spent == 1 and campaign.status()["n_labels"] == 1
+
+
+def test_expected_scores_are_the_share_weighted_pair_scores() -> None:
+    from crowdbudget.integrations.crowd_choice import active_shares, expected_scores
+    from crowdbudget.posteriors.base import kg_rewards
+    from crowdbudget.posteriors.beta_bernoulli import error_probability
+    from crowdbudget.posteriors.one_coin import OneCoinPosterior
+    from crowdbudget.types import LabelEvent
+
+    posterior = OneCoinPosterior([1.0, 1.0], (4.0, 16.0), 5, 3)
+    posterior.c[2], posterior.d[2] = 30.0, 30.0  # a careless worker: reliability 1/2
+    for item, worker, label in [(0, 0, 1), (0, 1, 1), (1, 0, 0), (2, 1, 1), (2, 0, 0)]:
+        posterior.update(LabelEvent(item=item, worker=worker, label=label))
+    shares = active_shares(["w0", "w1", "w1", "w2", "blocked"], exclude={"blocked"})
+    assert shares == {"w0": 0.25, "w1": 0.5, "w2": 0.25}
+    workers, weights = np.array([0, 1, 2]), np.array([0.25, 0.5, 0.25])
+    scores = expected_scores(posterior, workers, weights)
+    now = error_probability(posterior.a, posterior.b, posterior.thresholds)
+    by_worker = np.column_stack(
+        [kg_rewards(posterior.lookahead(j), now).max(axis=1) for j in range(3)]
+    )
+    np.testing.assert_allclose(scores, by_worker @ weights, rtol=1e-12)
+    assert np.all(by_worker[:, 2] < 0.01 * by_worker[:, 0])  # the careless one adds ~nothing
+
+
+def test_a_worker_aware_slot_goes_to_the_best_expected_task() -> None:
+    fake = FakeLabelStudio(n_tasks=8)
+    policy = "opt-kg:posterior=one-coin"
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, EventStore("sqlite://"), budget=40, open_slots=1, policy=policy
+    )
+    sync.reconcile_all()
+    _work(fake, sync, np.random.default_rng(9), 12)
+    connector = sync.connector
+    (slot,) = connector.open_slots()
+    connector.release(slot.slot_id)
+    order = connector.crowd_order()
+    assert order is not None
+    (opened,) = connector.fill(1)
+    assert opened.item_id == connector.item_ids[int(order[0])]
+
+
+# ---------------------------------------------------------------------------------------------
+# ground truth: control tasks, and the blocking of a careless annotator
+# ---------------------------------------------------------------------------------------------
+def test_ground_truth_tasks_are_control_tasks_and_a_careless_annotator_is_blocked() -> None:
+    fake = FakeLabelStudio(n_tasks=30)
+    truth = {task_id: ("yes" if task_id % 3 else "no") for task_id in fake.tasks}
+    for task_id in range(100, 106):  # a reviewer (user 99) gave the first six a ground truth
+        fake.annotate(task_id, 99, truth[task_id], ground_truth=True)
+    store = EventStore("sqlite://")
+    control = {"first_k": 3, "rate": 0.5, "block_below": 0.7, "min_answers": 2}
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, store, budget=90, open_slots=3, policy="opt-kg", control=control
+    )
+    sync.reconcile_all()
+    assert sync.campaign.control_items() == {str(t): truth[t] for t in range(100, 106)}
+    rng = np.random.default_rng(4)
+    careless = 1
+    for _ in range(2000):
+        user = int(rng.integers(1, 7))
+        task_id = fake.next_task(user)
+        if task_id is None:
+            if sync.done():
+                break
+            continue
+        right = truth[task_id]
+        wrong = "no" if right == "yes" else "yes"
+        fake.annotate(task_id, user, wrong if user == careless else right)
+        sync.reconcile_tasks([task_id])
+    sync.reconcile_all()
+    # no slot is left where only a blocked annotator could fill it (the control rule's picks
+    # skip the tasks every active annotator has done)
+    assert sync.done()
+    report = sync.report()
+    assert [b["worker"] for b in report.blocked] == ["ls-user-1"]
+    assert report.blocked[0]["by"] == "rule" and report.blocked[0]["correct"] == 0
+    assert report.control_answers >= 3
+    # the careless annotator's later annotations are not counted, and the budget is exact
+    assert report.not_counted >= 1
+    assert report.spent == 90 and report.labels == 90 + report.over_submissions
+    exported = export_labels(_api(fake), 1, sync.campaign)
+    mine = exported[exported["worker"] == "1"]
+    assert mine["blocked"].all() and (~mine["counted"]).sum() == report.not_counted
+    assert exported.loc[exported["worker"] != "1", "counted"].all()
+    # a restart: the same blocks, nothing recorded twice
+    again = LabelStudioSync.connect(_api(fake), 1, store, budget=None, open_slots=3)
+    assert again.reconcile_all() == 0
+    assert again.report().blocked == report.blocked
+    assert again.report().not_counted == report.not_counted
+
+
+def test_a_changed_ground_truth_is_reported_and_the_first_answer_kept() -> None:
+    fake = FakeLabelStudio(n_tasks=4)
+    fake.annotate(100, 99, "yes", ground_truth=True)
+    sync = LabelStudioSync.connect(_api(fake), 1, EventStore("sqlite://"), budget=4)
+    sync.reconcile_all()
+    fake.annotate(100, 98, "no", ground_truth=True)  # another reviewer says otherwise
+    sync.reconcile_all()
+    assert sync.campaign.control_items() == {"100": "yes"}
+    assert sync.report().ground_truth_conflicts == [100]
+
+
+def test_agreement_blocks_a_careless_annotator_without_ground_truth() -> None:
+    fake = FakeLabelStudio(n_tasks=40)
+    truth = {task_id: ("yes" if task_id % 3 else "no") for task_id in fake.tasks}
+    store = EventStore("sqlite://")
+    sync = LabelStudioSync.connect(
+        _api(fake),
+        1,
+        store,
+        budget=160,
+        open_slots=4,
+        policy="opt-kg:posterior=one-coin",
+        control={"block_below": 0.7},
+    )
+    sync.reconcile_all()
+    rng = np.random.default_rng(11)
+    for _ in range(3000):
+        user = int(rng.integers(1, 7))
+        task_id = fake.next_task(user)
+        if task_id is None:
+            if sync.done():
+                break
+            continue
+        right = truth[task_id]
+        wrong = "no" if right == "yes" else "yes"
+        careless = user == 1 and rng.random() < 0.5
+        fake.annotate(task_id, user, wrong if careless or rng.random() < 0.05 else right)
+        sync.reconcile_tasks([task_id])
+    report = sync.report()
+    assert [b["worker"] for b in report.blocked] == ["ls-user-1"]
+    evidence = report.blocked[0]["agreement"]
+    assert evidence["labels"] >= 20 and evidence["p_below"] >= 0.95
+    assert evidence["expected_right"] < 0.7 * evidence["labels"]
+    # reversible: the requester unblocks, agreement does not block again
+    assert sync.campaign.unblock_worker("ls-user-1")
+    sync.connector.agreement_every = 0
+    assert sync.connector.block_by_agreement() == []
+    assert report.spent == 160
+
+
+def test_no_slot_waits_on_a_task_only_a_blocked_annotator_could_take() -> None:
+    # three annotators, one always wrong; four slot holders, each served a control task half
+    # of the time: once the careless one is blocked, a control task both others answered
+    # must get no slot (only the blocked one could fill it)
+    fake = FakeLabelStudio(n_tasks=20)
+    truth = {task_id: ("yes" if task_id % 2 else "no") for task_id in fake.tasks}
+    for task_id in (100, 101, 102):
+        fake.annotate(task_id, 99, truth[task_id], ground_truth=True)
+    control = {"first_k": 3, "rate": 0.5, "block_below": 0.7, "min_answers": 3}
+    sync = LabelStudioSync.connect(
+        _api(fake), 1, EventStore("sqlite://"), budget=40, open_slots=4, control=control
+    )
+    sync.reconcile_all()
+    rng = np.random.default_rng(2)
+    for _ in range(1000):
+        user = int(rng.integers(1, 4))
+        task_id = fake.next_task(user)
+        if task_id is None:
+            if sync.done():
+                break
+            continue
+        right = truth[task_id]
+        fake.annotate(task_id, user, ("no" if right == "yes" else "yes") if user == 1 else right)
+        sync.reconcile_tasks([task_id])
+    assert sync.campaign.is_blocked("ls-user-1")
+    assert sync.done() and sync.report().open_slots == 0

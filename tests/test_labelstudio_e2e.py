@@ -13,14 +13,17 @@ which makes a missing server a failure. ``CROWDBUDGET_LABELSTUDIO_TASKS`` (defau
 the run down when CPU is short; ``CROWDBUDGET_LABELSTUDIO_SEED`` (default 20) picks the tasks
 and the annotators' reliabilities.
 
-The run: a project with a binary Choices config and N tasks whose hidden truth is RTE's gold;
-8 simulated annotators with RTE-like reliabilities pull tasks through ``/next`` and submit
-concurrently; ``crowdbudget labelstudio serve-webhook`` runs opt-kg at 3 annotations per task
-on average, is killed with SIGKILL mid-run (the webhooks sent meanwhile are lost) and
-restarted. Then the same annotators label a second project under Label Studio's own fixed
-overlap (``maximum_annotations=3``), finished by majority vote, with the same number of
-annotations. Both accuracies go to stdout and to ``CROWDBUDGET_LABELSTUDIO_REPORT`` (JSON) if
-set.
+The run: a project with a binary Choices config and N tasks whose hidden truth is RTE's gold,
+the first ``N_CONTROL`` of them with a ground-truth annotation by the admin (control tasks);
+8 simulated annotators pull tasks through ``/next`` and submit concurrently — 7 with RTE-like
+reliabilities and one careless (answers at random); ``crowdbudget labelstudio serve-webhook``
+runs worker-aware Opt-KG (``opt-kg:posterior=one-coin``) at 3 annotations per task on average
+with blocking at level 0.7, is killed with SIGKILL mid-run (the webhooks sent meanwhile are
+lost) and restarted. Every annotation must be recorded under its annotator, the careless
+annotator blocked and their later annotations not counted. Then the same annotators label a
+second project under Label Studio's own fixed overlap (``maximum_annotations=3``), finished by
+majority vote, with the same number of annotations. Both accuracies (on the tasks that are not
+control tasks) go to stdout and to ``CROWDBUDGET_LABELSTUDIO_REPORT`` (JSON) if set.
 """
 
 from __future__ import annotations
@@ -43,15 +46,19 @@ from crowdbudget.integrations.labelstudio import (
     LabelStudioAPI,
     campaign_id_for,
     export_labels,
+    parse_label_config,
     read_token_file,
 )
 from crowdbudget.integrations.labelstudio_demo import (
+    BINARY_CONFIG,
     RTE_CLASSES,
     SimulatedAnnotators,
     accuracy,
+    add_ground_truth,
     create_project,
     rte_reliabilities,
     rte_tasks,
+    user_id,
 )
 from crowdbudget.service.local import free_port as _free_port
 
@@ -71,6 +78,8 @@ if not (URL and TOKEN_FILE and ANNOTATORS):
 
 N_TASKS = int(os.environ.get("CROWDBUDGET_LABELSTUDIO_TASKS", "200"))
 LABELS_PER_TASK = 3
+N_CONTROL = 10  # tasks with a ground truth (control tasks)
+CARELESS = 7  # the annotator who answers at random
 SEED = int(os.environ.get("CROWDBUDGET_LABELSTUDIO_SEED", "20"))
 
 
@@ -101,12 +110,17 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
     tokens = [line.split("\t")[1] for line in Path(ANNOTATORS).read_text().splitlines() if line]
     assert len(tokens) == 8
     reliabilities = rte_reliabilities(8, rng)
+    reliabilities[CARELESS] = 0.5  # answers at random
+    careless = f"ls-user-{user_id(URL, tokens[CARELESS])}"
     tasks, hidden = rte_tasks(N_TASKS, rng)
     budget = LABELS_PER_TASK * N_TASKS
 
     # ---- crowdbudget's dynamic overlap -------------------------------------------------
     project_id, ids = create_project(api, f"crowdbudget dynamic {SEED}", tasks, 1)
     truth = {ids[str(t["rte_item"])]: label for t, label in zip(tasks, hidden, strict=True)}
+    control_tasks = sorted(truth)[:N_CONTROL]
+    add_ground_truth(api, {t: truth[t] for t in control_tasks}, parse_label_config(BINARY_CONFIG))
+    scored = {t: label for t, label in truth.items() if t not in control_tasks}
     db = f"sqlite:///{tmp_path / 'campaign.db'}"
     port = _free_port()
     command = [
@@ -124,7 +138,9 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
         "--budget",
         str(budget),
         "--policy",
-        "opt-kg",
+        "opt-kg:posterior=one-coin",
+        "--block-below",
+        "0.7",
         "--db",
         db,
         "--open-slots",
@@ -186,20 +202,32 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
     report = json.loads(second.stdout)
     assert not any(log.errors for log in annotators.logs), [log.errors for log in annotators.logs]
 
-    labels = _usable_annotations(api, project_id)
-    # the budget is never overspent: every annotation is paid from it or reported
+    campaign = Campaign.load(EventStore(db), campaign_id_for(project_id))
+    labels = export_labels(api, project_id, campaign)
+    counted = labels[labels["counted"]]
+    # the budget is never overspent: every annotation is paid from it, reported, or (of a
+    # blocked annotator) not counted
     assert report["done"]
     assert report["spent"] <= budget
-    assert len(labels) <= budget + report["over_submissions"]
-    assert len(labels) == report["labels"]
-    # nothing lost across the kill and the lost webhooks: the campaign holds every annotation
-    campaign = Campaign.load(EventStore(db), campaign_id_for(project_id))
-    recorded = campaign.results()["n_labels"]
-    per_task = labels.groupby("task").size()
-    for task_id in truth:
-        assert recorded.get(str(task_id), 0) == per_task.get(str(task_id), 0), task_id
+    assert len(counted) <= budget + report["over_submissions"]
+    assert len(counted) == report["labels"]
+    assert len(labels) == report["labels"] + report["not_counted"]
+    # the control tasks are the campaign's; the careless annotator is blocked
+    assert campaign.control_items() == {str(t): truth[t] for t in control_tasks}
+    blocked = {entry["worker"]: entry for entry in report["blocked"]}
+    assert careless in blocked, (careless, report["blocked"])
+    not_counted = labels[~labels["counted"]]
+    assert set("ls-user-" + not_counted["worker"]) <= set(blocked)
+    # nothing lost across the kill and the lost webhooks: every counted annotation is in the
+    # campaign under its annotator, once
+    recorded = campaign.export_labels()
+    key = ["task", "worker", "label"]
+    mine = counted.assign(worker="ls-user-" + counted["worker"])[key]
+    assert sorted(map(tuple, recorded[key].to_numpy())) == sorted(map(tuple, mine.to_numpy()))
+    per_task = counted.groupby("task").size()
     assert during_downtime > 0, "no annotation arrived while the sync was down"
-    assert report["recorded_by_reconciliation"] >= during_downtime
+    # (an annotation of the blocked annotator is read and left out, not recorded)
+    assert report["recorded_by_reconciliation"] + report["not_counted"] >= during_downtime
     # the verdict as written back: one crowdbudget prediction per labeled task
     verdicts = {}
     for prediction in api.predictions(project_id):
@@ -210,13 +238,18 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
         assert final.loc[str(task_id), "label"] == label
     labeled = {int(t) for t in per_task.index}
     assert set(verdicts) == labeled
-    dynamic_accuracy = accuracy(pd.Series(verdicts), truth)
+    dynamic_accuracy = accuracy(pd.Series(verdicts), scored)
     n_dynamic = len(labels)
 
     # ---- Label Studio's fixed overlap, same annotators, same number of annotations ----------
     fixed_id, fixed_ids = create_project(api, f"fixed overlap {SEED}", tasks, LABELS_PER_TASK)
     fixed_truth = {
         fixed_ids[str(t["rte_item"])]: label for t, label in zip(tasks, hidden, strict=True)
+    }
+    fixed_scored = {
+        fixed_ids[str(t["rte_item"])]: label
+        for t, label in zip(tasks, hidden, strict=True)
+        if ids[str(t["rte_item"])] not in control_tasks
     }
     fixed = SimulatedAnnotators(URL, tokens, reliabilities, fixed_truth, rng)
     _log("fixed-overlap project: annotators start")
@@ -228,7 +261,7 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
     assert len(fixed_labels) == budget
     majority = MajorityVote(rng=SEED).fit_predict(fixed_labels)
     majority.index = majority.index.astype(int)
-    fixed_accuracy = accuracy(majority, fixed_truth)
+    fixed_accuracy = accuracy(majority, fixed_scored)
 
     summary = {
         "tasks": N_TASKS,
@@ -236,12 +269,15 @@ def test_dynamic_overlap_against_fixed_overlap(tmp_path: Path) -> None:
         "seed": SEED,
         "reliabilities": reliabilities,
         "dynamic": {
-            "policy": "opt-kg",
+            "policy": "opt-kg:posterior=one-coin",
             "annotations": n_dynamic,
             "over_submissions": report["over_submissions"],
             "annotations_while_down": during_downtime,
             "recorded_by_reconciliation": report["recorded_by_reconciliation"],
             "accuracy": dynamic_accuracy,
+            "blocked": report["blocked"],
+            "not_counted": report["not_counted"],
+            "control_answers": report["control_answers"],
             "empty_polls": sum(log.empty_polls for log in annotators.logs),
         },
         "fixed_overlap_majority_vote": {

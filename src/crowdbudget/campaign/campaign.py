@@ -22,7 +22,7 @@ and gets the same state (tested). Event kinds and payloads:
 - ``workers_added``: ``{"workers": [...]}`` — workers who joined (registered by the requester,
   or arriving in pull mode for a policy that models workers);
 - ``assigned``: ``{"id", "item", "worker", "price", "expires_at"}``;
-- ``labeled``: ``{"id", "label"}`` (label as a class index);
+- ``labeled``: ``{"id", "label"}`` (a class index; ``"worker"`` too: :mod:`.slots`);
 - ``released``: ``{"id", "reason"}`` with reason ``cancelled`` or ``expired``;
 - ``imported``: ``{"rows": [[item, worker, label], ...]}`` — labels collected elsewhere; they
   inform the posterior and the results but cost nothing from this campaign's budget;
@@ -81,7 +81,6 @@ from crowdbudget.campaign.config import (
 from crowdbudget.campaign.config import check_ids as _check_ids
 from crowdbudget.campaign.control import CampaignEvidence, check_control
 from crowdbudget.campaign.ledger import Ledger
-from crowdbudget.campaign.ledger import exact_decimal as _decimal
 from crowdbudget.campaign.problem_build import Rebuild, pair_index, policy_rng
 from crowdbudget.campaign.problem_build import rebuild as rebuild_problem
 from crowdbudget.campaign.read_models import CampaignReadModel, CampaignReports, push_cause
@@ -89,6 +88,7 @@ from crowdbudget.campaign.records import AssignmentError as AssignmentError
 from crowdbudget.campaign.records import AssignmentRecord as _Record
 from crowdbudget.campaign.records import PendingAssignment as PendingAssignment
 from crowdbudget.campaign.records import UnknownAssignmentError as UnknownAssignmentError
+from crowdbudget.campaign.slots import apply_answer
 from crowdbudget.campaign.store import CommitTicket, ConcurrentWriteError, EventStore, StoredEvent
 from crowdbudget.engine.live import LiveStep
 from crowdbudget.exceptions import DataFormatError, InvalidParameterError
@@ -375,7 +375,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         self.worker_ids: list[str] = []
         self._worker_index: dict[str, int] = {}
         self._class_index = {c: k for k, c in enumerate(self.config.classes)}
-        self._ledger = Ledger(_decimal(self.config.budget))
+        self._ledger = Ledger.of(self.config.budget)
         self._records: dict[str, _Record] = {}
         self._expiry: list[tuple[float, str]] = []
         # the live rules' bookkeeping: workers' own and pending items, busy and saturated ones
@@ -433,7 +433,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         self._records[p["id"]] = record
         assignment = Assignment(record.item, worker, record.price)
         self.state.record_assignment(assignment)
-        self._ledger.committed += _decimal(record.price)
+        self._ledger.commit(record.price)
         self._live.assigned(self.state, p["id"], assignment)
         if record.expires_at is not None:
             heapq.heappush(self._expiry, (record.expires_at, p["id"]))
@@ -441,9 +441,9 @@ class Campaign(CampaignEvidence, CampaignReports):
     def _on_labeled(self, p: dict[str, Any]) -> None:
         record = self._records[p["id"]]
         record.status, record.label = "answered", int(p["label"])
-        price = _decimal(record.price)
-        self._ledger.committed -= price
-        self._ledger.spent += price
+        self._ledger.settle(record.price)
+        if "worker" in p:  # answered by another worker than the holder (an open slot)
+            return apply_answer(self, p["id"], record, p)
         self._observe(record.item, record.worker, record.label, record.price, key=p["id"])
 
     def _on_released(self, p: dict[str, Any]) -> None:
@@ -451,7 +451,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         record.status = p["reason"]
         assignment = Assignment(record.item, record.worker, record.price)
         self.state.release_assignment(assignment)
-        self._ledger.committed -= _decimal(record.price)
+        self._ledger.release(record.price)
         self._live.released(self.state, p["id"], assignment)
 
     def _on_settings_changed(self, p: dict[str, Any]) -> None:

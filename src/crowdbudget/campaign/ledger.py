@@ -45,3 +45,22 @@ class Ledger:
     def remaining(self) -> Decimal:
         """The budget neither spent nor committed."""
         return self.budget - self.spent - self.committed
+
+    @classmethod
+    def of(cls, budget: float) -> Ledger:
+        """A fresh ledger for ``budget`` (nothing spent or committed)."""
+        return cls(exact_decimal(budget))
+
+    def commit(self, price: float) -> None:
+        """An assignment at ``price`` was handed out: its money is committed."""
+        self.committed += exact_decimal(price)
+
+    def release(self, price: float) -> None:
+        """A pending assignment at ``price`` was cancelled or expired: its money returns."""
+        self.committed -= exact_decimal(price)
+
+    def settle(self, price: float) -> None:
+        """A pending assignment at ``price`` was answered: its committed money is spent."""
+        amount = exact_decimal(price)
+        self.committed -= amount
+        self.spent += amount

@@ -36,6 +36,30 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _level(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _control(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The control rule and blocking settings given on the command line (None: none)."""
+    given = {
+        "first_k": args.control_first_k,
+        "rate": args.control_rate,
+        "block_below": args.block_below,
+        "block_confidence": args.block_confidence,
+        "min_answers": args.min_control_answers,
+        "blocked_labels": args.blocked_labels,
+    }
+    settings = {k: v for k, v in given.items() if v is not None}
+    return settings or None
+
+
 def _api(args: argparse.Namespace) -> Any:
     from crowdbudget.integrations.labelstudio import LabelStudioAPI, read_token_file
 
@@ -46,7 +70,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from crowdbudget.campaign import EventStore
     from crowdbudget.integrations.labelstudio import LabelStudioSync, WebhookReceiver
 
-    policy = args.policy if args.verdict is None else f"{args.policy}:verdict={args.verdict}"
+    policy = args.policy
+    if args.verdict is not None:
+        from crowdbudget.integrations.labelstudio import DEFAULT_POLICY
+
+        policy = f"{policy or DEFAULT_POLICY}:verdict={args.verdict}"
     listen = args.webhook_listen
     if listen is None and args.webhook_url is not None:
         raise InvalidParameterError("--webhook-url needs --webhook-listen (where to receive)")
@@ -64,6 +92,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
             max_labels_per_task=args.max_labels_per_task,
             slot_ttl=args.slot_ttl,
             open_slots=args.open_slots,
+            control=_control(args),
         )
         if args.once:
             sync.reconcile_all()
@@ -99,6 +128,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
             f"{report.open_slots} slots open, {report.tasks_open} of {report.tasks} tasks open"
             + (", done" if report.done else "")
         )
+        for entry in report.blocked:
+            print(
+                f"blocked {entry['worker']} ({entry['by']}): {entry['correct']} of "
+                f"{entry['answered']} control answers right"
+            )
+        if report.not_counted:
+            print(f"{report.not_counted} annotations of blocked annotators not counted")
     return 0
 
 
@@ -111,10 +147,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out is not None:
         prepare_output_file(args.out, "--out")
     api = _api(args)
+    store = None
     try:
-        frame = export_labels(api, args.project)
+        campaign = None
+        if args.db is not None:
+            from crowdbudget.campaign import Campaign, EventStore
+            from crowdbudget.integrations.labelstudio import campaign_id_for
+
+            store = EventStore(args.db)
+            campaign = Campaign.load(store, campaign_id_for(args.project))
+        frame = export_labels(api, args.project, campaign)
     finally:
         api.close()
+        if store is not None:
+            store.dispose()
     if args.out is None:
         frame.to_csv(sys.stdout, index=False)
         return 0
@@ -146,7 +192,12 @@ def _sync_arguments(p: argparse.ArgumentParser, listen_default: str | None) -> N
         default=None,
         help="annotations to spend (first run; later runs resume the stored campaign)",
     )
-    p.add_argument("--policy", default="opt-kg", help="item-only policy id (default opt-kg)")
+    p.add_argument(
+        "--policy",
+        default=None,
+        help="policy id: item-only (opt-kg, …) or worker-aware one-coin (default for a new "
+        "campaign: opt-kg:posterior=one-coin; on resume: the stored one)",
+    )
     p.add_argument(
         "--verdict",
         default=None,
@@ -176,6 +227,40 @@ def _sync_arguments(p: argparse.ArgumentParser, listen_default: str | None) -> N
         help="seconds an open slot waits for an annotation before its budget returns (1800)",
     )
     p.add_argument("--seed", type=int, default=0, help="the policy's random seed (default 0)")
+    p.add_argument(
+        "--block-below",
+        type=_level,
+        default=None,
+        help="block an annotator whose accuracy on the ground-truth tasks is below this level "
+        "with posterior probability --block-confidence (default: no blocking)",
+    )
+    p.add_argument(
+        "--block-confidence", type=_level, default=None, help="posterior probability (0.95)"
+    )
+    p.add_argument(
+        "--min-control-answers",
+        type=_count,
+        default=None,
+        help="control answers an annotator gives before a block (5)",
+    )
+    p.add_argument(
+        "--control-first-k",
+        type=int,
+        default=None,
+        help="the first slots each slot holder opens that go to ground-truth tasks (3)",
+    )
+    p.add_argument(
+        "--control-rate",
+        type=_level,
+        default=None,
+        help="then this share of the slots (0.05)",
+    )
+    p.add_argument(
+        "--blocked-labels",
+        choices=("drop", "keep"),
+        default=None,
+        help="the verdict without a blocked annotator's labels (drop, default) or with them",
+    )
     p.add_argument(
         "--interval", type=positive_float, default=10.0, help="seconds between full reconciliations"
     )
@@ -239,5 +324,11 @@ def add_labelstudio_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _connection(export)
     export.add_argument("--out", default=None, help="CSV path (default: stdout)")
+    export.add_argument(
+        "--db",
+        default=None,
+        help="the sync's event store: adds the columns counted (recorded by the campaign) and "
+        "blocked (the annotator is blocked)",
+    )
     export.set_defaults(func=cmd_export)
     return p

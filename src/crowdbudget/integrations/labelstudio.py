@@ -8,15 +8,30 @@ never imported.
 
 How the two models meet (verified against Label Studio 1.23.2 open source, PostgreSQL):
 
-- **Tasks ↔ items, annotators ↔ workers.** Item ids are Label Studio task ids (as strings).
-  Open source Label Studio has no per-annotator task assignment: ``/next`` hands any open task
-  to whichever annotator asks. So the campaign decides *which task* gets the next annotation,
-  not who gives it: it opens **slots** (committed budget for one more annotation on a task,
-  :mod:`crowdbudget.integrations.connector`), and the next annotation Label Studio receives
-  on that task settles one (:meth:`CampaignConnector.settle`). Only item-only
-  policies fit (Opt-KG, …); policies that choose workers are refused, because the worker they
-  choose could not be made to come. The annotator's identity is kept by Label Studio and comes
-  back in :func:`export_labels` (``worker`` = the Label Studio user id).
+- **Tasks ↔ items, annotators ↔ workers.** Item ids are Label Studio task ids (as strings);
+  every annotation is recorded under its annotator, campaign worker ``ls-user-<id>`` (the
+  annotation's ``completed_by``). Open source Label Studio has no per-annotator task
+  assignment: ``/next`` hands any open task to whichever annotator asks. So the campaign
+  decides *which task* gets the next annotation, not who gives it: it opens **slots**
+  (committed budget for one more annotation on a task, held by a placeholder worker
+  ``slot-<k>``: :mod:`crowdbudget.integrations.connector`), and the next annotation Label
+  Studio receives on that task settles one (:meth:`CampaignConnector.settle`).
+- **A slot settled by its annotator** (the decision): the slot's pending assignment is
+  answered by the annotator — one ``labeled`` event naming them
+  (:func:`crowdbudget.campaign.slots.record_answer`): the slot's reservation is paid (the
+  ledger moves it from committed to spent, once), the holder lets go of the task, and the
+  label is the annotator's own, so the policy's and the verdict's worker models read every
+  annotator's labels as theirs (a careless annotator weighs what their agreement shows).
+  Exactly one label per slot, one slot (or none: an over-submission) per label, and each
+  label attributed to the annotation's ``completed_by``: an annotation is new when its
+  annotator has no label on the task yet (campaigns recorded by earlier versions, whose
+  labels sit under the slots, keep the recorded-prefix rule).
+- **Policies.** Item-only policies (Opt-KG, …) choose the slot's task as in a simulation. A
+  worker-aware one (``opt-kg:posterior=one-coin``, the default for new campaigns) ranks the
+  tasks by its pair score's expectation over the annotators who are active, weighted by their
+  share of recent annotations (:mod:`crowdbudget.integrations.crowd_choice`). Policies that
+  choose a worker otherwise (BBTA, KOS, …) are refused: the annotator they pick could not be
+  made to come.
 - **Open and closed.** A task with ``p`` open slots and ``n`` distinct annotators so far is
   written as ``{"overlap": n + p, "is_labeled": p == 0}`` (``PATCH /api/tasks/{id}``). Label
   Studio's picker serves only ``is_labeled = false`` tasks and never more annotators than
@@ -55,7 +70,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -73,7 +88,9 @@ from crowdbudget.integrations.labelstudio_api import (
     WebhookReceiver,
     check_project_settings,
     desired_task_state,
+    distinct_annotators,
     export_labels,
+    ground_truth_label,
     parse_label_config,
     read_token_file,
     task_annotations,
@@ -81,6 +98,7 @@ from crowdbudget.integrations.labelstudio_api import (
 )
 
 __all__ = [
+    "DEFAULT_POLICY",
     "LABELSTUDIO_WORKER_PREFIX",
     "MODEL_VERSION",
     "SLOT_WORKER_PREFIX",
@@ -104,7 +122,10 @@ __all__ = [
 ]
 
 LABELSTUDIO_WORKER_PREFIX = "ls-user-"
-"""Campaign worker ids of over-submissions: ``ls-user-<Label Studio user id>``."""
+"""Campaign worker ids of Label Studio annotators: ``ls-user-<Label Studio user id>``."""
+DEFAULT_POLICY = "opt-kg:posterior=one-coin"
+"""The policy of a new campaign when none is named: worker-aware Opt-KG (its slots ranked by
+the expected score over the active annotators), its verdict the registry's default."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,7 +134,13 @@ LABELSTUDIO_WORKER_PREFIX = "ls-user-"
 @dataclass
 class SyncReport:
     """Where a sync stands (``over_submissions``: annotations on tasks with no open slot,
-    recorded free; ``unusable``: finished annotations without one valid choice)."""
+    recorded free; ``unusable``: finished annotations without one valid choice;
+    ``control_items``: tasks with a ground truth, ``control_answers`` the annotations of them;
+    ``blocked``: the blocked annotators with their evidence (:meth:`Campaign.blocked_workers`,
+    and ``agreement``: the worker-aware posterior's when agreement blocked them, None else);
+    ``not_counted``: annotations of blocked annotators left unrecorded;
+    ``ground_truth_conflicts``: tasks whose ground truth changed after it became a control
+    item, the first answer kept)."""
 
     project: int
     campaign_id: str
@@ -130,6 +157,11 @@ class SyncReport:
     webhook_tasks: int = 0
     recorded_by_reconciliation: int = 0
     predictions_written: int = 0
+    control_items: int = 0
+    control_answers: int = 0
+    blocked: list[dict[str, Any]] = field(default_factory=list)
+    not_counted: int = 0
+    ground_truth_conflicts: list[int] = field(default_factory=list)
     elapsed_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -180,6 +212,8 @@ class LabelStudioSync:
         self.webhook_tasks = 0
         self.recorded_by_reconciliation = 0
         self.predictions_written = 0
+        #: tasks whose ground truth differs from the answer the campaign holds (kept)
+        self.ground_truth_conflicts: set[int] = set()
 
     # ------------------------------------------------------------------ set-up
     @classmethod
@@ -190,37 +224,49 @@ class LabelStudioSync:
         store: EventStore,
         *,
         budget: float | None,
-        policy: str = "opt-kg",
+        policy: str | None = None,
         seed: int = 0,
         max_labels_per_task: int | None = None,
         slot_ttl: float | None = 1800.0,
         open_slots: int = 10,
         campaign_id: str | None = None,
+        control: Mapping[str, Any] | None = None,
     ) -> LabelStudioSync:
         """Check the project, then create its campaign (first run: ``budget`` needed) or load
-        it (later runs: ``budget``, when given, must match)."""
-        CampaignConnector.check_policy(policy, "Label Studio's /next")
+        it (later runs: ``budget`` and ``policy``, when given, must match). ``policy`` None:
+        :data:`DEFAULT_POLICY` for a new campaign, the stored one on resume. ``control``: the
+        control rule and blocking settings (``first_k``, ``rate``, ``block_below``,
+        ``block_confidence``, ``min_answers``, ``prior``, ``blocked_labels``:
+        :mod:`crowdbudget.campaign.control`; the control items are the tasks with a ground
+        truth, read at every reconciliation); on resume the rule's settings given change it."""
+        if policy is not None:
+            CampaignConnector.check_policy(policy, "Label Studio's /next")
         project = api.project(project_id)
         check_project_settings(project)
-        control = parse_label_config(str(project.get("label_config", "")))
+        choices = parse_label_config(str(project.get("label_config", "")))
         cid = campaign_id or campaign_id_for(project_id)
         if cid in store.campaign_ids():
-            sync = cls(api, project_id, Campaign.load(store, cid), control, open_slots=open_slots)
+            sync = cls(api, project_id, Campaign.load(store, cid), choices, open_slots=open_slots)
             known = sync.connector
             if budget is not None and float(budget) != known.budget:
                 raise InvalidParameterError(
                     f"campaign {cid!r} already has budget {known.budget:g}; "
                     f"--budget {budget:g} differs (omit it to resume)"
                 )
-            if known.policy != policy:
+            if policy is not None and known.policy != policy:
                 raise InvalidParameterError(
                     f"campaign {cid!r} runs policy {known.policy!r}, not {policy!r}"
                 )
-            if known.classes != control.classes:
+            if known.classes != choices.classes:
                 raise InvalidParameterError(
-                    f"the project's choices {list(control.classes)} differ from campaign "
+                    f"the project's choices {list(choices.classes)} differ from campaign "
                     f"{cid!r}'s classes {list(known.classes)}"
                 )
+            rule = {k: v for k, v in (control or {}).items() if k != "blocked_labels"}
+            if rule:
+                sync.campaign.update_control(**rule)
+            if control and "blocked_labels" in control:
+                sync.campaign.set_blocked_labels(control["blocked_labels"])
             return sync
         if budget is None:
             raise InvalidParameterError(
@@ -232,16 +278,17 @@ class LabelStudioSync:
         campaign = Campaign.create(
             task_ids,
             budget=budget,
-            classes=control.classes,
-            policy=policy,
+            classes=choices.classes,
+            policy=policy or DEFAULT_POLICY,
             seed=seed,
             max_labels_per_item=max_labels_per_task,
             ttl=slot_ttl,
             store=store,
             campaign_id=cid,
             name=f"Label Studio project {project_id} at {api.url}",
+            control=None if control is None else dict(control),
         )
-        return cls(api, project_id, campaign, control, open_slots=open_slots)
+        return cls(api, project_id, campaign, choices, open_slots=open_slots)
 
     # ------------------------------------------------------------------ slots
     def n_open_slots(self) -> int:
@@ -287,16 +334,26 @@ class LabelStudioSync:
         Label Studio shows it; None (a webhook) takes the last known overlap and applies
         Label Studio's own rule, ``is_labeled`` = distinct annotators ≥ overlap."""
         counted: dict[str, list[TaskAnnotation]] = {}
+        truth: dict[str, str] = {}
         for task_id, rows in annotations.items():
             finished = task_annotations({"annotations": rows}, self.control)
             counted[str(task_id)] = finished
             self._unusable[task_id] = sum(a.label is None for a in finished)
+            known = ground_truth_label({"annotations": rows}, self.control)
+            if known is not None:
+                truth[str(task_id)] = known
+            # Label Studio counts every distinct annotator (the reviewer of a ground truth too)
+            n_annotators = distinct_annotators({"annotations": rows})
             if states is not None:
                 overlap, is_labeled = states[task_id]
             else:
                 overlap = self._seen.get(task_id, (1, False, 0))[0]
-                is_labeled = len(finished) >= overlap
-            self._seen[task_id] = (overlap, is_labeled, len(finished))
+                is_labeled = n_annotators >= overlap
+            self._seen[task_id] = (overlap, is_labeled, n_annotators)
+        if truth:
+            # ground truth first: the annotations read now are control answers already
+            _, conflicts = self.connector.add_control(truth)
+            self.ground_truth_conflicts.update(int(t) for t in conflicts)
         recorded, touched = self.connector.reconcile(counted, self.open_slots)
         self._push_states(int(item_id) for item_id in touched)
         return recorded
@@ -436,6 +493,14 @@ class LabelStudioSync:
             webhook_tasks=self.webhook_tasks,
             recorded_by_reconciliation=self.recorded_by_reconciliation,
             predictions_written=self.predictions_written,
+            control_items=len(self.campaign.control_items()),
+            control_answers=int((status.get("control") or {}).get("answers", 0)),
+            blocked=[
+                {**entry, "agreement": self.connector.agreement_blocks.get(entry["worker"])}
+                for entry in status.get("blocked_workers") or []
+            ],
+            not_counted=sum(len(w) for w in self.connector.not_counted.values()),
+            ground_truth_conflicts=sorted(self.ground_truth_conflicts),
             extra={
                 "requests": self.api.requests,
                 "request_seconds": round(self.api.request_seconds, 3),

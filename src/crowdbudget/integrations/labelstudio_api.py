@@ -210,6 +210,34 @@ def task_annotations(task: dict[str, Any], control: ChoicesControl) -> list[Task
     return out
 
 
+def ground_truth_label(task: dict[str, Any], control: ChoicesControl) -> str | None:
+    """The class of the task's ground-truth annotation (``ground_truth: true``, not a skip;
+    the latest by id when a reviewer made several), None when it has none with one valid
+    choice. Such a task becomes a control item of the campaign."""
+    rows = [
+        a
+        for a in task.get("annotations") or ()
+        if isinstance(a, dict) and a.get("ground_truth") and not a.get("was_cancelled")
+    ]
+    for annotation in sorted(rows, key=lambda a: int(a["id"]), reverse=True):
+        label = control.label_of(annotation.get("result") or ())
+        if label is not None:
+            return label
+    return None
+
+
+def distinct_annotators(task: dict[str, Any]) -> int:
+    """Distinct annotators with a finished annotation (ground truth included), as Label
+    Studio counts them for ``is_labeled``."""
+    users = set()
+    for annotation in task.get("annotations") or ():
+        if isinstance(annotation, dict) and not annotation.get("was_cancelled"):
+            user = annotation.get("completed_by")
+            users.add(user.get("id") if isinstance(user, dict) else user)
+    users.discard(None)
+    return len(users)
+
+
 def desired_task_state(n_annotators: int, n_open_slots: int) -> dict[str, Any]:
     """What Label Studio should hold for a task with ``n_annotators`` distinct finished
     annotators and ``n_open_slots`` open slots: open for exactly that many more annotators,
@@ -440,10 +468,17 @@ def webhook_task_ids(payload: Any) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # Export
 # ---------------------------------------------------------------------------------------------
-def export_labels(api: LabelStudioAPI, project_id: int) -> pd.DataFrame:
+def export_labels(
+    api: LabelStudioAPI, project_id: int, campaign: Any = None, worker_prefix: str = "ls-user-"
+) -> pd.DataFrame:
     """Every usable annotation of the project as crowd-kit's ``task, worker, label`` table
     (task: Label Studio task id; worker: Label Studio user id; first annotation per annotator
-    and task, skips and annotations without one valid choice left out)."""
+    and task, skips, ground truth and annotations without one valid choice left out).
+
+    With the project's ``campaign`` (a :class:`~crowdbudget.campaign.Campaign`), two more
+    columns: ``counted`` (the campaign recorded the annotation; False for an annotation of a
+    blocked annotator left out, or one not read yet) and ``blocked`` (its annotator is blocked
+    now); the campaign's worker of user ``u`` is ``worker_prefix + u``."""
     project = api.project(project_id)
     control = parse_label_config(str(project.get("label_config", "")))
     rows = [
@@ -453,7 +488,14 @@ def export_labels(api: LabelStudioAPI, project_id: int) -> pd.DataFrame:
         if a.label is not None
     ]
     frame = pd.DataFrame(rows, columns=["task", "worker", "label"])
-    return frame.astype({"task": object, "worker": object, "label": object})
+    frame = frame.astype({"task": object, "worker": object, "label": object})
+    if campaign is not None:
+        recorded = campaign.export_labels()
+        have = set(zip(recorded["task"], recorded["worker"], strict=True))
+        workers = worker_prefix + frame["worker"].astype(str)
+        frame["counted"] = [(t, w) in have for t, w in zip(frame["task"], workers, strict=True)]
+        frame["blocked"] = [bool(campaign.is_blocked(w)) for w in workers]
+    return frame
 
 
 def read_token_file(path: str) -> str:

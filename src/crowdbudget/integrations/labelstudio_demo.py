@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,6 +79,25 @@ def create_project(
     api.request("POST", f"/api/projects/{project_id}/import", json=list(tasks))
     ids = {str(task["data"]["rte_item"]): int(task["id"]) for task in api.tasks(project_id)}
     return project_id, ids
+
+
+def add_ground_truth(api: LabelStudioAPI, truth: dict[int, str], control: Any) -> None:
+    """Give each task of ``truth`` (Label Studio task id -> class) a ground-truth annotation
+    by the API token's user (a reviewer): posted, then marked ``ground_truth``."""
+    for task_id, label in sorted(truth.items()):
+        created = api.request(
+            "POST", f"/api/tasks/{task_id}/annotations", json={"result": control.result(label)}
+        )
+        api.request("PATCH", f"/api/annotations/{created['id']}", json={"ground_truth": True})
+
+
+def user_id(url: str, token: str) -> int:
+    """The Label Studio user id of ``token``'s user."""
+    api = LabelStudioAPI(url, token)
+    try:
+        return int(api.request("GET", "/api/current-user/whoami")["id"])
+    finally:
+        api.close()
 
 
 @dataclass

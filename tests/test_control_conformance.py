@@ -31,17 +31,9 @@ SMALL = {"dp": (4, 8.0)}
 PUSH_REPEATS_PAIRS = {"opt-kg-per-context"}
 #: what does not run today, found by this test (strict: a fix makes the test fail, so the
 #: entry is removed): (id, mode) -> why
-KNOWN_FAILURES = {
-    ("b-kube", "push"): "it keeps naming a pair the live rules refuse; drive's guard stops it",
-    ("lagrangian-index", "pull"): "it keeps naming a closed (control) item; drive stops it",
-    ("lagrangian-index", "push"): "it keeps naming a pair the live rules refuse",
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 #: what is not run: it would not end (id, mode) -> why
-NOT_RUN = {
-    ("kos", "pull"): "its plan includes the control items, closed to it: once its other "
-    "planned tasks are given it idles with budget left, and drive leaves an idling policy "
-    "alone in a world of endless arrivals (the same with control items and none served)",
-}
+NOT_RUN: dict[tuple[str, str], str] = {}
 
 
 def _world(n_items: int = N_ITEMS) -> SyntheticBernoulliEnvironment:

@@ -246,7 +246,7 @@ class LiveStep:
         or None (``cause`` None: the policy chose no pair; ``refused``: its pair cannot be
         given now — the worker cannot pay, holds the item, is at the pending limit or at
         capacity, or the item is saturated)."""
-        with state.availability.question(set(), self.busy):
+        with state.availability.question(set(), self.busy, worker_items=self.worker_items):
             choice = policy.select(state)
         if choice is None or choice.worker is None:
             return Decision(None)
@@ -310,7 +310,10 @@ class LiveStep:
                 if not self.affords(state, price):
                     return Decision(None, cause="budget")
                 return Decision(Assignment(item, None, price))
-        with state.availability.question(control.item_set, self.busy):
+        # the policy may read the blocked workers and each worker's items (``pair_open``)
+        with state.availability.question(
+            control.item_set, self.busy, blocked=control.blocked, worker_items=self.worker_items
+        ):
             choice = policy.select(state)
         if choice is None:
             return Decision(None)

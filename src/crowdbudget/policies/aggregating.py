@@ -169,17 +169,30 @@ class KOSAllocation(AggregatingPolicy):
         mean_price = 1.0 if prices is None else float(np.mean(prices))
         return max(int(np.floor(state.remaining / mean_price + 1e-9)), 0)
 
-    def _item_degrees(self, n_edges: int, n_items: int, rng: np.random.Generator) -> IntArray:
-        degrees = np.full(n_items, n_edges // n_items, dtype=np.int64)
-        extra = rng.choice(n_items, size=n_edges % n_items, replace=False)
-        degrees[extra] += 1
+    def _item_degrees(
+        self, n_edges: int, n_items: int, rng: np.random.Generator, state: CampaignState
+    ) -> IntArray:
+        """Labels per item: the edges spread evenly; over the open items only when the
+        question closes some (push mode under the live rules: the control items, closed to
+        the policy for good)."""
+        open_items = state.availability.open_items() if state.availability.closed else None
+        if open_items is None or open_items.shape[0] == 0:
+            degrees = np.full(n_items, n_edges // n_items, dtype=np.int64)
+            extra = rng.choice(n_items, size=n_edges % n_items, replace=False)
+            degrees[extra] += 1
+            return degrees
+        n_open = open_items.shape[0]
+        degrees = np.zeros(n_items, dtype=np.int64)
+        degrees[open_items] = n_edges // n_open
+        extra = rng.choice(n_open, size=n_edges % n_open, replace=False)
+        degrees[open_items[extra]] += 1
         return degrees
 
     def _configuration_graph(
         self, state: CampaignState, n_edges: int, rng: np.random.Generator
     ) -> tuple[IntArray, IntArray]:
         K = state.n_items
-        item_deg = self._item_degrees(n_edges, K, rng)
+        item_deg = self._item_degrees(n_edges, K, rng, state)
         l_max = int(item_deg.max()) if n_edges else 0
         n_workers = state.problem.n_workers
         if n_workers is None:
@@ -271,8 +284,11 @@ class KOSAllocation(AggregatingPolicy):
         return pair is not None and state.pairs.remaining[pair] > 0
 
     def _usable(self, state: CampaignState, item: int, worker: int) -> bool:
+        # open to this question (live rules: not the worker's own, not a control item)
         return bool(
-            self._quota[item] > 0 and state.eligible[item] and self._pair_open(state, item, worker)
+            self._quota[item] > 0
+            and state.availability.is_open(item)
+            and self._pair_open(state, item, worker)
         )
 
     def _take(self, state: CampaignState, item: int, worker: int) -> Assignment | None:
@@ -308,11 +324,17 @@ class KOSAllocation(AggregatingPolicy):
                     return self._take(state, item, worker)
         # then quota of another item this worker can label
         if state.pairs is None:
-            while self._steal_next < state.n_items:
-                item = int(self._steal_order[self._steal_next])
+            # the pointer passes items without quota for good; one closed to this worker
+            # (live rules) is passed over for this question only
+            k = self._steal_next
+            while k < state.n_items:
+                item = int(self._steal_order[k])
                 if self._quota[item] > 0 and state.eligible[item]:
-                    return self._take(state, item, worker)
-                self._steal_next += 1
+                    if state.availability.is_open(item):
+                        return self._take(state, item, worker)
+                elif k == self._steal_next:
+                    self._steal_next += 1
+                k += 1
             return None
         assert self._pair_ptr is not None
         if worker + 1 >= self._pair_ptr.shape[0]:

@@ -391,8 +391,8 @@ class Availability:
         self.closed: Collection[int] = ()
         #: items offered only when nothing outside them is open (empty offline)
         self.last: Collection[int] = ()
-        #: push mode under the live rules: workers who may not be named (blocked), and each
-        #: worker's items (held or labeled: a pair of those is refused); empty offline
+        #: under the live rules: workers who may not be named (push mode: blocked), and
+        #: each worker's items (held or labeled: a pair of those is refused); empty offline
         self.blocked: Collection[int] = ()
         self.worker_items: Mapping[int, Collection[int]] = {}
         self._grouped: IntArray | None = None

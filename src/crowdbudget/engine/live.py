@@ -223,7 +223,7 @@ class LiveStep:
             closed = closed | control.item_set
         availability = state.availability
         # the policy is told who asks (e.g. Requallo refuses a worker it blocked)
-        with availability.question(closed, self.busy):
+        with availability.question(closed, self.busy, worker_items=self.worker_items):
             choice = policy.select(state, worker=worker)
             if choice is None or choice.item in closed:
                 # the policy offered an item the worker has (a new worker could take it),

@@ -170,12 +170,24 @@ class KOSAllocation(AggregatingPolicy):
         return max(int(np.floor(state.remaining / mean_price + 1e-9)), 0)
 
     def _item_degrees(
-        self, n_edges: int, n_items: int, rng: np.random.Generator, state: CampaignState
+        self,
+        n_edges: int,
+        n_items: int,
+        rng: np.random.Generator,
+        state: CampaignState,
+        worker: int | None,
     ) -> IntArray:
         """Labels per item: the edges spread evenly; over the open items only when the
-        question closes some (push mode under the live rules: the control items, closed to
-        the policy for good)."""
-        open_items = state.availability.open_items() if state.availability.closed else None
+        question closes items to every worker (live rules: the control items, closed to the
+        policy for good; ``worker``'s own items do not count)."""
+        availability = state.availability
+        # the asking worker's own items (pull mode) are closed to them only
+        own = availability.worker_items.get(worker, ()) if worker is not None else ()
+        shut = [item for item in availability.closed if item not in own]
+        open_items = None
+        if shut:
+            open_items = np.flatnonzero(state.eligible)
+            open_items = open_items[~np.isin(open_items, shut)]
         if open_items is None or open_items.shape[0] == 0:
             degrees = np.full(n_items, n_edges // n_items, dtype=np.int64)
             extra = rng.choice(n_items, size=n_edges % n_items, replace=False)
@@ -189,10 +201,10 @@ class KOSAllocation(AggregatingPolicy):
         return degrees
 
     def _configuration_graph(
-        self, state: CampaignState, n_edges: int, rng: np.random.Generator
+        self, state: CampaignState, n_edges: int, rng: np.random.Generator, worker: int | None
     ) -> tuple[IntArray, IntArray]:
         K = state.n_items
-        item_deg = self._item_degrees(n_edges, K, rng, state)
+        item_deg = self._item_degrees(n_edges, K, rng, state, worker)
         l_max = int(item_deg.max()) if n_edges else 0
         n_workers = state.problem.n_workers
         if n_workers is None:
@@ -242,13 +254,13 @@ class KOSAllocation(AggregatingPolicy):
         chosen = np.lexsort((rng.random(rank.shape[0]), rank))[:n_edges]
         return pairs.items[stub_pair[chosen]], pairs.workers[stub_pair[chosen]]
 
-    def _build_plan(self, state: CampaignState) -> None:
+    def _build_plan(self, state: CampaignState, worker: int | None) -> None:
         rng = self.rng_
         n_edges = self._n_edges(state)
         if state.pairs is not None:
             items, workers = self._replay_graph(state, n_edges, rng)
         else:
-            items, workers = self._configuration_graph(state, n_edges, rng)
+            items, workers = self._configuration_graph(state, n_edges, rng, worker)
         order = rng.permutation(items.shape[0])
         self.plan_items_ = np.asarray(items[order], dtype=np.int64)
         self.plan_workers_ = np.asarray(workers[order], dtype=np.int64)
@@ -300,7 +312,7 @@ class KOSAllocation(AggregatingPolicy):
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         if not self._planned:
-            self._build_plan(state)
+            self._build_plan(state, worker)
         if worker is None:
             while self._cursor < self.plan_items_.shape[0]:
                 k = self._cursor

@@ -428,6 +428,25 @@ class Availability:
         finally:
             self.closed, self.last, self.blocked, self.worker_items = before
 
+    def pairs_shut(self, pair_items: IntArray, pair_workers: IntArray) -> BoolArray | None:
+        """Push mode under the live rules: which of the pairs (``pair_items[k]``,
+        ``pair_workers[k]``), shape (n_pairs,), may not be named — the worker blocked, or
+        holding the item already; None when no pair is (offline, a live campaign's listed
+        pairs). O(n_pairs + the workers' items): for a policy that scans its pairs anyway."""
+        if not self.blocked and not self.worker_items:
+            return None
+        shut = np.zeros(pair_items.shape[0], dtype=bool)
+        if self.blocked:
+            blocked = np.fromiter(self.blocked, dtype=np.int64, count=len(self.blocked))
+            shut |= np.isin(pair_workers, blocked)
+        held = [(item, w) for w, items in self.worker_items.items() for item in items]
+        if held:
+            # one integer key per pair: item · span + worker (span > every worker index)
+            span = int(max(pair_workers.max(initial=-1), max(w for _, w in held))) + 1
+            keys = np.array([item * span + w for item, w in held], dtype=np.int64)
+            shut |= np.isin(pair_items * span + pair_workers, keys)
+        return shut
+
     def pair_open(self, item: int, worker: int) -> bool:
         """Push mode: whether (``item``, ``worker``) may be named now — the item open
         (:meth:`is_open`), the worker not blocked and not holding the item already (on a

@@ -246,7 +246,7 @@ class LiveStep:
         or None (``cause`` None: the policy chose no pair; ``refused``: its pair cannot be
         given now — the worker cannot pay, holds the item, is at the pending limit or at
         capacity, or the item is saturated)."""
-        with state.availability.question(set(), self.busy, worker_items=self.worker_items):
+        with state.availability.question(set(), self.busy):
             choice = policy.select(state)
         if choice is None or choice.worker is None:
             return Decision(None)

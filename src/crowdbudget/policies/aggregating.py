@@ -317,7 +317,10 @@ class KOSAllocation(AggregatingPolicy):
             while self._cursor < self.plan_items_.shape[0]:
                 k = self._cursor
                 item, who = int(self.plan_items_[k]), int(self.plan_workers_[k])
-                if not self._usable(state, item, who):
+                # live rules: an edge of a blocked worker, or one they hold, is passed
+                if not self._usable(state, item, who) or not state.availability.pair_open(
+                    item, who
+                ):
                     self._cursor += 1
                     continue
                 assignment = self._take(state, item, who)

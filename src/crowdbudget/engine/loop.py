@@ -29,13 +29,15 @@ through the live step (:class:`~crowdbudget.engine.live.LiveStep`) as a live
 the label cap, the worker's own items closed and busy items last; work not answered within the
 rules' ``ttl`` expires (released at hand-out time + ttl, the world not asked). An arrival that
 gets no work then ends the campaign only when nothing is pending and the budget or the items
-are exhausted, or (push mode) when the policy chose no pair and nothing is pending; otherwise
-the next arrival is served (the clock's arrivals must end). Push mode under the live rules
-without control tasks needs a policy that chooses workers (``chooses_workers``; refused at the
-start, as a push :class:`~crowdbudget.campaign.Campaign` refuses it). A policy whose answers
-are refused :func:`no_progress_limit` times with no work handed out and nothing pending (it
-keeps naming a closed item, say) would loop for ever: the loop stops it with an
-:class:`~crowdbudget.exceptions.InvalidParameterError` naming it.
+are exhausted, or (push mode) when the policy chose no pair and nothing is pending, or (pull
+mode) when the policy has no assignment although items are open (the live campaign's stop
+reason ``policy``; for a policy that models workers, once every worker got none) and nothing
+is pending; otherwise the next arrival is served (the clock's arrivals must end). Push mode
+under the live rules without control tasks needs a policy that chooses workers
+(``chooses_workers``; refused at the start, as a push :class:`~crowdbudget.campaign.Campaign`
+refuses it). A policy whose answers are refused :func:`no_progress_limit` times with no work
+handed out and nothing pending (it keeps naming a closed item, say) would loop for ever: the
+loop stops it with an :class:`~crowdbudget.exceptions.InvalidParameterError` naming it.
 
 A world may define ``claim(assignment)``: it is told when work is handed out, before the
 answer (a replay in continuous time reserves one unused record of the item there, so the

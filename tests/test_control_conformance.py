@@ -31,17 +31,9 @@ SMALL = {"dp": (4, 8.0)}
 PUSH_REPEATS_PAIRS = {"opt-kg-per-context"}
 #: what does not run today, found by this test (strict: a fix makes the test fail, so the
 #: entry is removed): (id, mode) -> why
-KNOWN_FAILURES = {
-    ("b-kube", "push"): "it keeps naming a pair the live rules refuse; drive's guard stops it",
-    ("lagrangian-index", "pull"): "it keeps naming a closed (control) item; drive stops it",
-    ("lagrangian-index", "push"): "it keeps naming a pair the live rules refuse",
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 #: what is not run: it would not end (id, mode) -> why
-NOT_RUN = {
-    ("kos", "pull"): "its plan includes the control items, closed to it: once its other "
-    "planned tasks are given it idles with budget left, and drive leaves an idling policy "
-    "alone in a world of endless arrivals (the same with control items and none served)",
-}
+NOT_RUN: dict[tuple[str, str], str] = {}
 
 
 def _world(n_items: int = N_ITEMS) -> SyntheticBernoulliEnvironment:
@@ -116,3 +108,21 @@ def test_every_policy_runs_with_control_tasks(policy_id: str, mode: str, rule: s
     assert 0 < row["labels_used"] <= budget + 1e-9
     assert row["control_labels"] >= (1 if rule == "fixed" else 0)
     assert 0.0 <= row["accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("policy_id", ["opt-kg:posterior=one-coin", "b-kube", "kos"])
+def test_push_choices_skip_blocked_workers_and_held_pairs(policy_id: str) -> None:
+    """A worker-choosing policy in push mode names no blocked worker and no pair whose
+    worker has the item already (``Availability.pairs_shut`` / ``pair_open``): on a crowd
+    with three spammers, blocked early, it spends its budget instead of being stopped by
+    ``drive``'s guard."""
+    accuracies = [0.5] * 3 + [0.85] * 7
+    conf = np.array([[[a, 1 - a], [1 - a, a]] for a in accuracies])
+    world = SyntheticBernoulliEnvironment(60, prior=(1, 1), workers=WorkerPool(conf))
+    tasks = ControlTasks(n_items=8, first_k=3, rate=0.2, block_below=0.7, min_answers=3)
+    result = run_experiment(
+        [policy_id], world, [180.0], 1, seed=0, n_jobs=1, progress=False, mode="push", control=tasks
+    )
+    row = result.runs.iloc[0]
+    assert row["blocked_workers"] >= 1
+    assert row["labels_used"] == pytest.approx(180.0)

@@ -12,7 +12,7 @@ posterior are updated from the event in O(1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -374,7 +374,16 @@ class Availability:
     and capacity before asking.
     """
 
-    __slots__ = ("_grouped", "_state", "_worker_order", "_worker_ptr", "closed", "last")
+    __slots__ = (
+        "_grouped",
+        "_state",
+        "_worker_order",
+        "_worker_ptr",
+        "blocked",
+        "closed",
+        "last",
+        "worker_items",
+    )
 
     def __init__(self, state: CampaignState) -> None:
         self._state = state
@@ -382,6 +391,10 @@ class Availability:
         self.closed: Collection[int] = ()
         #: items offered only when nothing outside them is open (empty offline)
         self.last: Collection[int] = ()
+        #: under the live rules: workers who may not be named (push mode: blocked), and
+        #: each worker's items (held or labeled: a pair of those is refused); empty offline
+        self.blocked: Collection[int] = ()
+        self.worker_items: Mapping[int, Collection[int]] = {}
         self._grouped: IntArray | None = None
         self._worker_ptr = np.zeros(1, dtype=np.int64)
         self._worker_order = np.zeros(0, dtype=np.int64)
@@ -398,16 +411,51 @@ class Availability:
 
     @contextmanager
     def question(
-        self, closed: Collection[int] = (), last: Collection[int] = ()
+        self,
+        closed: Collection[int] = (),
+        last: Collection[int] = (),
+        *,
+        blocked: Collection[int] = (),
+        worker_items: Mapping[int, Collection[int]] | None = None,
     ) -> Iterator[Availability]:
-        """``closed`` and ``last`` for the block (one question: ``select``), and what they
-        were before after it."""
-        before = self.closed, self.last
-        self.closed, self.last = closed, last
+        """``closed``, ``last`` (and, push mode, ``blocked`` and ``worker_items``) for the
+        block (one question: ``select``), and what they were before after it."""
+        before = self.closed, self.last, self.blocked, self.worker_items
+        self.closed, self.last, self.blocked = closed, last, blocked
+        self.worker_items = {} if worker_items is None else worker_items
         try:
             yield self
         finally:
-            self.closed, self.last = before
+            self.closed, self.last, self.blocked, self.worker_items = before
+
+    def pairs_shut(self, pair_items: IntArray, pair_workers: IntArray) -> BoolArray | None:
+        """Push mode under the live rules: which of the pairs (``pair_items[k]``,
+        ``pair_workers[k]``), shape (n_pairs,), may not be named — the worker blocked, or
+        holding the item already; None when no pair is (offline, a live campaign's listed
+        pairs). O(n_pairs + the workers' items): for a policy that scans its pairs anyway."""
+        if not self.blocked and not self.worker_items:
+            return None
+        shut = np.zeros(pair_items.shape[0], dtype=bool)
+        if self.blocked:
+            blocked = np.fromiter(self.blocked, dtype=np.int64, count=len(self.blocked))
+            shut |= np.isin(pair_workers, blocked)
+        held = [(item, w) for w, items in self.worker_items.items() for item in items]
+        if held:
+            # one integer key per pair: item · span + worker (span > every worker index)
+            span = int(max(pair_workers.max(initial=-1), max(w for _, w in held))) + 1
+            keys = np.array([item * span + w for item, w in held], dtype=np.int64)
+            shut |= np.isin(pair_items * span + pair_workers, keys)
+        return shut
+
+    def pair_open(self, item: int, worker: int) -> bool:
+        """Push mode: whether (``item``, ``worker``) may be named now — the item open
+        (:meth:`is_open`), the worker not blocked and not holding the item already (on a
+        replay the recorded pairs say more: ``pairs``)."""
+        return (
+            self.is_open(item)
+            and worker not in self.blocked
+            and item not in self.worker_items.get(worker, ())
+        )
 
     def search(self, find: Callable[[], _T | None]) -> _T | None:
         """``find()`` with the items in ``last`` closed too, and, when that finds nothing,

@@ -223,7 +223,7 @@ class LiveStep:
             closed = closed | control.item_set
         availability = state.availability
         # the policy is told who asks (e.g. Requallo refuses a worker it blocked)
-        with availability.question(closed, self.busy):
+        with availability.question(closed, self.busy, worker_items=self.worker_items):
             choice = policy.select(state, worker=worker)
             if choice is None or choice.item in closed:
                 # the policy offered an item the worker has (a new worker could take it),
@@ -310,7 +310,10 @@ class LiveStep:
                 if not self.affords(state, price):
                     return Decision(None, cause="budget")
                 return Decision(Assignment(item, None, price))
-        with state.availability.question(control.item_set, self.busy):
+        # the policy may read the blocked workers and each worker's items (``pair_open``)
+        with state.availability.question(
+            control.item_set, self.busy, blocked=control.blocked, worker_items=self.worker_items
+        ):
             choice = policy.select(state)
         if choice is None:
             return Decision(None)

@@ -29,13 +29,15 @@ through the live step (:class:`~crowdbudget.engine.live.LiveStep`) as a live
 the label cap, the worker's own items closed and busy items last; work not answered within the
 rules' ``ttl`` expires (released at hand-out time + ttl, the world not asked). An arrival that
 gets no work then ends the campaign only when nothing is pending and the budget or the items
-are exhausted, or (push mode) when the policy chose no pair and nothing is pending; otherwise
-the next arrival is served (the clock's arrivals must end). Push mode under the live rules
-without control tasks needs a policy that chooses workers (``chooses_workers``; refused at the
-start, as a push :class:`~crowdbudget.campaign.Campaign` refuses it). A policy whose answers
-are refused :func:`no_progress_limit` times with no work handed out and nothing pending (it
-keeps naming a closed item, say) would loop for ever: the loop stops it with an
-:class:`~crowdbudget.exceptions.InvalidParameterError` naming it.
+are exhausted, or (push mode) when the policy chose no pair and nothing is pending, or (pull
+mode) when the policy has no assignment although items are open (the live campaign's stop
+reason ``policy``; for a policy that models workers, once every worker got none) and nothing
+is pending; otherwise the next arrival is served (the clock's arrivals must end). Push mode
+under the live rules without control tasks needs a policy that chooses workers
+(``chooses_workers``; refused at the start, as a push :class:`~crowdbudget.campaign.Campaign`
+refuses it). A policy whose answers are refused :func:`no_progress_limit` times with no work
+handed out and nothing pending (it keeps naming a closed item, say) would loop for ever: the
+loop stops it with an :class:`~crowdbudget.exceptions.InvalidParameterError` naming it.
 
 A world may define ``claim(assignment)``: it is told when work is handed out, before the
 answer (a replay in continuous time reserves one unused record of the item there, so the
@@ -331,7 +333,14 @@ class _LiveQuestions:
     policy_name: str
     patience: int
     pull: bool
+    #: pull mode: the policy's answer depends on the worker (``needs_workers``; a wrapper
+    #: without the flag counts as one), and how many workers there are (None: unknown)
+    models_workers: bool = True
+    n_workers: int | None = None
     refused: int = 0
+    #: pull mode: the workers the policy gave nothing (cause ``policy``) since work was
+    #: last handed out or pending
+    declined: set[int | None] = field(default_factory=set)
 
     @classmethod
     def start(
@@ -346,7 +355,9 @@ class _LiveQuestions:
                 name,
                 "drive it in pull mode (Clock('pull')) or give control tasks",
             )
-        return cls(name, no_progress_limit(state.problem.n_workers), clock.pull)
+        n_workers = state.problem.n_workers
+        models_workers = bool(getattr(policy, "needs_workers", True))
+        return cls(name, no_progress_limit(n_workers), clock.pull, models_workers, n_workers)
 
     def decide(
         self,
@@ -359,15 +370,29 @@ class _LiveQuestions:
         pending: bool,
     ) -> tuple[Assignment | None, bool]:
         """The work for one arrival (``pending``: work is out), and whether no work ends the
-        campaign: the live step's exhaustion, or in push mode the policy choosing no pair
-        (cause None; with nothing pending nothing changes)."""
+        campaign: the live step's exhaustion, in push mode the policy choosing no pair
+        (cause None), or in pull mode the policy having nothing although items are open
+        (cause ``policy``, the live campaign's stop reason ``policy``) — for a policy that
+        models workers once every worker got nothing since work was last out (with nothing
+        pending nothing changes; :meth:`policy_done`)."""
         decision = step.under(live, policy, state, worker, pull=self.pull)
         assignment = decision.assignment
-        final = (not self.pull and assignment is None and decision.cause is None) or (
-            step.exhausted(state, live)
+        final = (
+            (not self.pull and assignment is None and decision.cause is None)
+            or step.exhausted(state, live)
+            or (decision.cause == "policy" and not pending and self.policy_done(worker))
         )
         self.count(decision, progressing=assignment is not None or pending or final)
         return assignment, final
+
+    def policy_done(self, worker: int | None) -> bool:
+        """Pull mode, the policy gave ``worker`` nothing with items open and nothing
+        pending: whether it has no assignment for anyone (its answer does not depend on the
+        worker, or every worker of a known pool got nothing since work was last out)."""
+        if not self.models_workers:
+            return True
+        self.declined.add(worker)
+        return self.n_workers is not None and len(self.declined) >= self.n_workers
 
     def count(self, decision: Decision, *, progressing: bool) -> None:
         """Count one arrival's decision; ``progressing``: work was handed out, is pending, or
@@ -375,6 +400,8 @@ class _LiveQuestions:
         as offline."""
         if progressing:
             self.refused = 0
+            if decision.assignment is not None:
+                self.declined.clear()
         elif decision.cause in _REFUSALS:
             self.refused += 1
             if self.refused > self.patience:

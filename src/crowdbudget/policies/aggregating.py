@@ -169,17 +169,42 @@ class KOSAllocation(AggregatingPolicy):
         mean_price = 1.0 if prices is None else float(np.mean(prices))
         return max(int(np.floor(state.remaining / mean_price + 1e-9)), 0)
 
-    def _item_degrees(self, n_edges: int, n_items: int, rng: np.random.Generator) -> IntArray:
-        degrees = np.full(n_items, n_edges // n_items, dtype=np.int64)
-        extra = rng.choice(n_items, size=n_edges % n_items, replace=False)
-        degrees[extra] += 1
+    def _item_degrees(
+        self,
+        n_edges: int,
+        n_items: int,
+        rng: np.random.Generator,
+        state: CampaignState,
+        worker: int | None,
+    ) -> IntArray:
+        """Labels per item: the edges spread evenly; over the open items only when the
+        question closes items to every worker (live rules: the control items, closed to the
+        policy for good; ``worker``'s own items do not count)."""
+        availability = state.availability
+        # the asking worker's own items (pull mode) are closed to them only
+        own = availability.worker_items.get(worker, ()) if worker is not None else ()
+        shut = [item for item in availability.closed if item not in own]
+        open_items = None
+        if shut:
+            open_items = np.flatnonzero(state.eligible)
+            open_items = open_items[~np.isin(open_items, shut)]
+        if open_items is None or open_items.shape[0] == 0:
+            degrees = np.full(n_items, n_edges // n_items, dtype=np.int64)
+            extra = rng.choice(n_items, size=n_edges % n_items, replace=False)
+            degrees[extra] += 1
+            return degrees
+        n_open = open_items.shape[0]
+        degrees = np.zeros(n_items, dtype=np.int64)
+        degrees[open_items] = n_edges // n_open
+        extra = rng.choice(n_open, size=n_edges % n_open, replace=False)
+        degrees[open_items[extra]] += 1
         return degrees
 
     def _configuration_graph(
-        self, state: CampaignState, n_edges: int, rng: np.random.Generator
+        self, state: CampaignState, n_edges: int, rng: np.random.Generator, worker: int | None
     ) -> tuple[IntArray, IntArray]:
         K = state.n_items
-        item_deg = self._item_degrees(n_edges, K, rng)
+        item_deg = self._item_degrees(n_edges, K, rng, state, worker)
         l_max = int(item_deg.max()) if n_edges else 0
         n_workers = state.problem.n_workers
         if n_workers is None:
@@ -229,13 +254,13 @@ class KOSAllocation(AggregatingPolicy):
         chosen = np.lexsort((rng.random(rank.shape[0]), rank))[:n_edges]
         return pairs.items[stub_pair[chosen]], pairs.workers[stub_pair[chosen]]
 
-    def _build_plan(self, state: CampaignState) -> None:
+    def _build_plan(self, state: CampaignState, worker: int | None) -> None:
         rng = self.rng_
         n_edges = self._n_edges(state)
         if state.pairs is not None:
             items, workers = self._replay_graph(state, n_edges, rng)
         else:
-            items, workers = self._configuration_graph(state, n_edges, rng)
+            items, workers = self._configuration_graph(state, n_edges, rng, worker)
         order = rng.permutation(items.shape[0])
         self.plan_items_ = np.asarray(items[order], dtype=np.int64)
         self.plan_workers_ = np.asarray(workers[order], dtype=np.int64)
@@ -271,8 +296,11 @@ class KOSAllocation(AggregatingPolicy):
         return pair is not None and state.pairs.remaining[pair] > 0
 
     def _usable(self, state: CampaignState, item: int, worker: int) -> bool:
+        # open to this question (live rules: not the worker's own, not a control item)
         return bool(
-            self._quota[item] > 0 and state.eligible[item] and self._pair_open(state, item, worker)
+            self._quota[item] > 0
+            and state.availability.is_open(item)
+            and self._pair_open(state, item, worker)
         )
 
     def _take(self, state: CampaignState, item: int, worker: int) -> Assignment | None:
@@ -284,12 +312,15 @@ class KOSAllocation(AggregatingPolicy):
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         if not self._planned:
-            self._build_plan(state)
+            self._build_plan(state, worker)
         if worker is None:
             while self._cursor < self.plan_items_.shape[0]:
                 k = self._cursor
                 item, who = int(self.plan_items_[k]), int(self.plan_workers_[k])
-                if not self._usable(state, item, who):
+                # live rules: an edge of a blocked worker, or one they hold, is passed
+                if not self._usable(state, item, who) or not state.availability.pair_open(
+                    item, who
+                ):
                     self._cursor += 1
                     continue
                 assignment = self._take(state, item, who)
@@ -308,11 +339,17 @@ class KOSAllocation(AggregatingPolicy):
                     return self._take(state, item, worker)
         # then quota of another item this worker can label
         if state.pairs is None:
-            while self._steal_next < state.n_items:
-                item = int(self._steal_order[self._steal_next])
+            # the pointer passes items without quota for good; one closed to this worker
+            # (live rules) is passed over for this question only
+            k = self._steal_next
+            while k < state.n_items:
+                item = int(self._steal_order[k])
                 if self._quota[item] > 0 and state.eligible[item]:
-                    return self._take(state, item, worker)
-                self._steal_next += 1
+                    if state.availability.is_open(item):
+                        return self._take(state, item, worker)
+                elif k == self._steal_next:
+                    self._steal_next += 1
+                k += 1
             return None
         assert self._pair_ptr is not None
         if worker + 1 >= self._pair_ptr.shape[0]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import insort
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import numpy as np
@@ -533,6 +533,24 @@ class LagrangianIndexPolicy(AllocationPolicy):
         self._best_key = key
         return best
 
+    def _open_task(self, state: CampaignState, arrivals: int, closed: Collection[int]) -> int:
+        """The drawn task is closed: a uniformly random eligible task outside ``closed`` of
+        the best occupied state that has one (states by index in the current row, high to
+        low), −1 when none. O(occupied states + their members), only when the first draw
+        is closed."""
+        row = self._current_row(arrivals)
+        occupied = self._occupied
+        members_of = self._buckets.members
+        eligible = state.eligible
+        for k in np.argsort(-row[np.asarray(occupied, dtype=np.int64)], kind="stable"):
+            sid = occupied[int(k)]
+            if not row[sid] > -math.inf:
+                break
+            candidates = [t for t in members_of[sid] if eligible[t] and t not in closed]
+            if candidates:
+                return int(candidates[int(self.rng_.integers(len(candidates)))])
+        return -1
+
     # ---- the contract ---------------------------------------------------------------------------
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         price = self._price(state, worker)
@@ -567,6 +585,12 @@ class LagrangianIndexPolicy(AllocationPolicy):
             else:
                 task = members[_integers(draw, size)]
             if eligible[task]:
+                closed = state.availability.closed
+                if closed and task in closed:
+                    # live rules: closed to this question (the worker's own, a control item)
+                    task = self._open_task(state, arrivals, closed)
+                    if task < 0:
+                        return None
                 dirty.add(task)
                 return Assignment(item=task, worker=worker, price=price)
             self._remove(task)  # items never become eligible again

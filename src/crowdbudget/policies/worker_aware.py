@@ -361,13 +361,18 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
                 return None
             if pair != SCAN:
                 return self._assignment(state, pair)
-        if self._bounded and worker is None and not excluded:
+        # push mode under the live rules: blocked workers and held pairs shut (a scan)
+        shut_any = worker is None and bool(
+            state.availability.blocked or state.availability.worker_items
+        )
+        excluded_any = bool(excluded) or shut_any
+        if self._bounded and worker is None and not excluded_any:
             pair = self._choose_push_bounded(state)
             if pair != SCAN:
                 return self._assignment(state, pair)
         if self._lazy:
             self._flush(worker)
-        if self._fast and worker is None and not excluded:
+        if self._fast and worker is None and not excluded_any:
             fast = self._choose_fast(state)
             if fast is not None:
                 return self._assignment(state, fast)
@@ -388,6 +393,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if excluded:
             # O(candidates): one worker's pairs in pull mode (n_items of them)
             ok &= ~np.isin(items, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))
+        if shut_any and candidates is None:
+            shut = state.availability.pairs_shut(self._pair_items, self._pair_workers)
+            if shut is not None:
+                ok &= ~shut
         if not np.any(ok):
             return None
         masked = np.where(ok, scores, -np.inf)

@@ -306,9 +306,10 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
                 return None
             lo, hi = self._worker_ptr[worker], self._worker_ptr[worker + 1]
             pair = self._best_among(state, self._worker_order[lo:hi], excluded)
-        elif excluded:
+        elif excluded or state.availability.blocked or state.availability.worker_items:
             # live push with work pending: the excluded items are few but not for good, so
-            # scan every pair (O(pairs)) rather than disturb the per-worker bests
+            # scan every pair (O(pairs)) rather than disturb the per-worker bests (also
+            # with blocked workers or held pairs: ``pairs_shut``)
             pair = self._best_among(state, np.arange(self._scores.shape[0]), excluded)
         else:
             pair = self._best_pair(state)
@@ -333,6 +334,10 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         """The best usable pair of ``candidates`` whose item is not excluded (a scan)."""
         scores = self._scores[candidates]
         ok = self._usable(state, candidates) & (scores > -np.inf)
+        if candidates.shape[0] == self._scores.shape[0]:  # push: every pair a candidate
+            shut = state.availability.pairs_shut(self._pair_items, self._pair_workers)
+            if shut is not None:
+                ok &= ~shut
         if excluded:
             items = self._pair_items[candidates]
             ok &= ~np.isin(items, np.fromiter(excluded, dtype=np.int64, count=len(excluded)))

@@ -139,14 +139,32 @@ class PerTaskWorkerPolicy(AllocationPolicy):
         out[pairs.workers[mine]] = True
         return out
 
+    @staticmethod
+    def _close_pairs(state: CampaignState, task: int, capacity: IntArray) -> bool:
+        """Push mode under the live rules: zero the capacity (in place) of the workers who
+        may not be named for ``task`` (blocked, or holding it already); whether any was.
+        O(blocked workers + workers holding items), nothing offline."""
+        availability = state.availability
+        closed = [w for w in availability.blocked if w < capacity.shape[0]]
+        closed += [
+            w
+            for w, items in availability.worker_items.items()
+            if task in items and w < capacity.shape[0]
+        ]
+        if closed:
+            capacity[closed] = 0
+        return bool(closed)
+
     def _current_task(self, state: CampaignState, fits: BoolArray) -> tuple[int, IntArray] | None:
         """The task to label now and the capacity left per worker (zero for workers who
         cannot label it), passing tasks that left or that no feasible worker can label (a
         replay); None when no task is left or no affordable worker has capacity."""
         while self._task < state.n_items:
             task = self._task
-            if not state.eligible[task]:
-                self._task += 1  # the task left (replay: no unused label for it)
+            if not state.availability.is_open(task):
+                # the task left (replay: no unused label for it), or it is closed to the
+                # policy (push mode under the live rules: a control item)
+                self._task += 1
                 continue
             capacity = self._capacity_left(state)
             if not np.any(fits & (capacity > 0)):
@@ -157,6 +175,9 @@ class PerTaskWorkerPolicy(AllocationPolicy):
                 if not np.any(fits & (capacity > 0)):
                     self._task += 1  # replay: nobody feasible has a label for this task
                     continue
+            if self._close_pairs(state, task, capacity) and not np.any(fits & (capacity > 0)):
+                self._task += 1  # live rules: every feasible worker has it or is blocked
+                continue
             return task, capacity
         return None
 

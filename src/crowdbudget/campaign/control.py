@@ -54,7 +54,7 @@ from scipy import stats
 
 from crowdbudget._validation import short_repr
 from crowdbudget.campaign.config import check_gold
-from crowdbudget.engine.control import BlockEvidence, ControlLedger, ControlTasks
+from crowdbudget.engine.control import BLOCKED_LABELS, BlockEvidence, ControlLedger, ControlTasks
 from crowdbudget.exceptions import DataFormatError, InvalidParameterError
 
 if TYPE_CHECKING:
@@ -72,8 +72,6 @@ __all__ = [
     "check_control_settings",
 ]
 
-#: the verdict's treatments of blocked workers' labels
-BLOCKED_LABELS = ("drop", "keep")
 #: the control rule's settings a requester gives (ControlTasks' fields of the same names)
 CONTROL_SETTINGS = ("first_k", "rate", "block_below", "block_confidence", "min_answers", "prior")
 #: the settings of a campaign whose control tasks start without any (ControlTasks' defaults)

@@ -115,6 +115,8 @@ contract), with the same formulas as :meth:`update`; worker None is a worker who
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -279,7 +281,32 @@ def _one_coin_best_after(q: FloatArray, mu: FloatArray) -> FloatArray:
     return best
 
 
-class OneCoinCategoricalPosterior:
+class _KnownItems:
+    """Control answers for the categorical worker posteriors: an item of known class has
+    fixed beliefs, so every label on it updates its worker as a definite right or wrong
+    answer. The host class has ``q`` and ``_q0`` (n_items, n_classes), ``n_classes`` and
+    ``update``."""
+
+    q: FloatArray
+    _q0: FloatArray
+    n_classes: int
+    update: Callable[[LabelEvent], None]
+
+    def know(self, item: int, truth: int) -> None:
+        """Item ``item`` is known to be of class ``truth`` (a control item): its beliefs,
+        and its prior for a refit, become :func:`~crowdbudget.posteriors.base.known_row`, so
+        every label on it updates its worker as a definite right or wrong answer (a refit
+        too)."""
+        _check_label(truth, self.n_classes)
+        self.q[item] = self._q0[item] = known_row(truth, self.n_classes)
+
+    def update_known(self, event: LabelEvent, truth: int) -> None:
+        """A label of known truth (a control answer): :meth:`know`, then :meth:`update`."""
+        self.know(event.item, truth)
+        self.update(event)
+
+
+class OneCoinCategoricalPosterior(_KnownItems):
     """Categorical item beliefs and one-coin worker Betas, any K ≥ 2 (module docstring).
 
     Args:
@@ -315,19 +342,6 @@ class OneCoinCategoricalPosterior:
         i, j = event.item, event.worker
         q, c, d, _ = one_coin_categorical_update(self.q[i], self.c[j], self.d[j], event.label)
         self.q[i], self.c[j], self.d[j] = q, c, d
-
-    def know(self, item: int, truth: int) -> None:
-        """Item ``item`` is known to be of class ``truth`` (a control item): its beliefs,
-        and its prior for a refit, become :func:`~crowdbudget.posteriors.base.known_row`, so
-        every label on it updates its worker as a definite right or wrong answer (a refit
-        too)."""
-        _check_label(truth, self.n_classes)
-        self.q[item] = self._q0[item] = known_row(truth, self.n_classes)
-
-    def update_known(self, event: LabelEvent, truth: int) -> None:
-        """A label of known truth (a control answer): :meth:`know`, then :meth:`update`."""
-        self.know(event.item, truth)
-        self.update(event)
 
     def refit(
         self,
@@ -426,7 +440,7 @@ def _soft_count(alpha: FloatArray, label: int, w: FloatArray) -> FloatArray:
     return out
 
 
-class ConfusionPosterior:
+class ConfusionPosterior(_KnownItems):
     """Categorical item beliefs and a Dirichlet confusion matrix per worker (module
     docstring), any K ≥ 2.
 
@@ -477,19 +491,6 @@ class ConfusionPosterior:
         self.alpha[j] = _soft_count(self.alpha[j], label, after)
         self._mean[j] = self.alpha[j] / self.alpha[j].sum(axis=1, keepdims=True)
         self.q[i] = after
-
-    def know(self, item: int, truth: int) -> None:
-        """Item ``item`` is known to be of class ``truth`` (a control item): its beliefs,
-        and its prior for a refit, become :func:`~crowdbudget.posteriors.base.known_row`, so
-        every label on it updates its worker as a definite right or wrong answer (a refit
-        too)."""
-        _check_label(truth, self.n_classes)
-        self.q[item] = self._q0[item] = known_row(truth, self.n_classes)
-
-    def update_known(self, event: LabelEvent, truth: int) -> None:
-        """A label of known truth (a control answer): :meth:`know`, then :meth:`update`."""
-        self.know(event.item, truth)
-        self.update(event)
 
     def refit(
         self,

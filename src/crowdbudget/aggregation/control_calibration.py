@@ -79,7 +79,8 @@ therefore fitted on probabilities of the control items computed **without their 
    standard error of the NLL (the standard deviation of ``−log p'(truth)`` over √n). The
    same numbers for the unmapped ``q`` are reported as ``raw``. (Second order: the held-out
    ``q`` of another fold came from a fit that knew this item's truth, which reaches ``q``
-   only through the worker parameters.)
+   only through the worker parameters; likewise ``"answers"``'s worker accuracies a_w come
+   from the fit knowing every control truth.)
 
 Refitted as control answers arrive: :func:`calibrate_on_control` is a pure function of the
 labels, the control truth and ``rng``; a campaign calls it again at every reading.

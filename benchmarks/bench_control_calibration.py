@@ -9,7 +9,8 @@ the control labels paid out of it:
 
 - ``none``: no control tasks (the same spend, all on the policy's choices);
 - ``control``: control tasks; the verdict reads their answers as known truth;
-- ``floor`` / ``difficulty``: the same, calibrated on the control answers by that method
+- ``floor`` / ``difficulty`` / ``answers``: the same, calibrated on the control answers by that
+  method
   (:func:`crowdbudget.aggregation.control_calibration.calibrate_on_control`).
 
 Every campaign is also read by Dawid–Skene (``ds``). Every score is on the gold items that are
@@ -33,7 +34,7 @@ from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.simulation.replay import ReplayEnvironment
 
 POLICY = "opt-kg:posterior=one-coin"
-SETTINGS = ("none", "control", "floor", "difficulty")
+SETTINGS = ("none", "control", "floor", "difficulty", "answers")
 
 
 def _seeds(text: str) -> list[int]:
@@ -43,15 +44,17 @@ def _seeds(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def run_one(name: str, seed: int, per_item: float, fraction: float) -> list[dict[str, Any]]:
-    """The four settings' rows (bds-oc and ds readings) of one seed."""
+def run_one(
+    name: str, seed: int, per_item: float, fraction: float, settings: tuple[str, ...] = SETTINGS
+) -> list[dict[str, Any]]:
+    """The ``settings``' rows (bds-oc and ds readings) of one seed."""
     data = load_dataset(name)
     gold = data.gold >= 0
     tasks = ControlTasks(fraction=fraction)
     control_items = tasks.choose(gold, control_seed(seed))
     budget = per_item * data.n_items
     rows: list[dict[str, Any]] = []
-    for setting in SETTINGS:
+    for setting in settings:
         env = ReplayEnvironment.from_label_data(data)
         control = None
         if setting == "none":
@@ -115,7 +118,7 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     for name in sorted({r["set"] for r in rows}):
         base = cells.get((name, "none", "bds-oc"))
         ds = cells.get((name, "none", "ds"))
-        for setting in ("floor", "difficulty"):
+        for setting in ("floor", "difficulty", "answers"):
             got = cells.get((name, setting, "bds-oc"))
             if base is None or ds is None or got is None:
                 continue
@@ -135,12 +138,15 @@ def main() -> None:
     parser.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 0,3,7")
     parser.add_argument("--per-item", type=float, default=5.0)
     parser.add_argument("--fraction", type=float, default=0.05)
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="a subset, comma-separated")
     parser.add_argument("--out", default=None, help="JSON of every row")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     for name in args.sets.split(","):
         for seed in _seeds(args.seeds):
-            rows += run_one(name, seed, args.per_item, args.fraction)
+            rows += run_one(
+                name, seed, args.per_item, args.fraction, tuple(args.settings.split(","))
+            )
             print(f"done {name} seed {seed}", flush=True)
     if args.out:
         with open(args.out, "w") as handle:

@@ -36,6 +36,38 @@ therefore fitted on probabilities of the control items computed **without their 
      to it (calibration in the large: ``ε = (c̄ − â) / (c̄ − 1/C)``, clipped to [0, 0.5]).
      It ignores who labelled (it predicts a majority-like accuracy), so on crowds whose
      workers differ much it under-states the verdict's accuracy and ε comes out too large.
+   - ``"answers"``: the control answers and the control items' correctness together, by
+     prediction-powered inference (Angelopoulos et al. 2023, "Prediction-powered
+     inference", Science 382; power-tuned as in Angelopoulos, Duchi & Zrnic 2023, "PPI++").
+     Why not a likelihood of the answers alone: let an item be "deceptive" with
+     probability ε, its labels then independent of its truth; the likelihood of a control
+     item's answers given its truth t is ``(1 − ε) A(t) + ε mean_c A(c)`` (A(c) the
+     worker model's likelihood of the answers under class c), which is proportional to
+     ``(1 − ε) q(t) + ε / C`` — the floor's own likelihood of the item. So, read through
+     the verdict's worker model, the answers say about ε exactly what the item's
+     correctness says; more evidence needs a model of *how* crowds err together. Here:
+     each label is right with probability ``σ(logit a_w + u_i)`` (a_w the worker's
+     accuracy under the verdict's posterior, :func:`worker_accuracies`; u_i ~ N(μ, σ²) an
+     item effect — difficulty, GLAD's idea (Whitehill et al. 2009) as a random effect),
+     (μ, σ) maximising the marginal likelihood of every control answer right or wrong
+     (:func:`fit_item_effect`, Gauss–Hermite quadrature), and the class posterior with
+     u_i integrated out (:func:`effect_posterior`) gives ``f_j``, the probability that
+     the verdict's class of item j is its truth. Used alone (ε matching the verdict's
+     mean confidence to mean f) it is biased: a normal effect has too thin a tail for the
+     items a whole crowd gets wrong (on temp subsamples it gives ε ≈ 0.003 where the best
+     is 0.08). PPI removes the bias with the control items' correctness
+     ``y_i = [argmax q_i = t_i]`` (``q_i`` held out, step 1):
+     ``Â = λ · mean_U f + mean_L (y − λ f)`` (U the N non-control items, L the n control
+     items; f on L from the same model, which reads no control truth but through (μ, σ)
+     and the a_w). For any fixed λ it is unbiased for the verdict's accuracy A whatever
+     the model's bias; its variance ``var(y − λ f) / n + λ² var(f) / N`` is least at
+     ``λ* = cov(y, f) / ((1 + n / N) var(f))``, estimated on L and clipped to [0, 1]
+     (λ = 0: the control items' own accuracy; reported as ``power``). ε then matches the
+     verdict's mean confidence c̄ on U to Â: ``ε = (c̄ − Â) / (c̄ − 1/C)`` (clipped to
+     [0, 0.5]). What it buys: the variance falls by the share of the control items' error
+     the model predicts (split votes, weak workers); an error the votes do not show (a
+     unanimous wrong item) stays in the rectifier's variance, which the number of control
+     items bounds.
 3. **The answer.** The verdict fitted with *every* control truth known (its probabilities
    ``p``), every non-control item mapped by the ε of step 2 (fitted on all held-out ``q``);
    a control item keeps its one-hot truth.
@@ -47,7 +79,8 @@ therefore fitted on probabilities of the control items computed **without their 
    standard error of the NLL (the standard deviation of ``−log p'(truth)`` over √n). The
    same numbers for the unmapped ``q`` are reported as ``raw``. (Second order: the held-out
    ``q`` of another fold came from a fit that knew this item's truth, which reaches ``q``
-   only through the worker parameters.)
+   only through the worker parameters; likewise ``"answers"``'s worker accuracies a_w come
+   from the fit knowing every control truth.)
 
 Refitted as control answers arrive: :func:`calibrate_on_control` is a pure function of the
 labels, the control truth and ``rng``; a campaign calls it again at every reading.
@@ -83,7 +116,7 @@ from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
 #: how the floor is fitted (``method`` of :func:`calibrate_on_control`; module docstring)
-CALIBRATION_METHODS = ("floor", "difficulty")
+CALIBRATION_METHODS = ("floor", "difficulty", "answers")
 
 #: most folds of the cross-fitting (each one verdict fit)
 CONTROL_FOLDS = 5
@@ -155,6 +188,26 @@ def fit_item_difficulty(right: np.ndarray, answered: np.ndarray) -> tuple[float,
     return float(alpha), float(beta)
 
 
+def _vote_posterior(votes: np.ndarray, alpha: float, beta: float) -> FloatArray:
+    """P(z = c | votes) under the difficulty model (module docstring), (m, C) from the vote
+    counts (m, C): ``∝ B(k_c + α, n − k_c + β) (C − 1)^{−(n − k_c)}``, normalised in log
+    space (softmax) so that many votes do not underflow."""
+    C = votes.shape[1]
+    total = votes.sum(axis=1, keepdims=True)
+    log_like = betaln(votes + alpha, total - votes + beta) - (total - votes) * np.log(max(C - 1, 1))
+    return softmax_rows(log_like)
+
+
+def _floor_for_accuracy(probas: FloatArray, accuracy: float) -> float:
+    """The ε under which the floored ``probas`` (m, C) have mean confidence ``accuracy``
+    (calibration in the large): ``(c̄ − A) / (c̄ − 1/C)``, clipped to [0, MAX_FLOOR]."""
+    C = probas.shape[1]
+    confidence = float(np.mean(probas.max(axis=1)))
+    if confidence <= 1.0 / C:
+        return 0.0
+    return float(np.clip((confidence - accuracy) / (confidence - 1.0 / C), 0.0, MAX_FLOOR))
+
+
 def _difficulty_floor(
     data: LabelData, probas: FloatArray, scored: np.ndarray, right: np.ndarray, n: np.ndarray
 ) -> float:
@@ -162,15 +215,129 @@ def _difficulty_floor(
     ``right`` of ``n`` answers, the predicted accuracy of the ``scored`` items (bool,
     (n_items,)) from their votes, and the ε matching the verdict's mean confidence to it."""
     alpha, beta = fit_item_difficulty(right, n)
+    predicted = float(np.mean(_vote_posterior(vote_counts(data)[scored], alpha, beta).max(axis=1)))
+    return _floor_for_accuracy(probas[scored], predicted)
+
+
+def prediction_powered_accuracy(
+    predicted_unlabelled: np.ndarray, predicted: np.ndarray, correct: np.ndarray
+) -> tuple[float, float]:
+    """PPI++ estimate (Angelopoulos, Duchi & Zrnic 2023, eq. for the mean with power tuning)
+    of a mean accuracy from a prediction ``predicted_unlabelled`` (N,) on the unlabelled
+    items and ``predicted`` / ``correct`` (n,) on the labelled ones: ``(Â, λ)`` with
+    ``Â = λ mean f_U + mean (y − λ f_L)``, ``λ = cov(y, f) / ((1 + n/N) var(f))`` clipped to
+    [0, 1] (0 when f does not vary on the labelled items: nothing to lean on)."""
+    n, big_n = correct.size, max(predicted_unlabelled.size, 1)
+    variance = float(np.var(predicted, ddof=1)) if n > 1 else 0.0
+    if variance <= 1e-12 or predicted_unlabelled.size == 0:
+        weight = 0.0
+    else:
+        covariance = float(np.cov(correct.astype(float), predicted, ddof=1)[0, 1])
+        weight = float(np.clip(covariance / ((1.0 + n / big_n) * variance), 0.0, 1.0))
+    mean_unlabelled = float(np.mean(predicted_unlabelled)) if predicted_unlabelled.size else 0.0
+    estimate = weight * mean_unlabelled + float(np.mean(correct - weight * predicted))
+    return float(np.clip(estimate, 0.0, 1.0)), weight
+
+
+#: Gauss–Hermite nodes of the item effect's integral (exact for polynomials of degree < 40)
+EFFECT_NODES = 20
+
+
+def worker_accuracies(data: LabelData, probas: FloatArray) -> FloatArray:
+    """Each worker's accuracy under the verdict's posterior ``probas`` (n_items, C):
+    ``(Σ_labels P(z_i = l) + 1) / (n_w + 2)`` (a Beta(1, 1) prior, so a worker with one label
+    is not certain), shape (n_workers,), in (0, 1)."""
+    n_workers = int(data.workers.max()) + 1 if data.workers.size else 0
+    agree = np.bincount(data.workers, weights=probas[data.items, data.labels], minlength=n_workers)
+    counts = np.bincount(data.workers, minlength=n_workers)
+    return (agree + 1.0) / (counts + 2.0)
+
+
+def _label_logits(data: LabelData, accuracy: FloatArray) -> FloatArray:
+    """logit of each label's worker accuracy, (n_labels,); clipped to ±8 so that a worker
+    right on every label still leaves room for the item effect."""
+    a = np.clip(accuracy[data.workers], 1e-4, 1.0 - 1e-4)
+    return np.clip(np.log(a) - np.log1p(-a), -8.0, 8.0)
+
+
+def _effect_nodes(mean: float, scale: float) -> tuple[FloatArray, FloatArray]:
+    """Nodes u_g and log weights of ∫ g(u) N(u; mean, scale²) du ≈ Σ_g w_g g(u_g)."""
+    x, w = np.polynomial.hermite.hermgauss(EFFECT_NODES)
+    return mean + np.sqrt(2.0) * scale * x, np.log(w / np.sqrt(np.pi))
+
+
+def fit_item_effect(
+    data: LabelData, logits: FloatArray, items: np.ndarray, truth: np.ndarray
+) -> tuple[float, float]:
+    """(μ, σ) of the item effect u_i ~ N(μ, σ²) on the logit of each label's accuracy,
+    ``P(label right) = σ(logit a_w + u_i)``, maximising the marginal likelihood of the
+    control answers (each right or wrong against its item's known ``truth``; ``items``,
+    ``truth`` (n,)): ``Σ_i log ∫ Π_{labels k of i} σ(±(logit a_k + u)) N(u; μ, σ²) du``."""
+    from scipy.optimize import minimize
+    from scipy.special import log_expit, logsumexp
+
+    position = np.full(data.n_items, -1, dtype=np.int64)
+    position[items] = np.arange(items.size)
+    on_control = position[data.items] >= 0
+    row = position[data.items[on_control]]
+    sign = np.where(data.labels[on_control] == truth[row], 1.0, -1.0)
+    base = logits[on_control]
+
+    def negative(params: np.ndarray) -> float:
+        nodes, log_w = _effect_nodes(params[0], float(np.exp(params[1])))
+        per_label = log_expit(sign[:, None] * (base[:, None] + nodes[None, :]))  # (k, G)
+        per_item = np.zeros((items.size, nodes.size))
+        np.add.at(per_item, row, per_label)
+        return -float(np.sum(logsumexp(per_item + log_w[None, :], axis=1)))
+
+    result = minimize(
+        negative, np.array([0.0, np.log(0.5)]), method="L-BFGS-B", bounds=[(-6, 6), (-5, 2)]
+    )
+    return float(result.x[0]), float(np.exp(result.x[1]))
+
+
+def effect_posterior(
+    data: LabelData, logits: FloatArray, prior: FloatArray, mean: float, scale: float
+) -> FloatArray:
+    """P(z_i = c | labels) with the item effect integrated out, (n_items, C): a one-coin
+    model whose label on item i is right with ``σ(logit a_w + u_i)`` and otherwise uniform
+    over the other C − 1 classes, ``u_i ~ N(mean, scale²)``, class prior ``prior`` (C,)."""
+    from scipy.special import log_expit, logsumexp
+
     C = data.n_classes
-    votes = vote_counts(data)[scored]  # (m, C)
-    total = votes.sum(axis=1, keepdims=True)
-    log_like = betaln(votes + alpha, total - votes + beta) - (total - votes) * np.log(max(C - 1, 1))
-    predicted = float(np.mean(softmax_rows(log_like).max(axis=1)))
-    confidence = float(np.mean(probas[scored].max(axis=1)))
-    if confidence <= 1.0 / C:
-        return 0.0
-    return float(np.clip((confidence - predicted) / (confidence - 1.0 / C), 0.0, MAX_FLOOR))
+    nodes, log_w = _effect_nodes(mean, scale)
+    right = log_expit(logits[:, None] + nodes[None, :])  # (k, G)
+    wrong = log_expit(-(logits[:, None] + nodes[None, :])) - np.log(max(C - 1, 1))
+    # log P(labels of i | z = c, u_g) = Σ_k wrong_kg + Σ_{k: l_k = c} (right_kg − wrong_kg)
+    total_wrong = np.zeros((data.n_items, nodes.size))
+    np.add.at(total_wrong, data.items, wrong)
+    gain = np.zeros((data.n_items, C, nodes.size))
+    np.add.at(gain, (data.items, data.labels), right - wrong)
+    log_joint = total_wrong[:, None, :] + gain + log_w[None, None, :]
+    log_post = logsumexp(log_joint, axis=2) + np.log(np.maximum(prior, 1e-12))[None, :]
+    return softmax_rows(log_post)
+
+
+def _answers_floor(
+    data: LabelData,
+    probas: FloatArray,
+    scored: np.ndarray,
+    held: FloatArray,
+    items: np.ndarray,
+    truth: np.ndarray,
+) -> tuple[float, float]:
+    """The ``"answers"`` floor (module docstring) from the control ``items`` (n,) with
+    ``truth`` (n,) and held-out probabilities ``held`` (n, C), for the ``scored`` items
+    (bool, (n_items,)) of ``probas``: (ε, λ)."""
+    logits = _label_logits(data, worker_accuracies(data, probas))
+    mean, scale = fit_item_effect(data, logits, items, truth)
+    model = effect_posterior(data, logits, probas.mean(axis=0), mean, scale)
+    unlabelled = probas[scored]
+    f_unlabelled = model[scored][np.arange(unlabelled.shape[0]), unlabelled.argmax(axis=1)]
+    chosen = held.argmax(axis=1)
+    f_control = model[items, chosen]
+    accuracy, weight = prediction_powered_accuracy(f_unlabelled, f_control, chosen == truth)
+    return _floor_for_accuracy(unlabelled, accuracy), weight
 
 
 def _control_answers(
@@ -237,7 +404,8 @@ def calibrate_on_control(
 
     Returns:
         ``(probas, report)``: the mapped probabilities (n_items, C) — control items one-hot —
-        and a dict: ``map`` ("floor"), ``method``, ``floor`` (ε applied), ``n_control``
+        and a dict: ``map`` ("floor"), ``method``, ``floor`` (ε applied), ``power`` (λ, method
+        ``"answers"`` only), ``n_control``
         (answered control items used), ``n_folds``, ``cross_fitted`` and ``raw``
         (:func:`_scores` of the mapped and unmapped held-out probabilities: accuracy,
         confidence, ece, ece_mass, nll, brier, nll_se, ece_se_bootstrap,
@@ -284,11 +452,18 @@ def calibrate_on_control(
         def fit(rows: np.ndarray) -> float:
             return fit_probability_floor(held[rows], truth[rows])
 
-    else:
+    elif method == "difficulty":
         right, answered = _control_answers(data, items, truth)
 
         def fit(rows: np.ndarray) -> float:
             return _difficulty_floor(data, probas, ~known, right[rows], answered[rows])
+
+    else:
+
+        def fit(rows: np.ndarray) -> float:
+            return _answers_floor(data, probas, ~known, held[rows], items[rows], truth[rows])[0]
+
+        report["power"] = _answers_floor(data, probas, ~known, held, items, truth)[1]
 
     floor = fit(np.ones(items.size, dtype=bool))
     report["floor"] = floor
@@ -307,4 +482,5 @@ __all__ = [
     "calibrate_on_control",
     "fit_item_difficulty",
     "held_out_probabilities",
+    "prediction_powered_accuracy",
 ]

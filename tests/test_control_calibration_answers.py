@@ -92,31 +92,3 @@ def test_answers_calibration_is_cross_fitted_reproducible_and_keeps_the_labels()
     assert report["cross_fitted"]["nll"] < report["raw"]["nll"]
     again = calibrate_on_control("bds-oc", data, control, rng=0, method="answers")[1]
     assert again == report
-
-
-def test_a_run_calibrated_by_answers_keeps_the_accuracy_of_the_uncalibrated_run() -> None:
-    from crowdbudget.engine.control import ControlTasks
-    from crowdbudget.experiments.runner import run_experiment
-    from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
-    from crowdbudget.simulation.workers import WorkerPool
-
-    accuracies = [0.9, 0.85, 0.8, 0.7, 0.6, 0.55, 0.9, 0.75]
-    pool = WorkerPool(np.array([[[a, 1 - a], [1 - a, a]] for a in accuracies]))
-    env = SyntheticBernoulliEnvironment(60, prior=(0.1, 0.1), workers=pool)
-    runs = {}
-    for calibrate in (None, "answers"):
-        tasks = ControlTasks(n_items=10, first_k=2, rate=0.1, calibrate=calibrate)
-        runs[calibrate] = run_experiment(
-            ["opt-kg:posterior=one-coin:verdict=bds-oc"],
-            env,
-            [180],
-            n_reps=2,
-            seed=3,
-            mode="pull",
-            n_jobs=1,
-            control=tasks,
-            progress=False,
-        ).runs
-    plain, calibrated = runs[None], runs["answers"]
-    assert np.array_equal(plain["accuracy"].to_numpy(), calibrated["accuracy"].to_numpy())
-    assert np.isfinite(calibrated["nll"].to_numpy()).all()

@@ -505,6 +505,9 @@ class Campaign(CampaignEvidence, CampaignReports):
     def _spent(self) -> float:
         return float(self._ledger.spent)
 
+    def _money_left(self) -> float:
+        return float(self._ledger.remaining)
+
     def _capacity_of(self, worker_id: str) -> int | None:
         """``worker_id``'s capacity (None: unlimited)."""
         return self.config.worker_capacities.get(worker_id)
@@ -684,7 +687,8 @@ class Campaign(CampaignEvidence, CampaignReports):
         policy run out, or a chosen worker already holds ``max_pending_per_worker``.
 
         Items with work pending are offered last, as in pull mode; a pair already pending is
-        never given again."""
+        never given again. With control tasks, a team worker whose next task the control
+        rule says is one gets a control item first (:meth:`LiveStep.control_for_team`)."""
         if not self._push:
             raise InvalidParameterError(
                 "this campaign is in pull mode: workers ask for work (create it with "
@@ -701,6 +705,7 @@ class Campaign(CampaignEvidence, CampaignReports):
                 price_of=lambda worker: self.price_of(self.worker_ids[worker]),
                 capacity_of=lambda worker: self._capacity_of(self.worker_ids[worker]),
                 max_pending=self.config.max_pending_per_worker,
+                team=len(self.worker_ids),  # control tasks go to a named team worker
             )
             if decision.assignment is None:
                 if decision.cause is None and not out:  # the policy chose no pair

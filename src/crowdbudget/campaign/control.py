@@ -4,14 +4,16 @@
 (``Campaign.create(..., control={"items": {...}, "first_k": 3, ...})``) or later
 (:meth:`CampaignEvidence.add_control_items`). The live step serves them by the rule of
 :mod:`crowdbudget.engine.control` (every worker's first ``first_k`` tasks, then a share
-``rate``), through the same :class:`~crowdbudget.engine.control.ControlLedger` a simulated
+``rate``, or by their value: ``rule="value"``, which reads the campaign's money left),
+through the same :class:`~crowdbudget.engine.control.ControlLedger` a simulated
 campaign uses (``LiveStep.control``): the policy never chooses a control item, a control
 assignment looks like any other to the worker, and its answer costs the worker's price like
 any label. The verdict reads the control items' truth (``known_truth`` of an aggregator with
 worker parameters; :func:`~crowdbudget.campaign.read_models.fit_verdict`), and accuracy on
-gold is scored on the gold items that are not control items. Control tasks are served in
-pull mode; in push mode the policy chooses every pair (control items included) and the
-answers on control items are evidence all the same.
+gold is scored on the gold items that are not control items. In push mode a control task
+goes to the team worker whose next task the rule says is one (fewest tasks served first;
+:meth:`~crowdbudget.engine.live.LiveStep.control_for_team`) and the policy chooses the
+other pairs with the control items closed to it.
 
 **Blocking** (``block_below`` set): a worker whose posterior probability of an accuracy
 below ``block_below`` reaches ``block_confidence`` after ``min_answers`` control answers
@@ -29,8 +31,8 @@ verdict; the ``posterior`` verdict is the policy's own model, which saw every la
 Events (each applied by a handler here, replayed by ``Campaign.load`` and ``refresh``):
 
 - ``created`` carries ``control`` when given at creation: ``{"rows": [[item, class], ...],
-  "first_k", "rate", "block_below", "block_confidence", "min_answers", "prior",
-  "blocked_labels"}`` (indices; absent: no control tasks, the event as before);
+  "first_k", "rate", "block_below", "block_confidence", "min_answers", "prior", "rule",
+  "horizon", "blocked_labels"}`` (indices; absent: no control tasks, the event as before);
 - ``control_items_added``: ``{"rows": [[item, class], ...]}``;
 - ``control_settings_changed``: the settings given (any of the above but ``rows`` and
   ``blocked_labels``); they apply to control answers from then on;
@@ -45,7 +47,7 @@ Events (each applied by a handler here, replayed by ``Campaign.load`` and ``refr
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +56,13 @@ from scipy import stats
 
 from crowdbudget._validation import short_repr
 from crowdbudget.campaign.config import check_gold
-from crowdbudget.engine.control import BLOCKED_LABELS, BlockEvidence, ControlLedger, ControlTasks
+from crowdbudget.engine.control import (
+    BLOCKED_LABELS,
+    CONTROL_RULES,
+    BlockEvidence,
+    ControlLedger,
+    ControlTasks,
+)
 from crowdbudget.exceptions import DataFormatError, InvalidParameterError
 
 if TYPE_CHECKING:
@@ -73,7 +81,16 @@ __all__ = [
 ]
 
 #: the control rule's settings a requester gives (ControlTasks' fields of the same names)
-CONTROL_SETTINGS = ("first_k", "rate", "block_below", "block_confidence", "min_answers", "prior")
+CONTROL_SETTINGS = (
+    "first_k",
+    "rate",
+    "block_below",
+    "block_confidence",
+    "min_answers",
+    "prior",
+    "rule",
+    "horizon",
+)
 #: the settings of a campaign whose control tasks start without any (ControlTasks' defaults)
 _DEFAULTS = ControlTasks(n_items=1)
 
@@ -104,6 +121,8 @@ def settings_of(tasks: ControlTasks) -> dict[str, Any]:
         "block_confidence": tasks.block_confidence,
         "min_answers": tasks.min_answers,
         "prior": list(tasks.prior),
+        "rule": tasks.rule,
+        "horizon": tasks.horizon,
     }
 
 
@@ -131,8 +150,15 @@ def check_control_settings(
         )
     out: dict[str, Any] = {}
     for name, value in changes.items():
-        if name in ("first_k", "min_answers"):
+        if name in ("first_k", "min_answers", "horizon"):
             out[name] = _integer(value, name, 0 if name == "first_k" else 1)
+        elif name == "rule":
+            if value not in CONTROL_RULES:
+                raise InvalidParameterError(
+                    f"control rule must be one of {', '.join(CONTROL_RULES)}, "
+                    f"got {short_repr(value)}"
+                )
+            out[name] = str(value)
         elif name == "prior":
             if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
                 raise InvalidParameterError(
@@ -207,9 +233,19 @@ def check_control(
 class CampaignControlLedger(ControlLedger):
     """A live campaign's :class:`ControlLedger`: the same rule and evidence, control items
     that grow (:meth:`set_truth`), and the workers the requester unblocked (``exempt``: the
-    rule blocks them no more)."""
+    rule blocks them no more), and the campaign's money left for the value rule
+    (``money_left``: budget − spent − committed, the campaign's exact ledger)."""
 
     exempt: set[int] = field(default_factory=set)
+    money_left: Callable[[], float] | None = None
+
+    def _labels_left(self) -> float:
+        """The value rule's labels left: the campaign's money left (pending assignments
+        paid for already: committed) at the campaign's default price (imported labels cost
+        nothing, so the mean price so far would undercount)."""
+        if self.money_left is None:
+            return super()._labels_left()
+        return max(0.0, self.money_left() / max(self.price, 1e-12))
 
     def answer(self, worker: int, item: int, label: int, spent: float) -> None:
         """:meth:`ControlLedger.answer`, with no block for an exempt worker."""
@@ -264,6 +300,9 @@ class CampaignEvidence:
         raise NotImplementedError  # the campaign's
 
     def _spent(self) -> float:
+        raise NotImplementedError  # the campaign's
+
+    def _money_left(self) -> float:
         raise NotImplementedError  # the campaign's
 
     # ------------------------------------------------------------------ gold (evaluation)
@@ -344,7 +383,8 @@ class CampaignEvidence:
         return len(new)
 
     def update_control(self, **settings: Any) -> None:
-        """Change the control rule (``first_k``, ``rate``) or the blocking settings
+        """Change the control rule (``first_k``, ``rate``, ``rule``: ``fixed`` or
+        ``value``, ``horizon``: the value rule's look-ahead) or the blocking settings
         (``block_below``: None stops blocking by the rule, ``block_confidence``,
         ``min_answers``, ``prior``); they apply to tasks and control answers from now on.
         A campaign without control tasks starts them (no control item yet)."""
@@ -490,7 +530,15 @@ class CampaignEvidence:
         ledger = self.control_ledger
         if ledger is None:
             empty = np.zeros(0, dtype=np.int64)
-            ledger = CampaignControlLedger(_DEFAULTS, empty, empty)
+            config = self.config
+            ledger = CampaignControlLedger(
+                _DEFAULTS,
+                empty,
+                empty,
+                budget=float(config.budget),
+                price=float(config.default_price),
+                money_left=self._money_left,
+            )
             for record in self._records.values():
                 ledger.served[record.worker] = ledger.served.get(record.worker, 0) + 1
             ledger.handed_total = len(self._records)

@@ -35,7 +35,10 @@ rule in :mod:`crowdbudget.engine.control`): the control items are closed to the 
 pull mode, after rules 1–3, a blocked worker gets nothing (``blocked``) and a worker whose
 next task is a control task gets a control item (the policy is not asked); in push mode a
 control task due on the campaign's count goes to no named worker before the policy is
-asked, and a pair naming a blocked worker is refused (``blocked``). Every label of a control
+asked (a simulated campaign: the world picks who answers), or, in a live campaign whose
+assignments name their worker, to the team worker whose own next task is a control task
+(:meth:`LiveStep.control_for_team`); a pair naming a blocked worker is refused
+(``blocked``). Every label of a control
 item is evidence on its worker. The campaign is exhausted when no item outside the control
 items is eligible, or every worker is blocked.
 """
@@ -241,16 +244,35 @@ class LiveStep:
         price_of: Callable[[int], float],
         capacity_of: Callable[[int], int | None],
         max_pending: int | None = None,
+        team: int = 0,
     ) -> Decision:
         """Push mode: the policy's next (item, worker), asked once with the busy items last,
         or None (``cause`` None: the policy chose no pair; ``refused``: its pair cannot be
         given now — the worker cannot pay, holds the item, is at the pending limit or at
-        capacity, or the item is saturated)."""
-        with state.availability.question(set(), self.busy):
+        capacity, or the item is saturated).
+
+        With control tasks (a live campaign's: ``team`` workers, indices 0 … team − 1): a
+        control task for the team worker the rule says is due (:meth:`control_for_team`)
+        before the policy is asked; the policy is asked with the control items closed, and
+        a pair naming a blocked worker is refused (``blocked``)."""
+        control = self.control
+        if control is not None and team:
+            due = self.control_for_team(
+                state, team, price_of=price_of, capacity_of=capacity_of, max_pending=max_pending
+            )
+            if due is not None:
+                return due
+        closed = control.item_set if control is not None else set()
+        with state.availability.question(closed, self.busy):
             choice = policy.select(state)
         if choice is None or choice.worker is None:
             return Decision(None)
         worker = choice.worker
+        if control is not None:
+            if choice.item in control.item_set:  # closed to the policy: no answer
+                return Decision(None, worker, cause="refused")
+            if control.is_blocked(worker):
+                return Decision(None, worker, cause="blocked")
         price = price_of(worker)
         if (
             not self.affords(state, price)
@@ -261,6 +283,57 @@ class LiveStep:
         ):
             return Decision(None, worker, cause="refused")
         return Decision(Assignment(choice.item, worker, price), worker)
+
+    def control_for_team(
+        self,
+        state: CampaignState,
+        team: int,
+        *,
+        price_of: Callable[[int], float],
+        capacity_of: Callable[[int], int | None],
+        max_pending: int | None = None,
+    ) -> Decision | None:
+        """Push mode with a named team (a live campaign: an assignment names its worker):
+        a control task for the worker whose next task the rule says is one
+        (:meth:`ControlLedger.due`, the pull rule on the worker's own count), or None.
+
+        Candidates: the team workers not blocked who can take one more task (price,
+        pending limit, capacity), fewest tasks served first (ties: the lowest index), so
+        every new worker gets their first ``first_k`` before anyone's later ones; the first
+        who is due and has a control item open to them (not theirs, not saturated, their
+        pair not taken or unlisted: :meth:`ControlLedger.pick`) gets it. O(team log team)
+        plus one rule evaluation per candidate tried."""
+        control = self.control
+        assert control is not None  # the caller checks
+        order = sorted(range(team), key=lambda w: (control.served.get(w, 0), w))
+        for worker in order:
+            if (
+                control.is_blocked(worker)
+                or not self.affords(state, price_of(worker))
+                or self.held(worker, max_pending) is not None
+                or not self.has_capacity(worker, capacity_of(worker))
+                or not control.due(worker)
+            ):
+                continue
+            closed = self.worker_items.get(worker, set()) | self.saturated
+            closed = closed | self._pairs_closed(state, control.item_set, worker)
+            item = control.pick(state, worker, closed)
+            if item is not None:
+                return Decision(Assignment(item, worker, price_of(worker)), worker)
+        return None
+
+    def _pairs_closed(self, state: CampaignState, items: set[int], worker: int) -> set[int]:
+        """Of ``items``, those whose pair with ``worker`` may not be asked (not listed, or
+        taken) when pairs are taken once (``pair_of``); empty otherwise."""
+        pairs = state.pairs
+        if pairs is None or self._pair_of is None:
+            return set()
+        shut = set()
+        for item in items:
+            k = self._pair_of(item, worker)
+            if k is None or pairs.remaining[k] <= 0:
+                shut.add(item)
+        return shut
 
     def under(
         self,

@@ -111,6 +111,13 @@ class ControlSettings(StrictRequest):
     )
     min_answers: int | None = Field(default=None, description="control answers before a block")
     prior: list[float] | None = Field(default=None, description="Beta prior (alpha, beta)")
+    rule: Literal["fixed", "value"] | None = Field(
+        default=None,
+        description="after the first tasks: the fixed rate, or 'value' (a control task when "
+        "its answer is worth more to the block decision than the label it displaces; needs "
+        "block_below)",
+    )
+    horizon: int | None = Field(default=None, description="the value rule's look-ahead (20)")
     blocked_labels: Literal["drop", "keep"] | None = Field(
         default=None, description="the verdict drops or keeps blocked workers' labels"
     )

@@ -56,7 +56,8 @@ def add_control_items(
 def update_control(
     campaign_id: str, body: ControlSettings, _: RequesterDep, service: ServiceDep
 ) -> Response:
-    """Change the control rule (``first_k``, ``rate``), the blocking (``block_below``,
+    """Change the control rule (``first_k``, ``rate``; ``rule``: ``fixed`` or ``value``,
+    which needs a ``block_below``; ``horizon``), the blocking (``block_below``,
     null: no blocking by the rule; ``block_confidence``, ``min_answers``, ``prior``) and
     ``blocked_labels`` (``drop``: the verdict is fitted without the blocked workers'
     labels; ``keep``: with them). Only the fields given change, for tasks and answers from

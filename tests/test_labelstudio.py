@@ -563,6 +563,10 @@ def test_agreement_blocks_a_careless_annotator_without_ground_truth() -> None:
     evidence = report.blocked[0]["agreement"]
     assert evidence["labels"] >= 20 and evidence["p_below"] >= 0.95
     assert evidence["expected_right"] < 0.7 * evidence["labels"]
+    # the block is the agreement test's, its evidence in the event: a resumed sync reports it
+    assert report.blocked[0]["by"] == "agreement" and report.blocked[0]["evidence"] == evidence
+    resumed = LabelStudioSync.connect(_api(fake), 1, store, budget=160)
+    assert resumed.report().blocked == report.blocked
     # reversible: the requester unblocks, agreement does not block again
     assert sync.campaign.unblock_worker("ls-user-1")
     sync.connector.agreement_every = 0

@@ -36,9 +36,14 @@ Events (each applied by a handler here, replayed by ``Campaign.load`` and ``refr
 - ``control_items_added``: ``{"rows": [[item, class], ...]}``;
 - ``control_settings_changed``: the settings given (any of the above but ``rows`` and
   ``blocked_labels``); they apply to control answers from then on;
-- ``worker_blocked``: ``{"worker", "by": "rule" | "requester", "correct", "answered",
-  "level", "p_below", "spent"}`` (``level`` / ``p_below`` None for a block by hand without a
-  level); ``worker_unblocked``: ``{"worker"}``;
+- ``worker_blocked``: ``{"worker", "by", "correct", "answered", "level", "p_below",
+  "spent"}`` and, for a block on evidence other than control answers, ``"evidence"`` (a flat
+  mapping of names to numbers or strings). ``by``: ``rule`` (the control rule), ``requester``
+  (by hand), ``agreement`` (a platform's agreement test, e.g. the Label Studio sync's) or
+  ``policy`` (the policy's own rule, e.g. Requallo's spammer test: ``evidence`` names the
+  policy and its test). ``correct`` / ``answered`` are the worker's control answers then;
+  ``level`` / ``p_below`` the control rule's (None without a level, or for a block not by
+  the rule and without one). ``worker_unblocked``: ``{"worker"}``;
 - ``blocked_labels_set``: ``{"blocked_labels": "drop" | "keep"}`` (it changes the verdict
   only, so it is not in the policy's random stream, like gold);
 - ``gold_set``: ``{"rows": [[item, label], ...]}``, ``gold_removed``: ``{}`` (evaluation only).
@@ -63,6 +68,7 @@ from crowdbudget.engine.control import (
     ControlLedger,
     ControlTasks,
 )
+from crowdbudget.engine.live import policy_blocks
 from crowdbudget.exceptions import DataFormatError, InvalidParameterError
 
 if TYPE_CHECKING:
@@ -73,6 +79,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCKED_LABELS",
+    "BLOCKERS",
     "CONTROL_SETTINGS",
     "CampaignControlLedger",
     "CampaignEvidence",
@@ -91,6 +98,12 @@ CONTROL_SETTINGS = (
     "rule",
     "horizon",
 )
+#: who may block a worker through :meth:`CampaignEvidence.block_worker` (the control rule
+#: and the policy block through the campaign itself)
+BLOCKERS = ("requester", "agreement")
+#: the most entries a block's evidence may carry
+_EVIDENCE_ENTRIES = 20
+
 #: the settings of a campaign whose control tasks start without any (ControlTasks' defaults)
 _DEFAULTS = ControlTasks(n_items=1)
 
@@ -170,6 +183,28 @@ def check_control_settings(
         else:
             out[name] = _number(value, name)
     tasks_of({**settings_of(current or _DEFAULTS), **out})  # the ranges (one error line)
+    return out
+
+
+def check_block_evidence(evidence: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A block's evidence: a flat mapping of names (strings) to finite numbers, strings or
+    None, at most :data:`_EVIDENCE_ENTRIES` entries (stored in the event as given)."""
+    if evidence is None:
+        return None
+    if not isinstance(evidence, Mapping) or len(evidence) > _EVIDENCE_ENTRIES:
+        raise InvalidParameterError(
+            f"evidence must be a mapping of at most {_EVIDENCE_ENTRIES} names to numbers or "
+            f"strings, got {short_repr(evidence)}"
+        )
+    out: dict[str, Any] = {}
+    for name, value in evidence.items():
+        if not isinstance(name, str):
+            raise InvalidParameterError(f"evidence names must be strings, got {short_repr(name)}")
+        if value is None or isinstance(value, str | bool):
+            out[name] = value
+        else:
+            number = _number(value, f"evidence {name!r}")
+            out[name] = int(number) if isinstance(value, int | np.integer) else number
     return out
 
 
@@ -291,6 +326,7 @@ class CampaignEvidence:
     _worker_index: dict[str, int]
     _class_index: dict[str, int]
     _live: LiveStep
+    policy: Any  # the campaign's policy (read for its own blocks: policy_blocks)
     _records: dict[str, AssignmentRecord]
     _push: bool
     _gold: dict[int, int]
@@ -411,14 +447,28 @@ class CampaignEvidence:
         if mode != self._blocked_labels:
             self._commit("blocked_labels_set", {"blocked_labels": mode})
 
-    def block_worker(self, worker_id: str) -> bool:
-        """Block a worker by hand (their control answers recorded as the evidence); returns
-        whether they were not blocked already (blocked: nothing stored)."""
+    def block_worker(
+        self,
+        worker_id: str,
+        *,
+        by: str = "requester",
+        evidence: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Block a worker by hand (``by="requester"``) or on a test of the requester's tools
+        (``by="agreement"``: a platform's agreement test, its numbers in ``evidence``, a flat
+        mapping of names to numbers or strings); their control answers are recorded as the
+        evidence too. Returns whether they were not blocked already (blocked: nothing
+        stored)."""
         worker = self._known_worker(worker_id)
+        if by not in BLOCKERS:
+            raise InvalidParameterError(
+                f"by must be one of {', '.join(BLOCKERS)}, got {short_repr(by)}"
+            )
+        detail = check_block_evidence(evidence)
         ledger = self.control_ledger
         if ledger is not None and worker in ledger.blocked:
             return False
-        self._commit("worker_blocked", self._block_payload(worker, "requester"))
+        self._commit("worker_blocked", self._block_payload(worker, by, detail))
         return True
 
     def unblock_worker(self, worker_id: str) -> bool:
@@ -442,9 +492,10 @@ class CampaignEvidence:
 
     def blocked_workers(self) -> list[dict[str, Any]]:
         """The blocked workers in joining order, each with its evidence: ``worker``, ``by``
-        (``rule`` or ``requester``), ``correct`` of ``answered`` control answers, ``level``,
-        ``p_below`` (P(accuracy < level); None without a level) and ``spent`` (the
-        campaign's spend when it happened)."""
+        (``rule``, ``requester``, ``agreement`` or ``policy``), ``correct`` of ``answered``
+        control answers, ``level``, ``p_below`` (P(accuracy < level); None without a level),
+        ``spent`` (the campaign's spend when it happened) and, for a block on other
+        evidence (agreement, the policy's test), ``evidence``."""
         ledger = self.control_ledger
         if ledger is None:
             return []
@@ -460,6 +511,11 @@ class CampaignEvidence:
                     "level": _none_for_nan(evidence.level),
                     "p_below": _none_for_nan(evidence.p_below),
                     "spent": evidence.at_spent,
+                    **(
+                        {"evidence": self._block_evidence[worker]}
+                        if worker in self._block_evidence
+                        else {}
+                    ),
                 }
             )
         return out
@@ -497,7 +553,9 @@ class CampaignEvidence:
             )
         return worker
 
-    def _block_payload(self, worker: int, by: str) -> dict[str, Any]:
+    def _block_payload(
+        self, worker: int, by: str, evidence_of: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         spent = self._spent()
         ledger = self.control_ledger
         evidence = (
@@ -513,16 +571,28 @@ class CampaignEvidence:
             "level": _none_for_nan(evidence.level),
             "p_below": _none_for_nan(evidence.p_below),
             "spent": evidence.at_spent,
+            **({} if evidence_of is None else {"evidence": dict(evidence_of)}),
         }
 
     def _record_blocks(self) -> None:
         """Store a ``worker_blocked`` event for each block the rule made (on a label, an
-        import or new control items) that has none yet."""
+        import or new control items) that has none yet, then for each worker the policy
+        blocked by its own rule (:func:`~crowdbudget.engine.live.policy_blocks`, e.g.
+        Requallo's spammer test) who is not blocked yet and whom the requester did not
+        unblock — ``by: policy`` with the policy's evidence."""
         ledger = self.control_ledger
-        if ledger is None:
-            return
-        for worker in sorted(set(ledger.blocked) - set(self._blocked_by)):
-            self._commit("worker_blocked", self._block_payload(worker, "rule"))
+        if ledger is not None:
+            for worker in sorted(set(ledger.blocked) - set(self._blocked_by)):
+                self._commit("worker_blocked", self._block_payload(worker, "rule"))
+        blocks = policy_blocks(self.policy)
+        for worker in sorted(blocks):
+            ledger = self.control_ledger
+            if ledger is not None and (worker in ledger.blocked or worker in ledger.exempt):
+                continue
+            if 0 <= worker < len(self.worker_ids):
+                self._commit(
+                    "worker_blocked", self._block_payload(worker, "policy", blocks[worker])
+                )
 
     def _ensure_ledger(self) -> CampaignControlLedger:
         """The ledger, started on the campaign's history when control tasks begin: tasks
@@ -550,6 +620,8 @@ class CampaignEvidence:
         self._control_truth: dict[int, int] = {}
         self._blocked_labels = "drop"
         self._blocked_by: dict[int, str] = {}  # worker -> who blocked them (an event each)
+        # worker -> the evidence of a block not on control answers (agreement, policy)
+        self._block_evidence: dict[int, dict[str, Any]] = {}
         control = self.config.control
         if control is not None:
             self._blocked_labels = control.get("blocked_labels", "drop")
@@ -604,6 +676,8 @@ class CampaignEvidence:
             )
         ledger.exempt.discard(worker)
         self._blocked_by[worker] = p["by"]
+        if p.get("evidence") is not None:
+            self._block_evidence[worker] = dict(p["evidence"])
         self._close_pairs(worker, True)
 
     def _on_worker_unblocked(self, p: dict[str, Any]) -> None:
@@ -612,6 +686,7 @@ class CampaignEvidence:
         ledger.blocked.pop(worker, None)
         ledger.exempt.add(worker)
         self._blocked_by.pop(worker, None)
+        self._block_evidence.pop(worker, None)
         self._close_pairs(worker, False)
 
     def _on_blocked_labels_set(self, p: dict[str, Any]) -> None:

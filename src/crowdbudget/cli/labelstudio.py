@@ -54,6 +54,7 @@ def _control(args: argparse.Namespace) -> dict[str, Any] | None:
         "block_below": args.block_below,
         "block_confidence": args.block_confidence,
         "min_answers": args.min_control_answers,
+        "rule": args.control_rule,
         "blocked_labels": args.blocked_labels,
     }
     settings = {k: v for k, v in given.items() if v is not None}
@@ -129,9 +130,16 @@ def cmd_sync(args: argparse.Namespace) -> int:
             + (", done" if report.done else "")
         )
         for entry in report.blocked:
+            agreement = entry.get("agreement")
             print(
                 f"blocked {entry['worker']} ({entry['by']}): {entry['correct']} of "
                 f"{entry['answered']} control answers right"
+                + (
+                    f"; {agreement['expected_right']} of {agreement['labels']} labels right "
+                    "under the verdict"
+                    if agreement
+                    else ""
+                )
             )
         if report.not_counted:
             print(f"{report.not_counted} annotations of blocked annotators not counted")
@@ -254,6 +262,14 @@ def _sync_arguments(p: argparse.ArgumentParser, listen_default: str | None) -> N
         type=_level,
         default=None,
         help="then this share of the slots (0.05)",
+    )
+    p.add_argument(
+        "--control-rule",
+        choices=("fixed", "value"),
+        default=None,
+        help="after the first slots: the fixed --control-rate, or 'value': a ground-truth "
+        "task whenever its answer is worth more to the block decision than the label it "
+        "displaces (needs --block-below; default fixed)",
     )
     p.add_argument(
         "--blocked-labels",

@@ -45,13 +45,25 @@ items is eligible, or every worker is blocked.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from crowdbudget.engine.control import ControlLedger
+from crowdbudget.engine.control import BlockEvidence, ControlLedger
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.types import Assignment, CampaignState, LabelEvent
+
+
+def policy_blocks(policy: object) -> Mapping[int, Mapping[str, Any]]:
+    """The workers ``policy`` blocked by its own rule, with its evidence (``{worker: {name:
+    number or string}}``): a policy's ``worker_blocks()`` (Requallo's spammer test, Li et
+    al. WSDM 2016 §3.2), empty for a policy without one. The live rules make each one a
+    block like the control rule's (:meth:`LiveStep.adopt_policy_blocks`; a live campaign
+    records it as a ``worker_blocked`` event ``by: policy``), so every rule blocks through
+    one ledger."""
+    blocks = getattr(policy, "worker_blocks", None)
+    return blocks() if callable(blocks) else {}
 
 
 class Policy(Protocol):
@@ -349,6 +361,8 @@ class LiveStep:
         (with control tasks: :meth:`push_with_control`)."""
         if rules.control is not None and self.control is None:
             self.control = rules.control
+        if self.control is not None:
+            self.adopt_policy_blocks(policy, float(state.spent))
         if not pull and self.control is not None:
             return self.push_with_control(rules, policy, state)
         if pull:
@@ -409,6 +423,20 @@ class LiveStep:
         ):
             return Decision(None, worker, cause="refused")
         return Decision(Assignment(choice.item, worker, price), worker)
+
+    def adopt_policy_blocks(self, policy: object, spent: float) -> list[int]:
+        """Make the policy's own blocks (:func:`policy_blocks`) blocks of the control ledger,
+        with the worker's control answers as the ledger's evidence (the policy's is its
+        own); returns the workers newly blocked. A simulated campaign calls it before every
+        question; a live campaign records each as an event instead."""
+        control = self.control
+        if control is None:
+            return []
+        new = [w for w in sorted(policy_blocks(policy)) if w not in control.blocked]
+        for worker in new:
+            c, n = control.correct.get(worker, 0), control.answered.get(worker, 0)
+            control.blocked[worker] = BlockEvidence(c, n, math.nan, math.nan, spent)
+        return new
 
     def exhausted(self, state: CampaignState, rules: LiveRules) -> bool:
         """Whether no worker can be given anything any more: the budget left pays for no

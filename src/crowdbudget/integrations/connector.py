@@ -587,7 +587,8 @@ class CampaignConnector:
         their labels meet agreeing ones), while the posterior weighs each agreement by how
         sure it is. u's own label moves the verdict a little, so k errs on u's side: a
         conservative test. The block is the campaign's (:meth:`Campaign.block_worker`,
-        recorded as the requester's, reversible); an annotator the requester unblocked is left
+        recorded ``by: agreement`` with these numbers as its ``evidence``, reversible); an
+        annotator the requester unblocked is left
         alone. Checked every :attr:`agreement_every` labels, or every 5 % more labels when
         that is more (one verdict fit each). Returns the annotators blocked."""
         campaign = self.campaign
@@ -617,13 +618,15 @@ class CampaignConnector:
                 continue
             p_below = float(stats.beta.cdf(level, alpha + k, beta + n - k))
             if p_below >= confidence:
-                campaign.block_worker(worker_id)
-                self.agreement_blocks[worker_id] = {
+                evidence = {
                     "labels": n,
                     "expected_right": round(k, 3),
                     "level": level,
                     "p_below": p_below,
                 }
+                # stored in the event (by: agreement), so it survives a restart
+                campaign.block_worker(worker_id, by="agreement", evidence=evidence)
+                self.agreement_blocks[worker_id] = evidence
                 blocked.append(worker_id)
         self._catch_up()
         return blocked

@@ -496,7 +496,11 @@ class LabelStudioSync:
             control_items=len(self.campaign.control_items()),
             control_answers=int((status.get("control") or {}).get("answers", 0)),
             blocked=[
-                {**entry, "agreement": self.connector.agreement_blocks.get(entry["worker"])}
+                {
+                    **entry,
+                    # the event's evidence (it survives a restart, unlike the sync's memory)
+                    "agreement": entry.get("evidence") if entry["by"] == "agreement" else None,
+                }
                 for entry in status.get("blocked_workers") or []
             ],
             not_counted=sum(len(w) for w in self.connector.not_counted.values()),

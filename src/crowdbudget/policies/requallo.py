@@ -51,7 +51,11 @@ Worker reliability (§3.2), ``workers=``:
   are removed from every incomplete item (Example 4), his later labels are not counted, and
   in pull mode he gets no work (``select`` returns None for him). Items already complete stay
   complete. In push mode the platform picks the worker, so a blocked worker's label can still
-  arrive (and is paid for) but is ignored.
+  arrive (and is paid for) but is ignored. Under the live rules (a live campaign, or a
+  simulated one with control tasks) the block is also the campaign's, through the same
+  ledger as a control-rule block (:meth:`RequalloPolicy.worker_blocks`,
+  :func:`crowdbudget.engine.live.policy_blocks`): the worker is refused (``blocked``), listed
+  with the test's numbers, and the verdict drops their labels when the requester chose so.
 - ``"weighted"`` (ratio requirements, §3.2): P_i is the MLE of eq. 8–9 under the worker
   reliabilities θ_j (pseudo-labels come from noiseless workers, θ = 1, §3.3), found by
   bisection on the derivative of the concave log-likelihood; the weighted votes are
@@ -226,6 +230,7 @@ class RequalloPolicy(AllocationPolicy):
         counts_: counted votes per item and class, shape (n_items, n_classes).
         complete_: items meeting the requirement, shape (n_items,).
         blocked_: workers blocked as spammers (set of ids).
+        block_evidence_: the test's numbers for each (:meth:`worker_blocks`).
         stopped_early_: True once ``select`` stopped with budget left (rewards all <= 0).
     """
 
@@ -313,6 +318,7 @@ class RequalloPolicy(AllocationPolicy):
         self.counts_ = np.zeros((n, n_classes), dtype=np.int64)
         self.complete_ = np.zeros(n, dtype=bool)
         self.blocked_: set[int] = set()
+        self.block_evidence_: dict[int, dict[str, Any]] = {}
         self.stopped_early_ = False
         # per-item random priorities for exact ties in the final labels
         self._tie_rank = rng.random((n, n_classes))
@@ -491,13 +497,32 @@ class RequalloPolicy(AllocationPolicy):
             if w in self.blocked_ or self._judged[w] < self.spammer_min_labels:
                 continue
             if self.is_spammer(self._agree[w], self._judged[w]):
+                self.block_evidence_[w] = {
+                    "policy": "requallo",
+                    "test": "binomial: agreement with the majority, H0 theta = 1/2",
+                    "agreements": self._agree[w],
+                    "judged": self._judged[w],
+                    "p_value": self.spammer_p_value(self._agree[w], self._judged[w]),
+                    "alpha": float(self.spammer_alpha),
+                }
                 self._block(w)
+
+    @staticmethod
+    def spammer_p_value(agreements: int, judged: int) -> float:
+        """``P(Binomial(judged, 1/2) >= agreements)``: the one-sided exact binomial test's
+        p-value of θ = 1/2 against θ > 1/2 (§3.2)."""
+        return float(stats.binom.sf(agreements - 1, judged, 0.5))
 
     def is_spammer(self, agreements: int, judged: int) -> bool:
         """One-sided exact binomial test of θ = 1/2 against θ > 1/2 (§3.2): a spammer when
         ``P(Binomial(judged, 1/2) >= agreements) >= spammer_alpha``."""
-        p_value = float(stats.binom.sf(agreements - 1, judged, 0.5))
-        return p_value >= self.spammer_alpha
+        return self.spammer_p_value(agreements, judged) >= self.spammer_alpha
+
+    def worker_blocks(self) -> dict[int, dict[str, Any]]:
+        """The workers blocked as spammers with the test's numbers (agreements of judged
+        labels, p-value, level; §3.2), ``{worker: evidence}``: the live rules make each a
+        block of the campaign (:func:`crowdbudget.engine.live.policy_blocks`)."""
+        return self.block_evidence_
 
     def _block(self, worker: int) -> None:
         """Block ``worker``: remove his votes from incomplete items (Example 4)."""

@@ -200,3 +200,88 @@ def test_http_lists_the_policys_block_with_its_evidence(tmp_path: Path) -> None:
     assert client.get(f"{base}/status", headers=boss).json()["blocked_workers"] == [blocked]
     refused = client.post(f"{base}/assignments", headers={"Authorization": f"Bearer {tokens['s']}"})
     assert refused.status_code == 204 and refused.headers["x-no-work-reason"] == "blocked"
+
+
+def _spammer_world(n_items: int = 60) -> SyntheticBernoulliEnvironment:
+    accuracies = [0.5] * 3 + [0.85] * 7
+    conf = np.array([[[a, 1 - a], [1 - a, a]] for a in accuracies])
+    return SyntheticBernoulliEnvironment(n_items, prior=(1, 1), workers=WorkerPool(conf))
+
+
+@pytest.mark.parametrize("policy_id", ["bbta", "iethresh"])
+def test_push_bandits_never_name_a_blocked_worker_or_a_control_item(
+    policy_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The availability's blocked workers and closed items reach BBTA's and IEThresh's
+    candidate workers (one place, their shared pair index): no push answer is refused
+    (before: up to 58 of 238 questions refused on this crowd, seeds 0-4)."""
+    causes: list[str | None] = []
+    original = LiveStep.push_with_control
+
+    def counted(self: LiveStep, rules: LiveRules, policy: Any, state: CampaignState) -> Any:
+        decision = original(self, rules, policy, state)
+        causes.append(None if decision.assignment is not None else decision.cause)
+        return decision
+
+    monkeypatch.setattr(LiveStep, "push_with_control", counted)
+    tasks = ControlTasks(n_items=8, first_k=3, rate=0.2, block_below=0.7, min_answers=3)
+    for seed in (0, 3):
+        causes.clear()
+        result = run_experiment(
+            [policy_id],
+            _spammer_world(),
+            [180.0],
+            1,
+            seed=seed,
+            n_jobs=1,
+            progress=False,
+            mode="push",
+            control=tasks,
+        )
+        row = result.runs.iloc[0]
+        assert row["blocked_workers"] >= 1 and row["labels_used"] == 180.0
+        assert causes.count(None) == 180 and len(causes) == 180, set(causes)
+
+
+def test_kos_push_replans_the_edges_of_blocked_workers() -> None:
+    """Before: 152 of 180 spent on this run (the value rule blocks two spammers early and
+    serves few control tasks; the blocked workers' planned edges were passed)."""
+    tasks = ControlTasks(n_items=8, first_k=3, block_below=0.7, min_answers=3, rule="value")
+    result = run_experiment(
+        ["kos"],
+        _spammer_world(),
+        [180.0],
+        1,
+        seed=0,
+        n_jobs=1,
+        progress=False,
+        mode="push",
+        control=tasks,
+    )
+    row = result.runs.iloc[0]
+    assert row["blocked_workers"] == 2 and row["labels_used"] == 180.0
+
+
+def test_kos_live_push_spends_past_a_block() -> None:
+    rng = np.random.default_rng(4)
+    truth = rng.integers(2, size=60)
+    items = [f"i{k}" for k in range(60)]
+    workers = [f"w{j}" for j in range(10)]
+    control = {items[k]: str(truth[k]) for k in range(8)}
+    settings = {"first_k": 3, "rate": 0.2, "block_below": 0.7, "min_answers": 3}
+    campaign = Campaign.create(
+        items,
+        budget=180,
+        policy="kos",
+        mode="push",
+        workers=workers,
+        seed=4,
+        control={"items": control, **settings},
+    )
+    while batch := campaign.push_assignments(1):
+        (work,) = batch
+        j, i = workers.index(work.worker_id), items.index(work.item_id)
+        right = rng.random() < (0.5 if j < 3 else 0.85)
+        campaign.record_label(work.assignment_id, str(truth[i] if right else 1 - truth[i]))
+        assert not campaign.is_blocked(work.worker_id) or campaign.is_control_item(work.item_id)
+    assert campaign.blocked_workers() and campaign.status()["spent"] == 180.0  # before: 174

@@ -275,7 +275,10 @@ class LiveStep:
             if due is not None:
                 return due
         closed = control.item_set if control is not None else set()
-        with state.availability.question(closed, self.busy):
+        # with control tasks the policy may read the blocked workers (their pairs are
+        # closed in a live campaign too; a planner re-plans their edges: kos)
+        blocked = control.blocked if control is not None else ()
+        with state.availability.question(closed, self.busy, blocked=blocked):
             choice = policy.select(state)
         if choice is None or choice.worker is None:
             return Decision(None)

@@ -43,7 +43,9 @@ The KOS graph (built at the first ``select``, from the policy's generator):
   synthetic world, when no quota is left: the plan is exhausted).
 - **Push mode** returns None (stop) when the plan is exhausted or its next edge is not
   affordable; a planned edge whose item became ineligible is skipped (its label is not
-  re-planned).
+  re-planned). Under the live rules an edge whose worker is blocked (or holds the item
+  already) goes to the open worker given the fewest edges so far, so blocking does not
+  leave the budget unspent; the item keeps its degree.
 """
 
 from __future__ import annotations
@@ -272,6 +274,7 @@ class KOSAllocation(AggregatingPolicy):
         self._worker_ptr = np.zeros(n_slots + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.plan_workers_, minlength=n_slots), out=self._worker_ptr[1:])
         self._worker_next = self._worker_ptr[:-1].copy()
+        self._given = np.zeros(n_slots, dtype=np.int64)  # edges handed to each worker
         self._steal_order = rng.permutation(state.n_items)
         self._steal_next = 0
         self._pair_ptr: IntArray | None = None
@@ -308,19 +311,44 @@ class KOSAllocation(AggregatingPolicy):
         if not state.can_afford(price):
             return None
         self._quota[item] -= 1
+        if worker < self._given.shape[0]:
+            self._given[worker] += 1
         return Assignment(item=item, worker=worker, price=price)
+
+    def _stand_in(self, state: CampaignState, item: int) -> int:
+        """Push under the live rules: the worker who takes a planned edge of ``item`` whose
+        own worker is blocked or holds the item — among the workers the question leaves
+        open for ``item`` (not blocked, not holding it, their pair unused, capacity left),
+        the one given the fewest edges so far (ties: the lowest index); −1 when none.
+        O(n_workers), only when an edge is re-planned (never offline)."""
+        availability = state.availability
+        best, best_load = -1, 0
+        for w in range(self._given.shape[0]):
+            if (
+                (best < 0 or self._given[w] < best_load)
+                and availability.pair_open(item, w)
+                and self._pair_open(state, item, w)
+                and state.has_capacity(w)
+            ):
+                best, best_load = w, int(self._given[w])
+        return best
 
     def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
         if not self._planned:
             self._build_plan(state, worker)
         if worker is None:
+            availability = state.availability
             while self._cursor < self.plan_items_.shape[0]:
                 k = self._cursor
                 item, who = int(self.plan_items_[k]), int(self.plan_workers_[k])
-                # live rules: an edge of a blocked worker, or one they hold, is passed
-                if not self._usable(state, item, who) or not state.availability.pair_open(
-                    item, who
-                ):
+                if self._quota[item] <= 0 or not availability.is_open(item):
+                    self._cursor += 1
+                    continue
+                if who in availability.blocked or not availability.pair_open(item, who):
+                    # live rules: the edge's worker is blocked or holds the item; another
+                    # worker takes the edge (the item keeps its degree), else it is passed
+                    who = self._stand_in(state, item)
+                if who < 0 or not self._pair_open(state, item, who):
                     self._cursor += 1
                     continue
                 assignment = self._take(state, item, who)

@@ -199,11 +199,13 @@ def _first_lowest(num: FloatArray, members: IntArray, available: BoolArray) -> i
 
 class _PairIndex:
     """Which workers may still label each task: every worker (synthetic world, live campaign)
-    or those with an unused recorded label (replay, ``state.pairs``)."""
+    or those with an unused recorded label (replay, ``state.pairs``), never a worker blocked
+    under the live rules (``state.availability.blocked``: empty offline)."""
 
     def __init__(self, state: CampaignState, n_workers: int) -> None:
         pairs = state.pairs
         self.pairs = pairs
+        self.availability = state.availability
         if pairs is not None:
             n = state.problem.n_items
             # by item, then by worker: a task's candidates come out sorted, duplicates adjacent
@@ -214,6 +216,10 @@ class _PairIndex:
 
     def candidates(self, item: int, asked: BoolArray) -> IntArray:
         """Workers who have not labeled ``item`` (``asked`` row) and may be asked now."""
+        blocked = self.availability.blocked
+        if blocked:  # a block is never lifted within a run: asked, as far as this task goes
+            asked = asked.copy()
+            asked[[w for w in blocked if w < asked.shape[0]]] = True
         if self.pairs is None:
             return np.flatnonzero(~asked)
         idx = self.order[self.ptr[item] : self.ptr[item + 1]]
@@ -227,6 +233,8 @@ class _PairIndex:
         return workers
 
     def allows(self, item: int, worker: int) -> bool:
+        if worker in self.availability.blocked:
+            return False
         if self.pairs is None:
             return True
         idx = self.order[self.ptr[item] : self.ptr[item + 1]]
@@ -423,7 +431,9 @@ class BanditTaskAssignment(AllocationPolicy):
             item = int(self._best_item[s])
             if item < 0:
                 return None
-            if state.eligible[item] and self.n_asked_[item] < self.n_workers_:
+            # push: a closed item (a control item under the live rules) is closed for good
+            open_ = state.availability.is_open(item)
+            if open_ and self.n_asked_[item] < self.n_workers_:
                 workers = self._pair_index.candidates(item, self.asked_[item])
                 if workers.shape[0]:
                     return item, workers
@@ -443,6 +453,8 @@ class BanditTaskAssignment(AllocationPolicy):
                 continue
             if not state.eligible[item] or self.asked_[item, j]:
                 continue
+            if worker is None and not state.availability.is_open(item):
+                continue  # push: closed for the run (control items under the live rules)
             if not self._pair_index.allows(item, j):
                 continue
             del self._explore_queue[pos]

@@ -292,6 +292,10 @@ def test_the_status_reads_the_verdict() -> None:
         _answer(campaign, worker)
     results = campaign.results()
     assert campaign.status()["estimated_accuracy"] == pytest.approx(results["confidence"].mean())
+    # items_confident reads the same fit (mv: a lone label is certain; the vote posterior's
+    # Beta(2, 1) says 0.75)
+    confident = int((results["confidence"] >= 0.95).sum())
+    assert campaign.status()["items_confident"] == confident > 0
     posterior = Campaign.create(ITEMS, budget=10)
     _answer(posterior, "w")
     confidence = posterior.results()["confidence"].mean()

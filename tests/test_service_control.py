@@ -269,5 +269,7 @@ def test_the_status_reads_the_verdict_fitted_in_a_child(api: Api) -> None:
     results = api.call("GET", "/results").json()
     confidence = sum(row["confidence"] for row in results) / len(results)
     assert status["estimated_accuracy"] == pytest.approx(confidence)
+    confident = sum(row["confidence"] >= 0.95 for row in results)
+    assert status["items_confident"] == confident > 0  # the verdict's (mv), not the votes'
     listed = api.client.get("/v1/campaigns", headers={"Authorization": f"Bearer {api.key}"})
     assert listed.json() == [status]

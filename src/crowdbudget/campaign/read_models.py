@@ -8,9 +8,8 @@ ledger, gold and spend timeline — and writes no event. Final labels and their 
 from one model, the campaign's verdict (:meth:`CampaignReadModel.verdict_probabilities`):
 :meth:`~CampaignReadModel.results`, :meth:`~CampaignReadModel.calibration`,
 :meth:`~CampaignReadModel.worker_reliability`, the dashboard and the status'
-``estimated_accuracy`` all read it (one fit per event count and verdict, kept by the read
-model). The status' ``items_confident`` is the vote posterior's
-(:meth:`~CampaignReadModel.class_probabilities`).
+``estimated_accuracy`` and ``items_confident`` all read it (one fit per event count and
+verdict, kept by the read model).
 
 With control tasks (:mod:`crowdbudget.campaign.control`) an aggregator verdict is fitted with
 the control items' answers as known truth (:func:`fit_verdict`) and, when the requester
@@ -438,10 +437,11 @@ class CampaignReadModel:
         while no label has come; ``fitted``: the verdict computed elsewhere, as in
         :meth:`results`).
 
-        A policy that reports its own progress (``policy.status()``, e.g. Requallo's items
-        meeting the requirement) adds it under ``policy_status``; ``items_complete`` is its
-        count of complete items when it has one (else the items with posterior confidence
-        >= 0.95).
+        ``items_confident``: the items whose final label the verdict gives probability
+        >= 0.95 (the same fit as ``estimated_accuracy``). A policy that reports its own
+        progress (``policy.status()``, e.g. Requallo's items meeting the requirement) adds it
+        under ``policy_status``; ``items_complete`` is its count of complete items when it
+        has one (else ``items_confident``).
 
         ``stopped`` is true as soon as no further assignment is possible, with nothing
         pending, and ``stop_reason`` says why (the budget is spent; the policy stopped by
@@ -466,9 +466,8 @@ class CampaignReadModel:
         campaign = self.campaign
         config = campaign.config
         campaign.expire_overdue()
-        confidence = self.class_probabilities().max(axis=1)
         if verdict is None:
-            accuracy = confidence
+            accuracy = self.class_probabilities().max(axis=1)
         else:
             labels, probabilities = verdict
             accuracy = probabilities[np.arange(labels.shape[0]), labels]
@@ -477,7 +476,9 @@ class CampaignReadModel:
         policy_status: dict[str, Any] = report() if callable(report) else {}
         pending = int(campaign.state.pending.sum())
         stop_reason, stopped = stop_reason_of(campaign, policy_status, pending)
-        confident = int(np.count_nonzero(confidence >= 0.95))
+        # the items whose final label the verdict gives probability >= 0.95 (the prior's
+        # confidence while no label has come)
+        confident = int(np.count_nonzero(accuracy >= 0.95))
         ledger = campaign.ledger
         return {
             "campaign_id": config.campaign_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -272,6 +273,44 @@ def test_http_bad_rule_settings_change_nothing(tmp_path: Path, body: Any, needle
     api = PushApi(tmp_path)
     before = _checksum(api.url)
     response = api.call("PATCH", "/control", json=body)
+    assert response.status_code == 422, response.text
+    assert needle in response.json()["detail"]
+    assert _checksum(api.url) == before
+
+
+def test_the_live_ledgers_crowd_value_is_the_rules() -> None:
+    """The live ledger's v̄ (one sum per ledger state, the worker's own taken out) equals
+    the rule's (a mean over the other workers), blocked workers left out."""
+    from crowdbudget.campaign.control import CampaignControlLedger
+    from crowdbudget.engine.control import ControlLedger, ControlTasks
+
+    tasks = ControlTasks(n_items=1, block_below=0.7, min_answers=2, rule="value")
+    truth = np.zeros(10, dtype=np.int64)
+    ledger = CampaignControlLedger(tasks, np.arange(10), truth, budget=50.0)
+    rng = np.random.default_rng(0)
+    for step in range(40):
+        worker = int(rng.integers(6))
+        ledger.answer(worker, int(rng.integers(10)), int(rng.random() < 0.3 * worker), step)
+        for w in (None, *range(7)):
+            assert ledger._replacement(w) == pytest.approx(ControlLedger._replacement(ledger, w))
+    assert ledger.blocked  # the check covered blocked workers too
+
+
+@pytest.mark.parametrize(
+    ("control", "needle"),
+    [
+        ({"rule": "value"}, "give a block level"),
+        ({"rule": "value", "block_below": 0.7, "horizon": 0}, "horizon must be an integer >= 1"),
+        ({"rule": "fastest"}, "rule"),
+    ],
+)
+def test_http_a_bad_rule_at_creation_stores_nothing(
+    tmp_path: Path, control: dict[str, Any], needle: str
+) -> None:
+    api = PushApi(tmp_path)
+    before = _checksum(api.url)
+    body = {"items": ITEMS, "budget": 4, "control": control}
+    response = api.client.post("/v1/campaigns", json=body)
     assert response.status_code == 422, response.text
     assert needle in response.json()["detail"]
     assert _checksum(api.url) == before

@@ -67,6 +67,7 @@ from crowdbudget.engine.control import (
     BlockEvidence,
     ControlLedger,
     ControlTasks,
+    positive_information,
 )
 from crowdbudget.engine.live import policy_blocks
 from crowdbudget.exceptions import DataFormatError, InvalidParameterError
@@ -273,6 +274,41 @@ class CampaignControlLedger(ControlLedger):
 
     exempt: set[int] = field(default_factory=set)
     money_left: Callable[[], float] | None = None
+
+    # the value rule's per-worker label value E[w(a)] by (correct, answered, prior), and the
+    # sum over the unblocked workers per ledger state: v̄ in O(1) per worker (below)
+    _values: dict[tuple[int, int, tuple[float, float]], float] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _crowd: tuple[Any, float, int] | None = field(default=None, repr=False, compare=False)
+
+    def _value_of(self, worker: int) -> float:
+        """``E[w(a)]`` under ``worker``'s posterior (memoised on their answer counts)."""
+        c, n = self.correct.get(worker, 0), self.answered.get(worker, 0)
+        key = (c, n, self.tasks.prior)
+        value = self._values.get(key)
+        if value is None:
+            alpha, beta = self.tasks.prior
+            value = self._values[key] = float(positive_information(alpha + c, beta + n - c))
+        return value
+
+    def _replacement(self, worker: int | None) -> float:
+        """:meth:`ControlLedger._replacement` (a live ledger's ``n_workers`` is None: the
+        mean over the other unblocked workers with control answers), from one sum per ledger
+        state minus the worker's own: O(1) per worker instead of O(workers), so a push
+        team's value rule costs O(team) per question, not O(team²)."""
+        if self.n_workers is not None:
+            return super()._replacement(worker)
+        version = (self.control_labels, frozenset(self.blocked), self.tasks.prior)
+        if self._crowd is None or self._crowd[0] != version:
+            mine = [w for w in self.answered if w not in self.blocked]
+            self._crowd = (version, float(sum(self._value_of(w) for w in mine)), len(mine))
+        _, total, count = self._crowd
+        if worker is not None and worker in self.answered and worker not in self.blocked:
+            total, count = total - self._value_of(worker), count - 1
+        if count <= 0:
+            return float(positive_information(*self.tasks.prior))
+        return total / count
 
     def _labels_left(self) -> float:
         """The value rule's labels left: the campaign's money left (pending assignments

@@ -600,3 +600,18 @@ def test_no_slot_waits_on_a_task_only_a_blocked_annotator_could_take() -> None:
         sync.reconcile_tasks([task_id])
     assert sync.campaign.is_blocked("ls-user-1")
     assert sync.done() and sync.report().open_slots == 0
+
+
+def test_the_sync_command_line_takes_the_value_rule() -> None:
+    import argparse
+
+    from crowdbudget.cli.labelstudio import _control, _sync_arguments
+
+    parser = argparse.ArgumentParser()
+    _sync_arguments(parser, None)
+    base = ["--url", "http://x", "--token-file", "t", "--project", "1"]
+    args = parser.parse_args([*base, "--control-rule", "value", "--block-below", "0.7"])
+    assert _control(args) == {"rule": "value", "block_below": 0.7}
+    assert _control(parser.parse_args(base)) is None
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--control-rule", "best"])

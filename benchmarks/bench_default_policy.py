@@ -19,8 +19,9 @@ written to CSV (``--write-crowds DIR``: ``DIR/NAME/labels.csv`` and ``gold.csv``
         [--policy opt-kg:posterior=one-coin] [--write-crowds DIR]
 
 ``--prototype`` runs, instead, the prototype allocation whose item posterior has a class prior
-(:func:`class_prior_kg_campaign`; measured, not shipped). ``--table A.csv B.csv`` prints the
-table of earlier ``--out`` files without running anything.
+(:func:`class_prior_kg_campaign`; measured, not shipped); ``--ceiling`` the accuracy of the
+Bayes rule with the true crowd at one label per item (:func:`one_label_ceiling`);
+``--table A.csv B.csv`` prints the table of earlier ``--out`` files without running anything.
 Progress (one line per crowd, with its CPU seconds) goes to stderr; ``--out`` appends every
 (crowd, policy, verdict, budget) mean and std as CSV rows, so a long run can be split into
 several commands with the same ``--out``.
@@ -42,7 +43,13 @@ import pandas as pd
 
 from crowdbudget.datasets import load_dataset
 from crowdbudget.experiments.runner import run_experiment
-from crowdbudget.experiments.stress import DEFAULT_BED, StressCell, make_crowd
+from crowdbudget.experiments.stress import (
+    DEFAULT_BED,
+    StressCell,
+    _good_workers,
+    make_crowd,
+    subsample_per_item,
+)
 from crowdbudget.labels import LabelData
 from crowdbudget.registry import split_verdict
 from crowdbudget.simulation.replay import ReplayEnvironment
@@ -318,6 +325,52 @@ def run_prototype(args: argparse.Namespace) -> int:
     return 0
 
 
+def one_label_ceiling(cell: StressCell, reps: int = 5) -> tuple[float, float, float]:
+    """What any verdict can reach when every item has exactly one label (the default policy's
+    campaign at 1 label per item): the Bayes rule with the *true* class prior and confusion
+    matrices (redrawn as :func:`make_crowd` draws them, seed 0), reading the label, and
+    answering the common class — each averaged over ``reps`` random one-label subsamples of
+    the cell's pool crowd."""
+    pool = pool_cell(cell, 10)
+    data = make_crowd(pool, 0)
+    rng = np.random.default_rng(0)  # make_crowd's draws, in its order, up to the workers
+    C, n_w = pool.n_classes, pool.n_workers
+    truth = rng.choice(C, size=pool.n_items, p=np.asarray(pool.class_prior))
+    kind = rng.random(n_w)
+    spammer = kind < pool.spammer_share
+    biased = (~spammer) & (kind < pool.spammer_share + pool.biased_share)
+    confusion = _good_workers(pool, n_w, rng)
+    confusion[spammer] = 1.0 / C
+    favourite = rng.integers(0, C, size=n_w)
+    confusion[biased] = np.eye(C)[favourite[biased]][:, None, :]
+    assert data.gold is not None and np.array_equal(truth, data.gold)
+    original = np.array([int(str(w)[1:]) for w in data.worker_ids])  # "w17" -> 17
+    prior = np.asarray(pool.class_prior)
+    common = int(prior.argmax())
+    scores = []
+    for r in range(reps):
+        one = subsample_per_item(data, 1, np.random.default_rng(r))
+        bayes = np.full(data.n_items, common)
+        bayes[one.items] = (
+            prior[None, :] * confusion[original[one.workers], :, one.labels]
+        ).argmax(axis=1)
+        read = np.full(data.n_items, common)
+        read[one.items] = one.labels
+        scores.append((np.mean(bayes == truth), np.mean(read == truth), np.mean(truth == common)))
+    bayes_acc, read_acc, common_acc = np.mean(scores, axis=0)
+    return float(bayes_acc), float(read_acc), float(common_acc)
+
+
+def run_ceiling(args: argparse.Namespace) -> int:
+    """``--ceiling``: :func:`one_label_ceiling` for every chosen cell."""
+    names = [c.strip() for c in args.cells.split(",") if c.strip()]
+    for cell in DEFAULT_BED:
+        if "all" in names or cell.name in names:
+            bayes, read, common = one_label_ceiling(cell, args.reps)
+            print(f"{cell.name}: Bayes rule {bayes:.4f}, the label {read:.4f}, common {common:.4f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cells", default="all", help="bed cells (all, or names; '' none)")
@@ -341,6 +394,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the prototype class-prior KG allocation instead (not a package policy)",
     )
     p.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="print what any verdict can reach with one label per item on each cell",
+    )
+    p.add_argument(
         "--table",
         nargs="+",
         default=None,
@@ -354,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.prototype:
         return run_prototype(args)
+    if args.ceiling:
+        return run_ceiling(args)
     if args.table:
         frames = [pd.read_csv(path) for path in args.table]
         print("\n".join(HEADER + table_lines(pd.concat(frames), args.policy)))

@@ -36,6 +36,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,8 @@ def write_crowd(data: LabelData, root: Path) -> None:
     with open(folder / "gold.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["task", "label"])
-        for i, g in enumerate(data.gold):
+        gold: Sequence[int] = [] if data.gold is None else data.gold.tolist()  # bed: all gold
+        for i, g in enumerate(gold):
             w.writerow([data.item_ids[i], data.classes[g]])
 
 

@@ -19,9 +19,11 @@ written to CSV (``--write-crowds DIR``: ``DIR/NAME/labels.csv`` and ``gold.csv``
         [--policy opt-kg:posterior=one-coin] [--write-crowds DIR]
 
 ``--prototype`` runs, instead, the prototype allocation whose item posterior has a class prior
-(:func:`class_prior_kg_campaign`; measured, not shipped); ``--ceiling`` the accuracy of the
-Bayes rule with the true crowd at one label per item (:func:`one_label_ceiling`);
-``--table A.csv B.csv`` prints the table of earlier ``--out`` files without running anything.
+(:func:`class_prior_kg_campaign`; measured, not shipped); ``--prototype-policy`` the
+worker-aware default with a learned class prior as its item prior (:func:`class_prior_policy`;
+binary cells; measured, not shipped); ``--ceiling`` the accuracy of the Bayes rule with the true
+crowd at one label per item (:func:`one_label_ceiling`); ``--table A.csv B.csv`` prints the
+table of earlier ``--out`` files without running anything.
 Progress (one line per crowd, with its CPU seconds) goes to stderr; ``--out`` appends every
 (crowd, policy, verdict, budget) mean and std as CSV rows, so a long run can be split into
 several commands with the same ``--out``.
@@ -373,6 +375,94 @@ def run_ceiling(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- the worker-aware default with a learned class prior (prototype; docs/stress-bed.md) ---
+
+
+def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:
+    """The Beta(a0, b0) with ``a0 + b0 = total`` whose P(θ ≥ ½) is ``share`` (bisection:
+    P(θ ≥ ½) rises with a0 at a fixed total)."""
+    from scipy.special import betainc
+
+    lo, hi = 1e-3, total - 1e-3
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if 1.0 - float(betainc(mid, total - mid, 0.5)) < share:
+            lo = mid
+        else:
+            hi = mid
+    return lo, total - lo
+
+
+def class_prior_policy(learned: bool) -> object:
+    """The registry's default on two classes (``opt-kg:posterior=one-coin``: Opt-KG, worker
+    prior Beta(16, 4), random ties, refit every 10 labels) on its reference scan path (the
+    fast path assumes every unlabelled item stays in one fixed prior state); with
+    ``learned``, every refit first replaces every item's prior Beta(1, 1) by the Beta of total
+    2 whose P(θ ≥ ½) is the mean P(θ ≥ ½) of the labelled items (clipped to [0.02, 0.98]) —
+    a class prior learned by the allocation (through the refit's prior for control items,
+    ``_known_prior``; private attributes: a prototype, not a package policy)."""
+    from scipy.special import betainc
+
+    from crowdbudget.policies.worker_aware_multiclass import OneCoinAnyClassKnowledgeGradient
+
+    class ClassPriorKG(OneCoinAnyClassKnowledgeGradient):
+        def _reestimate_beliefs(self, n_rounds: int) -> None:
+            n = self._n_log
+            if learned and n:
+                post = self.posterior_
+                items = np.unique(self._log[:n, 0])
+                share = float(np.mean(1.0 - betainc(post.a[items], post.b[items], 0.5)))
+                a0, b0 = beta_for_share(min(max(share, 0.02), 0.98))
+                self._known_prior = np.tile([b0, a0], (self.problem_.n_items, 1))  # (b, a)
+            super()._reestimate_beliefs(n_rounds)
+
+    policy = ClassPriorKG(worker_prior=(16.0, 4.0), tie_break="random", refit=10)
+    policy.reference = True
+    return policy
+
+
+def run_policy_prototype(args: argparse.Namespace) -> int:
+    """``--prototype-policy``: :func:`class_prior_policy` with and without the learned class
+    prior on every chosen binary cell, ``--reps`` campaigns (world and policy seeded by the
+    replication r), read by ``bds-oc`` (and ``mace-eb-cp``)."""
+    from crowdbudget.experiments.runner import run_campaign
+    from crowdbudget.policies.verdict import make_verdict
+
+    per_item = [float(p) for p in args.per_item.split(",")]
+    for data in crowds(args):
+        if data.n_classes != 2:
+            continue
+        env = ReplayEnvironment.from_label_data(data)
+        budgets = [round(k * data.n_items) for k in per_item]
+        for learned in (True, False):
+            start = cpu_seconds()
+            acc: dict[tuple[str, int], list[float]] = {}
+            for r in range(args.reps):
+                rows = run_campaign(
+                    class_prior_policy(learned),  # type: ignore[arg-type]
+                    env,
+                    budgets,
+                    world_seed=np.random.SeedSequence(r),
+                    policy_rng=np.random.default_rng(r),
+                    verdict=make_verdict("bds-oc"),
+                    readers=[("mace-eb-cp", make_verdict("mace-eb-cp"))],
+                )
+                for row in rows:
+                    key = (str(row.get("policy", "bds-oc")), int(row["budget"]))
+                    acc.setdefault(key, []).append(float(row["accuracy"]))
+            shown = " ".join(
+                f"{b / data.n_items:g}: {np.mean(acc[('bds-oc', b)]):.4f}"
+                f"/{np.mean(acc[('mace-eb-cp', b)]):.4f}"
+                for b in budgets
+            )
+            print(
+                f"{data.name} {'class prior' if learned else 'Beta(1, 1)'} {shown} "
+                f"({cpu_seconds() - start:.0f} s CPU)",
+                flush=True,
+            )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cells", default="all", help="bed cells (all, or names; '' none)")
@@ -396,6 +486,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run the prototype class-prior KG allocation instead (not a package policy)",
     )
     p.add_argument(
+        "--prototype-policy",
+        action="store_true",
+        help="run the worker-aware default with and without a learned class prior (prototype)",
+    )
+    p.add_argument(
         "--ceiling",
         action="store_true",
         help="print what any verdict can reach with one label per item on each cell",
@@ -416,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_prototype(args)
     if args.ceiling:
         return run_ceiling(args)
+    if args.prototype_policy:
+        return run_policy_prototype(args)
     if args.table:
         frames = [pd.read_csv(path) for path in args.table]
         print("\n".join(HEADER + table_lines(pd.concat(frames), args.policy)))

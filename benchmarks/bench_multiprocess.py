@@ -39,6 +39,9 @@ import json
 import math
 import os
 import platform
+import resource
+import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -52,11 +55,15 @@ from crowdbudget.client import Client
 from crowdbudget.service.local import LocalServer
 from crowdbudget.testing.service_load import (
     LoadCampaign,
+    LoadResult,
     check_store,
     create_database,
     drop_database,
     run_load,
 )
+
+#: the wrk script of ``--client wrk`` (next to this file)
+WRK_SCRIPT = Path(__file__).with_name("label_round_trip.lua")
 
 #: ``serve`` flags of every process: no per-key request rate. The rate limiter is per process
 #: (a token bucket per key in each), so with it N processes would grant N times the rate and
@@ -130,6 +137,73 @@ def _import_history(url: str, cid: str, key: str, n_labels: int, n_items: int) -
     response.raise_for_status()
 
 
+def run_wrk(
+    urls: list[str], campaigns: list[LoadCampaign], connections: int, seconds: float
+) -> tuple[LoadResult, dict[str, float]]:
+    """``run_load`` with campaign routing, the clients being wrk (C, one event loop per
+    thread; ``label_round_trip.lua``): one wrk process per server, with ``connections / n``
+    connections (one per wrk thread) over the workers of that server's campaigns (campaign k
+    on server k mod n). What the clients saw is read back from the script's per-thread logs.
+
+    Returns the result and the clients' figures: CPU seconds of the wrk processes (user +
+    system, ``RUSAGE_CHILDREN``: the servers are not reaped meanwhile) and wrk's latency
+    percentiles over both request kinds (the longest-running process's)."""
+    n = len(urls)
+    per_server = max(connections // n, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = []
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for k, url in enumerate(urls):
+            lines = [
+                f"{c.campaign_id} {token}\n"
+                for j, c in enumerate(campaigns)
+                if j % n == k
+                for token in c.worker_tokens
+            ]
+            if len(lines) < per_server:
+                raise ValueError(
+                    f"server {k} has {len(lines)} workers for {per_server} connections: give "
+                    "more --workers (a worker's round trips must not overlap)"
+                )
+            workers = Path(tmp) / f"workers{k}.txt"
+            workers.write_text("".join(lines))
+            env = dict(os.environ, CB_WORKERS=str(workers), CB_THREADS=str(per_server))
+            env["CB_LOG"] = str(Path(tmp) / f"s{k}-")
+            command = ["wrk", "-t", str(per_server), "-c", str(per_server)]
+            command += ["-d", f"{seconds:g}s", "--timeout", "60s", "-s", str(WRK_SCRIPT), url]
+            jobs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True))
+        outputs = [job.communicate()[0] for job in jobs]
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = LoadResult()
+        for log in sorted(Path(tmp).glob("s*.log")):
+            for line in log.read_text().splitlines():
+                kind, cid, aid, extra, status = line.split(" ")
+                code = int(status)
+                result.statuses["next" if kind == "A" else "label", code] += 1
+                if kind == "A" and code == 200:
+                    result.handed_out.setdefault((cid, aid), set()).add(extra)
+                elif kind == "L" and code == 200:
+                    result.acknowledged.append((cid, aid, extra))
+                    result.round_trips += 1
+                elif code != 200 and len(result.failures) < 20:
+                    result.failures.append((kind, code, aid))
+    figures = {"client_cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
+    summaries = []
+    for output in outputs:
+        summary = next((ln for ln in output.splitlines() if ln.startswith("WRK ")), None)
+        if summary is None:
+            raise RuntimeError(f"wrk gave no summary:\n{output}")
+        summaries.append(dict(field.split("=") for field in summary.split()[1:]))
+    result.seconds = max(float(s["seconds"]) for s in summaries)
+    slowest = max(summaries, key=lambda s: float(s["seconds"]))
+    figures["p50_ms"], figures["p99_ms"] = float(slowest["p50_ms"]), float(slowest["p99_ms"])
+    # socket errors and timeouts: requests without an answer
+    unanswered = sum(int(s["errors"]) + int(s["timeouts"]) for s in summaries)
+    if unanswered:
+        result.statuses["wrk", 599] += unanswered
+    return result, figures
+
+
 def bench(
     db_url: str, args: argparse.Namespace, n_processes: int, route: str
 ) -> dict[str, float | str]:
@@ -155,18 +229,22 @@ def bench(
         database_pids = _postgres_pids(args.postgres) if not args.sqlite else []
         database_before = {pid: _cpu_seconds(pid) for pid in database_pids}
         ticks_before = _machine_ticks()
-        result = run_load(
-            urls,
-            campaigns,
-            n_threads=args.threads,
-            seconds=args.seconds,
-            seed=n_processes,
-            route=route,
-        )
+        if args.client == "wrk":
+            result, figures = run_wrk(urls, campaigns, args.connections, args.seconds)
+        else:
+            result = run_load(
+                urls,
+                campaigns,
+                n_threads=args.threads,
+                seconds=args.seconds,
+                seed=n_processes,
+                route=route,
+            )
+            figures = {}
         server_cpu = [
             _cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)
         ]
-        client_cpu = _cpu_seconds() - client_before
+        client_cpu = figures.get("client_cpu", _cpu_seconds() - client_before)
         # backends of sessions that ended meanwhile (NaN) are not counted, nor those that
         # started: the servers' sessions are long-lived, so this misses little
         database_deltas = [_cpu_seconds(pid) - before for pid, before in database_before.items()]
@@ -193,10 +271,11 @@ def bench(
         # busy share in all (other jobs included): 1.0 means no core was idle
         "cores_used": (sum(server_cpu) + client_cpu + database_cpu) / result.seconds,
         "machine_busy": 1 - ticks[1] / max(ticks[0], 1),
-        "next_p50_ms": result.percentile("next", 50),
-        "next_p99_ms": result.percentile("next", 99),
-        "label_p50_ms": result.percentile("label", 50),
-        "label_p99_ms": result.percentile("label", 99),
+        # wrk: its percentiles over both request kinds, in both columns
+        "next_p50_ms": figures.get("p50_ms", result.percentile("next", 50)),
+        "next_p99_ms": figures.get("p99_ms", result.percentile("next", 99)),
+        "label_p50_ms": figures.get("p50_ms", result.percentile("label", 50)),
+        "label_p99_ms": figures.get("p99_ms", result.percentile("label", 99)),
         "unanswered": sum(n for (_, code), n in result.statuses.items() if code == 599),
         "server_errors": result.server_errors,
         "failures": [" ".join(map(str, f)) for f in result.failures[:5]],
@@ -238,7 +317,22 @@ def main() -> None:
         help="labels imported into each campaign before the load (a campaign's rebuild "
         "replays them: what a lost race costs grows with them, a catch-up's does not)",
     )
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=8, help="client threads (--client threads)")
+    parser.add_argument(
+        "--client",
+        choices=["threads", "wrk"],
+        default="threads",
+        help="threads: Python http.client threads in this process (any route); wrk: the wrk "
+        "load generator (C; apt-get install wrk), --connections concurrent round trips, "
+        "campaign routing only",
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=64,
+        help="--client wrk: concurrent connections in all (split evenly over the processes; "
+        "each needs a worker of its own: --workers x --campaigns / processes >= this / processes)",
+    )
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1, help="runs of every case, interleaved")
     parser.add_argument(
@@ -267,6 +361,10 @@ def main() -> None:
         "unchanged)",
     )
     args = parser.parse_args()
+    if args.client == "wrk" and args.route != "campaign":
+        parser.error("--client wrk sends each campaign's requests to one process: --route campaign")
+    if args.client == "wrk" and shutil.which("wrk") is None:
+        parser.error("--client wrk needs wrk on the PATH (Debian: apt-get install wrk)")
     if not args.sqlite and not args.postgres:
         parser.error("give --postgres URL (or $CROWDBUDGET_POSTGRES_URL), or --sqlite")
     print(
@@ -295,6 +393,8 @@ def main() -> None:
                 finally:
                     drop_database(args.postgres, name)
             store = f"postgresql sc={args.synchronous_commit}"
+            if args.client == "wrk":
+                store += f" wrk c={args.connections}"
             if args.commit_delay:
                 store += f" cd={args.commit_delay}"
             r["store"] = "sqlite" if args.sqlite else store

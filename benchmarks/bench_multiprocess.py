@@ -35,12 +35,14 @@ throw-away one on loopback). Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import platform
 import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -85,6 +87,21 @@ def _start(db_url: str, n: int) -> list[LocalServer]:
     return servers
 
 
+def _stop(servers: list[LocalServer]) -> None:
+    """SIGTERM (uvicorn shuts down and the interpreter's exit handlers run: a profiler hooked
+    in with ``sitecustomize`` can write its file), then SIGKILL whatever is left after 15 s."""
+    for server in servers:
+        if server.pid is not None:
+            os.kill(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for server in servers:
+        process = server._process  # LocalServer has no wait of its own
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        server.stop()
+
+
 def _set_database(admin_url: str, name: str, setting: str, value: str) -> None:
     """A PostgreSQL setting for every later session of the database ``name``."""
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
@@ -114,6 +131,30 @@ def _postgres_pids(admin_url: str) -> list[int]:
         if int(fields[1]) == postmaster:
             children.append(int(stat.parent.name))
     return [postmaster, *children]
+
+
+def _wal_counters(admin_url: str | None, db_url: str) -> tuple[float, float]:
+    """PostgreSQL's commits in the benchmark's database so far (``pg_stat_database``) and
+    the server's WAL flushes so far (``pg_stat_wal.wal_sync``, PostgreSQL 14+: the fsyncs a
+    commit waits for); NaN when not available (SQLite, an older server). The statistics are
+    those the server has published, at most ``stats_fetch_consistency`` old: a snapshot
+    is taken in a new session after the load ended."""
+    if admin_url is None:
+        return math.nan, math.nan
+    name = db_url.rsplit("/", 1)[1]
+    admin = sa.create_engine(admin_url)
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_stat_force_next_flush()"))
+            commits = conn.execute(
+                sa.text("SELECT xact_commit FROM pg_stat_database WHERE datname = :n"), {"n": name}
+            ).scalar_one()
+            syncs = conn.execute(sa.text("SELECT wal_sync FROM pg_stat_wal")).scalar_one()
+    except sa.exc.SQLAlchemyError:
+        return math.nan, math.nan
+    finally:
+        admin.dispose()
+    return float(commits), float(syncs)
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -228,6 +269,7 @@ def bench(
         client_before = _cpu_seconds()
         database_pids = _postgres_pids(args.postgres) if not args.sqlite else []
         database_before = {pid: _cpu_seconds(pid) for pid in database_pids}
+        wal_before = _wal_counters(None if args.sqlite else args.postgres, db_url)
         ticks_before = _machine_ticks()
         if args.client == "wrk":
             result, figures = run_wrk(urls, campaigns, args.connections, args.seconds)
@@ -250,11 +292,13 @@ def bench(
         database_deltas = [_cpu_seconds(pid) - before for pid, before in database_before.items()]
         database_cpu = sum(d for d in database_deltas if not math.isnan(d))
         ticks_after = _machine_ticks()
+        # the servers' sessions publish their statistics when idle (at most 1 s later)
+        time.sleep(1.5)
+        wal_after = _wal_counters(None if args.sqlite else args.postgres, db_url)
         ticks = [after - before for after, before in zip(ticks_after, ticks_before, strict=True)]
         load_after = os.getloadavg()[0]
     finally:
-        for server in servers:
-            server.stop()
+        _stop(servers)
     counts = check_store(db_url, result)  # raises on a broken invariant
     return {
         "processes": n_processes,
@@ -267,6 +311,11 @@ def bench(
         ),
         "client_cpu_ms_per_label": 1000 * client_cpu / max(result.round_trips, 1),
         "database_cpu_ms_per_label": 1000 * database_cpu / max(result.round_trips, 1),
+        # PostgreSQL commits and WAL fsyncs per label (two events per round trip: fewer
+        # than 2 commits per label means group commits; fsyncs below commits, that
+        # PostgreSQL's own group commit merged several sessions' flushes)
+        "commits_per_label": (wal_after[0] - wal_before[0]) / max(result.round_trips, 1),
+        "wal_syncs_per_label": (wal_after[1] - wal_before[1]) / max(result.round_trips, 1),
         # the cores this benchmark kept busy (servers, clients, database) and the machine's
         # busy share in all (other jobs included): 1.0 means no core was idle
         "cores_used": (sum(server_cpu) + client_cpu + database_cpu) / result.seconds,
@@ -295,6 +344,7 @@ def _print_row(r: dict[str, float | str]) -> None:
         f"{r['server_cpu_ms_per_label']:.2f} ({r['per_process_cpu_ms_per_label']}) / "
         f"{r['client_cpu_ms_per_label']:.2f} / {r['database_cpu_ms_per_label']:.2f} | "
         f"{r['cores_used']:.2f} ({r['machine_busy']:.0%}) | "
+        f"{r['commits_per_label']:.3f} / {r['wal_syncs_per_label']:.3f} | "
         f"{r['labels']:,} ({r['stored_labels']:,}) | "
         f"{r['server_errors']} ({r['unanswered']}) | {r['refused']} | "
         f"{r['load_before']:.2f} / {r['load_after']:.2f} |",
@@ -370,10 +420,11 @@ def main() -> None:
     print(
         "| store | route | processes | labels/s | next p50 / p99 ms | label p50 / p99 ms "
         "| CPU ms per label: servers (per process) / clients / database | cores used "
-        "(machine busy) | labels (stored) | server errors (unanswered) | refused "
+        "(machine busy) | commits / WAL fsyncs per label | labels (stored) "
+        "| server errors (unanswered) | refused "
         "| load 1-min before / after |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for _ in range(args.repeat):
         for route, n in [

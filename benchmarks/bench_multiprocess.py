@@ -23,6 +23,13 @@ server's CPU becomes the limit. The clients run in this
 process; CPU is shared with the servers and the database, so on a small machine the curve
 shows the cost of coordination more than capacity.
 
+``--client wrk`` replaces the client threads by the wrk load generator (C; Debian's ``wrk``
+package) running ``label_round_trip.lua``: ``--connections`` concurrent round trips in all
+(one wrk process per server, one connection per wrk thread, campaign routing), an offered
+load high enough that the servers, not the clients, are the limit, at a third of the client
+threads' CPU per label. The case then also reports PostgreSQL's commits and WAL fsyncs per
+label (``pg_stat_database``, ``pg_stat_wal``): how large the group commits were.
+
 Needs a PostgreSQL server: ``--postgres URL`` of a maintenance database (``postgres``) that
 may create databases, or ``$CROWDBUDGET_POSTGRES_URL`` (``source .ci/postgres.sh`` starts a
 throw-away one on loopback). Run from the repository root:
@@ -30,6 +37,7 @@ throw-away one on loopback). Run from the repository root:
     python benchmarks/bench_multiprocess.py [--processes 1,2,4] [--campaigns 8] [--seconds 20]
         [--threads 8] [--route campaign,random] [--repeat 1] [--sqlite] [--json out.json]
         [--synchronous-commit on|off] [--commit-delay MICROSECONDS] [--history LABELS]
+        [--client threads|wrk] [--connections 64] [--workers 16]
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ end
 
 function request()
    if state == "label" then
-      answers = answers + 1
-      current.label = tostring(answers % 2)
+      -- the label was chosen with the assignment: a request sent again after a reconnect
+      -- carries the same one (a repeated label is accepted, a different one refused)
       return post(
          "/v1/campaigns/" .. current.cid .. "/assignments/" .. current.aid .. "/label",
          current.worker.token,
@@ -77,6 +77,8 @@ function response(status, headers, body)
    if aid ~= "-" then
       current.cid = w.cid
       current.aid = aid
+      answers = answers + 1
+      current.label = tostring(answers % 2)
       state = "label"
    end
 end

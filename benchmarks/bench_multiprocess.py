@@ -23,6 +23,13 @@ server's CPU becomes the limit. The clients run in this
 process; CPU is shared with the servers and the database, so on a small machine the curve
 shows the cost of coordination more than capacity.
 
+``--client wrk`` replaces the client threads by the wrk load generator (C; Debian's ``wrk``
+package) running ``label_round_trip.lua``: ``--connections`` concurrent round trips in all
+(one wrk process per server, one connection per wrk thread, campaign routing), an offered
+load high enough that the servers, not the clients, are the limit, at a third of the client
+threads' CPU per label. The case then also reports PostgreSQL's commits and WAL fsyncs per
+label (``pg_stat_database``, ``pg_stat_wal``): how large the group commits were.
+
 Needs a PostgreSQL server: ``--postgres URL`` of a maintenance database (``postgres``) that
 may create databases, or ``$CROWDBUDGET_POSTGRES_URL`` (``source .ci/postgres.sh`` starts a
 throw-away one on loopback). Run from the repository root:
@@ -30,15 +37,21 @@ throw-away one on loopback). Run from the repository root:
     python benchmarks/bench_multiprocess.py [--processes 1,2,4] [--campaigns 8] [--seconds 20]
         [--threads 8] [--route campaign,random] [--repeat 1] [--sqlite] [--json out.json]
         [--synchronous-commit on|off] [--commit-delay MICROSECONDS] [--history LABELS]
+        [--client threads|wrk] [--connections 64] [--workers 16]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import platform
+import resource
+import shutil
+import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -52,11 +65,15 @@ from crowdbudget.client import Client
 from crowdbudget.service.local import LocalServer
 from crowdbudget.testing.service_load import (
     LoadCampaign,
+    LoadResult,
     check_store,
     create_database,
     drop_database,
     run_load,
 )
+
+#: the wrk script of ``--client wrk`` (next to this file)
+WRK_SCRIPT = Path(__file__).with_name("label_round_trip.lua")
 
 #: ``serve`` flags of every process: no per-key request rate. The rate limiter is per process
 #: (a token bucket per key in each), so with it N processes would grant N times the rate and
@@ -76,6 +93,21 @@ def _start(db_url: str, n: int) -> list[LocalServer]:
             server.stop()
         raise RuntimeError("a server did not start")
     return servers
+
+
+def _stop(servers: list[LocalServer]) -> None:
+    """SIGTERM (uvicorn shuts down and the interpreter's exit handlers run: a profiler hooked
+    in with ``sitecustomize`` can write its file), then SIGKILL whatever is left after 15 s."""
+    for server in servers:
+        if server.pid is not None:
+            os.kill(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for server in servers:
+        process = server._process  # LocalServer has no wait of its own
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        server.stop()
 
 
 def _set_database(admin_url: str, name: str, setting: str, value: str) -> None:
@@ -109,6 +141,30 @@ def _postgres_pids(admin_url: str) -> list[int]:
     return [postmaster, *children]
 
 
+def _wal_counters(admin_url: str | None, db_url: str) -> tuple[float, float]:
+    """PostgreSQL's commits in the benchmark's database so far (``pg_stat_database``) and
+    the server's WAL flushes so far (``pg_stat_wal.wal_sync``, PostgreSQL 14+: the fsyncs a
+    commit waits for); NaN when not available (SQLite, an older server). The statistics are
+    those the server has published, at most ``stats_fetch_consistency`` old: a snapshot
+    is taken in a new session after the load ended."""
+    if admin_url is None:
+        return math.nan, math.nan
+    name = db_url.rsplit("/", 1)[1]
+    admin = sa.create_engine(admin_url)
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_stat_force_next_flush()"))
+            commits = conn.execute(
+                sa.text("SELECT xact_commit FROM pg_stat_database WHERE datname = :n"), {"n": name}
+            ).scalar_one()
+            syncs = conn.execute(sa.text("SELECT wal_sync FROM pg_stat_wal")).scalar_one()
+    except sa.exc.SQLAlchemyError:
+        return math.nan, math.nan
+    finally:
+        admin.dispose()
+    return float(commits), float(syncs)
+
+
 def _machine_ticks() -> tuple[int, int]:
     """All CPU ticks of the machine so far and the idle ones (``/proc/stat``)."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -128,6 +184,73 @@ def _import_history(url: str, cid: str, key: str, n_labels: int, n_items: int) -
         timeout=300,
     )
     response.raise_for_status()
+
+
+def run_wrk(
+    urls: list[str], campaigns: list[LoadCampaign], connections: int, seconds: float
+) -> tuple[LoadResult, dict[str, float]]:
+    """``run_load`` with campaign routing, the clients being wrk (C, one event loop per
+    thread; ``label_round_trip.lua``): one wrk process per server, with ``connections / n``
+    connections (one per wrk thread) over the workers of that server's campaigns (campaign k
+    on server k mod n). What the clients saw is read back from the script's per-thread logs.
+
+    Returns the result and the clients' figures: CPU seconds of the wrk processes (user +
+    system, ``RUSAGE_CHILDREN``: the servers are not reaped meanwhile) and wrk's latency
+    percentiles over both request kinds (the longest-running process's)."""
+    n = len(urls)
+    per_server = max(connections // n, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = []
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for k, url in enumerate(urls):
+            lines = [
+                f"{c.campaign_id} {token}\n"
+                for j, c in enumerate(campaigns)
+                if j % n == k
+                for token in c.worker_tokens
+            ]
+            if len(lines) < per_server:
+                raise ValueError(
+                    f"server {k} has {len(lines)} workers for {per_server} connections: give "
+                    "more --workers (a worker's round trips must not overlap)"
+                )
+            workers = Path(tmp) / f"workers{k}.txt"
+            workers.write_text("".join(lines))
+            env = dict(os.environ, CB_WORKERS=str(workers), CB_THREADS=str(per_server))
+            env["CB_LOG"] = str(Path(tmp) / f"s{k}-")
+            command = ["wrk", "-t", str(per_server), "-c", str(per_server)]
+            command += ["-d", f"{seconds:g}s", "--timeout", "60s", "-s", str(WRK_SCRIPT), url]
+            jobs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True))
+        outputs = [job.communicate()[0] for job in jobs]
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = LoadResult()
+        for log in sorted(Path(tmp).glob("s*.log")):
+            for line in log.read_text().splitlines():
+                kind, cid, aid, extra, status = line.split(" ")
+                code = int(status)
+                result.statuses["next" if kind == "A" else "label", code] += 1
+                if kind == "A" and code == 200:
+                    result.handed_out.setdefault((cid, aid), set()).add(extra)
+                elif kind == "L" and code == 200:
+                    result.acknowledged.append((cid, aid, extra))
+                    result.round_trips += 1
+                elif code != 200 and len(result.failures) < 20:
+                    result.failures.append((kind, code, aid))
+    figures = {"client_cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
+    summaries = []
+    for output in outputs:
+        summary = next((ln for ln in output.splitlines() if ln.startswith("WRK ")), None)
+        if summary is None:
+            raise RuntimeError(f"wrk gave no summary:\n{output}")
+        summaries.append(dict(field.split("=") for field in summary.split()[1:]))
+    result.seconds = max(float(s["seconds"]) for s in summaries)
+    slowest = max(summaries, key=lambda s: float(s["seconds"]))
+    figures["p50_ms"], figures["p99_ms"] = float(slowest["p50_ms"]), float(slowest["p99_ms"])
+    # socket errors and timeouts: requests without an answer
+    unanswered = sum(int(s["errors"]) + int(s["timeouts"]) for s in summaries)
+    if unanswered:
+        result.statuses["wrk", 599] += unanswered
+    return result, figures
 
 
 def bench(
@@ -154,29 +277,36 @@ def bench(
         client_before = _cpu_seconds()
         database_pids = _postgres_pids(args.postgres) if not args.sqlite else []
         database_before = {pid: _cpu_seconds(pid) for pid in database_pids}
+        wal_before = _wal_counters(None if args.sqlite else args.postgres, db_url)
         ticks_before = _machine_ticks()
-        result = run_load(
-            urls,
-            campaigns,
-            n_threads=args.threads,
-            seconds=args.seconds,
-            seed=n_processes,
-            route=route,
-        )
+        if args.client == "wrk":
+            result, figures = run_wrk(urls, campaigns, args.connections, args.seconds)
+        else:
+            result = run_load(
+                urls,
+                campaigns,
+                n_threads=args.threads,
+                seconds=args.seconds,
+                seed=n_processes,
+                route=route,
+            )
+            figures = {}
         server_cpu = [
             _cpu_seconds(pid) - before for pid, before in zip(pids, cpu_before, strict=True)
         ]
-        client_cpu = _cpu_seconds() - client_before
+        client_cpu = figures.get("client_cpu", _cpu_seconds() - client_before)
         # backends of sessions that ended meanwhile (NaN) are not counted, nor those that
         # started: the servers' sessions are long-lived, so this misses little
         database_deltas = [_cpu_seconds(pid) - before for pid, before in database_before.items()]
         database_cpu = sum(d for d in database_deltas if not math.isnan(d))
         ticks_after = _machine_ticks()
+        # the servers' sessions publish their statistics when idle (at most 1 s later)
+        time.sleep(1.5)
+        wal_after = _wal_counters(None if args.sqlite else args.postgres, db_url)
         ticks = [after - before for after, before in zip(ticks_after, ticks_before, strict=True)]
         load_after = os.getloadavg()[0]
     finally:
-        for server in servers:
-            server.stop()
+        _stop(servers)
     counts = check_store(db_url, result)  # raises on a broken invariant
     return {
         "processes": n_processes,
@@ -189,14 +319,20 @@ def bench(
         ),
         "client_cpu_ms_per_label": 1000 * client_cpu / max(result.round_trips, 1),
         "database_cpu_ms_per_label": 1000 * database_cpu / max(result.round_trips, 1),
+        # PostgreSQL commits and WAL fsyncs per label (two events per round trip: fewer
+        # than 2 commits per label means group commits; fsyncs below commits, that
+        # PostgreSQL's own group commit merged several sessions' flushes)
+        "commits_per_label": (wal_after[0] - wal_before[0]) / max(result.round_trips, 1),
+        "wal_syncs_per_label": (wal_after[1] - wal_before[1]) / max(result.round_trips, 1),
         # the cores this benchmark kept busy (servers, clients, database) and the machine's
         # busy share in all (other jobs included): 1.0 means no core was idle
         "cores_used": (sum(server_cpu) + client_cpu + database_cpu) / result.seconds,
         "machine_busy": 1 - ticks[1] / max(ticks[0], 1),
-        "next_p50_ms": result.percentile("next", 50),
-        "next_p99_ms": result.percentile("next", 99),
-        "label_p50_ms": result.percentile("label", 50),
-        "label_p99_ms": result.percentile("label", 99),
+        # wrk: its percentiles over both request kinds, in both columns
+        "next_p50_ms": figures.get("p50_ms", result.percentile("next", 50)),
+        "next_p99_ms": figures.get("p99_ms", result.percentile("next", 99)),
+        "label_p50_ms": figures.get("p50_ms", result.percentile("label", 50)),
+        "label_p99_ms": figures.get("p99_ms", result.percentile("label", 99)),
         "unanswered": sum(n for (_, code), n in result.statuses.items() if code == 599),
         "server_errors": result.server_errors,
         "failures": [" ".join(map(str, f)) for f in result.failures[:5]],
@@ -216,6 +352,7 @@ def _print_row(r: dict[str, float | str]) -> None:
         f"{r['server_cpu_ms_per_label']:.2f} ({r['per_process_cpu_ms_per_label']}) / "
         f"{r['client_cpu_ms_per_label']:.2f} / {r['database_cpu_ms_per_label']:.2f} | "
         f"{r['cores_used']:.2f} ({r['machine_busy']:.0%}) | "
+        f"{r['commits_per_label']:.3f} / {r['wal_syncs_per_label']:.3f} | "
         f"{r['labels']:,} ({r['stored_labels']:,}) | "
         f"{r['server_errors']} ({r['unanswered']}) | {r['refused']} | "
         f"{r['load_before']:.2f} / {r['load_after']:.2f} |",
@@ -238,7 +375,22 @@ def main() -> None:
         help="labels imported into each campaign before the load (a campaign's rebuild "
         "replays them: what a lost race costs grows with them, a catch-up's does not)",
     )
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=8, help="client threads (--client threads)")
+    parser.add_argument(
+        "--client",
+        choices=["threads", "wrk"],
+        default="threads",
+        help="threads: Python http.client threads in this process (any route); wrk: the wrk "
+        "load generator (C; apt-get install wrk), --connections concurrent round trips, "
+        "campaign routing only",
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=64,
+        help="--client wrk: concurrent connections in all (split evenly over the processes; "
+        "each needs a worker of its own: --workers x --campaigns / processes >= this / processes)",
+    )
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1, help="runs of every case, interleaved")
     parser.add_argument(
@@ -267,15 +419,20 @@ def main() -> None:
         "unchanged)",
     )
     args = parser.parse_args()
+    if args.client == "wrk" and args.route != "campaign":
+        parser.error("--client wrk sends each campaign's requests to one process: --route campaign")
+    if args.client == "wrk" and shutil.which("wrk") is None:
+        parser.error("--client wrk needs wrk on the PATH (Debian: apt-get install wrk)")
     if not args.sqlite and not args.postgres:
         parser.error("give --postgres URL (or $CROWDBUDGET_POSTGRES_URL), or --sqlite")
     print(
         "| store | route | processes | labels/s | next p50 / p99 ms | label p50 / p99 ms "
         "| CPU ms per label: servers (per process) / clients / database | cores used "
-        "(machine busy) | labels (stored) | server errors (unanswered) | refused "
+        "(machine busy) | commits / WAL fsyncs per label | labels (stored) "
+        "| server errors (unanswered) | refused "
         "| load 1-min before / after |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for _ in range(args.repeat):
         for route, n in [
@@ -295,6 +452,8 @@ def main() -> None:
                 finally:
                     drop_database(args.postgres, name)
             store = f"postgresql sc={args.synchronous_commit}"
+            if args.client == "wrk":
+                store += f" wrk c={args.connections}"
             if args.commit_delay:
                 store += f" cd={args.commit_delay}"
             r["store"] = "sqlite" if args.sqlite else store

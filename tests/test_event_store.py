@@ -36,9 +36,10 @@ def test_concurrent_appends_are_all_committed_in_order(tmp_path) -> None:
     assert all(e.payload["seq"] == e.seq for e in events)
 
 
-def test_collision_fails_the_stale_epoch_only(tmp_path) -> None:
-    url = f"sqlite:///{tmp_path / 'events.db'}"
-    mine, other = EventStore(url), EventStore(url)
+def test_collision_fails_the_stale_epoch_only(db_url: str) -> None:
+    """On each backend: a multi-row statement with a colliding row writes none of its rows,
+    and the event-by-event retry keeps the rows that do not collide."""
+    mine, other = EventStore(db_url), EventStore(db_url)
     other.append("a", 1, "created", {})  # another process wrote event 1 of campaign a first
     stale_1 = mine.stage("a", 1, "created", {}, epoch=7)
     stale_2 = mine.stage("a", 2, "assigned", {}, epoch=7)  # decided on the stale event 1
@@ -57,6 +58,8 @@ def test_collision_fails_the_stale_epoch_only(tmp_path) -> None:
     # a fresh copy (new epoch) appends normally
     mine.wait(mine.stage("a", 2, "assigned", {}, epoch=9))
     assert [e.seq for e in other.events("a")] == [1, 2]
+    mine.dispose()
+    other.dispose()
 
 
 def test_plain_append_after_a_collision_can_retry(tmp_path) -> None:
@@ -166,14 +169,13 @@ def test_stores_opened_together_on_a_new_database_all_open(db_url: str) -> None:
 
 
 def test_a_batch_over_one_statement_keeps_order_and_fails_the_stale_epoch_only(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch is written in statements of ``ROWS_PER_STATEMENT`` events; a collision in a
     later statement fails its event and the ones decided after it on the same copy, and
     nothing else (earlier statements are committed, later campaigns too)."""
     monkeypatch.setattr(store_module, "ROWS_PER_STATEMENT", 3)
-    url = f"sqlite:///{tmp_path / 'events.db'}"
-    mine, other = EventStore(url), EventStore(url)
+    mine, other = EventStore(db_url), EventStore(db_url)
     other.append("a", 5, "labeled", {})  # another process wrote event 5 of campaign a
     tickets = [mine.stage("a", seq, "labeled", {}, epoch=1) for seq in range(1, 8)]
     unrelated = [mine.stage("b", seq, "labeled", {}, epoch=2) for seq in range(1, 4)]
@@ -183,6 +185,8 @@ def test_a_batch_over_one_statement_keeps_order_and_fails_the_stale_epoch_only(
     assert [e.seq for e in other.events("a")] == [1, 2, 3, 4, 5]
     assert [e.seq for e in other.events("b")] == [1, 2, 3]
     assert mine.activity["collisions"] == 1  # event 5; 6 and 7 fail with it, unwritten
+    mine.dispose()
+    other.dispose()
 
 
 def test_catching_up_reads_only_the_new_events_and_marks_the_campaign_shared(tmp_path) -> None:

@@ -74,6 +74,11 @@ SHARED_SECONDS = 2.0
 #: it (the event-version check still serialises it; PostgreSQL's ``lock_timeout``)
 HOLD_TIMEOUT_SECONDS = 2.0
 
+#: the events table's columns in the order of a raw ``INSERT`` (:meth:`EventStore._insert_rows`),
+#: and the drivers' positional placeholder per DB-API parameter style
+_COLUMNS = tuple(column.name for column in EVENTS.columns)
+_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
 _HOLDERS = 8  # decisions of one process waiting for advisory locks at once
 
 
@@ -388,7 +393,7 @@ class EventStore:
                 self._writer = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
             writer = self._writer
             try:
-                writer.execute(EVENTS.insert().values([t.row for t in live]))
+                self._insert_rows(writer, [t.row for t in live])
                 self.activity["flushes"] += 1
             except IntegrityError:
                 pass
@@ -415,6 +420,24 @@ class EventStore:
             for ticket in live:
                 if not ticket.settled:
                     self._fail(ticket, CrowdBudgetError(f"cannot write event: {first}"))
+
+    def _insert_rows(self, writer: sa.Connection, rows: list[dict[str, Any]]) -> None:
+        """One ``INSERT … VALUES (…), (…), …`` statement for ``rows`` (atomic: all or none).
+
+        Sent as the driver's own SQL with positional parameters when its placeholder style
+        is ``?`` or ``%s`` (SQLite, psycopg): SQLAlchemy compiles a multi-row ``values()``
+        construct anew for every batch, which cost 2.4-4x the CPU of the whole flush
+        (0.9-3.6 ms against 0.3-0.9 ms per flush of 1-30 events on PostgreSQL) — a fixed cost
+        per flush, so it grew with the number of processes sharing the load (smaller group
+        commits). Other placeholder styles take the SQLAlchemy construct."""
+        mark = _PLACEHOLDERS.get(writer.dialect.paramstyle)
+        if mark is None:
+            writer.execute(EVENTS.insert().values(rows))
+            return
+        one = "(" + ", ".join([mark] * len(_COLUMNS)) + ")"
+        statement = f"INSERT INTO {EVENTS.name} ({', '.join(_COLUMNS)}) VALUES "
+        statement += ", ".join([one] * len(rows))
+        writer.exec_driver_sql(statement, tuple(row[c] for row in rows for c in _COLUMNS))
 
     def events(self, campaign_id: str, after: int = 0) -> Iterator[StoredEvent]:
         """The campaign's events with ``seq > after``, in order."""

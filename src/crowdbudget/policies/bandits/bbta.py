@@ -197,6 +197,21 @@ def _first_lowest(num: FloatArray, members: IntArray, available: BoolArray) -> i
     return first_nan if first_nan >= 0 else best_local
 
 
+@njit(cache=True, nogil=True)
+def _lowest_context(score: FloatArray, item: IntArray) -> int:
+    """``np.lexsort((item, score))[0]``: the context of least cached score (a NaN sorting
+    last), ties by smallest task index, then by smallest context; shape (S,) each."""
+    best = 0
+    for s in range(1, score.shape[0]):
+        x, y = score[s], score[best]
+        if x != x:  # NaN: after every number; among NaNs by task index
+            if y != y and item[s] < item[best]:
+                best = s
+        elif y != y or x < y or (x == y and item[s] < item[best]):
+            best = s
+    return best
+
+
 class _PairIndex:
     """Which workers may still label each task: every worker (synthetic world, live campaign)
     or those with an unused recorded label (replay, ``state.pairs``)."""
@@ -204,8 +219,16 @@ class _PairIndex:
     def __init__(self, state: CampaignState, n_workers: int) -> None:
         pairs = state.pairs
         self.pairs = pairs
+        n = state.problem.n_items
+        #: the pairs are the full grid, pair i·K + j = (i, j) (a simulated world,
+        #: ``ContextualWorkerEnvironment``): a pair is found by its index, not searched
+        self.dense = (
+            pairs is not None
+            and pairs.items.shape[0] == n * n_workers
+            and bool(np.array_equal(pairs.items, np.repeat(np.arange(n), n_workers)))
+            and bool(np.array_equal(pairs.workers, np.tile(np.arange(n_workers), n)))
+        )
         if pairs is not None:
-            n = state.problem.n_items
             # by item, then by worker: a task's candidates come out sorted, duplicates adjacent
             self.order = np.lexsort((pairs.workers, pairs.items))
             self.ptr = np.zeros(n + 1, dtype=np.int64)
@@ -216,6 +239,9 @@ class _PairIndex:
         """Workers who have not labeled ``item`` (``asked`` row) and may be asked now."""
         if self.pairs is None:
             return np.flatnonzero(~asked)
+        if self.dense:  # the grid's row of the task: sorted, no repeats, as below
+            k = self.n_workers
+            return np.flatnonzero((self.pairs.remaining[item * k : (item + 1) * k] > 0) & ~asked)
         idx = self.order[self.ptr[item] : self.ptr[item + 1]]
         idx = idx[self.pairs.remaining[idx] > 0]
         workers = self.pairs.workers[idx]
@@ -229,6 +255,8 @@ class _PairIndex:
     def allows(self, item: int, worker: int) -> bool:
         if self.pairs is None:
             return True
+        if self.dense:
+            return bool(self.pairs.remaining[item * self.n_workers + worker] > 0)
         idx = self.order[self.ptr[item] : self.ptr[item + 1]]
         hit = idx[self.pairs.workers[idx] == worker]
         return bool(hit.size and np.any(self.pairs.remaining[hit] > 0))
@@ -407,11 +435,12 @@ class BanditTaskAssignment(AllocationPolicy):
         while True:
             for s in np.flatnonzero(self._dirty).tolist():
                 self._context_best(s)
-            if not np.any(self._best_item >= 0):
-                return None
             if self.tie_break == "first":
-                # smallest score; ties by smallest task index (argmin over all tasks)
-                s = int(np.lexsort((self._best_item, self._best_score))[0])
+                # smallest score; ties by smallest task index (argmin over all tasks); with
+                # no task left every cached item is −1 (score ∞), the pick one of them
+                s = _lowest_context(self._best_score, self._best_item)
+            elif not np.any(self._best_item >= 0):
+                return None
             else:
                 rounded = canonical_scores(self._best_score)
                 tied = np.flatnonzero(rounded == rounded.min())

@@ -342,6 +342,11 @@ class BanditTaskAssignment(AllocationPolicy):
         self.rounds_ = np.zeros(s_count, dtype=np.int64)
         self.eta_ = np.full(s_count, float(exp3_learning_rate(1, k)))
         self.weights_ = np.ones((s_count, k))
+        self._wsum = np.array([row.sum() for row in self.weights_])  # Σ_j w^s_j per context
+        # the full weight vector select drew from, (context, η, loss version, w): the
+        # refresh that follows the label reuses it when the context's losses did not move
+        self._drawn: tuple[int, float, int, FloatArray] | None = None
+        self._loss_version = np.zeros(s_count, dtype=np.int64)
         self._weights_eta = self.eta_.copy()
         self.num_ = np.zeros(n)
         self.logs_ = [_ContextLog() for _ in range(s_count)]
@@ -386,7 +391,13 @@ class BanditTaskAssignment(AllocationPolicy):
 
     def _refresh_context(self, s: int) -> None:
         """Line 23: current weights of context s and the weighted sums of its tasks."""
-        self.weights_[s] = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))
+        eta = float(self.eta_[s])
+        drawn = self._drawn
+        if drawn is not None and drawn[:3] == (s, eta, int(self._loss_version[s])):
+            self.weights_[s] = drawn[3]  # exp3_weights of the same losses and η: same bits
+        else:
+            self.weights_[s] = exp3_weights(self.cumulative_loss_[s], eta)
+        self._wsum[s] = self.weights_[s].sum()
         self._weights_eta[s] = self.eta_[s]
         log = self.logs_[s]
         _weighted_sums(
@@ -410,7 +421,7 @@ class BanditTaskAssignment(AllocationPolicy):
                 item = members[local]
                 score = abs(self.num_[item]) if self.available_[item] else np.inf
                 self._best_item[s] = item
-                self._best_score[s] = score / self.weights_[s].sum()
+                self._best_score[s] = score / self._wsum[s]
             self._dirty[s] = False
             return
         ok = self.available_[members]
@@ -425,7 +436,7 @@ class BanditTaskAssignment(AllocationPolicy):
                 if tied.shape[0] > 1:
                     local = int(tied[self.rng_.integers(tied.shape[0])])
             self._best_item[s] = members[local]
-            self._best_score[s] = scores[local] / self.weights_[s].sum()
+            self._best_score[s] = scores[local] / self._wsum[s]
         self._dirty[s] = False
 
     def _lowest_confidence(self, state: CampaignState) -> tuple[int, IntArray] | None:
@@ -486,7 +497,9 @@ class BanditTaskAssignment(AllocationPolicy):
         s = int(self.contexts_[item])
         self.rounds_[s] += 1
         self.eta_[s] = _step_learning_rate(int(self.rounds_[s]), self.n_workers_)
-        w = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))[workers]
+        full = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))
+        self._drawn = (s, float(self.eta_[s]), int(self._loss_version[s]), full)
+        w = full[workers]
         cdf = np.cumsum(w)
         if not cdf[-1] > 0:
             # every candidate's weight underflowed (each far behind the context's best worker,
@@ -559,11 +572,13 @@ class BanditTaskAssignment(AllocationPolicy):
                 for worker, y in labels:
                     if y != vote:
                         self.cumulative_loss_[s, worker] += 1.0
+                        self._loss_version[s] += 1
                         loss_changed = True
         p = self._pending.pop((item, j), None)
         if p is not None and self._sign(float(self.num_[item])) != sign:
             # lines 21-22: weighted vote including the new label, importance-weighted loss
             self.cumulative_loss_[s, j] += 1.0 / p
+            self._loss_version[s] += 1
             loss_changed = True
         if loss_changed:
             self._refresh_context(s)  # line 23

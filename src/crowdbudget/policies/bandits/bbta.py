@@ -370,7 +370,7 @@ class BanditTaskAssignment(AllocationPolicy):
         self._pending: dict[tuple[int, int], float] = {}
         self._best_item = np.full(s_count, -1, dtype=np.int64)
         self._best_score = np.full(s_count, np.inf)
-        self._dirty = np.ones(s_count, dtype=bool)
+        self._dirty = [True] * s_count  # a list: read per context each step, no array call
         self._pair_index: _PairIndex | None = None
 
     def _build(self, state: CampaignState) -> None:
@@ -444,7 +444,7 @@ class BanditTaskAssignment(AllocationPolicy):
         worker, with those candidates; drops tasks found unusable."""
         assert self._pair_index is not None
         while True:
-            for s in np.flatnonzero(self._dirty).tolist():
+            for s in [c for c, dirty in enumerate(self._dirty) if dirty]:
                 self._context_best(s)
             if self.tie_break == "first":
                 # smallest score; ties by smallest task index (argmin over all tasks); with
@@ -547,7 +547,7 @@ class BanditTaskAssignment(AllocationPolicy):
             self.n_asked_[item] += 1
         if self.n_asked_[item] >= self.n_workers_ and self.available_[item]:
             self.available_[item] = False
-            self._dirty[self.contexts_[item]] = True
+            self._dirty[int(self.contexts_[item])] = True
 
     def observe(self, event: LabelEvent) -> None:
         item, j = event.item, event.worker

@@ -216,6 +216,10 @@ def _rescore_label(
     (n_pairs,)) — :func:`_half_scores` of those positions, one pass, no index arrays built.
     A pair in both groups is scored twice, to the same value."""
     now[item] = _half_error_one(a[item], b[item])
+    # the look-ahead of the previous pair, reused when this pair's four parameters are the
+    # same numbers (the items still at their prior, the workers not yet heard): same bits
+    last = (np.nan, np.nan, np.nan, np.nan)
+    after = np.nan
     for group in range(2):
         ptr = item_ptr if group == 0 else virt_ptr
         order = item_order if group == 0 else virt_order
@@ -224,7 +228,11 @@ def _rescore_label(
             p = order[k]
             i = items[p]
             v = virtuals[p]
-            scores[p] = canonical(now[i] - _half_after_one(a[i], b[i], c[v], d[v]))
+            here = (a[i], b[i], c[v], d[v])
+            if here != last:
+                after = _half_after_one(here[0], here[1], here[2], here[3])
+                last = here
+            scores[p] = canonical(now[i] - after)
 
 
 @njit(cache=True, nogil=True)
@@ -242,7 +250,47 @@ def _masked_best(
     empty: the identity): ``(at, n_tied, best)``, ``at`` the first position of the largest
     value relative to ``lo`` (``np.argmax`` of the masked slice) and ``n_tied`` how many
     positions hold it; ``at`` = −1 when no pair is allowed. Scores are canonical (never
-    NaN), so ``>`` alone finds the first largest."""
+    NaN), so ``>`` alone finds the first largest.
+
+    A pair below the best so far can neither win nor tie, so its mask is read only for the
+    others (the scores stream through; the masks are random reads). When the best is −∞ the
+    masked-out pairs tie with it: then every pair's mask decides, as in the plain pass
+    :func:`_masked_best_all`."""
+    check = remaining.shape[0] > 0
+    mapped = perm.shape[0] > 0
+    best = -np.inf
+    at = -1
+    n_tied = 0
+    for p in range(lo, hi):
+        value = scores[p]
+        if value < best or value == -np.inf:
+            continue
+        if not allowed[items[p]]:
+            continue
+        if check and remaining[perm[p] if mapped else p] <= 0:
+            continue
+        if value > best:
+            best = value
+            at = p - lo
+            n_tied = 1
+        else:
+            n_tied += 1
+    if at >= 0:
+        return at, n_tied, best
+    return _masked_best_all(scores, items, allowed, remaining, perm, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _masked_best_all(
+    scores: FloatArray,
+    items: IntArray,
+    allowed: BoolArray,
+    remaining: IntArray,
+    perm: IntArray,
+    lo: int,
+    hi: int,
+) -> tuple[int, int, float]:
+    """:func:`_masked_best` reading every pair's mask (the case of a best of −∞)."""
     check = remaining.shape[0] > 0
     mapped = perm.shape[0] > 0
     any_ok = False

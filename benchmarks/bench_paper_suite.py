@@ -5,8 +5,8 @@ since wall times on a shared machine are only upper bounds:
 
 - ``--slow``: the reproductions that dominate ``reproduce --all`` (``bbta-fig2``,
   ``bbta-fig3``, ``bbta-rte``, ``chen2013-features`` by default), each in this process on one
-  core (``n_jobs=1``) with ``--reps`` replications instead of the paper's, and the CPU time extrapolated linearly to the
-  paper's replications: ``fixed + (cpu − fixed) · paper reps / reps``, where ``fixed`` is the
+  core (``n_jobs=1``) with ``--reps`` replications instead of the paper's, and the CPU time
+  extrapolated linearly to the paper's replications: ``fixed + (cpu − fixed) · paper reps / reps``, where ``fixed`` is the
   part that does not grow with the replications, measured on its own — building the nine
   worlds of the BBTA figures (k-means contexts per UCI set and worker model, run once per case
   whatever the replications); the compile and the data loading are left in the per-replication

@@ -3,14 +3,14 @@
 Two measurements, each in CPU seconds (user + sys, this process and its finished children),
 since wall times on a shared machine are only upper bounds:
 
-- ``--slow``: the reproductions that dominate ``reproduce --all`` (``bbta-fig2``,
-  ``bbta-fig3``, ``bbta-rte``, ``chen2013-features`` by default), each in this process on one
-  core (``n_jobs=1``) with ``--reps`` replications instead of the paper's, and the CPU time
-  extrapolated linearly to the paper's replications: ``fixed + (cpu − fixed) · paper reps / reps``, where ``fixed`` is the
-  part that does not grow with the replications, measured on its own — building the nine
-  worlds of the BBTA figures (k-means contexts per UCI set and worker model, run once per case
-  whatever the replications); the compile and the data loading are left in the per-replication
-  part, so the extrapolation slightly overstates;
+- ``--slow``: the reproductions that dominate ``reproduce --all`` (``bbta-fig2``, ``bbta-fig3``,
+  ``bbta-rte``, ``chen2013-features`` by default), each in this process on one core
+  (``n_jobs=1``) with ``--reps`` replications instead of the paper's, and the CPU time
+  extrapolated linearly to the paper's replications: ``fixed + (cpu − fixed) · paper reps /
+  reps``, where ``fixed`` is the part that does not grow with the replications, measured on its
+  own — building the nine worlds of the BBTA figures (k-means contexts per UCI set and worker
+  model, run once per case whatever the replications); the compile and the data loading are left
+  in the per-replication part, so the extrapolation slightly overstates;
 - ``--quick``: ``crowdbudget reproduce ID --quick`` in a child process, each id twice: first
   with an empty Numba cache (``NUMBA_CACHE_DIR`` a new folder: a first-ever run, every kernel it
   uses compiled), then with the cache that run wrote.

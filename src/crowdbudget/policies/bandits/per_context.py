@@ -485,9 +485,9 @@ class PerContextOptKG(AllocationPolicy):
         if worker is None:
             # one compiled pass over the context's slice: the same pair as the NumPy path
             # below (first largest masked score; the same tie draw)
-            remaining = self._remaining if self._remaining is not None else _EMPTY
+            left = self._remaining if self._remaining is not None else _EMPTY
             perm = self._perm if self._perm is not None else _EMPTY
-            args = (self._scores, self._items, allowed, remaining, perm, lo, hi)
+            args = (self._scores, self._items, allowed, left, perm, lo, hi)
             at, n_tied, best = _masked_best(*args)
             if at < 0:
                 return None

@@ -4,13 +4,13 @@ Two measurements, each in CPU seconds (user + sys, this process and its finished
 since wall times on a shared machine are only upper bounds:
 
 - ``--slow``: the reproductions that dominate ``reproduce --all`` (``bbta-fig2``, ``bbta-fig3``,
-  ``chen2013-features`` by default), each in this process on one core (``n_jobs=1``) with
-  ``--reps`` replications instead of the paper's, and the CPU time extrapolated linearly to the
-  paper's replications: ``fixed + (cpu − fixed) · paper reps / reps``, where ``fixed`` is the
-  part that does not grow with the replications, measured on its own — building the nine
-  worlds of the BBTA figures (k-means contexts per UCI set and worker model, run once per case
-  whatever the replications); the compile and the data loading are left in the per-replication
-  part, so the extrapolation slightly overstates;
+  ``bbta-rte``, ``chen2013-features`` by default), each in this process on one core
+  (``n_jobs=1``) with ``--reps`` replications instead of the paper's, and the CPU time
+  extrapolated linearly to the paper's replications: ``fixed + (cpu − fixed) · paper reps /
+  reps``, where ``fixed`` is the part that does not grow with the replications, measured on its
+  own — building the nine worlds of the BBTA figures (k-means contexts per UCI set and worker
+  model, run once per case whatever the replications); the compile and the data loading are left
+  in the per-replication part, so the extrapolation slightly overstates;
 - ``--quick``: ``crowdbudget reproduce ID --quick`` in a child process, each id twice: first
   with an empty Numba cache (``NUMBA_CACHE_DIR`` a new folder: a first-ever run, every kernel it
   uses compiled), then with the cache that run wrote.
@@ -31,7 +31,7 @@ import tempfile
 import time
 
 #: the reproductions that make most of ``reproduce --all``'s time, with the paper's replications
-SLOW = {"bbta-fig2": 30, "bbta-fig3": 30, "chen2013-features": 3}
+SLOW = {"bbta-fig2": 30, "bbta-fig3": 30, "bbta-rte": 30, "chen2013-features": 3}
 
 
 def _cpu() -> float:

@@ -240,3 +240,45 @@ def test_compiled_context_passes_match_numpy() -> None:
             assert got == -1
         else:
             assert got == int(np.argmin(np.where(ok, np.abs(values[members]), np.inf)))
+
+
+def test_lowest_context_is_lexsort() -> None:
+    """The context of least cached score, ties by task index then context, NaN last: the
+    first entry of ``np.lexsort((item, score))``."""
+    from crowdbudget.policies.bandits.bbta import _lowest_context
+
+    rng = np.random.default_rng(8)
+    for trial in range(500):
+        size = int(rng.integers(1, 7))
+        score = rng.integers(0, 3, size).astype(float)
+        score[rng.random(size) < 0.2] = np.inf
+        if trial % 4 == 0:
+            score[rng.random(size) < 0.3] = np.nan
+        item = rng.integers(-1, 4, size).astype(np.int64)
+        assert _lowest_context(score, item) == int(np.lexsort((item, score))[0])
+
+
+def test_dense_pair_index_answers_as_the_search() -> None:
+    """On a full grid of pairs (a simulated world) the pair index reads a pair by its index;
+    its candidates and permissions are those of the general search over sorted pairs."""
+    from crowdbudget.policies.bandits.bbta import _PairIndex
+    from crowdbudget.simulation.contextual import ContextualWorkerEnvironment
+
+    env = ContextualWorkerEnvironment(np.arange(12) % 2, np.arange(12) % 3, "one-coin", n_workers=5)
+    env.reset(seed=3)
+    problem = env.problem(40.0)
+    state = CampaignState.initial(problem)
+    state.pairs = env.pairs
+    dense = _PairIndex(state, 5)
+    assert dense.dense
+    general = _PairIndex(state, 5)
+    general.dense = False
+    rng = np.random.default_rng(2)
+    env.pairs.remaining[rng.random(60) < 0.4] = 0
+    for item in range(12):
+        asked = rng.random(5) < 0.3
+        np.testing.assert_array_equal(
+            dense.candidates(item, asked), general.candidates(item, asked)
+        )
+        for worker in range(5):
+            assert dense.allows(item, worker) == general.allows(item, worker)

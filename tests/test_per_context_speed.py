@@ -98,6 +98,15 @@ def _check(policy_id: str, env: object, budgets: list[float], seed: int, mode: s
     np.testing.assert_array_equal(fast._workers, ref._workers[perm])
     if fast._half:  # the compiled score against the update and error through SciPy
         every = np.arange(fast._items.shape[0])
+        # the rescoring after each label (one compiled pass over the item's and the worker's
+        # pairs) kept every score and error as scoring the final state afresh gives them
+        np.testing.assert_array_equal(
+            fast._scores.view(np.int64), fast._score(every).view(np.int64)
+        )
+        post = fast.posterior_
+        np.testing.assert_array_equal(
+            fast._now.view(np.int64), _half_error(post.a, post.b).view(np.int64)
+        )
         np.testing.assert_allclose(
             fast._score(every), fast._score_reference(every), rtol=1e-11, atol=1e-14
         )
@@ -150,3 +159,39 @@ def test_replay_same_decisions(mode: str) -> None:
     rte = ReplayEnvironment.from_label_data(load_dataset("rte"))
     for seed in (0, 3):
         _check("opt-kg-per-context:contexts=single", rte, [400.0, 900.0], seed, mode)
+
+
+def test_masked_best_is_numpys_masked_argmax() -> None:
+    """The compiled best pair of a context slice: ``np.argmax`` of the scores with −∞ where
+    the item is not allowed or the pair's label is used up (through ``perm``), the number of
+    pairs tied with it, and the n-th of them (the random tie draw's pick)."""
+    from crowdbudget.policies.bandits.per_context import _EMPTY, _masked_best, _nth_tied
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        size = int(rng.integers(1, 80))
+        scores = rng.integers(-3, 3, size).astype(float) / 4.0  # many equal scores
+        if trial % 5 == 0:
+            scores[rng.integers(size)] = -np.inf
+        items = rng.integers(0, 30, size).astype(np.int64)
+        allowed = rng.random(30) < (0.0 if trial % 13 == 0 else 0.7)
+        remaining = rng.integers(0, 2, size + 5).astype(np.int64)
+        perm = rng.permutation(size + 5)[:size].astype(np.int64)
+        lo, hi = int(rng.integers(0, size)), size
+        for rem, per in ((_EMPTY, _EMPTY), (remaining, _EMPTY), (remaining, perm)):
+            ok = allowed[items[lo:hi]]
+            if rem.shape[0]:
+                index = np.arange(lo, hi) if not per.shape[0] else per[lo:hi]
+                ok = ok & (rem[index] > 0)
+            masked = np.where(ok, scores[lo:hi], -np.inf)
+            at, n_tied, best = _masked_best(scores, items, allowed, rem, per, lo, hi)
+            if not ok.any():
+                assert at == -1
+                continue
+            assert at == int(np.argmax(masked))
+            tied = np.flatnonzero(masked == masked[at])
+            assert n_tied == tied.shape[0]
+            assert best == masked[at]
+            for nth in range(n_tied):
+                args = (scores, items, allowed, rem, per, lo, hi, best, nth)
+                assert _nth_tied(*args) == tied[nth]

@@ -263,9 +263,19 @@ def _chunks(tasks: list[tuple[Any, ...]], n_workers: int) -> list[list[tuple[Any
     """Split ``tasks`` into about 8 chunks per worker (at most 64 campaigns each): large
     enough to amortise the per-task cost of a process pool or Dask (pickling the world,
     scheduling — milliseconds against ~1 ms for a small compiled campaign), small enough to
-    balance the load and keep the progress bar moving."""
-    size = max(1, min(64, len(tasks) // (8 * max(1, n_workers))))
-    return [tasks[k : k + size] for k in range(0, len(tasks), size)]
+    balance the load and keep the progress bar moving. The chunks shrink towards the end
+    (at most 1/8 per worker of the tasks still to come, down to one task), so that the
+    workers run out of work at about the same time: the last unit is one campaign, not
+    ``size`` of them while the other cores wait."""
+    workers = max(1, n_workers)
+    size = max(1, min(64, len(tasks) // (8 * workers)))
+    chunks = []
+    start = 0
+    while start < len(tasks):
+        step = max(1, min(size, (len(tasks) - start) // (4 * workers)))
+        chunks.append(tasks[start : start + step])
+        start += step
+    return chunks
 
 
 #: how :func:`execute` runs the tasks: ``None`` picks Dask inside :func:`dask_scheduler`,

@@ -214,6 +214,7 @@ class ContextualWorkerEnvironment(LabelingEnvironment):
         self._remaining = np.ones(n * k, dtype=np.int64)
         self._asked = np.zeros(n, dtype=np.int64)
         self._eligible = np.ones(n, dtype=bool)
+        self._n_open = n  # tasks some worker has not labeled: the campaign ends at 0
         self.eligible = self._eligible
         self.pairs = PairAvailability(
             items=np.repeat(np.arange(n, dtype=np.int64), k),
@@ -258,10 +259,11 @@ class ContextualWorkerEnvironment(LabelingEnvironment):
         self._asked[item] += 1
         if self._asked[item] == k:
             self._eligible[item] = False
+            self._n_open -= 1
         event = LabelEvent(
             item=item, worker=worker, label=int(self.answers[item, worker]), cost=assignment.price
         )
-        return StepResult(event, terminated=not self._eligible.any())
+        return StepResult(event, terminated=self._n_open == 0)
 
     def arriving_worker(self) -> int:
         return int(self._arrivals.integers(self.n_workers))

@@ -394,10 +394,16 @@ def fig3(
 
 
 def rte(
-    *, seed: int = 0, quick: bool = False, n_jobs: int | None = None, progress: bool = True
+    *,
+    seed: int = 0,
+    quick: bool = False,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    reps: int | None = None,
 ) -> ReproductionResult:
     """Fig. 5(a): RTE replay, BBTA with one context (the paper's S = 1) and with the RTE-1
-    task types, against OptKG, OptKG per type, IEThresh, CrowdSense and the random baseline."""
+    task types, against OptKG, OptKG per type, IEThresh, CrowdSense and the random baseline
+    (``reps`` overrides the number of replications, 30, quick 2, for runs from Python)."""
     from crowdbudget.datasets import load_dataset
 
     if quick and n_jobs is None:
@@ -405,7 +411,7 @@ def rte(
     data = load_dataset("rte")
     env = ContextualReplayEnvironment.from_label_data(data)
     n = env.n_items
-    reps = 2 if quick else 30
+    reps = reps if reps is not None else (2 if quick else 30)
     per_item = [1, 2, 4] if quick else [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     # the paper's RTE setting is one context (S = 1): the plain ids; ":task-types" variants
     # use the 7 RTE-1 application settings as contexts

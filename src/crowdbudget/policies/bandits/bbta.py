@@ -197,6 +197,21 @@ def _first_lowest(num: FloatArray, members: IntArray, available: BoolArray) -> i
     return first_nan if first_nan >= 0 else best_local
 
 
+@njit(cache=True, nogil=True)
+def _lowest_context(score: FloatArray, item: IntArray) -> int:
+    """``np.lexsort((item, score))[0]``: the context of least cached score (a NaN sorting
+    last), ties by smallest task index, then by smallest context; shape (S,) each."""
+    best = 0
+    for s in range(1, score.shape[0]):
+        x, y = score[s], score[best]
+        if x != x:  # NaN: after every number; among NaNs by task index
+            if y != y and item[s] < item[best]:
+                best = s
+        elif y != y or x < y or (x == y and item[s] < item[best]):
+            best = s
+    return best
+
+
 class _PairIndex:
     """Which workers may still label each task: every worker (synthetic world, live campaign)
     or those with an unused recorded label (replay, ``state.pairs``), never a worker blocked
@@ -206,8 +221,16 @@ class _PairIndex:
         pairs = state.pairs
         self.pairs = pairs
         self.availability = state.availability
+        n = state.problem.n_items
+        #: the pairs are the full grid, pair i·K + j = (i, j) (a simulated world,
+        #: ``ContextualWorkerEnvironment``): a pair is found by its index, not searched
+        self.dense = (
+            pairs is not None
+            and pairs.items.shape[0] == n * n_workers
+            and bool(np.array_equal(pairs.items, np.repeat(np.arange(n), n_workers)))
+            and bool(np.array_equal(pairs.workers, np.tile(np.arange(n_workers), n)))
+        )
         if pairs is not None:
-            n = state.problem.n_items
             # by item, then by worker: a task's candidates come out sorted, duplicates adjacent
             self.order = np.lexsort((pairs.workers, pairs.items))
             self.ptr = np.zeros(n + 1, dtype=np.int64)
@@ -222,6 +245,9 @@ class _PairIndex:
             asked[[w for w in blocked if w < asked.shape[0]]] = True
         if self.pairs is None:
             return np.flatnonzero(~asked)
+        if self.dense:  # the grid's row of the task: sorted, no repeats, as below
+            k = self.n_workers
+            return np.flatnonzero((self.pairs.remaining[item * k : (item + 1) * k] > 0) & ~asked)
         idx = self.order[self.ptr[item] : self.ptr[item + 1]]
         idx = idx[self.pairs.remaining[idx] > 0]
         workers = self.pairs.workers[idx]
@@ -237,6 +263,8 @@ class _PairIndex:
             return False
         if self.pairs is None:
             return True
+        if self.dense:
+            return bool(self.pairs.remaining[item * self.n_workers + worker] > 0)
         idx = self.order[self.ptr[item] : self.ptr[item + 1]]
         hit = idx[self.pairs.workers[idx] == worker]
         return bool(hit.size and np.any(self.pairs.remaining[hit] > 0))
@@ -322,6 +350,11 @@ class BanditTaskAssignment(AllocationPolicy):
         self.rounds_ = np.zeros(s_count, dtype=np.int64)
         self.eta_ = np.full(s_count, float(exp3_learning_rate(1, k)))
         self.weights_ = np.ones((s_count, k))
+        self._wsum = np.array([row.sum() for row in self.weights_])  # Σ_j w^s_j per context
+        # the full weight vector select drew from, (context, η, loss version, w): the
+        # refresh that follows the label reuses it when the context's losses did not move
+        self._drawn: tuple[int, float, int, FloatArray] | None = None
+        self._loss_version = np.zeros(s_count, dtype=np.int64)
         self._weights_eta = self.eta_.copy()
         self.num_ = np.zeros(n)
         self.logs_ = [_ContextLog() for _ in range(s_count)]
@@ -345,7 +378,7 @@ class BanditTaskAssignment(AllocationPolicy):
         self._pending: dict[tuple[int, int], float] = {}
         self._best_item = np.full(s_count, -1, dtype=np.int64)
         self._best_score = np.full(s_count, np.inf)
-        self._dirty = np.ones(s_count, dtype=bool)
+        self._dirty = [True] * s_count  # a list: read per context each step, no array call
         self._pair_index: _PairIndex | None = None
 
     def _build(self, state: CampaignState) -> None:
@@ -366,7 +399,13 @@ class BanditTaskAssignment(AllocationPolicy):
 
     def _refresh_context(self, s: int) -> None:
         """Line 23: current weights of context s and the weighted sums of its tasks."""
-        self.weights_[s] = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))
+        eta = float(self.eta_[s])
+        drawn = self._drawn
+        if drawn is not None and drawn[:3] == (s, eta, int(self._loss_version[s])):
+            self.weights_[s] = drawn[3]  # exp3_weights of the same losses and η: same bits
+        else:
+            self.weights_[s] = exp3_weights(self.cumulative_loss_[s], eta)
+        self._wsum[s] = self.weights_[s].sum()
         self._weights_eta[s] = self.eta_[s]
         log = self.logs_[s]
         _weighted_sums(
@@ -390,7 +429,7 @@ class BanditTaskAssignment(AllocationPolicy):
                 item = members[local]
                 score = abs(self.num_[item]) if self.available_[item] else np.inf
                 self._best_item[s] = item
-                self._best_score[s] = score / self.weights_[s].sum()
+                self._best_score[s] = score / self._wsum[s]
             self._dirty[s] = False
             return
         ok = self.available_[members]
@@ -405,7 +444,7 @@ class BanditTaskAssignment(AllocationPolicy):
                 if tied.shape[0] > 1:
                     local = int(tied[self.rng_.integers(tied.shape[0])])
             self._best_item[s] = members[local]
-            self._best_score[s] = scores[local] / self.weights_[s].sum()
+            self._best_score[s] = scores[local] / self._wsum[s]
         self._dirty[s] = False
 
     def _lowest_confidence(self, state: CampaignState) -> tuple[int, IntArray] | None:
@@ -413,13 +452,14 @@ class BanditTaskAssignment(AllocationPolicy):
         worker, with those candidates; drops tasks found unusable."""
         assert self._pair_index is not None
         while True:
-            for s in np.flatnonzero(self._dirty).tolist():
+            for s in [c for c, dirty in enumerate(self._dirty) if dirty]:
                 self._context_best(s)
-            if not np.any(self._best_item >= 0):
-                return None
             if self.tie_break == "first":
-                # smallest score; ties by smallest task index (argmin over all tasks)
-                s = int(np.lexsort((self._best_item, self._best_score))[0])
+                # smallest score; ties by smallest task index (argmin over all tasks); with
+                # no task left every cached item is −1 (score ∞), the pick one of them
+                s = _lowest_context(self._best_score, self._best_item)
+            elif not np.any(self._best_item >= 0):
+                return None
             else:
                 rounded = canonical_scores(self._best_score)
                 tied = np.flatnonzero(rounded == rounded.min())
@@ -469,7 +509,9 @@ class BanditTaskAssignment(AllocationPolicy):
         s = int(self.contexts_[item])
         self.rounds_[s] += 1
         self.eta_[s] = _step_learning_rate(int(self.rounds_[s]), self.n_workers_)
-        w = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))[workers]
+        full = exp3_weights(self.cumulative_loss_[s], float(self.eta_[s]))
+        self._drawn = (s, float(self.eta_[s]), int(self._loss_version[s]), full)
+        w = full[workers]
         cdf = np.cumsum(w)
         if not cdf[-1] > 0:
             # every candidate's weight underflowed (each far behind the context's best worker,
@@ -517,7 +559,7 @@ class BanditTaskAssignment(AllocationPolicy):
             self.n_asked_[item] += 1
         if self.n_asked_[item] >= self.n_workers_ and self.available_[item]:
             self.available_[item] = False
-            self._dirty[self.contexts_[item]] = True
+            self._dirty[int(self.contexts_[item])] = True
 
     def observe(self, event: LabelEvent) -> None:
         item, j = event.item, event.worker
@@ -542,11 +584,13 @@ class BanditTaskAssignment(AllocationPolicy):
                 for worker, y in labels:
                     if y != vote:
                         self.cumulative_loss_[s, worker] += 1.0
+                        self._loss_version[s] += 1
                         loss_changed = True
         p = self._pending.pop((item, j), None)
         if p is not None and self._sign(float(self.num_[item])) != sign:
             # lines 21-22: weighted vote including the new label, importance-weighted loss
             self.cumulative_loss_[s, j] += 1.0 / p
+            self._loss_version[s] += 1
             loss_changed = True
         if loss_changed:
             self._refresh_context(s)  # line 23

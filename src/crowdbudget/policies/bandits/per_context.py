@@ -19,12 +19,15 @@ context ties (every task at its prior, every worker at Beta(4, 1)), so with ``"f
 first pairs in file order get the first labels and the result depends on the item order.
 
 Speed. After a label from worker j on item i, the pairs of i and of the virtual
-worker s·K + j are rescored: at d = 0.5 in one compiled loop (:func:`_half_scores`), the item
-half of the moment-matched update and both outcomes' errors through our own incomplete beta at
-1/2 (:func:`~crowdbudget._compiled_special.betainc_half`; ``one_coin_update`` +
-``error_probability`` within its 1e-12 relative accuracy, not bit for bit); the pairs are held
-grouped by context, so the argmax of a context is one ``argmax`` over a slice (rescoring is
-eager; why not lazy: docs/decisions.md).
+worker s·K + j are rescored: at d = 0.5 in one compiled pass over the two CSR groups
+(:func:`_rescore_label`; the item's error through SciPy's own ``betainc``, the same bits as
+``error_probability``), the item half of the moment-matched update and the outcomes' errors
+through our own incomplete beta at 1/2 (:func:`~crowdbudget._compiled_special.betainc_half`;
+``one_coin_update`` + ``error_probability`` within its 1e-12 relative accuracy, not bit for
+bit) — one incomplete beta per pair where one outcome dominates the other
+(:func:`_half_after_one`). The pairs are held grouped by context, so the best pair of a
+context is one compiled masked argmax over a slice (:func:`_masked_best`; rescoring is eager;
+why not lazy: docs/decisions.md).
 
 Sub-budgets without knowing T. A run of the experiment runner records every budget of a sweep
 along one campaign, so the policy cannot split a T it does not know. Instead it serves, at each
@@ -49,6 +52,7 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
+from crowdbudget._compiled_special import betainc as _betainc
 from crowdbudget._compiled_special import betainc_half
 from crowdbudget._compiled_special import maximum as _maximum
 from crowdbudget._compiled_special import minimum as _minimum
@@ -87,37 +91,58 @@ def _half_error(a: FloatArray, b: FloatArray) -> FloatArray:
     return error_probability(a, b, 0.5)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _matched_after(ta: float, tb: float, r1: float, q1: float) -> tuple[float, float]:
+    """The item half of :func:`one_coin_update` for a label 1 on Beta(ta, tb) from a worker
+    of mean reliability r1 (q1 = 1 − r1): its moments, the matched Beta (na, nb) with the
+    variance and size floors. A label 0 is the same steps on (tb, ta), mirrored."""
+    n = ta + tb
+    t1 = ta / n
+    t2 = t1 * (ta + 1.0) / (n + 1.0)
+    t3 = t2 * (ta + 2.0) / (n + 2.0)
+    t1m = t1 * tb / (n + 1.0)
+    t21m = t2 * tb / (n + 2.0)
+    z1 = t1 * r1 + (1.0 - t1) * q1
+    mean = (t2 * r1 + t1m * q1) / z1
+    second = (t3 * r1 + t21m * q1) / z1
+    spread = mean * (1.0 - mean)
+    var = _maximum(second - mean * mean, spread * 1e-15)
+    size = _maximum(spread / var - 1.0, _S_FLOOR)
+    return mean * size, (1.0 - mean) * size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _smaller_tail(na: float, nb: float) -> float:
+    """The error of Beta(na, nb) at 1/2: ``betainc_half(max, min)``, 1/2 exactly at na = nb."""
+    return 0.5 if na == nb else betainc_half(_maximum(na, nb), _minimum(na, nb))
+
+
 @njit(cache=True, nogil=True)
 def _half_after_one(a: float, b: float, c: float, d: float) -> float:
     """``min(err(a₁, b₁), err(a₀, b₀))`` at d = 0.5 for one pair: (a_z, b_z) the item
-    posterior after label z from a worker Beta(c, d) (:func:`one_coin_update`'s item half —
-    its moments, the matched Beta with its variance and size floors — for both outcomes) and
-    ``err`` the smaller tail at 1/2, ``betainc_half(max, min)`` (1/2 exactly where the two
-    are equal). Both orientations take the same steps, so mirrored states (a, b) and (b, a)
-    give the same value; NaN propagates through the minimum as in ``np.minimum``."""
+    posterior after label z from a worker Beta(c, d) (:func:`_matched_after`, both outcomes)
+    and ``err`` the smaller tail at 1/2 (:func:`_smaller_tail`). Both orientations take the
+    same steps, so mirrored states (a, b) and (b, a) give the same value; NaN propagates
+    through the minimum as in ``np.minimum``.
+
+    One incomplete beta where an outcome dominates: with hi = max and lo = min of an
+    outcome's (a_z, b_z), the error ``I_{1/2}(hi, lo)`` is decreasing in hi and increasing in
+    lo (Beta(hi, lo) is stochastically increasing in hi and decreasing in lo), so an outcome
+    with hi at least and lo at most the other's has the smaller error, exactly — the other
+    is not evaluated. (Numerically the two computed errors could be ordered the other way
+    only where they agree to the kernel's 1e-12, below the scores' canonical rounding.)
+    Equal (hi, lo) — the mirrored outcomes of a tied state — are the same computation."""
     r1 = c / (c + d)
     q1 = 1.0 - r1
-    best = 0.0
-    for orientation in range(2):
-        ta = a if orientation == 0 else b
-        tb = b if orientation == 0 else a
-        n = ta + tb
-        t1 = ta / n
-        t2 = t1 * (ta + 1.0) / (n + 1.0)
-        t3 = t2 * (ta + 2.0) / (n + 2.0)
-        t1m = t1 * tb / (n + 1.0)
-        t21m = t2 * tb / (n + 2.0)
-        z1 = t1 * r1 + (1.0 - t1) * q1
-        mean = (t2 * r1 + t1m * q1) / z1
-        second = (t3 * r1 + t21m * q1) / z1
-        spread = mean * (1.0 - mean)
-        var = _maximum(second - mean * mean, spread * 1e-15)
-        size = _maximum(spread / var - 1.0, _S_FLOOR)
-        na = mean * size
-        nb = (1.0 - mean) * size
-        err = 0.5 if na == nb else betainc_half(_maximum(na, nb), _minimum(na, nb))
-        best = err if orientation == 0 else _minimum(best, err)
-    return best
+    na1, nb1 = _matched_after(a, b, r1, q1)  # a label 1
+    nb0, na0 = _matched_after(b, a, r1, q1)  # a label 0: the mirrored steps
+    hi1, lo1 = _maximum(na1, nb1), _minimum(na1, nb1)
+    hi0, lo0 = _maximum(na0, nb0), _minimum(na0, nb0)
+    if hi1 >= hi0 and lo1 <= lo0:
+        return _smaller_tail(na1, nb1)
+    if hi0 >= hi1 and lo0 <= lo1:
+        return _smaller_tail(na0, nb0)
+    return _minimum(_smaller_tail(na1, nb1), _smaller_tail(na0, nb0))
 
 
 @njit(cache=True, nogil=True)
@@ -157,6 +182,168 @@ def _half_scores(
         i = items[p]
         v = virtual[p]
         out[k] = canonical(now[i] - _half_after_one(a[i], b[i], c[v], d[v]))
+
+
+@njit(cache=True, nogil=True)
+def _half_error_one(a: float, b: float) -> float:
+    """:func:`_half_error` of one state, the same bits: 1/2 where a = b, else SciPy's
+    ``betainc(max, min, 1/2)`` (the very Boost ``ibeta`` its ufunc calls)."""
+    if a == b:
+        return 0.5
+    return _betainc(_maximum(a, b), _minimum(a, b), 0.5, 0)
+
+
+@njit(cache=True, nogil=True)
+def _rescore_label(
+    item: int,
+    virtual: int,
+    item_ptr: IntArray,
+    item_order: IntArray,
+    virt_ptr: IntArray,
+    virt_order: IntArray,
+    items: IntArray,
+    virtuals: IntArray,
+    a: FloatArray,
+    b: FloatArray,
+    c: FloatArray,
+    d: FloatArray,
+    now: FloatArray,
+    scores: FloatArray,
+) -> None:
+    """After a label on ``item`` from ``virtual`` (d = 0.5): ``now[item]`` anew, then the
+    canonical score of every pair of the item and of the virtual worker (the CSR groups
+    ``order[ptr[k]:ptr[k + 1]]``, positions into ``items``/``virtuals``/``scores``, shape
+    (n_pairs,)) — :func:`_half_scores` of those positions, one pass, no index arrays built.
+    A pair in both groups is scored twice, to the same value."""
+    now[item] = _half_error_one(a[item], b[item])
+    # the look-ahead of the previous pair, reused when this pair's four parameters are the
+    # same numbers (the items still at their prior, the workers not yet heard): same bits
+    last = (np.nan, np.nan, np.nan, np.nan)
+    after = np.nan
+    for group in range(2):
+        ptr = item_ptr if group == 0 else virt_ptr
+        order = item_order if group == 0 else virt_order
+        key = item if group == 0 else virtual
+        for k in range(ptr[key], ptr[key + 1]):
+            p = order[k]
+            i = items[p]
+            v = virtuals[p]
+            here = (a[i], b[i], c[v], d[v])
+            if here != last:
+                after = _half_after_one(here[0], here[1], here[2], here[3])
+                last = here
+            scores[p] = canonical(now[i] - after)
+
+
+@njit(cache=True, nogil=True)
+def _masked_best(
+    scores: FloatArray,
+    items: IntArray,
+    allowed: BoolArray,
+    remaining: IntArray,
+    perm: IntArray,
+    lo: int,
+    hi: int,
+) -> tuple[int, int, float]:
+    """The largest of ``scores[lo:hi]`` with −∞ at the pairs whose item is not ``allowed``
+    or (``remaining`` non-empty) whose label is used up (``remaining[perm[p]]``, ``perm``
+    empty: the identity): ``(at, n_tied, best)``, ``at`` the first position of the largest
+    value relative to ``lo`` (``np.argmax`` of the masked slice) and ``n_tied`` how many
+    positions hold it; ``at`` = −1 when no pair is allowed. Scores are canonical (never
+    NaN), so ``>`` alone finds the first largest.
+
+    A pair below the best so far can neither win nor tie, so its mask is read only for the
+    others (the scores stream through; the masks are random reads). When the best is −∞ the
+    masked-out pairs tie with it: then every pair's mask decides, as in the plain pass
+    :func:`_masked_best_all`."""
+    check = remaining.shape[0] > 0
+    mapped = perm.shape[0] > 0
+    best = -np.inf
+    at = -1
+    n_tied = 0
+    for p in range(lo, hi):
+        value = scores[p]
+        if value < best or value == -np.inf:
+            continue
+        if not allowed[items[p]]:
+            continue
+        if check and remaining[perm[p] if mapped else p] <= 0:
+            continue
+        if value > best:
+            best = value
+            at = p - lo
+            n_tied = 1
+        else:
+            n_tied += 1
+    if at >= 0:
+        return at, n_tied, best
+    return _masked_best_all(scores, items, allowed, remaining, perm, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _masked_best_all(
+    scores: FloatArray,
+    items: IntArray,
+    allowed: BoolArray,
+    remaining: IntArray,
+    perm: IntArray,
+    lo: int,
+    hi: int,
+) -> tuple[int, int, float]:
+    """:func:`_masked_best` reading every pair's mask (the case of a best of −∞)."""
+    check = remaining.shape[0] > 0
+    mapped = perm.shape[0] > 0
+    any_ok = False
+    best = -np.inf
+    at = 0
+    n_tied = 0
+    for p in range(lo, hi):
+        ok = allowed[items[p]]
+        if ok and check:
+            ok = remaining[perm[p] if mapped else p] > 0
+        value = scores[p] if ok else -np.inf
+        any_ok = any_ok or ok
+        if p == lo or value > best:
+            best = value
+            at = p - lo
+            n_tied = 1
+        elif value == best:
+            n_tied += 1
+    if not any_ok:
+        return -1, 0, best
+    return at, n_tied, best
+
+
+@njit(cache=True, nogil=True)
+def _nth_tied(
+    scores: FloatArray,
+    items: IntArray,
+    allowed: BoolArray,
+    remaining: IntArray,
+    perm: IntArray,
+    lo: int,
+    hi: int,
+    best: float,
+    nth: int,
+) -> int:
+    """The position (relative to ``lo``) of the ``nth`` (from 0) masked score equal to
+    ``best`` (:func:`_masked_best`'s mask), −1 if there are fewer."""
+    check = remaining.shape[0] > 0
+    mapped = perm.shape[0] > 0
+    seen = 0
+    for p in range(lo, hi):
+        ok = allowed[items[p]]
+        if ok and check:
+            ok = remaining[perm[p] if mapped else p] > 0
+        value = scores[p] if ok else -np.inf
+        if value == best:
+            if seen == nth:
+                return p - lo
+            seen += 1
+    return -1
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class PerContextOptKG(AllocationPolicy):
@@ -295,6 +482,18 @@ class PerContextOptKG(AllocationPolicy):
         ``allowed`` (shape (n_items,)) and, on a replay, has an unused label; None when there
         is none."""
         lo, hi = int(self._ctx_ptr[s]), int(self._ctx_ptr[s + 1])
+        if worker is None:
+            # one compiled pass over the context's slice: the same pair as the NumPy path
+            # below (first largest masked score; the same tie draw)
+            left = self._remaining if self._remaining is not None else _EMPTY
+            perm = self._perm if self._perm is not None else _EMPTY
+            args = (self._scores, self._items, allowed, left, perm, lo, hi)
+            at, n_tied, best = _masked_best(*args)
+            if at < 0:
+                return None
+            if self.tie_break == "random" and n_tied > 1:
+                at = _nth_tied(*args, best, int(self.rng_.integers(n_tied)))
+            return self._at(lo + at)
         scores = self._scores[lo:hi]
         items = self._items[lo:hi]
         remaining = None
@@ -358,7 +557,26 @@ class PerContextOptKG(AllocationPolicy):
             LabelEvent(item=event.item, worker=virtual, label=event.label, cost=event.cost)
         )
         i = event.item
-        self._now[i] = _half_error(self.posterior_.a[i : i + 1], self.posterior_.b[i : i + 1])[0]
+        post = self.posterior_
+        if self._built and self._half:
+            _rescore_label(
+                i,
+                virtual,
+                self._item_ptr,
+                self._item_order,
+                self._virt_ptr,
+                self._virt_order,
+                self._items,
+                self._virtual,
+                post.a,
+                post.b,
+                post.c,
+                post.d,
+                self._now,
+                self._scores,
+            )
+            return
+        self._now[i] = _half_error(post.a[i : i + 1], post.b[i : i + 1])[0]
         if not self._built:
             return
         changed = np.concatenate(

@@ -81,6 +81,7 @@ from crowdbudget.policies._one_coin_kernel import (
 )
 from crowdbudget.policies._pair_scores import WorkerBest, representatives
 from crowdbudget.policies._push_bounds import FALLBACK, push_choose
+from crowdbudget.policies._refit_incremental import workers_of_items
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import _S_FLOOR, OneCoinPosterior, _beta_moments, _Real
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
@@ -356,6 +357,38 @@ class IncrementalPairScores:
             self.optimistic,
             self._scores,
         )
+
+    def _refresh_changed(self, items: IntArray, workers: IntArray) -> None:
+        """After an incremental refit (lazy compiled path): the moments, errors and new state
+        numbers of the changed ``items``, the reliabilities of the changed ``workers``; the
+        push bounds re-read those items and workers, and the workers of the changed items'
+        pairs and the changed workers are marked stale (their kept pair scores are rescored
+        when next read) — what a label does to its item and worker, for several at once."""
+        post = self.posterior_
+        assert isinstance(post, OneCoinPosterior)
+        if items.shape[0]:
+            self._n_states = refresh_items(
+                items, post.a, post.b, self._moments, self._item_error, self._state_ids,
+                self._n_states,
+            )  # fmt: skip
+            if self._n_states > 2 * self._state_ids.shape[0] + 64:
+                self._number_states()  # keep the per-state table O(n_items)
+        if workers.shape[0]:
+            c, d = post.c[workers], post.d[workers]
+            self._reliability[workers] = c / (c + d)
+        if self._bounded and not self._push_rebuild:
+            self._push_dirty.extend(items.tolist())
+            fresh = workers[~self._push_stale_mark[workers]]
+            self._push_stale_mark[fresh] = True
+            self._push_stale.extend(fresh.tolist())
+        out = np.empty(self._stale.shape[0], dtype=np.int64)
+        n = workers_of_items(
+            items, self._item_ptr, self._item_order, self._pair_workers, self._stale, out
+        )
+        fresh = workers[~self._stale[workers]]
+        self._stale[fresh] = True
+        self._stale_list.extend(out[:n].tolist())
+        self._stale_list.extend(fresh.tolist())
 
     def _compiled_item_errors(self) -> FloatArray:
         """Every item's current error at d = 1/2 (``error_probability``'s bits), compiled."""

@@ -292,9 +292,10 @@ class IncrementalPairScores:
             self._moments_of(i, a, b)
         assert isinstance(post, OneCoinPosterior)
         c, d = float(post.c[j]), float(post.d[j])
+        moved = self._reliability[j] != c / (c + d)
         self._reliability[j] = c / (c + d)
         if self._push_active:
-            self._observe_pushed(i, j)
+            self._observe_pushed(i, j, moved)
             return
         own = self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]]
         before = self._scores[own]
@@ -547,14 +548,16 @@ class IncrementalPairScores:
             return int(self._push_tied[self._rng.integers(n_tied)])
         return int(self._push_tied[0])
 
-    def _observe_pushed(self, i: int, j: int) -> None:
+    def _observe_pushed(self, i: int, j: int, moved: bool = True) -> None:
         """A label of (i, j) once push choices read the bounds: i and j go to the bounds'
         lists; the kept pair scores and per-worker bests (the pull path's SCAN and the scan
         fallback read them) are not updated now — every worker of item i (j among them) is
         marked stale instead, so a scan rescores their pairs first (``_flush``)."""
         if not self._push_rebuild:
             self._push_dirty.append(i)
-            if not self._push_stale_mark[j]:
+            # a worker whose reliability did not move (refit_tol: moved at refits only) has
+            # the same scores on its other items: no bound to re-read
+            if moved and not self._push_stale_mark[j]:
                 self._push_stale_mark[j] = True
                 self._push_stale.append(j)
         self._state_ids[i] = self._n_states  # a new state number, as _observe_fast

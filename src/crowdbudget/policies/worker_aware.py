@@ -437,7 +437,15 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         return Assignment(item=int(self._pair_items[pair]), worker=chosen_worker, price=price)
 
     def observe(self, event: LabelEvent) -> None:
-        self.posterior_.update(event)
+        post = self.posterior_
+        if self._incremental is None:
+            post.update(event)
+        else:
+            # refit_tol: the label moves the item (the paper's moment matching); the worker's
+            # Beta moves at the refits only, from its statistics (module docstring)
+            c, d = post.c[event.worker], post.d[event.worker]
+            post.update(event)
+            post.c[event.worker], post.d[event.worker] = c, d
         if self.refit:
             if self._n_log == self._log.shape[0]:
                 self._log = np.concatenate([self._log, np.empty_like(self._log)])

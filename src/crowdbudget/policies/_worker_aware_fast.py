@@ -498,6 +498,8 @@ class IncrementalPairScores:
         self._push_valid = np.zeros(n_items, dtype=bool)
         self._push_scratch = np.zeros(n_items, dtype=np.int8)
         self._push_tied = np.empty(self._pair_items.shape[0], dtype=np.int64)
+        # the last tie set's (valid, top, threshold, best, size): push_choose's memo
+        self._push_memo = np.zeros(5)
         self._push_stale_mark = np.zeros(n_workers, dtype=bool)
         self._push_rebuild = True
         self._push_dirty: list[int] = []
@@ -535,6 +537,7 @@ class IncrementalPairScores:
             state.eligible,
             self._push_scratch,
             self._push_tied,
+            self._push_memo,
         )
         self._push_active = True
         self._push_rebuild = False

@@ -35,6 +35,9 @@ the live pairs (no ``betainc``) and one ``betainc`` per distinct
 (item state, extreme reliability) — instead of two per live pair. What is left is
 proportional to the tie set: on trec, after a refit, thousands of unlabeled items tie at the
 top (their best worker is the same), and the scan's draw needs them all, in pair order.
+Between two choices with the same top bound the tie set is kept (``memo``): the changed
+items' pairs leave it and re-enter at the best score, O(tie set + changed items) instead of
+a pass over every candidate's pairs, the same set (:func:`_reused_ties`).
 """
 
 from __future__ import annotations

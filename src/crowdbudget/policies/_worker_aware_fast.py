@@ -133,6 +133,8 @@ class IncrementalPairScores:
     _labeled_items: IntArray
     _n_labeled: int
     _bounded: bool
+    _n_states: int
+    _reliability: FloatArray
 
     #: True: a push-mode Opt-KG choice on a replay reads per-item bounds
     #: (:mod:`~crowdbudget.policies._push_bounds`) instead of every live pair's score — the

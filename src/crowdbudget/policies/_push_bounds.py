@@ -35,6 +35,9 @@ the live pairs (no ``betainc``) and one ``betainc`` per distinct
 (item state, extreme reliability) — instead of two per live pair. What is left is
 proportional to the tie set: on trec, after a refit, thousands of unlabeled items tie at the
 top (their best worker is the same), and the scan's draw needs them all, in pair order.
+Between two choices with the same top bound the tie set is kept (``memo``): the changed
+items' pairs leave it and re-enter at the best score, O(tie set + changed items) instead of
+a pass over every candidate's pairs, the same set (:func:`_reused_ties`).
 """
 
 from __future__ import annotations
@@ -277,12 +280,20 @@ def push_choose(
     eligible: Any,
     scratch: Any,
     tied: IntArray,
+    memo: FloatArray,
 ) -> int:
     """One push-mode Opt-KG choice (module docstring): bring the bounds up to date (every
     item if ``rebuild``, else ``dirty_items`` and the items of ``stale_workers``), then
     ``tied[:n]`` = the live pairs at the largest score, ascending. Returns n, or
     :data:`FALLBACK` when the scan must decide (no finite score; a tied pair's item not
     eligible).
+
+    ``memo`` (5,): the last tie set's (valid, top bound, threshold, best score, size), kept
+    with ``tied`` between calls; when the top bound is the same, the last set had its
+    candidates from the first threshold and none of the items changed since holds a score
+    above it, the new set is the last one less the changed items' pairs plus theirs at the
+    best score (:func:`_reused_ties`) — the same set the full pass gives, in O(tie set +
+    changed items) instead of O(candidates).
 
     ``csr`` = (item_ptr, item_order, worker_ptr, worker_order, pair_items, pair_workers,
     remaining) — pairs grouped per item and per worker, ``remaining`` the replay's unused
@@ -300,6 +311,9 @@ def push_choose(
         items = np.arange(n_all)
         scratch[:] = 2
         n_items = n_all
+        memo[0] = 0.0
+        touched = items
+        n_touched = 0
     else:
         # the items to re-read: labeled (2: state changed) or of a relabeled worker (1)
         size = dirty_items.shape[0]
@@ -307,6 +321,9 @@ def push_choose(
             w = stale_workers[n]
             size += worker_ptr[w + 1] - worker_ptr[w]
         items = np.empty(size, dtype=np.int64)
+        # every item whose bound or kept pair scores may change here (for the memo)
+        touched = np.empty(size, dtype=np.int64)
+        n_touched = 0
         n_items = 0
         for n in range(dirty_items.shape[0]):
             i = dirty_items[n]
@@ -325,6 +342,8 @@ def push_choose(
                 if scratch[i] != 0:
                     continue
                 valid[i] = False  # the pair's score changed
+                touched[n_touched] = i
+                n_touched += 1
                 hi = extremes[i, 0]
                 lo = extremes[i, 1]
                 # the item's extremes and bound can change only if this pair is one of the
@@ -347,8 +366,122 @@ def push_choose(
         scratch[items[n]] = 0
     top = tree[1]
     if top == -np.inf:
+        memo[0] = 0.0
         return FALLBACK
-    return _tied_pairs(margin_below(top), csr, beliefs, moments, tree, valid, eligible, tied)
+    if memo[0] == 1.0 and memo[1] == top:
+        n_tied = _reused_ties(
+            items, n_items, touched, n_touched, memo, csr, beliefs, moments, tree, valid,
+            scratch, tied,
+        )  # fmt: skip
+        if n_tied >= 0:
+            return _checked(n_tied, eligible, csr[4], tied, memo)
+    n_tied = _tied_pairs(
+        margin_below(top), csr, beliefs, moments, tree, valid, eligible, tied, memo
+    )
+    if n_tied == FALLBACK:
+        memo[0] = 0.0
+    else:
+        memo[1] = top
+    return n_tied
+
+
+@njit(cache=True, nogil=True)
+def _checked(n_tied: int, eligible: Any, pair_items: IntArray, tied: IntArray, memo: Any) -> int:
+    """``n_tied``, or :data:`FALLBACK` (the memo dropped) if a tied pair's item is not
+    eligible — as :func:`_tied_pairs` decides."""
+    for n in range(n_tied):
+        if not eligible[pair_items[tied[n]]]:
+            memo[0] = 0.0
+            return FALLBACK
+    memo[4] = n_tied
+    return n_tied
+
+
+@njit(cache=True, nogil=True)
+def _reused_ties(
+    items: IntArray,
+    n_items: int,
+    touched: IntArray,
+    n_touched: int,
+    memo: Any,
+    csr: Any,
+    beliefs: Any,
+    moments: FloatArray,
+    tree: FloatArray,
+    valid: Any,
+    scratch: Any,
+    tied: IntArray,
+) -> int:
+    """The tie set from the last one (``memo``; :func:`push_choose`), or −1: recompute it.
+
+    The items not in ``items[:n_items]`` or ``touched[:n_touched]`` kept their bound, pair
+    scores and live pairs (a replay's pair is used up only by a label, whose item is then
+    dirty), so among them the candidates of the threshold and their best score are the last
+    ones; if some of the last tie set is left and no changed candidate scores above the last
+    best, the best stays, the first threshold still ends the search, and the set is the last
+    one's rest plus the changed candidates' pairs at the best, in pair order."""
+    item_ptr, item_order, _, _, pair_items, _, remaining = csr
+    scores = beliefs[4]
+    threshold = memo[2]
+    best = memo[3]
+    n_old = int(memo[4])
+    n_leaves = tree.shape[0] // 2
+    # mark the changed items (3), each once in `changed`
+    changed = np.empty(n_items + n_touched, dtype=np.int64)
+    n_changed = 0
+    for n in range(n_items + n_touched):
+        i = items[n] if n < n_items else touched[n - n_items]
+        if scratch[i] == 0:
+            scratch[i] = 3
+            changed[n_changed] = i
+            n_changed += 1
+    result = -1
+    kept = 0
+    for n in range(n_old):
+        p = tied[n]
+        if scratch[pair_items[p]] == 3:
+            continue
+        if remaining[p] <= 0:
+            kept = -1
+            break
+        tied[kept] = p
+        kept += 1
+    if kept > 0:
+        # the changed candidates, scored where their kept scores are out of date
+        candidates = np.empty(n_changed, dtype=np.int64)
+        n_candidates = 0
+        for n in range(n_changed):
+            i = changed[n]
+            if tree[n_leaves + i] >= threshold:
+                candidates[n_candidates] = i
+                n_candidates += 1
+        _score_candidates(candidates, n_candidates, csr, beliefs, moments, valid)
+        extra = np.empty(16, dtype=np.int64)
+        n_extra = 0
+        above = False
+        for n in range(n_candidates):
+            i = candidates[n]
+            for k in range(item_ptr[i], item_ptr[i + 1]):
+                p = item_order[k]
+                if remaining[p] <= 0:
+                    continue
+                if scores[p] > best:
+                    above = True
+                elif scores[p] == best:
+                    if n_extra == extra.shape[0]:
+                        grown = np.empty(2 * n_extra, dtype=np.int64)
+                        grown[:n_extra] = extra
+                        extra = grown
+                    extra[n_extra] = p
+                    n_extra += 1
+        if not above:
+            result = kept + n_extra
+            if n_extra:
+                merged = np.concatenate((tied[:kept], extra[:n_extra]))
+                tied[:result] = np.sort(merged)
+    for n in range(n_changed):
+        scratch[changed[n]] = 0
+    return result
 
 
 @njit(cache=True, nogil=True)
@@ -361,6 +494,7 @@ def _tied_pairs(
     valid: Any,
     eligible: Any,
     tied: IntArray,
+    memo: Any,
 ) -> int:
     """The candidates (items of bound ≥ ``threshold``) scored pair by pair where their cache
     is invalid, and the live pairs at their largest score into ``tied`` (ascending)."""
@@ -368,6 +502,7 @@ def _tied_pairs(
     scores = beliefs[4]
     # not zero-filled: an allocation, no O(n_items) pass
     candidates = np.empty(tree.shape[0] // 2, dtype=np.int64)
+    first = True
     while True:
         n_candidates = tree_at_least(tree, threshold, candidates)
         _score_candidates(candidates, n_candidates, csr, beliefs, moments, valid)
@@ -394,6 +529,7 @@ def _tied_pairs(
         if lower >= threshold:
             break
         threshold = lower
+        first = False
     ascending = True
     for n in range(n_tied):
         if not eligible[pair_items[tied[n]]]:
@@ -402,6 +538,11 @@ def _tied_pairs(
             ascending = False
     if not ascending:  # candidates come ascending: pairs numbered item-major need no sort
         tied[:n_tied] = np.sort(tied[:n_tied])
+    # the memo of push_choose: reusable only when the first threshold ended the search
+    memo[0] = 1.0 if first else 0.0
+    memo[2] = threshold
+    memo[3] = best
+    memo[4] = n_tied
     return n_tied
 
 

@@ -54,3 +54,26 @@ def refit_schedule(n_labels: int, refit: int, refit_growth: float) -> list[int]:
         points.append(at)
         at = next_refit_at(at, refit, refit_growth)
     return points
+
+
+def check_refit_tol(refit_tol: object, refit: int, worker_model: str, refit_items: str) -> None:
+    """Refuse a ``refit_tol`` (the incremental refit's tolerance on a worker's mean
+    reliability) that is not a finite number >= 0, or one > 0 without a refit, on two-coin
+    workers or with the exact item step, in one line."""
+    if not (
+        isinstance(refit_tol, int | float | np.integer | np.floating)
+        and not isinstance(refit_tol, bool)
+        and math.isfinite(float(refit_tol))
+        and float(refit_tol) >= 0.0
+    ):
+        raise InvalidParameterError(
+            f"refit_tol must be a finite number >= 0 (0: the full refit), got {refit_tol!r}"
+        )
+    if not float(refit_tol):
+        return
+    if not refit:
+        raise InvalidParameterError("refit_tol needs refit >= 1 (refit=0 never refits)")
+    if worker_model != "one-coin":
+        raise InvalidParameterError("refit_tol is implemented for posterior=one-coin only")
+    if refit_items != "sequential":
+        raise InvalidParameterError("refit_tol needs refit_items=sequential")

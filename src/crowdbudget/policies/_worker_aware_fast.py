@@ -81,6 +81,7 @@ from crowdbudget.policies._one_coin_kernel import (
 )
 from crowdbudget.policies._pair_scores import WorkerBest, representatives
 from crowdbudget.policies._push_bounds import FALLBACK, push_choose
+from crowdbudget.policies._refit_incremental import workers_of_items
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import _S_FLOOR, OneCoinPosterior, _beta_moments, _Real
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
@@ -132,6 +133,8 @@ class IncrementalPairScores:
     _labeled_items: IntArray
     _n_labeled: int
     _bounded: bool
+    _n_states: int
+    _reliability: FloatArray
 
     #: True: a push-mode Opt-KG choice on a replay reads per-item bounds
     #: (:mod:`~crowdbudget.policies._push_bounds`) instead of every live pair's score — the
@@ -291,9 +294,10 @@ class IncrementalPairScores:
             self._moments_of(i, a, b)
         assert isinstance(post, OneCoinPosterior)
         c, d = float(post.c[j]), float(post.d[j])
+        moved = self._reliability[j] != c / (c + d)
         self._reliability[j] = c / (c + d)
         if self._push_active:
-            self._observe_pushed(i, j)
+            self._observe_pushed(i, j, moved)
             return
         own = self._item_order[self._item_ptr[i] : self._item_ptr[i + 1]]
         before = self._scores[own]
@@ -356,6 +360,38 @@ class IncrementalPairScores:
             self.optimistic,
             self._scores,
         )
+
+    def _refresh_changed(self, items: IntArray, workers: IntArray) -> None:
+        """After an incremental refit (lazy compiled path): the moments, errors and new state
+        numbers of the changed ``items``, the reliabilities of the changed ``workers``; the
+        push bounds re-read those items and workers, and the workers of the changed items'
+        pairs and the changed workers are marked stale (their kept pair scores are rescored
+        when next read) — what a label does to its item and worker, for several at once."""
+        post = self.posterior_
+        assert isinstance(post, OneCoinPosterior)
+        if items.shape[0]:
+            self._n_states = refresh_items(
+                items, post.a, post.b, self._moments, self._item_error, self._state_ids,
+                self._n_states,
+            )  # fmt: skip
+            if self._n_states > 2 * self._state_ids.shape[0] + 64:
+                self._number_states()  # keep the per-state table O(n_items)
+        if workers.shape[0]:
+            c, d = post.c[workers], post.d[workers]
+            self._reliability[workers] = c / (c + d)
+        if self._bounded and not self._push_rebuild:
+            self._push_dirty.extend(items.tolist())
+            fresh = workers[~self._push_stale_mark[workers]]
+            self._push_stale_mark[fresh] = True
+            self._push_stale.extend(fresh.tolist())
+        out = np.empty(self._stale.shape[0], dtype=np.int64)
+        n = workers_of_items(
+            items, self._item_ptr, self._item_order, self._pair_workers, self._stale, out
+        )
+        fresh = workers[~self._stale[workers]]
+        self._stale[fresh] = True
+        self._stale_list.extend(out[:n].tolist())
+        self._stale_list.extend(fresh.tolist())
 
     def _compiled_item_errors(self) -> FloatArray:
         """Every item's current error at d = 1/2 (``error_probability``'s bits), compiled."""
@@ -464,6 +500,8 @@ class IncrementalPairScores:
         self._push_valid = np.zeros(n_items, dtype=bool)
         self._push_scratch = np.zeros(n_items, dtype=np.int8)
         self._push_tied = np.empty(self._pair_items.shape[0], dtype=np.int64)
+        # the last tie set's (valid, top, threshold, best, size): push_choose's memo
+        self._push_memo = np.zeros(5)
         self._push_stale_mark = np.zeros(n_workers, dtype=bool)
         self._push_rebuild = True
         self._push_dirty: list[int] = []
@@ -501,6 +539,7 @@ class IncrementalPairScores:
             state.eligible,
             self._push_scratch,
             self._push_tied,
+            self._push_memo,
         )
         self._push_active = True
         self._push_rebuild = False
@@ -514,14 +553,16 @@ class IncrementalPairScores:
             return int(self._push_tied[self._rng.integers(n_tied)])
         return int(self._push_tied[0])
 
-    def _observe_pushed(self, i: int, j: int) -> None:
+    def _observe_pushed(self, i: int, j: int, moved: bool = True) -> None:
         """A label of (i, j) once push choices read the bounds: i and j go to the bounds'
         lists; the kept pair scores and per-worker bests (the pull path's SCAN and the scan
         fallback read them) are not updated now — every worker of item i (j among them) is
         marked stale instead, so a scan rescores their pairs first (``_flush``)."""
         if not self._push_rebuild:
             self._push_dirty.append(i)
-            if not self._push_stale_mark[j]:
+            # a worker whose reliability did not move (refit_tol: moved at refits only) has
+            # the same scores on its other items: no bound to re-read
+            if moved and not self._push_stale_mark[j]:
                 self._push_stale_mark[j] = True
                 self._push_stale.append(j)
         self._state_ids[i] = self._n_states  # a new state number, as _observe_fast

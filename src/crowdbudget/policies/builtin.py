@@ -97,7 +97,7 @@ _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 
 
 #: refit variants of the binary one-coin policy, passed only when given
-_ONE_COIN_REFIT_PARAMS = ("refit_items", "refit_rounds", "refit_final")
+_ONE_COIN_REFIT_PARAMS = ("refit_items", "refit_rounds", "refit_final", "refit_tol")
 #: the worker models whose refit takes ``refit-growth``
 GROWING_REFITS = ("one-coin", "confusion")
 
@@ -321,6 +321,14 @@ _KG_PARAMS = {
     ),
     "refit-rounds": Param(
         "refit-rounds", int, "posterior=one-coin, two classes: rounds of a refit (default 3)", low=1
+    ),
+    "refit-tol": Param(
+        "refit-tol",
+        float,
+        "posterior=one-coin, two classes: 0 (the full refit) or an incremental refit that "
+        "re-reads only the new labels' items and those of workers whose reliability moved by "
+        "more than this",
+        low=0.0,
     ),
 }
 

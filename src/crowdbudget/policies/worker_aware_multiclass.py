@@ -497,6 +497,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
         refit_items: str = "sequential",
         refit_rounds: int = 3,
         refit_final: bool = False,
+        refit_tol: float = 0.0,
         multiclass_worker_prior: tuple[float, float] | None = None,
     ) -> None:
         super().__init__(
@@ -509,6 +510,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             refit_items=refit_items,
             refit_rounds=refit_rounds,
             refit_final=refit_final,
+            refit_tol=refit_tol,
         )
         self.multiclass_worker_prior = multiclass_worker_prior
 

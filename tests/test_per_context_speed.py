@@ -7,13 +7,10 @@ accuracy (1e-12 relative), checked on the pairs' scores at the end of every camp
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
 from crowdbudget.datasets import load_dataset
-from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies._index import csr_groups
 from crowdbudget.policies.bandits.per_context import PerContextOptKG, _half_after, _half_error
 from crowdbudget.posteriors.one_coin import one_coin_update
@@ -21,6 +18,7 @@ from crowdbudget.registry import make_policy
 from crowdbudget.simulation.contextual import WORKER_MODELS, ContextualWorkerEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
 from crowdbudget.types import CampaignState
+from decision_log import run_recorded
 
 
 class Reference(PerContextOptKG):
@@ -64,25 +62,7 @@ def _run(policy_id: str, env: object, budgets: list[float], seed: int, mode: str
     policy.tie_break = "first"
     if ref:
         policy.__class__ = Reference
-    log: list[tuple[int, int, int]] = []
-    observe = policy.observe
-
-    def record(event):  # type: ignore[no-untyped-def]
-        log.append((event.item, event.worker, event.label))
-        observe(event)
-
-    policy.observe = record  # type: ignore[method-assign]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = run_campaign(
-            policy,
-            env,  # type: ignore[arg-type]
-            budgets,
-            world_seed=seed,
-            policy_rng=np.random.default_rng(seed),
-            mode=mode,
-        )
-    return log, [row["accuracy"] for row in result], policy
+    return (*run_recorded(policy, env, budgets, seed, mode), policy)
 
 
 def _check(policy_id: str, env: object, budgets: list[float], seed: int, mode: str) -> None:

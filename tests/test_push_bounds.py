@@ -3,13 +3,10 @@ rests on, its segment tree, and the same choices and draws as the per-worker bes
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
 from crowdbudget.datasets import load_dataset
-from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies._one_coin_kernel import (
     canonical,
     fill_moments,
@@ -25,6 +22,7 @@ from crowdbudget.policies._push_bounds import (
 )
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
+from decision_log import run_recorded
 
 
 def _scores_on_grid(a: np.ndarray, b: np.ndarray, reliability: np.ndarray) -> np.ndarray:
@@ -107,20 +105,7 @@ def test_segment_tree_matches_brute_force() -> None:
 def _decisions(policy_id: str, env: ReplayEnvironment, budget: float, seed: int, bounded: bool):
     policy = make_policy(policy_id)
     policy.bounded_push = bounded  # type: ignore[attr-defined]
-    log: list[tuple[int, int, int]] = []
-    observe = policy.observe
-
-    def record(event):  # type: ignore[no-untyped-def]
-        log.append((event.item, event.worker, event.label))
-        observe(event)
-
-    policy.observe = record  # type: ignore[method-assign]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rows = run_campaign(
-            policy, env, [budget], world_seed=seed, policy_rng=np.random.default_rng(seed)
-        )
-    return log, [row["accuracy"] for row in rows], policy
+    return (*run_recorded(policy, env, [budget], seed), policy)
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,6 @@ consistent, and the fast paths decide as the scan on its beliefs."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -17,6 +15,7 @@ from crowdbudget.policies._refit_incremental import IncrementalRefitState
 from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
+from decision_log import run_recorded
 
 
 def _random_log(seed: int, n_items: int = 60, n_workers: int = 9, n_labels: int = 300):
@@ -87,20 +86,7 @@ def _decisions(policy_id: str, env: ReplayEnvironment, budget: float, seed: int,
     policy = make_policy(policy_id)
     for name, value in attrs.items():
         setattr(policy, name, value)
-    log: list[tuple[int, int, int]] = []
-    observe = policy.observe
-
-    def record(event):  # type: ignore[no-untyped-def]
-        log.append((event.item, event.worker, event.label))
-        observe(event)
-
-    policy.observe = record  # type: ignore[method-assign]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rows = run_campaign(
-            policy, env, [budget], world_seed=seed, policy_rng=np.random.default_rng(seed)
-        )
-    return log, [row["accuracy"] for row in rows]
+    return run_recorded(policy, env, [budget], seed)
 
 
 @pytest.mark.parametrize("tol", ["0.01", "0.001"])

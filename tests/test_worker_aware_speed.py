@@ -4,18 +4,16 @@ changed pair rescored, the argmax a scan over every pair): same pairs, same draw
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
 from crowdbudget.datasets import load_dataset
-from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies._pair_scores import WorkerBest, representatives
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
 from crowdbudget.simulation.workers import WorkerPool, WorkerPrior
+from decision_log import run_recorded
 
 IDS = [
     "opt-kg:posterior=one-coin",
@@ -31,25 +29,7 @@ IDS = [
 def _run(policy_id: str, env: object, budget: float, seed: int, mode: str, reference: bool):
     policy = make_policy(policy_id)
     policy.reference = reference  # type: ignore[attr-defined]
-    log: list[tuple[int, int, int]] = []
-    observe = policy.observe
-
-    def record(event):  # type: ignore[no-untyped-def]
-        log.append((event.item, event.worker, event.label))
-        observe(event)
-
-    policy.observe = record  # type: ignore[method-assign]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = run_campaign(
-            policy,
-            env,  # type: ignore[arg-type]
-            [budget],
-            world_seed=seed,
-            policy_rng=np.random.default_rng(seed),
-            mode=mode,
-        )
-    return log, [row["accuracy"] for row in result], policy
+    return (*run_recorded(policy, env, [budget], seed, mode), policy)
 
 
 @pytest.fixture(scope="module")

@@ -83,12 +83,15 @@ import numpy as np
 from scipy import special, stats
 
 from crowdbudget._random import child_seed
+from crowdbudget.engine.crowd_prior import POINTS, WORTH, CrowdPrior, grid_net_values
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.types import BoolArray, CampaignState, FloatArray, IntArray
 
 __all__ = [
     "BLOCKED_LABELS",
     "CONTROL_RULES",
+    "LABEL_WORTHS",
+    "PRIOR_FITS",
     "BlockEvidence",
     "ControlLedger",
     "ControlTasks",
@@ -98,6 +101,14 @@ __all__ = [
 
 #: how control tasks are scheduled after the first k: a fixed rate, or by their value
 CONTROL_RULES = ("fixed", "value")
+
+#: the prior a worker's answers are read against: the requester's Beta, or the crowd's
+#: accuracy distribution fitted to every worker's answers (:mod:`crowdbudget.engine.crowd_prior`)
+PRIOR_FITS = ("fixed", "crowd")
+
+#: what the value rule counts a label worth: its worker's term in the error exponent of the
+#: weighted vote, or its signal's share in the plain vote's (module docstring)
+LABEL_WORTHS = ("exponent", "vote")
 
 #: what the verdict does with a blocked worker's labels (:mod:`crowdbudget.engine.blocked`)
 BLOCKED_LABELS = ("drop", "keep")
@@ -124,6 +135,14 @@ class ControlTasks:
         block_below: the accuracy level a worker must reach (None: no blocking).
         block_confidence: the posterior probability of being below it that blocks.
         prior: (α, β) of the Beta prior on a worker's accuracy.
+        prior_fit: ``"fixed"`` (``prior`` itself) or ``"crowd"`` (the crowd's accuracy
+            distribution, fitted to every other worker's control answers and pulled toward
+            ``prior``: :mod:`crowdbudget.engine.crowd_prior`), for the block test and the
+            value rule alike.
+        prior_strength: ``"crowd"``: the workers' worth of ``prior`` in the fit.
+        label_worth: the value rule's worth of a label: ``"exponent"`` (``max(0, 2a − 1)²``)
+            or ``"vote"`` (``2(2a − 1) − μ``, negative for a worker at chance; module
+            docstring).
         min_answers: control answers a worker gives before a block can happen.
         rule: ``"fixed"`` (``first_k``, then ``rate``) or ``"value"`` (``first_k``, then a
             control task whenever it is worth its label: module docstring; ``rate`` unused).
@@ -145,6 +164,9 @@ class ControlTasks:
     block_confidence: float = 0.95
     prior: tuple[float, float] = (1.0, 1.0)
     min_answers: int = 5
+    prior_fit: str = "fixed"
+    prior_strength: float = 10.0
+    label_worth: str = "exponent"
     rule: str = "fixed"
     horizon: int = 20
     blocked_labels: str = "drop"
@@ -181,6 +203,16 @@ class ControlTasks:
             raise InvalidParameterError(
                 "the value control rule weighs the block decision: give a block level"
             )
+        if self.prior_fit not in PRIOR_FITS:
+            raise InvalidParameterError(
+                f"prior fit must be one of {', '.join(PRIOR_FITS)}, got {self.prior_fit!r}"
+            )
+        if self.label_worth not in LABEL_WORTHS:
+            raise InvalidParameterError(
+                f"label worth must be one of {', '.join(LABEL_WORTHS)}, got {self.label_worth!r}"
+            )
+        if not self.prior_strength > 0:
+            raise InvalidParameterError(f"prior strength must be > 0, got {self.prior_strength}")
         if self.horizon < 1:
             raise InvalidParameterError(f"control horizon must be >= 1, got {self.horizon}")
         if self.blocked_labels not in BLOCKED_LABELS:
@@ -273,6 +305,9 @@ class ControlLedger:
     control_labels: int = 0
     handed_total: int = 0
     item_set: set[int] = field(init=False, default_factory=set)
+    _crowd: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
+    _crowd_at: int = field(init=False, default=-1, repr=False, compare=False)
+    _fixed_grid: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the control items as a set: closed to the policy, looked up per label
@@ -370,10 +405,35 @@ class ControlLedger:
         if level is None or worker in self.blocked or n < self.tasks.min_answers:
             return
         c = self.correct[worker]
-        alpha, beta = self.tasks.prior
-        p_below = float(stats.beta.cdf(level, alpha + c, beta + n - c))
+        p_below = self.p_below(c, n, worker)
         if p_below >= self.tasks.block_confidence:
             self.blocked[worker] = BlockEvidence(c, n, level, p_below, spent)
+
+    def crowd(self) -> CrowdPrior:
+        """The crowd's accuracy distribution fitted to the control answers so far (refitted
+        when answers came since the last fit; :mod:`crowdbudget.engine.crowd_prior`)."""
+        if self._crowd is None:
+            self._crowd = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
+        if self._crowd_at != self.control_labels:
+            # the tasks may change in a live campaign: the prior and its strength with them
+            self._crowd = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
+            self._crowd.fit({w: (self.correct[w], n) for w, n in self.answered.items()})
+            self._crowd_at = self.control_labels
+        return self._crowd
+
+    def p_below(self, correct: float, answered: float, worker: int | None = None) -> float:
+        """``P(accuracy < block_below)`` of a worker with ``correct`` right of ``answered``
+        answers (soft counts allowed: the expected right answers of labels read by a
+        verdict), under the rule's prior (``prior_fit``: the fixed Beta, or the crowd without
+        ``worker``); NaN without a level."""
+        level = self.tasks.block_below
+        if level is None:
+            return float("nan")
+        if self.tasks.prior_fit == "crowd":
+            crowd = self.crowd()
+            return crowd.below(crowd.posterior(worker, correct, answered), level)
+        alpha, beta = self.tasks.prior
+        return float(stats.beta.cdf(level, alpha + correct, beta + answered - correct))
 
     # ------------------------------------------------------------------ the value rule
     def _posterior(self, worker: int | None) -> tuple[float, float, int]:
@@ -413,6 +473,44 @@ class ControlLedger:
             values += [prior_value] * max(0, self.n_workers - len(seen))
         return float(np.mean(values)) if values else prior_value
 
+    def _grid(self) -> CrowdPrior:
+        """The prior on the accuracy grid: the crowd's (``prior_fit="crowd"``) or the fixed
+        Beta's (never fitted)."""
+        if self.tasks.prior_fit == "crowd":
+            return self.crowd()
+        if self._fixed_grid is None:
+            self._fixed_grid = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
+        return self._fixed_grid
+
+    def _grid_values(self, worker: int | None) -> tuple[FloatArray, float]:
+        """The grid path of the value rule: a label's worth ``w(a_i)`` (shape (GRID,)) and
+        v̄, the mean E[w(a)] of the unblocked workers other than ``worker`` (those with
+        answers at their posterior, the unseen ones at the prior)."""
+        grid = self._grid()
+        posts = [
+            grid.posterior(w, self.correct[w], n)
+            for w, n in self.answered.items()
+            if w != worker and w not in self.blocked
+        ]
+        unseen = 0
+        if self.n_workers is not None:
+            seen = set(self.answered) | set(self.blocked) | ({worker} - {None})
+            unseen = max(0, self.n_workers - len(seen))
+        weights = np.array([1.0] * len(posts) + [float(unseen)])
+        stacked = np.vstack([*posts, grid.weights]) if posts or unseen else grid.weights[None]
+        if not weights.sum():
+            weights = np.ones(stacked.shape[0])
+        if self.tasks.label_worth == "vote":
+            # μ: the crowd's mean signal E[2a − 1] (at least 0: a crowd at chance has none)
+            signal = 2.0 * POINTS - 1.0
+            mu = max(0.0, float(weights @ (stacked @ signal) / weights.sum()))
+            # μ (2s − μ) up to the factor μ > 0, which scales the gain and the cost of V_k
+            # alike (so the decision is the same, and defined at μ = 0 too)
+            worth = 2.0 * signal - mu
+        else:
+            worth = WORTH
+        return worth, float(weights @ (stacked @ worth) / weights.sum())
+
     def control_value(self, worker: int | None, *, per_answer: bool = False) -> float:
         """``max_k V_k`` for ``worker``'s next task (module docstring; ``per_answer``:
         ``max_k V_k / k``, negative when no answer pays): positive when a control answer is
@@ -429,16 +527,30 @@ class ControlLedger:
         if horizon < 1:
             return 0.0
         alpha, beta, answered = self._posterior(worker)
-        net = _net_values(
-            alpha,
-            beta,
-            remaining,
-            self._replacement(worker),
-            horizon,
-            level,
-            self.tasks.block_confidence,
-            self.tasks.min_answers - answered,
-        )
+        if self.tasks.prior_fit == "crowd" or self.tasks.label_worth == "vote":
+            c = self.correct.get(worker, 0) if worker is not None else 0
+            worth, replacement = self._grid_values(worker)
+            net = grid_net_values(
+                self._grid().posterior(worker, c, answered),
+                remaining,
+                replacement,
+                horizon,
+                level,
+                self.tasks.block_confidence,
+                self.tasks.min_answers - answered,
+                worth,
+            )
+        else:
+            net = _net_values(
+                alpha,
+                beta,
+                remaining,
+                self._replacement(worker),
+                horizon,
+                level,
+                self.tasks.block_confidence,
+                self.tasks.min_answers - answered,
+            )
         if per_answer:
             return float((net / np.arange(1, horizon + 1)).max())
         return max(0.0, float(net.max()))

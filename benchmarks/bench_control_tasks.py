@@ -81,6 +81,9 @@ FITS: dict[str, dict[str, object]] = {
     "crowd": {"prior_fit": "crowd"},
     "crowd-vote": {"prior_fit": "crowd", "label_worth": "vote"},
     "fixed-vote": {"label_worth": "vote"},
+    "agree": {"agreement": True},
+    "crowd-agree": {"prior_fit": "crowd", "agreement": True},
+    "crowd-vote-agree": {"prior_fit": "crowd", "label_worth": "vote", "agreement": True},
 }
 
 

@@ -77,6 +77,7 @@ the look-ahead):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,6 +97,7 @@ __all__ = [
     "ControlLedger",
     "ControlTasks",
     "control_seed",
+    "expected_right",
     "positive_information",
 ]
 
@@ -109,6 +111,9 @@ PRIOR_FITS = ("fixed", "crowd")
 #: what the value rule counts a label worth: its worker's term in the error exponent of the
 #: weighted vote, or its signal's share in the plain vote's (module docstring)
 LABEL_WORTHS = ("exponent", "vote")
+
+#: labels between two reads of the verdict's agreement (at least; 5 % more on a large campaign)
+AGREEMENT_EVERY = 20
 
 #: what the verdict does with a blocked worker's labels (:mod:`crowdbudget.engine.blocked`)
 BLOCKED_LABELS = ("drop", "keep")
@@ -140,6 +145,10 @@ class ControlTasks:
             ``prior``: :mod:`crowdbudget.engine.crowd_prior`), for the block test and the
             value rule alike.
         prior_strength: ``"crowd"``: the workers' worth of ``prior`` in the fit.
+        agreement: the block test (and the crowd fit, and the value rule's posterior) also
+            reads the verdict's expected right answers among a worker's other labels (soft
+            counts, :func:`expected_right`), when the campaign gives the ledger a source
+            (``ControlLedger.agreement_source``; module docstring).
         label_worth: the value rule's worth of a label: ``"exponent"`` (``max(0, 2a − 1)²``)
             or ``"vote"`` (``2(2a − 1) − μ``, negative for a worker at chance; module
             docstring).
@@ -167,6 +176,7 @@ class ControlTasks:
     prior_fit: str = "fixed"
     prior_strength: float = 10.0
     label_worth: str = "exponent"
+    agreement: bool = False
     rule: str = "fixed"
     horizon: int = 20
     blocked_labels: str = "drop"
@@ -308,6 +318,12 @@ class ControlLedger:
     _crowd: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
     _crowd_at: int = field(init=False, default=-1, repr=False, compare=False)
     _fixed_grid: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
+    agreement_source: Callable[[], tuple[FloatArray, FloatArray]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    agreement_right: dict[int, float] = field(default_factory=dict)
+    agreement_labels: dict[int, float] = field(default_factory=dict)
+    _agreement_at: int = field(init=False, default=0, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the control items as a set: closed to the policy, looked up per label
@@ -395,19 +411,61 @@ class ControlLedger:
         self.labels_of[worker] = self.labels_of.get(worker, 0) + 1
         self.labels_total += 1
         self.spent = spent
-        if item not in self.item_set:
-            return
-        self.control_labels += 1
-        right = int(label == int(self.truth[item]))
-        self.correct[worker] = self.correct.get(worker, 0) + right
-        self.answered[worker] = n = self.answered.get(worker, 0) + 1
+        if item in self.item_set:
+            self.control_labels += 1
+            right = int(label == int(self.truth[item]))
+            self.correct[worker] = self.correct.get(worker, 0) + right
+            self.answered[worker] = self.answered.get(worker, 0) + 1
+            self._check_block(worker, spent)
+        if self._agreement_due():
+            self._read_agreement(spent)
+
+    def _evidence(self, worker: int | None) -> tuple[float, float]:
+        """(right, answered) of ``worker``: their control answers, plus the verdict's soft
+        counts of their other labels when the rule reads agreement."""
+        if worker is None:
+            return 0.0, 0.0
+        right = float(self.correct.get(worker, 0))
+        answered = float(self.answered.get(worker, 0))
+        if self.tasks.agreement:
+            right += self.agreement_right.get(worker, 0.0)
+            answered += self.agreement_labels.get(worker, 0.0)
+        return right, answered
+
+    def _check_block(self, worker: int, spent: float) -> None:
+        """Block ``worker`` when the test says so (module docstring), after ``min_answers``
+        (control answers, or with agreement control answers and soft-counted labels)."""
+        right, answered = self._evidence(worker)
         level = self.tasks.block_below
-        if level is None or worker in self.blocked or n < self.tasks.min_answers:
+        if level is None or worker in self.blocked or answered < self.tasks.min_answers:
             return
-        c = self.correct[worker]
-        p_below = self.p_below(c, n, worker)
+        p_below = self.p_below(right, answered, worker)
         if p_below >= self.tasks.block_confidence:
+            c, n = self.correct.get(worker, 0), self.answered.get(worker, 0)
             self.blocked[worker] = BlockEvidence(c, n, level, p_below, spent)
+
+    def _agreement_due(self) -> bool:
+        """Whether to read the verdict's agreement again: every :data:`AGREEMENT_EVERY`
+        labels, or every 5 % more labels when that is more (a verdict fit costs O(labels):
+        the fits then cost O(labels) in all, amortised)."""
+        if not self.tasks.agreement or self.agreement_source is None:
+            return False
+        fresh = self.labels_total - self._agreement_at
+        return fresh >= max(AGREEMENT_EVERY, 0.05 * self.labels_total)
+
+    def _read_agreement(self, spent: float) -> None:
+        """Read the source's soft counts (per worker index: expected right, labels; shape
+        (n_workers,) each) and test every worker again (their evidence, and the crowd's,
+        moved)."""
+        assert self.agreement_source is not None  # _agreement_due checked it
+        self._agreement_at = self.labels_total
+        right, labels = self.agreement_source()
+        given = np.flatnonzero(np.asarray(labels) > 0)
+        self.agreement_right = {int(w): float(right[w]) for w in given}
+        self.agreement_labels = {int(w): float(labels[w]) for w in given}
+        self._crowd_at = -1  # the crowd's evidence moved: refit
+        for worker in self.agreement_labels:
+            self._check_block(worker, spent)
 
     def crowd(self) -> CrowdPrior:
         """The crowd's accuracy distribution fitted to the control answers so far (refitted
@@ -417,7 +475,8 @@ class ControlLedger:
         if self._crowd_at != self.control_labels:
             # the tasks may change in a live campaign: the prior and its strength with them
             self._crowd = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
-            self._crowd.fit({w: (self.correct[w], n) for w, n in self.answered.items()})
+            workers = set(self.answered) | set(self.agreement_labels)
+            self._crowd.fit({w: self._evidence(w) for w in workers})
             self._crowd_at = self.control_labels
         return self._crowd
 
@@ -441,8 +500,8 @@ class ControlLedger:
         alpha, beta = self.tasks.prior
         if worker is None:
             return alpha, beta, 0
-        c, n = self.correct.get(worker, 0), self.answered.get(worker, 0)
-        return alpha + c, beta + n - c, n
+        right, answered = self._evidence(worker)
+        return alpha + right, beta + answered - right, self.answered.get(worker, 0)
 
     def _labels_left(self) -> float:
         """Labels the budget left buys: (budget − spend) at the mean price so far, less the
@@ -487,14 +546,15 @@ class ControlLedger:
         v̄, the mean E[w(a)] of the unblocked workers other than ``worker`` (those with
         answers at their posterior, the unseen ones at the prior)."""
         grid = self._grid()
+        known = set(self.answered) | set(self.agreement_labels)
         posts = [
-            grid.posterior(w, self.correct[w], n)
-            for w, n in self.answered.items()
+            grid.posterior(w, *self._evidence(w))
+            for w in sorted(known)
             if w != worker and w not in self.blocked
         ]
         unseen = 0
         if self.n_workers is not None:
-            seen = set(self.answered) | set(self.blocked) | ({worker} - {None})
+            seen = known | set(self.blocked) | ({worker} - {None})
             unseen = max(0, self.n_workers - len(seen))
         weights = np.array([1.0] * len(posts) + [float(unseen)])
         stacked = np.vstack([*posts, grid.weights]) if posts or unseen else grid.weights[None]
@@ -528,10 +588,9 @@ class ControlLedger:
             return 0.0
         alpha, beta, answered = self._posterior(worker)
         if self.tasks.prior_fit == "crowd" or self.tasks.label_worth == "vote":
-            c = self.correct.get(worker, 0) if worker is not None else 0
             worth, replacement = self._grid_values(worker)
             net = grid_net_values(
-                self._grid().posterior(worker, c, answered),
+                self._grid().posterior(worker, *self._evidence(worker)),
                 remaining,
                 replacement,
                 horizon,
@@ -571,6 +630,28 @@ class ControlLedger:
             total += share * self.control_value(None, per_answer=True)
             weight += share
         return total / weight if weight > 0 else 0.0
+
+
+def expected_right(
+    probabilities: FloatArray,
+    items: IntArray,
+    labels: IntArray,
+    workers: IntArray,
+    n_workers: int,
+) -> tuple[FloatArray, FloatArray]:
+    """The verdict's soft count of each worker's right labels: ``Σ P(class_i = label)`` over
+    their labels, and their number of labels; shapes (n_workers,) each.
+
+    ``probabilities``: the verdict's class probabilities, shape (n_items, n_classes);
+    ``items``, ``labels``, ``workers``: the labels read, shape (n_labels,) each (workers
+    below 0, no named worker, are left out). The expected number of right answers given
+    everything the verdict holds; a worker's own label moves the verdict toward it, so the
+    count errs on their side (a conservative block test)."""
+    named = np.asarray(workers) >= 0
+    right = np.asarray(probabilities)[np.asarray(items)[named], np.asarray(labels)[named]]
+    who = np.asarray(workers)[named]
+    expected = np.bincount(who, weights=right, minlength=n_workers).astype(float)
+    return expected, np.bincount(who, minlength=n_workers).astype(float)
 
 
 def positive_information(alpha: float | FloatArray, beta: float | FloatArray) -> FloatArray:

@@ -78,7 +78,8 @@ class CrowdPrior:
         base: the requester's prior on the grid, shape (GRID,).
         strength: ``n₀``, the workers' worth of ``base`` in the fit.
         weights: ``g``, shape (GRID,).
-        posteriors: worker -> their posterior under ``g`` (π_j, shape (GRID,)).
+        posteriors: worker -> their posterior π_j (shape (GRID,)) of the last EM step
+            (``g = (n₀ b + Σ_j π_j) / (n₀ + N)`` exactly).
     """
 
     def __init__(self, prior: tuple[float, float], strength: float) -> None:
@@ -87,7 +88,6 @@ class CrowdPrior:
         self.strength = float(strength)
         self.weights = self.base
         self.posteriors: dict[int, FloatArray] = {}
-        self._likelihood: dict[int, FloatArray] = {}
 
     def fit(self, evidence: dict[int, tuple[float, float]]) -> CrowdPrior:
         """Fit ``g`` to ``evidence`` (worker -> (right, answered)); workers without answers
@@ -104,12 +104,11 @@ class CrowdPrior:
                 with np.errstate(divide="ignore"):
                     posts = _normalised_log(np.log(weights) + log_lik)
                 weights = (self.strength * self.base + posts.sum(axis=0)) / total
-            with np.errstate(divide="ignore"):
-                posts = _normalised_log(np.log(weights) + log_lik)
+            # the posteriors that made the weights (one EM step behind them): g is exactly
+            # (n₀ b + Σ_j π_j) / (n₀ + N) of these, so leaving one out is exact
             self.posteriors = dict(zip(workers, posts, strict=True))
-            self._likelihood = dict(zip(workers, log_lik, strict=True))
         else:
-            self.posteriors, self._likelihood = {}, {}
+            self.posteriors = {}
         self.weights = weights
         return self
 

@@ -146,7 +146,11 @@ def _replication(
     policy_spec, verdict_spec = split_verdict(policy_id)
     out = {}
     fits = tuple(args.fits.split(","))
-    for name, tasks in conditions(args.first_k, fits, not args.no_reference, not args.no_drop):
+    chosen = conditions(args.first_k, fits, not args.no_reference, not args.no_drop)
+    if args.only:
+        keep = {"no control", *args.only.split(",")}
+        chosen = [(name, tasks) for name, tasks in chosen if name in keep]
+    for name, tasks in chosen:
         row = run_campaign(
             make_policy(policy_spec),
             env,
@@ -190,6 +194,8 @@ def report(kind: str, policy_id: str, results: dict[str, list[tuple[float, float
         best = max(controlled, key=lambda n: accuracy[n].mean())
         gain, gain_se = _mean_se(accuracy[best] - base)
         fixed = [n for n in controlled if n.startswith("first") and "drop" not in n]
+        if not fixed or f"value{mark}" not in accuracy:
+            continue
         best_fixed = max(fixed, key=lambda n: accuracy[n].mean())
         value = accuracy[f"value{mark}"]
         edge, edge_se = _mean_se(value - accuracy[best_fixed])
@@ -220,6 +226,7 @@ def main() -> None:
         "--no-reference", action="store_true", help="leave out the runner without control"
     )
     parser.add_argument("--no-drop", action="store_true", help="leave out the drop conditions")
+    parser.add_argument("--only", default="", help="run only these conditions (and no control)")
     args = parser.parse_args()
     print(
         f"{args.items} items, {args.workers} workers (30 % bad), budget {3 * args.items:g}, "

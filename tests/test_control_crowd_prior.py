@@ -4,6 +4,8 @@ verdict's agreement as block evidence (:mod:`crowdbudget.engine.crowd_prior`,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -60,7 +62,12 @@ def _answers(ledger: ControlLedger, worker: int, right: int, wrong: int) -> None
 
 
 def test_the_crowd_reads_an_unlucky_worker_of_a_good_crowd_as_good() -> None:
-    rule = {"n_items": 60, "block_below": 0.7, "block_confidence": 0.85, "min_answers": 4}
+    rule: dict[str, Any] = {
+        "n_items": 60,
+        "block_below": 0.7,
+        "block_confidence": 0.85,
+        "min_answers": 4,
+    }
     fixed, crowd = (_ledger(ControlTasks(**rule, prior_fit=fit)) for fit in ("fixed", "crowd"))
     for ledger in (fixed, crowd):
         for worker in range(19):
@@ -94,7 +101,7 @@ def test_the_grid_value_is_the_beta_value(alpha: float, beta: float) -> None:
 
 
 def test_the_vote_worth_asks_a_doubtful_worker_again() -> None:
-    rule = {"n_items": 60, "first_k": 0, "rule": "value", "block_below": 0.7}
+    rule: dict[str, Any] = {"n_items": 60, "first_k": 0, "rule": "value", "block_below": 0.7}
     for worth in ("exponent", "vote"):
         ledger = _ledger(ControlTasks(**rule, label_worth=worth))
         _answers(ledger, 0, right=18, wrong=2)  # confirmed good: no more control

@@ -73,6 +73,42 @@ the look-ahead):
   does not model: blocking, and so control, is worth less there).
   The rule needs a block level (the decision it values) and the campaign's budget
   (:meth:`ControlLedger.start`).
+
+**Reading a worker against the crowd, and by their agreement** (settings; the defaults keep
+the rule above):
+
+- ``prior_fit="crowd"``: the prior of ``a_j`` is the crowd's accuracy distribution, fitted
+  to every other worker's evidence (a nonparametric empirical-Bayes mixing distribution on a
+  grid of 100 accuracies, pulled toward ``prior`` with the weight of ``prior_strength``
+  workers; :mod:`crowdbudget.engine.crowd_prior`), in the block test and the value rule
+  alike (both then run on the grid posterior: :func:`~crowdbudget.engine.crowd_prior.
+  grid_net_values`). Why: Beta(1, 1) puts 70 % of its mass below a level of 0.7, so it
+  blocks a good worker after a few unlucky answers, and reads a spammer's lucky start
+  (2 of 2) as a good worker's; the crowd says how rare each is. Why a grid and not a Beta
+  mixture: a crowd of good workers and spammers, or of always-one-class workers, has modes
+  a single Beta cannot hold, and the grid's EM needs no starting guess of the components.
+- ``agreement=True``: the verdict's expected right answers among a worker's labels of the
+  non-control items (:func:`expected_right`: ``k_j = Σ P(class_i = label)``, ``m_j`` labels)
+  join the control answers as soft counts: the likelihood ``a^{c+k} (1 − a)^{n−c+m−k}``,
+  the test ``P(a_j < level) >= confidence`` once ``n + m >= min_answers``, read every
+  ``max(20, 5 % of the labels)`` labels (a verdict fit costs O(labels)). This is the test the
+  Label Studio connector runs on annotators (the same :meth:`ControlLedger.p_below` and
+  :func:`expected_right`). Why: a worker gives ~45 labels at 3 labels per item and 20
+  workers, control answers only a few; the labels say as much, for free. Its limits: the
+  verdict's errors make the soft counts less than independent draws, and a worker's own
+  label moves the verdict toward it (both read a bad worker as better: a conservative test);
+  a verdict that has not yet found the good workers reads everyone as average. A campaign
+  gives the ledger its source (``agreement_source``: the simulation runner does; a live
+  campaign does not, so it reads control answers only).
+- ``label_worth="vote"``: a label is worth ``2(2a − 1) − μ`` (μ: the unblocked crowd's mean
+  ``E[2a − 1]``) instead of ``max(0, 2a − 1)²``. The Chernoff exponent of a plain vote of
+  ``n`` labels with signals ``s_i = 2a_i − 1`` is ``(Σ s_i)² / 2n``; one more label of
+  signal ``s`` in a crowd of mean signal μ changes ``n μ²`` by ``μ (2s − μ)`` (to first
+  order), which up to the factor μ (the same for the gain and the cost of ``V_k``, so the
+  decision does not change) is the worth above: **negative** for ``s < μ/2`` — a spammer's
+  label costs the crowd until the verdict has learned to weigh it at zero, which the
+  weighted vote's ``max(0, s)²`` (the exponent when the weights are known) cannot say.
+  Computed on the grid.
 """
 
 from __future__ import annotations

@@ -23,9 +23,14 @@ replication r are the same in every condition.
 The summary lines per crowd and policy: the best control condition's gain over no control,
 and the value rule (keep) minus the best fixed rate (keep, by mean), paired per replication.
 
-The controlled conditions run once per prior fit (``--fits``; ``[crowd]``: the crowd's
-accuracy distribution as the prior, :mod:`crowdbudget.engine.crowd_prior`); a third crowd,
-``good``, has no bad worker (every block there is a false one).
+The controlled conditions run once per setting of the block evidence (``--fits``, marked
+``[name]`` after the condition; none: the fixed Beta(1, 1) prior on control answers, as
+before): ``crowd`` (the crowd's accuracy distribution as the prior,
+:mod:`crowdbudget.engine.crowd_prior`), ``agree`` (the verdict's soft counts of each worker's
+other labels join the control answers, ``ControlTasks.agreement``), ``vote`` (the value rule's
+vote label worth) and their combinations (:data:`FITS`). A third crowd, ``good``, has no bad
+worker (every block there is a false one). ``--only`` runs the named conditions (and no
+control).
 
     python benchmarks/bench_control_tasks.py [--reps 20] [--items 300] [--workers 20]
         [--crowds spammer,one-class,good] [--fits fixed,crowd] [--no-reference]

@@ -164,3 +164,19 @@ def test_agreement_blocks_spammers_without_control_answers(fit: str) -> None:
         blocked[agreement] = row["blocked_workers"]
     assert blocked[False] == 0
     assert blocked[True] >= 1
+
+
+def test_the_command_line_reaches_agreement_and_the_crowd_prior() -> None:
+    import argparse
+
+    from crowdbudget.cli.control import add_control_arguments, control_tasks
+
+    parser = argparse.ArgumentParser()
+    add_control_arguments(parser)
+    options = "--control-items 5 --block-below 0.7 --block-agreement --control-prior crowd"
+    args = parser.parse_args(options.split())
+    tasks = control_tasks(args)
+    assert (tasks.agreement, tasks.prior_fit) == (True, "crowd")
+    assert control_tasks(parser.parse_args(["--control-items", "5"])).agreement is False
+    with pytest.raises(InvalidParameterError, match="block-agreement"):
+        control_tasks(parser.parse_args(["--block-agreement"]))

@@ -23,7 +23,17 @@ replication r are the same in every condition.
 The summary lines per crowd and policy: the best control condition's gain over no control,
 and the value rule (keep) minus the best fixed rate (keep, by mean), paired per replication.
 
+The controlled conditions run once per setting of the block evidence (``--fits``, marked
+``[name]`` after the condition; none: the fixed Beta(1, 1) prior on control answers, as
+before): ``crowd`` (the crowd's accuracy distribution as the prior,
+:mod:`crowdbudget.engine.crowd_prior`), ``agree`` (the verdict's soft counts of each worker's
+other labels join the control answers, ``ControlTasks.agreement``), ``vote`` (the value rule's
+vote label worth) and their combinations (:data:`FITS`). A third crowd, ``good``, has no bad
+worker (every block there is a false one). ``--only`` runs the named conditions (and no
+control).
+
     python benchmarks/bench_control_tasks.py [--reps 20] [--items 300] [--workers 20]
+        [--crowds spammer,one-class,good] [--fits fixed,crowd] [--no-reference]
 """
 
 from __future__ import annotations
@@ -44,8 +54,9 @@ N_CONTROL_ITEMS = 30
 
 
 def crowd(kind: str, n_workers: int, rng: np.random.Generator) -> WorkerPool:
-    """``n_workers`` workers, the first 30 % bad (``spammer`` or ``one-class``)."""
-    n_bad = round(BAD_SHARE * n_workers)
+    """``n_workers`` workers, the first 30 % bad (``spammer`` or ``one-class``; ``good``:
+    none bad, the crowd where every block is a false one)."""
+    n_bad = 0 if kind == "good" else round(BAD_SHARE * n_workers)
     accuracy = rng.uniform(0.7, 0.95, n_workers)
     conf = np.array([[[a, 1 - a], [1 - a, a]] for a in accuracy])
     for j in range(n_bad):
@@ -69,21 +80,50 @@ def _blocking(**rule: object) -> ControlTasks:
     )
 
 
-def conditions(first_k: int) -> list[tuple[str, ControlTasks | None]]:
+#: the prior fits (and label worths) compared: name -> ControlTasks settings
+FITS: dict[str, dict[str, object]] = {
+    "fixed": {},
+    "crowd": {"prior_fit": "crowd"},
+    "crowd-vote": {"prior_fit": "crowd", "label_worth": "vote"},
+    "fixed-vote": {"label_worth": "vote"},
+    "agree": {"agreement": True},
+    "crowd-agree": {"prior_fit": "crowd", "agreement": True},
+    "crowd-vote-agree": {"prior_fit": "crowd", "label_worth": "vote", "agreement": True},
+}
+
+
+def _suffix(fit: str) -> str:
+    """The condition names' mark of a prior fit (none for the fixed prior: the names of
+    the earlier runs)."""
+    return "" if fit == "fixed" else f" [{fit}]"
+
+
+def conditions(
+    first_k: int,
+    fits: tuple[str, ...] = ("fixed",),
+    reference: bool = True,
+    drop: bool = True,
+) -> list[tuple[str, ControlTasks | None]]:
+    """Every condition (module docstring), the controlled ones once per prior fit."""
     # the baseline: the same items to label (the control items closed, none served) under
     # the same live rules (a worker labels an item once) and the same budget
     baseline = ControlTasks(n_items=N_CONTROL_ITEMS, first_k=0, rate=0.0)
-    out: list[tuple[str, ControlTasks | None]] = [
-        ("no control", baseline),
-        ("runner, all items", None),
-    ]
-    for k in (0, first_k):
-        for rate in (0.01, 0.05, 0.10):
-            out.append((f"first {k} + {rate:.0%}", _blocking(first_k=k, rate=rate)))
-    out.append(("value", _blocking(first_k=0, rule="value")))
-    out.append(("value, drop", _blocking(first_k=0, rule="value", blocked_labels="drop")))
-    dropping = _blocking(first_k=first_k, rate=0.05, blocked_labels="drop")
-    out.append((f"first {first_k} + 5%, drop", dropping))
+    out: list[tuple[str, ControlTasks | None]] = [("no control", baseline)]
+    if reference:
+        out.append(("runner, all items", None))
+    for fit in fits:
+        mark = _suffix(fit)
+        for k in (0, first_k):
+            for rate in (0.01, 0.05, 0.10):
+                tasks = _blocking(first_k=k, rate=rate, **FITS[fit])
+                out.append((f"first {k} + {rate:.0%}{mark}", tasks))
+        out.append((f"value{mark}", _blocking(first_k=0, rule="value", **FITS[fit])))
+        if not drop:
+            continue
+        dropped = _blocking(first_k=0, rule="value", blocked_labels="drop", **FITS[fit])
+        out.append((f"value, drop{mark}", dropped))
+        dropping = _blocking(first_k=first_k, rate=0.05, blocked_labels="drop", **FITS[fit])
+        out.append((f"first {first_k} + 5%, drop{mark}", dropping))
     return out
 
 
@@ -110,7 +150,12 @@ def _replication(
 
     policy_spec, verdict_spec = split_verdict(policy_id)
     out = {}
-    for name, tasks in conditions(args.first_k):
+    fits = tuple(args.fits.split(","))
+    chosen = conditions(args.first_k, fits, not args.no_reference, not args.no_drop)
+    if args.only:
+        keep = {"no control", *args.only.split(",")}
+        chosen = [(name, tasks) for name, tasks in chosen if name in keep]
+    for name, tasks in chosen:
         row = run_campaign(
             make_policy(policy_spec),
             env,
@@ -147,16 +192,29 @@ def report(kind: str, policy_id: str, results: dict[str, list[tuple[float, float
             f"{gain_se:7.4f} {100 * arr[:, 1].mean():9.1f} {arr[:, 2].mean():7.2f}"
         )
     accuracy = {name: np.array([a for a, _, _ in v]) for name, v in results.items()}
-    controlled = [n for n in accuracy if n not in ("no control", "runner, all items")]
-    best = max(controlled, key=lambda n: accuracy[n].mean())
-    gain, gain_se = _mean_se(accuracy[best] - base)
-    fixed = [n for n in controlled if n.startswith("first") and "drop" not in n]
-    best_fixed = max(fixed, key=lambda n: accuracy[n].mean())
-    edge, edge_se = _mean_se(accuracy["value"] - accuracy[best_fixed])
-    print(
-        f"  -> best control ({best}) over no control: {gain:+.4f} ± {gain_se:.4f}; "
-        f"value − best fixed ({best_fixed}): {edge:+.4f} ± {edge_se:.4f}"
-    )
+    fits = dict.fromkeys(_fit_of(n) for n in accuracy if n.startswith(("first", "value")))
+    for fit in fits:
+        mark = _suffix(fit)
+        controlled = [n for n in accuracy if n.startswith(("first", "value")) and _fit_of(n) == fit]
+        best = max(controlled, key=lambda n: accuracy[n].mean())
+        gain, gain_se = _mean_se(accuracy[best] - base)
+        fixed = [n for n in controlled if n.startswith("first") and "drop" not in n]
+        if not fixed or f"value{mark}" not in accuracy:
+            continue
+        best_fixed = max(fixed, key=lambda n: accuracy[n].mean())
+        value = accuracy[f"value{mark}"]
+        edge, edge_se = _mean_se(value - accuracy[best_fixed])
+        value_gain, value_gain_se = _mean_se(value - base)
+        print(
+            f"  -> prior {fit}: best control ({best}) over no control: {gain:+.4f} ± "
+            f"{gain_se:.4f}; value over no control: {value_gain:+.4f} ± {value_gain_se:.4f}; "
+            f"value − best fixed ({best_fixed}): {edge:+.4f} ± {edge_se:.4f}"
+        )
+
+
+def _fit_of(name: str) -> str:
+    """The prior fit a condition's name marks (:func:`_suffix`)."""
+    return name.rsplit(" [", 1)[1].rstrip("]") if name.endswith("]") else "fixed"
 
 
 def main() -> None:
@@ -167,7 +225,13 @@ def main() -> None:
     parser.add_argument("--first-k", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default="opt-kg,opt-kg:posterior=one-coin")
-    parser.add_argument("--crowds", default="spammer,one-class")
+    parser.add_argument("--crowds", default="spammer,one-class,good")
+    parser.add_argument("--fits", default="fixed,crowd", help=f"of {', '.join(FITS)}")
+    parser.add_argument(
+        "--no-reference", action="store_true", help="leave out the runner without control"
+    )
+    parser.add_argument("--no-drop", action="store_true", help="leave out the drop conditions")
+    parser.add_argument("--only", default="", help="run only these conditions (and no control)")
     args = parser.parse_args()
     print(
         f"{args.items} items, {args.workers} workers (30 % bad), budget {3 * args.items:g}, "

@@ -6,7 +6,9 @@ a worker whose accuracy on control answers is below that level with posterior pr
 least ``--block-confidence`` (Beta(1, 1) prior). ``--control-rule value`` serves a control task
 after the first ones whenever its answer is worth more than the label it displaces (the block
 decision's expected value of sample information); ``--blocked-labels keep`` lets the verdict
-weigh the blocked workers' labels (default ``drop``: fitted without them)."""
+weigh the blocked workers' labels (default ``drop``: fitted without them). ``--block-agreement``
+adds the verdict's soft count of each worker's other labels to the block evidence;
+``--control-prior crowd`` reads each worker against the crowd's fitted accuracy distribution."""
 
 from __future__ import annotations
 
@@ -59,6 +61,19 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
         help="posterior probability of being below the level that blocks (default 0.95)",
     )
     group.add_argument(
+        "--block-agreement",
+        action="store_true",
+        help="the block test also reads the verdict's expected right answers among each "
+        "worker's other labels (soft counts), not only the control answers",
+    )
+    group.add_argument(
+        "--control-prior",
+        choices=("fixed", "crowd"),
+        default="fixed",
+        help="read a worker against the fixed Beta(1, 1) prior or the crowd's fitted accuracy "
+        "distribution (empirical Bayes; default fixed)",
+    )
+    group.add_argument(
         "--blocked-labels",
         choices=("drop", "keep"),
         default="drop",
@@ -86,8 +101,14 @@ def control_tasks(args: argparse.Namespace) -> Any:
     fraction = getattr(args, "control_fraction", None)
     n_items = getattr(args, "control_items", None)
     if fraction is None and n_items is None:
-        for option in ("block_below", "control_rule", "blocked_labels"):
-            if getattr(args, option, None) not in (None, "fixed", "drop"):
+        for option in (
+            "block_below",
+            "control_rule",
+            "blocked_labels",
+            "block_agreement",
+            "control_prior",
+        ):
+            if getattr(args, option, None) not in (None, "fixed", "drop", False):
                 raise InvalidParameterError(
                     f"--{option.replace('_', '-')} needs control tasks "
                     "(--control-fraction or --control-items)"
@@ -103,4 +124,6 @@ def control_tasks(args: argparse.Namespace) -> Any:
         rule=getattr(args, "control_rule", "fixed"),
         blocked_labels=getattr(args, "blocked_labels", "drop"),
         calibrate=getattr(args, "control_calibrate", None),
+        agreement=bool(getattr(args, "block_agreement", False)),
+        prior_fit=getattr(args, "control_prior", "fixed"),
     )

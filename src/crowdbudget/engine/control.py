@@ -73,31 +73,83 @@ the look-ahead):
   does not model: blocking, and so control, is worth less there).
   The rule needs a block level (the decision it values) and the campaign's budget
   (:meth:`ControlLedger.start`).
+
+**Reading a worker against the crowd, and by their agreement** (settings; the defaults keep
+the rule above):
+
+- ``prior_fit="crowd"``: the prior of ``a_j`` is the crowd's accuracy distribution, fitted
+  to every other worker's evidence (a nonparametric empirical-Bayes mixing distribution on a
+  grid of 100 accuracies, pulled toward ``prior`` with the weight of ``prior_strength``
+  workers; :mod:`crowdbudget.engine.crowd_prior`), in the block test and the value rule
+  alike (both then run on the grid posterior: :func:`~crowdbudget.engine.crowd_prior.
+  grid_net_values`). Why: Beta(1, 1) puts 70 % of its mass below a level of 0.7, so it
+  blocks a good worker after a few unlucky answers, and reads a spammer's lucky start
+  (2 of 2) as a good worker's; the crowd says how rare each is. Why a grid and not a Beta
+  mixture: a crowd of good workers and spammers, or of always-one-class workers, has modes
+  a single Beta cannot hold, and the grid's EM needs no starting guess of the components.
+- ``agreement=True``: the verdict's expected right answers among a worker's labels of the
+  non-control items (:func:`expected_right`: ``k_j = Σ P(class_i = label)``, ``m_j`` labels)
+  join the control answers as soft counts: the likelihood ``a^{c+k} (1 − a)^{n−c+m−k}``,
+  the test ``P(a_j < level) >= confidence`` once ``n + m >= min_answers``, read every
+  ``max(20, 5 % of the labels)`` labels (a verdict fit costs O(labels)). This is the test the
+  Label Studio connector runs on annotators (the same :meth:`ControlLedger.p_below` and
+  :func:`expected_right`). Why: a worker gives ~45 labels at 3 labels per item and 20
+  workers, control answers only a few; the labels say as much, for free. Its limits: the
+  verdict's errors make the soft counts less than independent draws, and a worker's own
+  label moves the verdict toward it (both read a bad worker as better: a conservative test);
+  a verdict that has not yet found the good workers reads everyone as average. A campaign
+  gives the ledger its source (``agreement_source``: the simulation runner does; a live
+  campaign does not, so it reads control answers only).
+- ``label_worth="vote"``: a label is worth ``2(2a − 1) − μ`` (μ: the unblocked crowd's mean
+  ``E[2a − 1]``) instead of ``max(0, 2a − 1)²``. The Chernoff exponent of a plain vote of
+  ``n`` labels with signals ``s_i = 2a_i − 1`` is ``(Σ s_i)² / 2n``; one more label of
+  signal ``s`` in a crowd of mean signal μ changes ``n μ²`` by ``μ (2s − μ)`` (to first
+  order), which up to the factor μ (the same for the gain and the cost of ``V_k``, so the
+  decision does not change) is the worth above: **negative** for ``s < μ/2`` — a spammer's
+  label costs the crowd until the verdict has learned to weigh it at zero, which the
+  weighted vote's ``max(0, s)²`` (the exponent when the weights are known) cannot say.
+  Computed on the grid.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special, stats
 
 from crowdbudget._random import child_seed
+from crowdbudget.engine.crowd_prior import POINTS, WORTH, CrowdPrior, grid_net_values
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.types import BoolArray, CampaignState, FloatArray, IntArray
 
 __all__ = [
     "BLOCKED_LABELS",
     "CONTROL_RULES",
+    "LABEL_WORTHS",
+    "PRIOR_FITS",
     "BlockEvidence",
     "ControlLedger",
     "ControlTasks",
     "control_seed",
+    "expected_right",
     "positive_information",
 ]
 
 #: how control tasks are scheduled after the first k: a fixed rate, or by their value
 CONTROL_RULES = ("fixed", "value")
+
+#: the prior a worker's answers are read against: the requester's Beta, or the crowd's
+#: accuracy distribution fitted to every worker's answers (:mod:`crowdbudget.engine.crowd_prior`)
+PRIOR_FITS = ("fixed", "crowd")
+
+#: what the value rule counts a label worth: its worker's term in the error exponent of the
+#: weighted vote, or its signal's share in the plain vote's (module docstring)
+LABEL_WORTHS = ("exponent", "vote")
+
+#: labels between two reads of the verdict's agreement (at least; 5 % more on a large campaign)
+AGREEMENT_EVERY = 20
 
 #: what the verdict does with a blocked worker's labels (:mod:`crowdbudget.engine.blocked`)
 BLOCKED_LABELS = ("drop", "keep")
@@ -124,6 +176,18 @@ class ControlTasks:
         block_below: the accuracy level a worker must reach (None: no blocking).
         block_confidence: the posterior probability of being below it that blocks.
         prior: (α, β) of the Beta prior on a worker's accuracy.
+        prior_fit: ``"fixed"`` (``prior`` itself) or ``"crowd"`` (the crowd's accuracy
+            distribution, fitted to every other worker's control answers and pulled toward
+            ``prior``: :mod:`crowdbudget.engine.crowd_prior`), for the block test and the
+            value rule alike.
+        prior_strength: ``"crowd"``: the workers' worth of ``prior`` in the fit.
+        agreement: the block test (and the crowd fit, and the value rule's posterior) also
+            reads the verdict's expected right answers among a worker's other labels (soft
+            counts, :func:`expected_right`), when the campaign gives the ledger a source
+            (``ControlLedger.agreement_source``; module docstring).
+        label_worth: the value rule's worth of a label: ``"exponent"`` (``max(0, 2a − 1)²``)
+            or ``"vote"`` (``2(2a − 1) − μ``, negative for a worker at chance; module
+            docstring).
         min_answers: control answers a worker gives before a block can happen.
         rule: ``"fixed"`` (``first_k``, then ``rate``) or ``"value"`` (``first_k``, then a
             control task whenever it is worth its label: module docstring; ``rate`` unused).
@@ -145,6 +209,10 @@ class ControlTasks:
     block_confidence: float = 0.95
     prior: tuple[float, float] = (1.0, 1.0)
     min_answers: int = 5
+    prior_fit: str = "fixed"
+    prior_strength: float = 10.0
+    label_worth: str = "exponent"
+    agreement: bool = False
     rule: str = "fixed"
     horizon: int = 20
     blocked_labels: str = "drop"
@@ -181,6 +249,16 @@ class ControlTasks:
             raise InvalidParameterError(
                 "the value control rule weighs the block decision: give a block level"
             )
+        if self.prior_fit not in PRIOR_FITS:
+            raise InvalidParameterError(
+                f"prior fit must be one of {', '.join(PRIOR_FITS)}, got {self.prior_fit!r}"
+            )
+        if self.label_worth not in LABEL_WORTHS:
+            raise InvalidParameterError(
+                f"label worth must be one of {', '.join(LABEL_WORTHS)}, got {self.label_worth!r}"
+            )
+        if not self.prior_strength > 0:
+            raise InvalidParameterError(f"prior strength must be > 0, got {self.prior_strength}")
         if self.horizon < 1:
             raise InvalidParameterError(f"control horizon must be >= 1, got {self.horizon}")
         if self.blocked_labels not in BLOCKED_LABELS:
@@ -273,6 +351,15 @@ class ControlLedger:
     control_labels: int = 0
     handed_total: int = 0
     item_set: set[int] = field(init=False, default_factory=set)
+    _crowd: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
+    _crowd_at: int = field(init=False, default=-1, repr=False, compare=False)
+    _fixed_grid: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
+    agreement_source: Callable[[], tuple[FloatArray, FloatArray]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    agreement_right: dict[int, float] = field(default_factory=dict)
+    agreement_labels: dict[int, float] = field(default_factory=dict)
+    _agreement_at: int = field(init=False, default=0, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the control items as a set: closed to the policy, looked up per label
@@ -360,20 +447,88 @@ class ControlLedger:
         self.labels_of[worker] = self.labels_of.get(worker, 0) + 1
         self.labels_total += 1
         self.spent = spent
-        if item not in self.item_set:
-            return
-        self.control_labels += 1
-        right = int(label == int(self.truth[item]))
-        self.correct[worker] = self.correct.get(worker, 0) + right
-        self.answered[worker] = n = self.answered.get(worker, 0) + 1
+        if item in self.item_set:
+            self.control_labels += 1
+            right = int(label == int(self.truth[item]))
+            self.correct[worker] = self.correct.get(worker, 0) + right
+            self.answered[worker] = self.answered.get(worker, 0) + 1
+            self._check_block(worker, spent)
+        if self._agreement_due():
+            self._read_agreement(spent)
+
+    def _evidence(self, worker: int | None) -> tuple[float, float]:
+        """(right, answered) of ``worker``: their control answers, plus the verdict's soft
+        counts of their other labels when the rule reads agreement."""
+        if worker is None:
+            return 0.0, 0.0
+        right = float(self.correct.get(worker, 0))
+        answered = float(self.answered.get(worker, 0))
+        if self.tasks.agreement:
+            right += self.agreement_right.get(worker, 0.0)
+            answered += self.agreement_labels.get(worker, 0.0)
+        return right, answered
+
+    def _check_block(self, worker: int, spent: float) -> None:
+        """Block ``worker`` when the test says so (module docstring), after ``min_answers``
+        (control answers, or with agreement control answers and soft-counted labels)."""
+        right, answered = self._evidence(worker)
         level = self.tasks.block_below
-        if level is None or worker in self.blocked or n < self.tasks.min_answers:
+        if level is None or worker in self.blocked or answered < self.tasks.min_answers:
             return
-        c = self.correct[worker]
-        alpha, beta = self.tasks.prior
-        p_below = float(stats.beta.cdf(level, alpha + c, beta + n - c))
+        p_below = self.p_below(right, answered, worker)
         if p_below >= self.tasks.block_confidence:
+            c, n = self.correct.get(worker, 0), self.answered.get(worker, 0)
             self.blocked[worker] = BlockEvidence(c, n, level, p_below, spent)
+
+    def _agreement_due(self) -> bool:
+        """Whether to read the verdict's agreement again: every :data:`AGREEMENT_EVERY`
+        labels, or every 5 % more labels when that is more (a verdict fit costs O(labels):
+        the fits then cost O(labels) in all, amortised)."""
+        if not self.tasks.agreement or self.agreement_source is None:
+            return False
+        fresh = self.labels_total - self._agreement_at
+        return fresh >= max(AGREEMENT_EVERY, 0.05 * self.labels_total)
+
+    def _read_agreement(self, spent: float) -> None:
+        """Read the source's soft counts (per worker index: expected right, labels; shape
+        (n_workers,) each) and test every worker again (their evidence, and the crowd's,
+        moved)."""
+        assert self.agreement_source is not None  # _agreement_due checked it
+        self._agreement_at = self.labels_total
+        right, labels = self.agreement_source()
+        given = np.flatnonzero(np.asarray(labels) > 0)
+        self.agreement_right = {int(w): float(right[w]) for w in given}
+        self.agreement_labels = {int(w): float(labels[w]) for w in given}
+        self._crowd_at = -1  # the crowd's evidence moved: refit
+        for worker in self.agreement_labels:
+            self._check_block(worker, spent)
+
+    def crowd(self) -> CrowdPrior:
+        """The crowd's accuracy distribution fitted to the control answers so far (refitted
+        when answers came since the last fit; :mod:`crowdbudget.engine.crowd_prior`)."""
+        if self._crowd is None:
+            self._crowd = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
+        if self._crowd_at != self.control_labels:
+            # the tasks may change in a live campaign: the prior and its strength with them
+            self._crowd = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
+            workers = set(self.answered) | set(self.agreement_labels)
+            self._crowd.fit({w: self._evidence(w) for w in workers})
+            self._crowd_at = self.control_labels
+        return self._crowd
+
+    def p_below(self, correct: float, answered: float, worker: int | None = None) -> float:
+        """``P(accuracy < block_below)`` of a worker with ``correct`` right of ``answered``
+        answers (soft counts allowed: the expected right answers of labels read by a
+        verdict), under the rule's prior (``prior_fit``: the fixed Beta, or the crowd without
+        ``worker``); NaN without a level."""
+        level = self.tasks.block_below
+        if level is None:
+            return float("nan")
+        if self.tasks.prior_fit == "crowd":
+            crowd = self.crowd()
+            return crowd.below(crowd.posterior(worker, correct, answered), level)
+        alpha, beta = self.tasks.prior
+        return float(stats.beta.cdf(level, alpha + correct, beta + answered - correct))
 
     # ------------------------------------------------------------------ the value rule
     def _posterior(self, worker: int | None) -> tuple[float, float, int]:
@@ -381,8 +536,8 @@ class ControlLedger:
         alpha, beta = self.tasks.prior
         if worker is None:
             return alpha, beta, 0
-        c, n = self.correct.get(worker, 0), self.answered.get(worker, 0)
-        return alpha + c, beta + n - c, n
+        right, answered = self._evidence(worker)
+        return alpha + right, beta + answered - right, self.answered.get(worker, 0)
 
     def _labels_left(self) -> float:
         """Labels the budget left buys: (budget − spend) at the mean price so far, less the
@@ -413,6 +568,45 @@ class ControlLedger:
             values += [prior_value] * max(0, self.n_workers - len(seen))
         return float(np.mean(values)) if values else prior_value
 
+    def _grid(self) -> CrowdPrior:
+        """The prior on the accuracy grid: the crowd's (``prior_fit="crowd"``) or the fixed
+        Beta's (never fitted)."""
+        if self.tasks.prior_fit == "crowd":
+            return self.crowd()
+        if self._fixed_grid is None:
+            self._fixed_grid = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
+        return self._fixed_grid
+
+    def _grid_values(self, worker: int | None) -> tuple[FloatArray, float]:
+        """The grid path of the value rule: a label's worth ``w(a_i)`` (shape (GRID,)) and
+        v̄, the mean E[w(a)] of the unblocked workers other than ``worker`` (those with
+        answers at their posterior, the unseen ones at the prior)."""
+        grid = self._grid()
+        known = set(self.answered) | set(self.agreement_labels)
+        posts = [
+            grid.posterior(w, *self._evidence(w))
+            for w in sorted(known)
+            if w != worker and w not in self.blocked
+        ]
+        unseen = 0
+        if self.n_workers is not None:
+            seen = known | set(self.blocked) | ({worker} - {None})
+            unseen = max(0, self.n_workers - len(seen))
+        weights = np.array([1.0] * len(posts) + [float(unseen)])
+        stacked = np.vstack([*posts, grid.weights]) if posts or unseen else grid.weights[None]
+        if not weights.sum():
+            weights = np.ones(stacked.shape[0])
+        if self.tasks.label_worth == "vote":
+            # μ: the crowd's mean signal E[2a − 1] (at least 0: a crowd at chance has none)
+            signal = 2.0 * POINTS - 1.0
+            mu = max(0.0, float(weights @ (stacked @ signal) / weights.sum()))
+            # μ (2s − μ) up to the factor μ > 0, which scales the gain and the cost of V_k
+            # alike (so the decision is the same, and defined at μ = 0 too)
+            worth = 2.0 * signal - mu
+        else:
+            worth = WORTH
+        return worth, float(weights @ (stacked @ worth) / weights.sum())
+
     def control_value(self, worker: int | None, *, per_answer: bool = False) -> float:
         """``max_k V_k`` for ``worker``'s next task (module docstring; ``per_answer``:
         ``max_k V_k / k``, negative when no answer pays): positive when a control answer is
@@ -429,16 +623,29 @@ class ControlLedger:
         if horizon < 1:
             return 0.0
         alpha, beta, answered = self._posterior(worker)
-        net = _net_values(
-            alpha,
-            beta,
-            remaining,
-            self._replacement(worker),
-            horizon,
-            level,
-            self.tasks.block_confidence,
-            self.tasks.min_answers - answered,
-        )
+        if self.tasks.prior_fit == "crowd" or self.tasks.label_worth == "vote":
+            worth, replacement = self._grid_values(worker)
+            net = grid_net_values(
+                self._grid().posterior(worker, *self._evidence(worker)),
+                remaining,
+                replacement,
+                horizon,
+                level,
+                self.tasks.block_confidence,
+                self.tasks.min_answers - answered,
+                worth,
+            )
+        else:
+            net = _net_values(
+                alpha,
+                beta,
+                remaining,
+                self._replacement(worker),
+                horizon,
+                level,
+                self.tasks.block_confidence,
+                self.tasks.min_answers - answered,
+            )
         if per_answer:
             return float((net / np.arange(1, horizon + 1)).max())
         return max(0.0, float(net.max()))
@@ -459,6 +666,28 @@ class ControlLedger:
             total += share * self.control_value(None, per_answer=True)
             weight += share
         return total / weight if weight > 0 else 0.0
+
+
+def expected_right(
+    probabilities: FloatArray,
+    items: IntArray,
+    labels: IntArray,
+    workers: IntArray,
+    n_workers: int,
+) -> tuple[FloatArray, FloatArray]:
+    """The verdict's soft count of each worker's right labels: ``Σ P(class_i = label)`` over
+    their labels, and their number of labels; shapes (n_workers,) each.
+
+    ``probabilities``: the verdict's class probabilities, shape (n_items, n_classes);
+    ``items``, ``labels``, ``workers``: the labels read, shape (n_labels,) each (workers
+    below 0, no named worker, are left out). The expected number of right answers given
+    everything the verdict holds; a worker's own label moves the verdict toward it, so the
+    count errs on their side (a conservative block test)."""
+    named = np.asarray(workers) >= 0
+    right = np.asarray(probabilities)[np.asarray(items)[named], np.asarray(labels)[named]]
+    who = np.asarray(workers)[named]
+    expected = np.bincount(who, weights=right, minlength=n_workers).astype(float)
+    return expected, np.bincount(who, minlength=n_workers).astype(float)
 
 
 def positive_information(alpha: float | FloatArray, beta: float | FloatArray) -> FloatArray:

@@ -14,7 +14,7 @@ from here too).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from scipy import stats
 
 from crowdbudget._validation import check_budget, check_positive_int
 from crowdbudget.engine.blocked import BlockedLabelsVerdict
-from crowdbudget.engine.control import ControlLedger, ControlTasks, control_seed
+from crowdbudget.engine.control import ControlLedger, ControlTasks, control_seed, expected_right
 from crowdbudget.engine.live import LiveRules
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
 from crowdbudget.exceptions import InvalidParameterError
@@ -180,9 +180,33 @@ def run_campaign(
     if ledger is None:
         drive(policy, env, state, clock, recorder)
         return recorder.rows + recorder.reader_rows
+    if ledger.tasks.agreement:
+        ledger.agreement_source = _agreement_source(verdict, policy, state, ledger)
     counted = _ControlColumns(recorder, ledger)
     drive(policy, env, state, clock, counted, live=live)
     return recorder.rows + recorder.reader_rows
+
+
+def _agreement_source(
+    verdict: Verdict, policy: AllocationPolicy, state: CampaignState, ledger: ControlLedger
+) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    """The ledger's agreement evidence (``ControlTasks.agreement``): the campaign's verdict
+    on the state as it is, soft-counted over each worker's labels of the non-control items
+    (:func:`~crowdbudget.engine.control.expected_right`)."""
+
+    def source() -> tuple[np.ndarray, np.ndarray]:
+        probabilities = verdict.probabilities(state, policy)
+        log = state.label_log
+        other = ~np.isin(log.items, ledger.items)
+        return expected_right(
+            probabilities,
+            log.items[other],
+            log.labels[other],
+            log.workers[other],
+            ledger.n_workers or 0,
+        )
+
+    return source
 
 
 def _blocked_labels(

@@ -68,10 +68,10 @@ from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from crowdbudget.campaign import AssignmentError, Campaign
 from crowdbudget.campaign.slots import record_answer
+from crowdbudget.engine.control import expected_right
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.integrations.crowd_choice import (
     active_shares,
@@ -602,13 +602,12 @@ class CampaignConnector:
             return []
         self._agreement_checked = n_labels
         level, confidence = ledger.tasks.block_below, ledger.tasks.block_confidence
-        alpha, beta = ledger.tasks.prior
         _, probabilities = campaign.verdict_probabilities()
         log = campaign.state.label_log
-        right = probabilities[log.items, log.labels]  # P(class = the label), per label
-        n_workers = len(campaign.worker_ids)
-        expected = np.bincount(log.workers, weights=right, minlength=n_workers)
-        counts = np.bincount(log.workers, minlength=n_workers)
+        # Σ P(class = the label) per annotator, and their labels (the simulation's soft count)
+        expected, counts = expected_right(
+            probabilities, log.items, log.labels, log.workers, len(campaign.worker_ids)
+        )
         blocked = []
         for j, worker_id in enumerate(campaign.worker_ids):
             n, k = int(counts[j]), float(expected[j])
@@ -616,7 +615,7 @@ class CampaignConnector:
                 continue
             if j in ledger.exempt or campaign.is_blocked(worker_id):
                 continue
-            p_below = float(stats.beta.cdf(level, alpha + k, beta + n - k))
+            p_below = ledger.p_below(k, n, j)  # the control rule's test and prior
             if p_below >= confidence:
                 evidence = {
                     "labels": n,

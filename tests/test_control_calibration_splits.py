@@ -83,3 +83,26 @@ def test_splits_calibration_keeps_the_labels_and_is_cross_fitted() -> None:
     assert expected_calibration_error(probas[scored], data.gold[scored]) < (
         expected_calibration_error(raw[scored], data.gold[scored])
     )
+
+
+def test_fit_vote_difficulty_reads_the_side_from_the_known_rows() -> None:
+    # a crowd that is mostly wrong (a label is right with p ~ Beta(0.7, 6)): its splits alone
+    # look like a mostly-right crowd's, and the fit takes that side; the known classes of a
+    # tenth of the items show the other side
+    rng = np.random.default_rng(5)
+    votes = _splits(0.7, 6.0, seed=5)
+    prior = np.array([0.5, 0.5])
+    alpha, beta = fit_vote_difficulty(votes, prior)
+    assert alpha > beta
+    known_rows = rng.choice(votes.shape[0], 300, replace=False)
+    # the truth of a row: in _splits the truth column holds the right votes; recover it by
+    # redrawing with the same seed
+    seeded = np.random.default_rng(5)
+    p = seeded.beta(0.7, 6.0, votes.shape[0])
+    n = seeded.integers(3, 10, votes.shape[0])
+    seeded.binomial(n, p)
+    truth = seeded.integers(0, 2, votes.shape[0])
+    known = {int(r): int(truth[r]) for r in known_rows}
+    alpha, beta = fit_vote_difficulty(votes, prior, known)
+    assert beta > alpha
+    assert alpha / (alpha + beta) == pytest.approx(0.7 / 6.7, abs=0.03)

@@ -340,16 +340,20 @@ def _answers_floor(
     return _floor_for_accuracy(unlabelled, accuracy), weight
 
 
-def fit_vote_difficulty(votes: np.ndarray, prior: FloatArray) -> tuple[float, float]:
+def fit_vote_difficulty(
+    votes: np.ndarray, prior: FloatArray, known: Mapping[int, int] | None = None
+) -> tuple[float, float]:
     """(α, β) of the difficulty model (module docstring, ``"difficulty"``) fitted on the vote
     counts ``votes`` (m, C) of *every* answered item, truth unknown: the marginal likelihood
     ``Σ_i log Σ_c π_c B(k_ic + α, n_i − k_ic + β) / B(α, β) (C − 1)^{−(n_i − k_ic)}``
     (``prior`` = π (C,)). The class is summed out, so this reads the over-dispersion of the
     splits (how often items split, how far) without any gold; it cannot tell a crowd that is
     mostly right from one that is mostly wrong, so the fit starts on the "mostly right" side
-    (α > β) and stays there. Bounded as :func:`fit_item_difficulty`. An adaptive campaign's
-    stopping depends on the votes only, so the likelihood of the votes it observed is
-    unchanged by it (the likelihood principle)."""
+    (α > β) and stays there. ``known`` (row of ``votes`` → class): rows whose class is known
+    (the control items) enter with that class instead of the sum — the only rows that show
+    on which side of 1/2 an item's accuracy lies. Bounded as :func:`fit_item_difficulty`.
+    An adaptive campaign's stopping depends on the votes it observed only, so the
+    likelihood of those votes is unchanged by it (the likelihood principle)."""
     from scipy.optimize import minimize
     from scipy.special import logsumexp
 
@@ -357,11 +361,16 @@ def fit_vote_difficulty(votes: np.ndarray, prior: FloatArray) -> tuple[float, fl
     total = votes.sum(axis=1, keepdims=True)
     log_prior = np.log(np.maximum(prior, 1e-12))[None, :]
     wrong = (total - votes) * np.log(max(C - 1, 1))
+    rows = np.array(sorted(known or {}), dtype=np.int64)
+    classes = np.array([int((known or {})[int(r)]) for r in rows], dtype=np.int64)
+    unknown = np.ones(votes.shape[0], dtype=bool)
+    unknown[rows] = False
 
     def negative(params: np.ndarray) -> float:
         alpha, beta = np.exp(params)
         log_like = betaln(votes + alpha, total - votes + beta) - betaln(alpha, beta) - wrong
-        return -float(np.sum(logsumexp(log_like + log_prior, axis=1)))
+        summed = float(np.sum(logsumexp(log_like[unknown] + log_prior, axis=1)))
+        return -(summed + float(np.sum(log_like[rows, classes])))
 
     result = minimize(
         negative, np.log([4.0, 1.0]), method="L-BFGS-B", bounds=[(-4.0, 12.0), (-4.0, 12.0)]
@@ -562,8 +571,10 @@ def _calibrate_on_splits(
     control items' folds, truth and held-out probabilities; ``scoring`` the bootstrap's
     generator and resamples."""
     votes = vote_counts(data)
-    answered = votes.sum(axis=1) > 0
-    alpha, beta = fit_vote_difficulty(votes[answered], probas.mean(axis=0))
+    answered = np.flatnonzero(votes.sum(axis=1) > 0)
+    row_of = {int(item): row for row, item in enumerate(answered.tolist())}
+    on_rows = {row_of[int(i)]: int(t) for i, t in zip(items, truth, strict=True)}
+    alpha, beta = fit_vote_difficulty(votes[answered], probas.mean(axis=0), on_rows)
     posterior = _vote_posterior(votes, alpha, beta)  # reads no truth: held out for every item
     unlabelled = ~known
     f_unlabelled = posterior[unlabelled, probas[unlabelled].argmax(axis=1)]

@@ -68,6 +68,23 @@ therefore fitted on probabilities of the control items computed **without their 
      the model predicts (split votes, weak workers); an error the votes do not show (a
      unanimous wrong item) stays in the rectifier's variance, which the number of control
      items bounds.
+   - ``"splits"``: a map whose strength follows each item's own evidence, fitted on the
+     votes of *every* item, then a floor from the control items. The verdict's errors sit
+     on split items (a 5–1 split is wrong several times as often as a unanimous item)
+     where a worker-model EM is still ~0.99 sure. (i) The difficulty model above (each
+     label right with ``p_i ~ Beta(α, β)``) fitted on the vote counts of every answered
+     item with the class summed out (:func:`fit_vote_difficulty`; the control items enter
+     with their class — thousands of labels instead of the control items' few hundred;
+     no gold needed but to say which side of 1/2 the crowd is on). (ii) Its posterior
+     ``f_j = P(z_j = verdict class | votes)`` replaces the verdict's confidence, the other
+     classes keeping the verdict's proportions (:func:`confidence_map`; the label never
+     changes). (iii) The vote model ignores who labelled and its Beta's tail is thin, so
+     ``mean f`` is biased; classical prediction-powered inference (λ = 1) removes the bias
+     with the control items: ``Â = mean_U f + mean_L (y − f)`` (``y``, ``f`` at the
+     held-out class of step 1) — not power-tuned: with 0 wrong control items the tuned λ
+     is 0 and the estimate 1. ε floors the mapped rows so that their mean confidence is
+     Â (0 when it is already at or below: a floor cannot raise confidence, and mixing
+     back toward the overconfident verdict was measured worse).
 3. **The answer.** The verdict fitted with *every* control truth known (its probabilities
    ``p``), every non-control item mapped by the ε of step 2 (fitted on all held-out ``q``);
    a control item keeps its one-hot truth.
@@ -479,7 +496,8 @@ def calibrate_on_control(
 
     Returns:
         ``(probas, report)``: the mapped probabilities (n_items, C) — control items one-hot —
-        and a dict: ``map`` ("floor"), ``method``, ``floor`` (ε applied), ``power`` (λ, method
+        and a dict: ``map`` ("floor"; "splits" for method ``"splits"``, whose report also
+        has ``difficulty`` = (α, β)), ``method``, ``floor`` (ε applied), ``power`` (λ, method
         ``"answers"`` only), ``n_control``
         (answered control items used), ``n_folds``, ``cross_fitted`` and ``raw``
         (:func:`_scores` of the mapped and unmapped held-out probabilities: accuracy,

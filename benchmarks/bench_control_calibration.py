@@ -9,8 +9,8 @@ the control labels paid out of it:
 
 - ``none``: no control tasks (the same spend, all on the policy's choices);
 - ``control``: control tasks; the verdict reads their answers as known truth;
-- ``floor`` / ``difficulty`` / ``answers`` / ``splits``: the same, calibrated on the control answers by that
-  method
+- ``floor`` / ``difficulty`` / ``answers`` / ``splits``: the same, calibrated on the control
+  answers by that method
   (:func:`crowdbudget.aggregation.control_calibration.calibrate_on_control`).
 
 Every campaign is also read by Dawid–Skene (``ds``). Every score is on the gold items that are

@@ -63,7 +63,9 @@ def test_confidence_map_keeps_every_label_and_sums_to_one() -> None:
 
 def test_splits_calibration_keeps_the_labels_and_is_cross_fitted() -> None:
     data = load_dataset("rte")
-    control = {int(i): int(data.gold[i]) for i in range(0, 800, 20)}
+    gold = data.gold
+    assert gold is not None
+    control = {int(i): int(gold[i]) for i in range(0, 800, 20)}
     aggregator = make_aggregator("bds-oc")
     probas, report = calibrate_on_control(aggregator, data, control, rng=0, method="splits")
     assert report["method"] == "splits" and report["map"] == "splits"
@@ -80,8 +82,8 @@ def test_splits_calibration_keeps_the_labels_and_is_cross_fitted() -> None:
     scored = np.ones(data.n_items, dtype=bool)
     scored[known] = False
     raw = make_aggregator("bds-oc").fit(data, known_truth=control).probas_
-    assert expected_calibration_error(probas[scored], data.gold[scored]) < (
-        expected_calibration_error(raw[scored], data.gold[scored])
+    assert expected_calibration_error(probas[scored], gold[scored]) < (
+        expected_calibration_error(raw[scored], gold[scored])
     )
 
 
@@ -101,7 +103,7 @@ def test_fit_vote_difficulty_reads_the_side_from_the_known_rows() -> None:
     p = seeded.beta(0.7, 6.0, votes.shape[0])
     n = seeded.integers(3, 10, votes.shape[0])
     seeded.binomial(n, p)
-    truth = seeded.integers(0, 2, votes.shape[0])
+    truth = np.asarray(seeded.integers(0, 2, votes.shape[0]))
     known = {int(r): int(truth[r]) for r in known_rows}
     alpha, beta = fit_vote_difficulty(votes, prior, known)
     assert beta > alpha

@@ -9,8 +9,8 @@ the control labels paid out of it:
 
 - ``none``: no control tasks (the same spend, all on the policy's choices);
 - ``control``: control tasks; the verdict reads their answers as known truth;
-- ``floor`` / ``difficulty`` / ``answers``: the same, calibrated on the control answers by that
-  method
+- ``floor`` / ``difficulty`` / ``answers`` / ``splits``: the same, calibrated on the control
+  answers by that method
   (:func:`crowdbudget.aggregation.control_calibration.calibrate_on_control`).
 
 Every campaign is also read by Dawid–Skene (``ds``). Every score is on the gold items that are
@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 
 from crowdbudget.datasets import load_dataset
+from crowdbudget.datasets.loaders import BUNDLED_DUPLICATES
 from crowdbudget.engine.control import ControlTasks, control_seed
 from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.simulation.replay import ReplayEnvironment
 
 POLICY = "opt-kg:posterior=one-coin"
-SETTINGS = ("none", "control", "floor", "difficulty", "answers")
+SETTINGS = ("none", "control", "floor", "difficulty", "answers", "splits")
 
 
 def _seeds(text: str) -> list[int]:
@@ -47,8 +48,9 @@ def _seeds(text: str) -> list[int]:
 def run_one(
     name: str, seed: int, per_item: float, fraction: float, settings: tuple[str, ...] = SETTINGS
 ) -> list[dict[str, Any]]:
-    """The ``settings``' rows (bds-oc and ds readings) of one seed."""
-    data = load_dataset(name)
+    """The ``settings``' rows (bds-oc and ds readings) of one seed (repeated labels of a set
+    resolved as the bundled copy declares, also when read from a data folder)."""
+    data = load_dataset(name, duplicates=BUNDLED_DUPLICATES.get(name))
     gold = data.gold >= 0
     tasks = ControlTasks(fraction=fraction)
     control_items = tasks.choose(gold, control_seed(seed))
@@ -118,7 +120,7 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     for name in sorted({r["set"] for r in rows}):
         base = cells.get((name, "none", "bds-oc"))
         ds = cells.get((name, "none", "ds"))
-        for setting in ("floor", "difficulty", "answers"):
+        for setting in ("floor", "difficulty", "answers", "splits"):
             got = cells.get((name, setting, "bds-oc"))
             if base is None or ds is None or got is None:
                 continue

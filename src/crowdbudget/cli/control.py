@@ -88,8 +88,8 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
         choices=("floor", "difficulty", "answers", "splits"),
         help="map an aggregator verdict's probabilities by a floor fitted on the control "
         "answers: floor (its likelihood on the control items, the default) or difficulty "
-        "(from the control answers' item difficulty) or answers (both, prediction-powered); "
-        "docs/calibration.md",
+        "(from the control answers' item difficulty) or answers (both, prediction-powered) or "
+        "splits (every item's vote split, debiased on the control items); docs/calibration.md",
     )
 
 

@@ -197,7 +197,7 @@ class ControlTasks:
             without them; :mod:`crowdbudget.engine.blocked`) or ``"keep"`` (its worker model
             weighs them).
         calibrate: None, or how an aggregator verdict's probabilities are calibrated on the
-            control answers (``"floor"`` or ``"difficulty"``;
+            control answers (``"floor"``, ``"difficulty"``, ``"answers"`` or ``"splits"``;
             :mod:`crowdbudget.aggregation.control_calibration`).
     """
 

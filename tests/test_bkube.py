@@ -385,3 +385,23 @@ def test_regret_world_keeps_the_unlimited_run() -> None:
         np.testing.assert_array_equal(outcomes[0].selections, outcomes[1].selections)
         assert outcomes[0].spent == outcomes[1].spent
         assert outcomes[0].labels_per_task.size == int(small.capacity.sum()) + 1
+
+
+def test_value_estimate_kept_entry_by_entry_is_the_recomputed_one() -> None:
+    """``v_hat`` updated for the one worker whose sums move equals the whole array
+    recomputed from the sums, bit for bit (updates and leave-one-out adjustments)."""
+    gen = np.random.default_rng(0)
+    for n_classes in (2, 3):
+        estimator = OnlineValueEstimator(6, n_classes, weights=gen.uniform(0.0, 2.0, 6))
+        _ = estimator.value_
+        for _ in range(400):
+            worker = int(gen.integers(6))
+            if gen.random() < 0.7 or estimator.evaluations_[worker] == 0:
+                estimator.update(worker, bool(gen.random() < 0.6))
+            else:
+                estimator.adjust(worker, float(gen.uniform(-1, 1)), int(gen.integers(-1, 2)))
+            fresh = OnlineValueEstimator(6, n_classes, weights=estimator.weights)
+            fresh.agreements_ = estimator.agreements_.copy()
+            fresh.evaluations_ = estimator.evaluations_.copy()
+            np.testing.assert_array_equal(estimator.value_, fresh.value_)
+        assert not estimator.value_.flags.writeable

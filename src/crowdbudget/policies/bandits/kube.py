@@ -46,7 +46,7 @@ class BKubeSelector:
     ) -> int:
         feasible = (self.price <= remaining_budget + 1e-9) & (remaining_capacity > 0)
         untried = feasible & (remaining_capacity == self.capacity)
-        if iteration <= self.price.size and np.any(untried):
+        if iteration <= self.price.size and untried.any():
             return int(np.flatnonzero(untried)[0])
         optimistic = ucb_values(value_estimate, self.capacity, remaining_capacity, iteration)
         # the arrays were checked when the problem was (prices > 0, integer capacities)
@@ -170,7 +170,7 @@ class BKubePolicy(PerTaskWorkerPolicy):
         # gap between its two leading contributions; ties by fewer labels, then index)
         capacity = self._capacity_left(state)
         open_tasks = np.flatnonzero(~self.settled_ & state.eligible)
-        if not np.any(fits & (capacity > 0)) or open_tasks.size == 0:
+        if not (fits & (capacity > 0)).any() or open_tasks.size == 0:
             return None
         ordered = np.sort(self._votes[open_tasks], axis=1)
         gap = ordered[:, -1] - ordered[:, -2]
@@ -179,7 +179,7 @@ class BKubePolicy(PerTaskWorkerPolicy):
         available = self._available_workers(state, task)
         if available is not None:
             capacity = np.where(available, capacity, 0)
-            if not np.any(fits & (capacity > 0)):
+            if not (fits & (capacity > 0)).any():
                 return None
         return self._pick(task, capacity, remaining)
 

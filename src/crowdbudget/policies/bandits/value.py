@@ -62,13 +62,15 @@ class OnlineValueEstimator:
             raise InvalidParameterError("weights must have shape (n_workers,) and be >= 0")
         self.agreements_ = np.zeros(n_workers)
         self.evaluations_ = np.zeros(n_workers, dtype=np.int64)
-        self._value: np.ndarray | None = None  # v_hat, kept until the sums move
+        # v_hat, shape (K,): computed once, then only the entry of the worker whose sums move
+        self._value: np.ndarray | None = None
+        self._value_view: np.ndarray | None = None
 
     def update(self, worker: int, agreed: bool) -> None:
         """Record one evaluation of ``worker`` that did (not) match the current estimate."""
         self.agreements_[worker] += float(agreed)
         self.evaluations_[worker] += 1
-        self._value = None
+        self._refresh(worker)
 
     def adjust(self, worker: int, agreement_change: float, evaluations_change: int) -> None:
         """Re-score one of ``worker``'s evaluations (leave-one-out feedback,
@@ -76,7 +78,21 @@ class OnlineValueEstimator:
         agreement (in [−1, 1]) and of the number of scored evaluations (0 or 1)."""
         self.agreements_[worker] += agreement_change
         self.evaluations_[worker] += evaluations_change
-        self._value = None
+        self._refresh(worker)
+
+    def _refresh(self, worker: int) -> None:
+        """Recompute ``v_hat`` of ``worker`` alone: the operations of :attr:`accuracy_` and
+        :attr:`value_` on this entry, on Python floats — the same IEEE doubles, so the same
+        bits as the whole arrays recomputed."""
+        if self._value is None:
+            return
+        evaluations = int(self.evaluations_[worker])
+        p = (
+            float(self.agreements_[worker]) / evaluations
+            if evaluations > 0
+            else 1.0 / self.n_classes
+        )
+        self._value[worker] = float(self.weights[worker]) * (p - (1.0 - p) / (self.n_classes - 1))
 
     @property
     def accuracy_(self) -> np.ndarray:
@@ -89,15 +105,16 @@ class OnlineValueEstimator:
 
     @property
     def value_(self) -> np.ndarray:
-        """``v_hat_k = weight_k (p_hat_k - (1 - p_hat_k)/(L - 1))`` (eq. 11); computed once per
-        change of the sums (a policy reads it at every decision). Read-only: a copy to
-        modify."""
-        if self._value is None:
+        """``v_hat_k = weight_k (p_hat_k - (1 - p_hat_k)/(L - 1))`` (eq. 11), shape (K,): a
+        read-only view kept up to date entry by entry (a policy reads it at every decision;
+        copy it to keep a snapshot)."""
+        if self._value is None or self._value_view is None:
             p = self.accuracy_
-            value = self.weights * (p - (1.0 - p) / (self.n_classes - 1))
-            value.flags.writeable = False
-            self._value = value
-        return self._value
+            self._value = self.weights * (p - (1.0 - p) / (self.n_classes - 1))
+            view = self._value.view()
+            view.flags.writeable = False
+            self._value_view = view
+        return self._value_view
 
 
 def confident(votes: np.ndarray, n_labels: int, stop_constant: float) -> bool:

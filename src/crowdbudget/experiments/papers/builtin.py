@@ -372,7 +372,9 @@ _register(
     RANGI2018,
     "Fig. 1",
     (2, 100),
-    ("11 s", "5.5 min"),
+    # full: 161 s of CPU with --jobs 1 (2026-12-06, load 13-17 on the 2-core machine kind,
+    # /usr/bin/time: user + sys), halved; --quick: 6.9 s of CPU (load 8)
+    ("7 s", "1.3 min"),
 )
 _register(
     "bkube-fig2",
@@ -382,7 +384,7 @@ _register(
     "Fig. 2",
     (2, 100),
     # full: 129 s of CPU with --jobs 1 (2026-12-06, load 16-20 on the 2-core machine kind,
-    # /usr/bin/time: user + sys), halved
+    # /usr/bin/time: user + sys), halved; --quick: 6.3 s of CPU (load 8)
     ("6 s", "1.1 min"),
 )
 _register(

@@ -326,3 +326,82 @@ def test_leave_one_out_unmasks_spammers_the_paper_estimate_overrates() -> None:
         estimates[feedback] = estimator.accuracy_
     assert estimates["estimate"][0] > 0.6
     assert abs(estimates[LOO][0] - 0.5) < 0.05
+
+
+def test_draw_proportional_is_rng_choice() -> None:
+    """B-KUBE's draw of i(n) is ``rng.choice(K, p=p)``'s: the same index, the same stream."""
+    from crowdbudget.policies.bandits.kube import draw_proportional
+
+    gen = np.random.default_rng(3)
+    for _ in range(500):
+        counts = gen.integers(0, 4, size=int(gen.integers(1, 25)))
+        counts[gen.integers(counts.size)] += 1  # at least one positive count
+        p = counts / counts.sum()
+        seed = int(gen.integers(2**31))
+        ours, numpy = np.random.default_rng(seed), np.random.default_rng(seed)
+        assert [draw_proportional(p, ours) for _ in range(3)] == [
+            int(numpy.choice(p.size, p=p)) for _ in range(3)
+        ]
+        assert ours.random() == numpy.random()
+
+
+def test_greedy_counts_match_the_checked_knapsack() -> None:
+    from crowdbudget.policies.bandits.knapsack import greedy_bounded_knapsack, greedy_counts
+
+    gen = np.random.default_rng(5)
+    for _ in range(300):
+        k = int(gen.integers(1, 12))
+        values = gen.normal(size=k)
+        values[gen.random(k) < 0.2] = np.inf
+        costs = gen.uniform(0.05, 2.0, size=k)
+        caps = gen.integers(0, 6, size=k)
+        budget = float(gen.uniform(0, 10))
+        counts = greedy_counts(values, costs, caps, budget)
+        assert counts @ costs <= budget + 1e-9 and np.all(counts <= caps)
+        np.testing.assert_array_equal(counts, greedy_bounded_knapsack(values, costs, caps, budget))
+
+
+def test_regret_world_keeps_the_unlimited_run() -> None:
+    """The regret runs keep only the tasks a run can reach (``sum(M_k) + 1``): the same
+    selections as on the world of a million tasks."""
+    from crowdbudget.experiments.papers.rangi2018 import (
+        REGRET_TASKS,
+        _regret_world,
+        run_on_world,
+    )
+    from crowdbudget.registry import make_policy
+    from crowdbudget.simulation.priced_workers import PricedWorkerWorld
+
+    small = PricedWorkerPool(
+        np.array([0.9, 0.6, 0.8]), np.array([0.3, 0.2, 0.5]), np.array([4, 5, 3]), 2
+    )
+    for budget in (2.0, 50.0):  # the capacities bind at 50: every reachable task is used
+        outcomes = []
+        for world_of in (_regret_world, lambda p, g: PricedWorkerWorld(p, REGRET_TASKS, g)):
+            rng = np.random.default_rng([4, int(budget)])
+            world = world_of(small, rng)
+            outcomes.append(run_on_world(make_policy("b-kube"), world, budget, rng))
+        assert outcomes[0].selections.size > 0
+        np.testing.assert_array_equal(outcomes[0].selections, outcomes[1].selections)
+        assert outcomes[0].spent == outcomes[1].spent
+        assert outcomes[0].labels_per_task.size == int(small.capacity.sum()) + 1
+
+
+def test_value_estimate_kept_entry_by_entry_is_the_recomputed_one() -> None:
+    """``v_hat`` updated for the one worker whose sums move equals the whole array
+    recomputed from the sums, bit for bit (updates and leave-one-out adjustments)."""
+    gen = np.random.default_rng(0)
+    for n_classes in (2, 3):
+        estimator = OnlineValueEstimator(6, n_classes, weights=gen.uniform(0.0, 2.0, 6))
+        _ = estimator.value_
+        for _ in range(400):
+            worker = int(gen.integers(6))
+            if gen.random() < 0.7 or estimator.evaluations_[worker] == 0:
+                estimator.update(worker, bool(gen.random() < 0.6))
+            else:
+                estimator.adjust(worker, float(gen.uniform(-1, 1)), int(gen.integers(-1, 2)))
+            fresh = OnlineValueEstimator(6, n_classes, weights=estimator.weights)
+            fresh.agreements_ = estimator.agreements_.copy()
+            fresh.evaluations_ = estimator.evaluations_.copy()
+            np.testing.assert_array_equal(estimator.value_, fresh.value_)
+        assert not estimator.value_.flags.writeable

@@ -298,7 +298,10 @@ _register(
     CHEN2013,
     "§5",
     (2, 3),
-    ("4 s", "5 min"),  # 10.4 core-min measured (three sets, 3 reps)
+    # full: 10.4 core-min measured before (three sets, 3 reps, per set); re-measured whole
+    # 2026-12-06 after the look-ahead's tail cut: 727 s CPU, 13 min 21 s wall with --jobs 2 at
+    # load 3-9 on the 2-core machine kind (/usr/bin/time), halved
+    ("4 s", "6 min"),
     reps_param=True,
 )
 _register(
@@ -372,7 +375,9 @@ _register(
     RANGI2018,
     "Fig. 1",
     (2, 100),
-    ("11 s", "5.5 min"),
+    # full: 161 s of CPU with --jobs 1 (2026-12-06, load 13-17 on the 2-core machine kind,
+    # /usr/bin/time: user + sys), halved; --quick: 6.9 s of CPU (load 8)
+    ("7 s", "1.3 min"),
 )
 _register(
     "bkube-fig2",
@@ -381,7 +386,9 @@ _register(
     RANGI2018,
     "Fig. 2",
     (2, 100),
-    ("6 s", "4 min"),
+    # full: 129 s of CPU with --jobs 1 (2026-12-06, load 16-20 on the 2-core machine kind,
+    # /usr/bin/time: user + sys), halved; --quick: 6.3 s of CPU (load 8)
+    ("6 s", "1.1 min"),
 )
 _register(
     "bbta-fig2",

@@ -318,12 +318,62 @@ def claims(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+#: the regret runs' tasks: "unlimited" — more than any run can reach (see :func:`_regret_world`)
+REGRET_TASKS = 10**6
+
+
+def _regret_world(pool: PricedWorkerPool, rng: np.random.Generator) -> PricedWorkerWorld:
+    """The regret runs' world: tasks without limit, so the loop ends only when no worker is
+    feasible. The true labels of :data:`REGRET_TASKS` tasks are drawn (so the generator the
+    policy then shares is where it always was), but only the first ``sum(M_k) + 1`` are kept:
+    every label goes to the current task and the loop moves on only after a label, so the
+    task index never exceeds the labels bought, at most ``sum(M_k)`` — the same run as with
+    a million tasks, without the per-run cost of a million-item problem and final vote."""
+    world = PricedWorkerWorld(pool, REGRET_TASKS, rng)
+    reachable = min(REGRET_TASKS, int(pool.capacity.sum()) + 1)
+    world.n_items = reachable
+    world.true_labels = world.true_labels[:reachable]
+    return world
+
+
+def _regret_rows(
+    feedback: str,
+    budgets: tuple[float, ...],
+    rep: int,
+    seed: int,
+    n_tasks_for_capacity: int = REGRET_CAPACITY_TASKS,
+) -> list[dict[str, Any]]:
+    """Replication ``rep`` of the regret curve: B-KUBE at every budget (rows budget, regret,
+    optimum, replication)."""
+    rows = []
+    pool, _ = rangi_worker_sets(n_tasks_for_capacity, np.random.default_rng([seed, rep, 7919]))
+    value = pool.value
+    for budget in budgets:
+        _, optimum = exact_bounded_knapsack(value, pool.price, pool.capacity, budget)
+        rng = np.random.default_rng([seed, rep, int(budget), 2])
+        world = _regret_world(pool, rng)
+        policy = (
+            TruthFeedbackBKube(world.true_labels)
+            if feedback == "truth"
+            else make_policy(f"b-kube:feedback={feedback}")
+        )
+        outcome = run_on_world(policy, world, budget, rng)
+        gained = float(value[outcome.selections].sum())
+        rows.append(
+            {"budget": budget, "regret": optimum - gained, "optimum": optimum, "replication": rep}
+        )
+    return rows
+
+
 def regret_curve(
     budgets: tuple[float, ...],
     reps: int,
     seed: int,
     n_tasks_for_capacity: int = REGRET_CAPACITY_TASKS,
     feedback: str = "estimate",
+    *,
+    n_jobs: int | None = 1,
+    progress: bool = False,
 ) -> pd.DataFrame:
     """Regret ``v*(B) - sum_n v_{i(n)}`` of B-KUBE (true ``v_k``, set A, ``M_k = 0.6 T``
     with T = ``n_tasks_for_capacity``).
@@ -333,25 +383,21 @@ def regret_curve(
     the true label (the MAB setting of the theorem: :class:`TruthFeedbackBKube`);
     ``"estimate"`` is §5's online estimate (the registered ``b-kube``). Both run through the
     engine on a :class:`~crowdbudget.simulation.priced_workers.PricedWorkerWorld`.
-    Columns: budget, regret_mean, regret_std,
-    optimum_mean.
+    Replications run on the experiment driver's executor (each with its own seeds, so the
+    curve does not depend on it). Columns: budget, regret_mean, regret_std, optimum_mean.
     """
-    rows = []
-    for rep in range(reps):
-        pool, _ = rangi_worker_sets(n_tasks_for_capacity, np.random.default_rng([seed, rep, 7919]))
-        value = pool.value
-        for budget in budgets:
-            _, optimum = exact_bounded_knapsack(value, pool.price, pool.capacity, budget)
-            rng = np.random.default_rng([seed, rep, int(budget), 2])
-            world = PricedWorkerWorld(pool, 10**6, rng)
-            policy = (
-                TruthFeedbackBKube(world.true_labels)
-                if feedback == "truth"
-                else make_policy(f"b-kube:feedback={feedback}")
-            )
-            outcome = run_on_world(policy, world, budget, rng)
-            gained = float(value[outcome.selections].sum())
-            rows.append({"budget": budget, "regret": optimum - gained, "optimum": optimum})
+    tasks = [(feedback, tuple(budgets), rep, seed, n_tasks_for_capacity) for rep in range(reps)]
+    rows = execute(
+        _regret_rows,
+        tasks,
+        [1.0] * len(tasks),
+        n_jobs=n_jobs,
+        progress=progress,
+        desc=f"regret ({feedback}) replications",
+        unit="rep",
+    )
+    # the serial order (by replication, then budget): the same float sums as a serial run
+    rows.sort(key=lambda row: int(row["replication"]))
     frame = pd.DataFrame(rows)
     return (
         frame.groupby("budget")
@@ -421,7 +467,9 @@ def _figure(
         budgets = REGRET_BUDGETS[:3] if quick else REGRET_BUDGETS
         settings["regret"] = {"budgets": list(budgets), "reps": regret_reps}
         for feedback in ("truth", "estimate"):
-            curve = regret_curve(budgets, regret_reps, seed, feedback=feedback)
+            curve = regret_curve(
+                budgets, regret_reps, seed, feedback=feedback, n_jobs=n_jobs, progress=progress
+            )
             fit = log_fit(curve)
             lines = [
                 f"B-KUBE regret vs exact BKP optimum, feedback={feedback} "

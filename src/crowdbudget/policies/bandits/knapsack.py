@@ -15,6 +15,8 @@ Algorithm 1 makes this case not arise inside B-KUBE.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -50,21 +52,36 @@ def greedy_bounded_knapsack(
     costs = np.asarray(costs, dtype=float)
     capacities = np.asarray(capacities, dtype=np.int64)
     _check(values, costs, capacities, budget)
+    return greedy_counts(values, costs, capacities, budget)
+
+
+def greedy_counts(
+    values: np.ndarray, costs: np.ndarray, capacities: np.ndarray, budget: float
+) -> np.ndarray:
+    """:func:`greedy_bounded_knapsack` without the argument checks, for callers whose
+    arrays are checked once (B-KUBE's selector, every iteration): float ``values`` and
+    ``costs`` and integer ``capacities`` of shape (K,), ``costs > 0``.
+
+    The loop over the K workers runs on Python floats: the same IEEE-754 double operations
+    in the same order as on NumPy scalars (so the same counts), without their overhead."""
     density = values / costs
     # stable sort on -density; +inf densities (untried workers) come first
-    order = np.argsort(-density, kind="stable")
-    counts = np.zeros(values.size, dtype=np.int64)
+    order = np.argsort(-density, kind="stable").tolist()
+    cost = costs.tolist()
+    capacity = capacities.tolist()
+    counts = [0] * len(cost)
     used = 0.0
     for k in order:  # K iterations, K = number of workers (not items)
-        if used + costs[k] <= budget:
+        price = cost[k]
+        if used + price <= budget:
             # the small epsilon guards floor() against (B - used)/c landing a hair below an
             # integer through rounding; the budget check below keeps the result feasible
-            take = min(int(capacities[k]), int(np.floor((budget - used) / costs[k] + 1e-12)))
-            while take > 0 and used + take * costs[k] > budget + 1e-9:
+            take = min(capacity[k], math.floor((budget - used) / price + 1e-12))
+            while take > 0 and used + take * price > budget + 1e-9:
                 take -= 1
             counts[k] = take
-            used += take * costs[k]
-    return counts
+            used += take * price
+    return np.array(counts, dtype=np.int64)
 
 
 def exact_bounded_knapsack(

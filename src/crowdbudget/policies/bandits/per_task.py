@@ -167,15 +167,15 @@ class PerTaskWorkerPolicy(AllocationPolicy):
                 self._task += 1
                 continue
             capacity = self._capacity_left(state)
-            if not np.any(fits & (capacity > 0)):
+            if not (fits & (capacity > 0)).any():
                 return None  # no worker is affordable with capacity left
             available = self._available_workers(state, task)
             if available is not None:
                 capacity = np.where(available, capacity, 0)
-                if not np.any(fits & (capacity > 0)):
+                if not (fits & (capacity > 0)).any():
                     self._task += 1  # replay: nobody feasible has a label for this task
                     continue
-            if self._close_pairs(state, task, capacity) and not np.any(fits & (capacity > 0)):
+            if self._close_pairs(state, task, capacity) and not (fits & (capacity > 0)).any():
                 self._task += 1  # live rules: every feasible worker has it or is blocked
                 continue
             return task, capacity

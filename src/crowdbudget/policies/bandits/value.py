@@ -29,11 +29,16 @@ from crowdbudget.exceptions import InvalidParameterError
 
 
 def weighted_vote(votes: np.ndarray, rng: np.random.Generator) -> int:
-    """eq. (10): argmax of the accumulated contributions ``votes`` (shape (L,)), ties at random."""
-    best = np.flatnonzero(votes == votes.max())
-    if best.size == 1:
-        return int(best[0])
-    return int(best[rng.integers(best.size)])
+    """eq. (10): argmax of the accumulated contributions ``votes`` (shape (L,)), ties at random.
+
+    On Python floats (L is a handful of classes): the same comparisons as on the array, so
+    the same leaders and the same draw."""
+    values = votes.tolist()
+    top = max(values)
+    best = [label for label, value in enumerate(values) if value == top]
+    if len(best) == 1:
+        return best[0]
+    return best[int(rng.integers(len(best)))]
 
 
 class OnlineValueEstimator:
@@ -57,11 +62,15 @@ class OnlineValueEstimator:
             raise InvalidParameterError("weights must have shape (n_workers,) and be >= 0")
         self.agreements_ = np.zeros(n_workers)
         self.evaluations_ = np.zeros(n_workers, dtype=np.int64)
+        # v_hat, shape (K,): computed once, then only the entry of the worker whose sums move
+        self._value: np.ndarray | None = None
+        self._value_view: np.ndarray | None = None
 
     def update(self, worker: int, agreed: bool) -> None:
         """Record one evaluation of ``worker`` that did (not) match the current estimate."""
         self.agreements_[worker] += float(agreed)
         self.evaluations_[worker] += 1
+        self._refresh(worker)
 
     def adjust(self, worker: int, agreement_change: float, evaluations_change: int) -> None:
         """Re-score one of ``worker``'s evaluations (leave-one-out feedback,
@@ -69,6 +78,21 @@ class OnlineValueEstimator:
         agreement (in [−1, 1]) and of the number of scored evaluations (0 or 1)."""
         self.agreements_[worker] += agreement_change
         self.evaluations_[worker] += evaluations_change
+        self._refresh(worker)
+
+    def _refresh(self, worker: int) -> None:
+        """Recompute ``v_hat`` of ``worker`` alone: the operations of :attr:`accuracy_` and
+        :attr:`value_` on this entry, on Python floats — the same IEEE doubles, so the same
+        bits as the whole arrays recomputed."""
+        if self._value is None:
+            return
+        evaluations = int(self.evaluations_[worker])
+        p = (
+            float(self.agreements_[worker]) / evaluations
+            if evaluations > 0
+            else 1.0 / self.n_classes
+        )
+        self._value[worker] = float(self.weights[worker]) * (p - (1.0 - p) / (self.n_classes - 1))
 
     @property
     def accuracy_(self) -> np.ndarray:
@@ -81,9 +105,16 @@ class OnlineValueEstimator:
 
     @property
     def value_(self) -> np.ndarray:
-        """``v_hat_k = weight_k (p_hat_k - (1 - p_hat_k)/(L - 1))`` (eq. 11)."""
-        p = self.accuracy_
-        return self.weights * (p - (1.0 - p) / (self.n_classes - 1))
+        """``v_hat_k = weight_k (p_hat_k - (1 - p_hat_k)/(L - 1))`` (eq. 11), shape (K,): a
+        read-only view kept up to date entry by entry (a policy reads it at every decision;
+        copy it to keep a snapshot)."""
+        if self._value is None or self._value_view is None:
+            p = self.accuracy_
+            self._value = self.weights * (p - (1.0 - p) / (self.n_classes - 1))
+            view = self._value.view()
+            view.flags.writeable = False
+            self._value_view = view
+        return self._value_view
 
 
 def confident(votes: np.ndarray, n_labels: int, stop_constant: float) -> bool:
@@ -113,9 +144,22 @@ def confident(votes: np.ndarray, n_labels: int, stop_constant: float) -> bool:
     """
     if n_labels < 2:
         return False
-    top_two = np.sort(votes)[-2:]
+    top_two = sorted(votes.tolist())[-2:]
     margin = float(top_two[1] - top_two[0]) / n_labels
-    return margin > stop_constant * np.sqrt(np.log(n_labels + 1.0) / n_labels)
+    return margin > stop_constant * _radius(n_labels)
+
+
+#: ``sqrt(log(t + 1) / t)`` by t, as NumPy computes it (its log may differ from the C
+#: library's in the last bit; the cut-offs stay NumPy's)
+_RADII: dict[int, float] = {}
+
+
+def _radius(n_labels: int) -> float:
+    radius = _RADII.get(n_labels)
+    if radius is None:
+        radius = float(np.sqrt(np.log(n_labels + 1.0) / n_labels))
+        _RADII[n_labels] = radius
+    return radius
 
 
 def rescore_leave_one_out(
@@ -128,14 +172,22 @@ def rescore_leave_one_out(
     """Score each (worker, answer) of one task against the vote of the task's other labels and
     move the estimator's sums by the change (``feedback="leave-one-out"``); ``votes`` (L,)
     holds the task's accumulated contributions including every label."""
+    totals = votes.tolist()
+    weight = weights.tolist()
     for position, (worker, answer) in enumerate(labels):
-        others = votes.copy()
-        others[answer] -= weights[worker]
+        others = list(totals)
+        others[answer] -= weight[worker]
         new: float | None = None
         # the others' total is a sum of non-negative weights: > 0 iff another label counts
-        if others.sum() > 1e-12:
-            leaders = np.flatnonzero(np.isclose(others, others.max()))
-            new = 1.0 / leaders.size if answer in leaders else 0.0
+        # (summed left to right, as NumPy sums a few values)
+        total = 0.0
+        for vote in others:
+            total += vote
+        if total > 1e-12:
+            # np.isclose(others, max) with its default tolerances, on Python floats (finite)
+            top = max(others)
+            leaders = [l for l, o in enumerate(others) if abs(o - top) <= 1e-8 + 1e-5 * abs(top)]
+            new = 1.0 / len(leaders) if answer in leaders else 0.0
         old = scores[position]
         if new == old:
             continue

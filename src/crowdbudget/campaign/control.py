@@ -280,7 +280,7 @@ class CampaignControlLedger(ControlLedger):
     _values: dict[tuple[int, int, tuple[float, float]], float] = field(
         default_factory=dict, repr=False, compare=False
     )
-    _crowd: tuple[Any, float, int] | None = field(default=None, repr=False, compare=False)
+    _value_sum: tuple[Any, float, int] | None = field(default=None, repr=False, compare=False)
 
     def _value_of(self, worker: int) -> float:
         """``E[w(a)]`` under ``worker``'s posterior (memoised on their answer counts)."""
@@ -300,10 +300,10 @@ class CampaignControlLedger(ControlLedger):
         if self.n_workers is not None:
             return super()._replacement(worker)
         version = (self.control_labels, frozenset(self.blocked), self.tasks.prior)
-        if self._crowd is None or self._crowd[0] != version:
+        if self._value_sum is None or self._value_sum[0] != version:
             mine = [w for w in self.answered if w not in self.blocked]
-            self._crowd = (version, float(sum(self._value_of(w) for w in mine)), len(mine))
-        _, total, count = self._crowd
+            self._value_sum = (version, float(sum(self._value_of(w) for w in mine)), len(mine))
+        _, total, count = self._value_sum
         if worker is not None and worker in self.answered and worker not in self.blocked:
             total, count = total - self._value_of(worker), count - 1
         if count <= 0:

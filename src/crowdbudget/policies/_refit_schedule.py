@@ -12,21 +12,27 @@ labels in all instead of T² / (2 refit).
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 import numpy as np
 
 from crowdbudget.exceptions import InvalidParameterError
 
 
+def _finite_nonnegative(value: object) -> TypeGuard[float | np.floating | np.integer]:
+    """A real number (not a bool), finite and >= 0."""
+    return (
+        isinstance(value, int | float | np.integer | np.floating)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+        and float(value) >= 0.0
+    )
+
+
 def check_refit_growth(refit_growth: object, refit: int) -> None:
     """Refuse a ``refit_growth`` that is not a finite number >= 0, or one > 0 with ``refit``
     0 (a campaign that never refits has no schedule to grow), in one line."""
-    if not (
-        isinstance(refit_growth, int | float | np.integer | np.floating)
-        and not isinstance(refit_growth, bool)
-        and math.isfinite(float(refit_growth))
-        and float(refit_growth) >= 0.0
-    ):
+    if not _finite_nonnegative(refit_growth):
         raise InvalidParameterError(
             f"refit_growth must be a finite number >= 0 (0: a refit every `refit` labels), "
             f"got {refit_growth!r}"
@@ -60,12 +66,7 @@ def check_refit_tol(refit_tol: object, refit: int, worker_model: str, refit_item
     """Refuse a ``refit_tol`` (the incremental refit's tolerance on a worker's mean
     reliability) that is not a finite number >= 0, or one > 0 without a refit, on two-coin
     workers or with the exact item step, in one line."""
-    if not (
-        isinstance(refit_tol, int | float | np.integer | np.floating)
-        and not isinstance(refit_tol, bool)
-        and math.isfinite(float(refit_tol))
-        and float(refit_tol) >= 0.0
-    ):
+    if not _finite_nonnegative(refit_tol):
         raise InvalidParameterError(
             f"refit_tol must be a finite number >= 0 (0: the full refit), got {refit_tol!r}"
         )

@@ -17,8 +17,7 @@ from fastapi.testclient import TestClient
 from crowdbudget.campaign import Campaign, EventStore
 from crowdbudget.exceptions import CrowdBudgetError
 from crowdbudget.service import create_app
-from crowdbudget.service.settings import ServiceSettings
-from test_service_control import _checksum
+from service_helpers import CampaignApi, bearer, db_checksum
 
 ITEMS = [f"i{k}" for k in range(30)]
 TRUTH = {item: str(k % 2) for k, item in enumerate(ITEMS)}
@@ -189,13 +188,8 @@ def test_push_control_survives_load_and_refresh(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ HTTP
-class PushApi:
+class PushApi(CampaignApi):
     def __init__(self, tmp_path: Path) -> None:
-        self.url = f"sqlite:///{tmp_path / 'push.db'}"
-        self.client = TestClient(
-            create_app(self.url, settings=ServiceSettings(setup_timeout=300.0)),
-            raise_server_exceptions=False,
-        )
         body = {
             "items": ITEMS,
             "budget": 40,
@@ -212,19 +206,9 @@ class PushApi:
                 "min_answers": 2,
             },
         }
-        created = self.client.post("/v1/campaigns", json=body)
-        assert created.status_code == 201, created.text
-        self.cid, self.key = created.json()["campaign_id"], created.json()["requester_key"]
-        self.base = f"/v1/campaigns/{self.cid}"
-        self.headers = {"Authorization": f"Bearer {self.key}"}
-        self.tokens: dict[str, str] = {}
-        for worker in TEAM:
-            response = self.call("POST", "/workers", json={"worker_id": worker})
-            assert response.status_code == 201, response.text
-            self.tokens[worker] = response.json()["worker_token"]
-
-    def call(self, method: str, path: str, **kw: Any) -> Any:
-        return self.client.request(method, self.base + path, headers=self.headers, **kw)
+        super().__init__(tmp_path, body, "push.db", setup_timeout=300.0)
+        self.headers = bearer(self.key)
+        self.tokens = {worker: self.worker(worker) for worker in TEAM}
 
     def push(self, count: int, spammer: str = "b") -> list[dict[str, Any]]:
         response = self.call("POST", "/push", json={"count": count})
@@ -234,7 +218,7 @@ class PushApi:
             right = TRUTH[a["item_id"]]
             label = str(1 - int(right)) if a["worker_id"] == spammer else right
             path = f"{self.base}/assignments/{a['assignment_id']}/label"
-            token = {"Authorization": f"Bearer {self.tokens[a['worker_id']]}"}
+            token = bearer(self.tokens[a["worker_id"]])
             answer = self.client.post(path, headers=token, json={"label": label})
             assert answer.status_code == 200, answer.text
         return work
@@ -271,11 +255,11 @@ def test_http_push_serves_control_and_blocks(tmp_path: Path) -> None:
 )
 def test_http_bad_rule_settings_change_nothing(tmp_path: Path, body: Any, needle: str) -> None:
     api = PushApi(tmp_path)
-    before = _checksum(api.url)
+    before = db_checksum(api.url)
     response = api.call("PATCH", "/control", json=body)
     assert response.status_code == 422, response.text
     assert needle in response.json()["detail"]
-    assert _checksum(api.url) == before
+    assert db_checksum(api.url) == before
 
 
 def test_the_live_ledgers_crowd_value_is_the_rules() -> None:
@@ -308,9 +292,9 @@ def test_http_a_bad_rule_at_creation_stores_nothing(
     tmp_path: Path, control: dict[str, Any], needle: str
 ) -> None:
     api = PushApi(tmp_path)
-    before = _checksum(api.url)
+    before = db_checksum(api.url)
     body = {"items": ITEMS, "budget": 4, "control": control}
     response = api.client.post("/v1/campaigns", json=body)
     assert response.status_code == 422, response.text
     assert needle in response.json()["detail"]
-    assert _checksum(api.url) == before
+    assert db_checksum(api.url) == before

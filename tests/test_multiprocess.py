@@ -21,6 +21,7 @@ from crowdbudget.client import Client
 from crowdbudget.service import create_app
 from crowdbudget.service.local import LocalServer
 from crowdbudget.testing.service_load import LoadCampaign, check_store, run_load
+from service_helpers import bearer
 
 N_PROCESSES, N_CAMPAIGNS, N_ITEMS, BUDGET, N_WORKERS, N_THREADS = 3, 2, 40, 120, 12, 6
 
@@ -81,10 +82,6 @@ def test_processes_on_one_store_answer_as_one(db_url: str) -> None:
             server.stop()
 
 
-def _bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
 def test_a_label_to_the_process_that_did_not_assign_it_is_accepted_after_catching_up(
     db_url: str,
 ) -> None:
@@ -99,28 +96,28 @@ def test_a_label_to_the_process_that_did_not_assign_it_is_accepted_after_catchin
         created = first.post("/v1/campaigns", json=body).json()
         cid, key = created["campaign_id"], created["requester_key"]
         token = first.post(
-            f"/v1/campaigns/{cid}/workers", json={"worker_id": "w1"}, headers=_bearer(key)
+            f"/v1/campaigns/{cid}/workers", json={"worker_id": "w1"}, headers=bearer(key)
         ).json()["worker_token"]
         # the second process reads the campaign once: its one full load
-        assert second.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).status_code == 200
+        assert second.get(f"/v1/campaigns/{cid}/status", headers=bearer(key)).status_code == 200
         assert stores[1].activity["loads"] == 1
         rounds = 3
         for _ in range(rounds):
-            handed = first.post(f"/v1/campaigns/{cid}/assignments", headers=_bearer(token))
+            handed = first.post(f"/v1/campaigns/{cid}/assignments", headers=bearer(token))
             assert handed.status_code == 200, handed.text
             assignment_id = handed.json()["assignment_id"]
             caught_up_before = stores[1].activity["caught_up_events"]
             answered = second.post(
                 f"/v1/campaigns/{cid}/assignments/{assignment_id}/label",
                 json={"label": "yes"},
-                headers=_bearer(token),
+                headers=bearer(token),
             )
             assert answered.status_code == 200, answered.text
             # the second process applied the events it missed (at least the assignment)…
             assert stores[1].activity["caught_up_events"] > caught_up_before
         # …and never rebuilt the campaign from its whole history
         assert stores[1].activity["loads"] == 1
-        status = second.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()
+        status = second.get(f"/v1/campaigns/{cid}/status", headers=bearer(key)).json()
         assert status["spent"] == rounds and status["pending"] == 0
         truth = Campaign.load(stores[0], cid).status()
         assert truth["spent"] == rounds and truth["pending"] == 0

@@ -17,15 +17,12 @@ from fastapi.testclient import TestClient
 from crowdbudget.client import Client, ServiceError
 from crowdbudget.service import create_app
 from crowdbudget.service.local import free_port as _free_port
+from service_helpers import bearer
 
 
 @pytest.fixture
 def api(tmp_path: Path) -> TestClient:
     return TestClient(create_app(f"sqlite:///{tmp_path / 'svc.db'}"))
-
-
-def _bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def _campaign(api: TestClient, **extra: object) -> tuple[str, str]:
@@ -38,7 +35,7 @@ def _campaign(api: TestClient, **extra: object) -> tuple[str, str]:
 
 def _worker(api: TestClient, cid: str, key: str, name: str) -> str:
     response = api.post(
-        f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=_bearer(key)
+        f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=bearer(key)
     )
     assert response.status_code == 201, response.text
     return str(response.json()["worker_token"])
@@ -50,15 +47,15 @@ def test_openapi_and_access_control(api: TestClient) -> None:
     cid, key = _campaign(api)
     token = _worker(api, cid, key, "w1")
     assert api.get(f"/v1/campaigns/{cid}/status").status_code == 401
-    assert api.get(f"/v1/campaigns/{cid}/status", headers=_bearer("wrong")).status_code == 403
-    assert api.get(f"/v1/campaigns/{cid}/status", headers=_bearer(token)).status_code == 403
-    assert api.post(f"/v1/campaigns/{cid}/assignments", headers=_bearer(key)).status_code == 403
+    assert api.get(f"/v1/campaigns/{cid}/status", headers=bearer("wrong")).status_code == 403
+    assert api.get(f"/v1/campaigns/{cid}/status", headers=bearer(token)).status_code == 403
+    assert api.post(f"/v1/campaigns/{cid}/assignments", headers=bearer(key)).status_code == 403
     other_cid, other_key = _campaign(api)
-    assert api.get(f"/v1/campaigns/{cid}/status", headers=_bearer(other_key)).status_code == 403
+    assert api.get(f"/v1/campaigns/{cid}/status", headers=bearer(other_key)).status_code == 403
     # nothing changed by the refused calls: the events are ``created`` and w1's
     # ``workers_added`` (issuing a token registers the worker)
-    assert api.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()["events"] == 2
-    listed = api.get("/v1/campaigns", headers=_bearer(key)).json()
+    assert api.get(f"/v1/campaigns/{cid}/status", headers=bearer(key)).json()["events"] == 2
+    listed = api.get("/v1/campaigns", headers=bearer(key)).json()
     assert [c["campaign_id"] for c in listed] == [cid]
     # keys are stored hashed
     db = Path(api.app.state.service.store.url.removeprefix("sqlite:///")).read_bytes()  # type: ignore[attr-defined]
@@ -69,30 +66,30 @@ def test_openapi_and_access_control(api: TestClient) -> None:
 def test_worker_flow_idempotency_and_errors(api: TestClient) -> None:
     cid, key = _campaign(api)
     t1, t2 = _worker(api, cid, key, "w1"), _worker(api, cid, key, "w2")
-    a = api.post(f"/v1/campaigns/{cid}/assignments", headers=_bearer(t1)).json()
+    a = api.post(f"/v1/campaigns/{cid}/assignments", headers=bearer(t1)).json()
     url = f"/v1/campaigns/{cid}/assignments/{a['assignment_id']}/label"
-    assert api.post(url, json={"label": "maybe"}, headers=_bearer(t1)).status_code == 422
-    assert api.post(url, json={"label": "yes"}, headers=_bearer(t2)).status_code == 409
-    assert api.post(url, json={}, headers=_bearer(t1)).status_code == 422
+    assert api.post(url, json={"label": "maybe"}, headers=bearer(t1)).status_code == 422
+    assert api.post(url, json={"label": "yes"}, headers=bearer(t2)).status_code == 409
+    assert api.post(url, json={}, headers=bearer(t1)).status_code == 422
     for _ in range(2):  # the same answer twice is recorded once
-        r = api.post(url, json={"label": "yes"}, headers=_bearer(t1))
+        r = api.post(url, json={"label": "yes"}, headers=bearer(t1))
         assert r.status_code == 200 and r.json()["status"] == "answered"
-    assert api.post(url, json={"label": "no"}, headers=_bearer(t1)).status_code == 409
+    assert api.post(url, json={"label": "no"}, headers=bearer(t1)).status_code == 409
     missing = f"/v1/campaigns/{cid}/assignments/nope/label"
-    assert api.post(missing, json={"label": "yes"}, headers=_bearer(t1)).status_code == 404
-    assert api.get("/v1/campaigns/nope/status", headers=_bearer(key)).status_code == 403
-    status = api.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()
+    assert api.post(missing, json={"label": "yes"}, headers=bearer(t1)).status_code == 404
+    assert api.get("/v1/campaigns/nope/status", headers=bearer(key)).status_code == 403
+    status = api.get(f"/v1/campaigns/{cid}/status", headers=bearer(key)).json()
     assert status["n_labels"] == 1 and status["spent"] == 1
-    export = api.get(f"/v1/campaigns/{cid}/export", headers=_bearer(key)).text
+    export = api.get(f"/v1/campaigns/{cid}/export", headers=bearer(key)).text
     assert export.splitlines() == ["task,worker,label", f"{a['item_id']},w1,yes"]
-    results = api.get(f"/v1/campaigns/{cid}/results", headers=_bearer(key)).json()
+    results = api.get(f"/v1/campaigns/{cid}/results", headers=bearer(key)).json()
     assert {r["task"] for r in results} == {"a", "b", "c"}
 
 
 def test_budget_is_never_overspent_and_204_when_done(api: TestClient) -> None:
     cid, key = _campaign(api, budget=2)
     tokens = [_worker(api, cid, key, f"w{k}") for k in range(4)]
-    got = [api.post(f"/v1/campaigns/{cid}/assignments", headers=_bearer(t)) for t in tokens]
+    got = [api.post(f"/v1/campaigns/{cid}/assignments", headers=bearer(t)) for t in tokens]
     assert [r.status_code for r in got] == [200, 200, 204, 204]
 
 
@@ -329,16 +326,16 @@ def test_two_service_processes_on_one_database(db_url: str) -> None:
 def test_push_mode_and_label_import(api: TestClient) -> None:
     cid, key = _campaign(api, budget=5)
     pushed = api.post(
-        f"/v1/campaigns/{cid}/push", json={"worker_ids": ["ann", "bob", "cy"]}, headers=_bearer(key)
+        f"/v1/campaigns/{cid}/push", json={"worker_ids": ["ann", "bob", "cy"]}, headers=bearer(key)
     )
     assert pushed.status_code == 200
     assert [a["worker_id"] for a in pushed.json()] == ["ann", "bob", "cy"]
     assert len({a["item_id"] for a in pushed.json()}) == 3  # busy items are offered last
     csv = "task,worker,label\na,ext1,yes\nb,ext2,no\n"
-    csv_headers = {**_bearer(key), "Content-Type": "text/csv"}
+    csv_headers = {**bearer(key), "Content-Type": "text/csv"}
     r = api.post(f"/v1/campaigns/{cid}/labels/import", content=csv, headers=csv_headers)
     assert r.status_code == 200 and r.json() == {"imported": 2}
-    status = api.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()
+    status = api.get(f"/v1/campaigns/{cid}/status", headers=bearer(key)).json()
     assert status["n_labels"] == 2 and status["spent"] == 0 and status["pending"] == 3
     bad = api.post(
         f"/v1/campaigns/{cid}/labels/import",
@@ -356,18 +353,18 @@ def test_shutdown_closes_the_event_store_and_loses_nothing(tmp_path: Path) -> No
     with TestClient(app) as api:
         cid, key = _campaign(api)
         token = _worker(api, cid, key, "w1")
-        assignment = api.post(f"/v1/campaigns/{cid}/assignments", headers=_bearer(token))
+        assignment = api.post(f"/v1/campaigns/{cid}/assignments", headers=bearer(token))
         aid = assignment.json()["assignment_id"]
         answer = api.post(
             f"/v1/campaigns/{cid}/assignments/{aid}/label",
-            headers=_bearer(token),
+            headers=bearer(token),
             json={"label": "yes"},
         )
         assert answer.status_code == 200, answer.text
     store = app.state.service.store
     assert store._committer is None and store._writer is None
     with TestClient(create_app(url)) as again:
-        status = again.get(f"/v1/campaigns/{cid}/status", headers=_bearer(key)).json()
+        status = again.get(f"/v1/campaigns/{cid}/status", headers=bearer(key)).json()
     assert status["n_labels"] == 1 and status["spent"] == 1.0
 
 
@@ -391,7 +388,7 @@ def test_client_gold_and_calibration(api: TestClient) -> None:
     boss.put_gold(cid, [("b", "yes")])  # replaces
     assert boss.get_gold(cid) == {"b": "yes"}
     found = boss.calibration(cid)
-    direct = api.get(f"/v1/campaigns/{cid}/calibration", headers=_bearer(key)).json()
+    direct = api.get(f"/v1/campaigns/{cid}/calibration", headers=bearer(key)).json()
     assert found == direct and (found["n_gold"], found["n_scored"]) == (1, 1)
     assert boss.calibration(cid, verdict="mv")["verdict"] == "mv"
     with pytest.raises(ServiceError) as refused:

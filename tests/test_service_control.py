@@ -6,17 +6,16 @@ nothing in the database (the checksum)."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from crowdbudget.campaign import Campaign, EventStore
 from crowdbudget.service import create_app
-from crowdbudget.service.settings import ServiceSettings
+from service_helpers import CampaignApi
+from service_helpers import db_checksum as _checksum
 
 ITEMS = [f"i{k}" for k in range(10)]
 CLASSES = ["no", "yes"]
@@ -24,27 +23,10 @@ TRUTH = {item: CLASSES[k % 2] for k, item in enumerate(ITEMS)}
 CONTROL = [{"item": item, "label": TRUTH[item]} for item in ITEMS[:3]]
 
 
-def _checksum(url: str) -> str:
-    """SHA-256 over every stored event and credential, in key order."""
-    engine = sa.create_engine(url)
-    digest = hashlib.sha256()
-    with engine.connect() as conn:
-        for table, order in (("events", "campaign_id, seq"), ("credentials", "key_hash")):
-            for row in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")):
-                digest.update(repr(tuple(row)).encode())
-    engine.dispose()
-    return digest.hexdigest()
-
-
-class Api:
+class Api(CampaignApi):
     """A TestClient on a fresh database with one campaign with control tasks."""
 
     def __init__(self, tmp_path: Path, **settings: Any) -> None:
-        self.url = f"sqlite:///{tmp_path / 'control.db'}"
-        self.client = TestClient(
-            create_app(self.url, settings=ServiceSettings(**settings)),
-            raise_server_exceptions=False,
-        )
         control = {"items": CONTROL, "first_k": 2, "rate": 0.0, "block_below": 0.7}
         body = {
             "items": ITEMS,
@@ -54,20 +36,7 @@ class Api:
             "verdict": "mv",
             "control": {**control, "min_answers": 2},
         }
-        created = self.client.post("/v1/campaigns", json=body)
-        assert created.status_code == 201, created.text
-        self.cid, self.key = created.json()["campaign_id"], created.json()["requester_key"]
-        self.base = f"/v1/campaigns/{self.cid}"
-
-    def call(self, method: str, path: str, key: str | None = "requester", **kw: Any) -> Any:
-        key = self.key if key == "requester" else key
-        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
-        return self.client.request(method, self.base + path, headers=headers, **kw)
-
-    def worker(self, name: str) -> str:
-        response = self.call("POST", "/workers", json={"worker_id": name})
-        assert response.status_code == 201, response.text
-        return str(response.json()["worker_token"])
+        super().__init__(tmp_path, body, "control.db", **settings)
 
     def answer(self, token: str, *, spammer: bool = False) -> Any:
         """One request of the worker, answered right (a spammer: wrong); the response."""
@@ -78,16 +47,6 @@ class Api:
             path = f"/assignments/{work.json()['assignment_id']}/label"
             assert self.call("POST", path, key=token, json={"label": label}).status_code == 200
         return work
-
-    def refused(self, method: str, path: str, status: int, **kw: Any) -> str:
-        before = _checksum(self.url)
-        response = self.call(method, path, **kw)
-        assert response.status_code == status, (response.status_code, response.text[:300])
-        assert len(response.content) < 1000
-        assert _checksum(self.url) == before, f"{method} {path} changed the database"
-        detail: str = response.json()["detail"]
-        assert detail and "\n" not in detail
-        return detail
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crowdbudget.service import create_app
+from service_helpers import bearer
 
 FINITE = st.floats(allow_nan=False, allow_infinity=False)  # JSON has no NaN or infinity
 json_scalars = st.none() | st.booleans() | st.integers() | FINITE | st.text(max_size=8)
@@ -82,17 +83,15 @@ def test_campaign_routes_never_5xx(
     token = api.post(
         f"/v1/campaigns/{cid}/workers",
         json={"worker_id": "w"},
-        headers={"Authorization": f"Bearer {key}"},
+        headers=bearer(key),
     ).json()["worker_token"]
     headers = {
-        "requester": {"Authorization": f"Bearer {key}"},
-        "worker": {"Authorization": f"Bearer {token}"},
+        "requester": bearer(key),
+        "worker": bearer(token),
         "none": {},
         "garbage": {"Authorization": "Basic zzz"},
     }[auth]
-    real = api.post(
-        f"/v1/campaigns/{cid}/assignments", headers={"Authorization": f"Bearer {token}"}
-    )
+    real = api.post(f"/v1/campaigns/{cid}/assignments", headers=bearer(token))
     aid = (
         real.json()["assignment_id"] if real.status_code == 200 and assignment == "" else assignment
     )

@@ -5,13 +5,11 @@ row is bad, and never changes an allocation."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from crowdbudget.aggregation.calibration import (
@@ -24,48 +22,19 @@ from crowdbudget.aggregation.calibration import (
 )
 from crowdbudget.campaign import Campaign, EventStore
 from crowdbudget.service import create_app
-from crowdbudget.service.settings import ServiceSettings
+from service_helpers import CampaignApi, bearer
 
 ITEMS = [f"i{k}" for k in range(8)]
 CLASSES = ["no", "yes"]
 TRUTH = {item: CLASSES[k % 2] for k, item in enumerate(ITEMS)}
 
 
-def _checksum(url: str) -> str:
-    """SHA-256 over every stored event and credential, in key order."""
-    engine = sa.create_engine(url)
-    digest = hashlib.sha256()
-    with engine.connect() as conn:
-        for table, order in (("events", "campaign_id, seq"), ("credentials", "key_hash")):
-            for row in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")):
-                digest.update(repr(tuple(row)).encode())
-    engine.dispose()
-    return digest.hexdigest()
-
-
-class Api:
+class Api(CampaignApi):
     """A TestClient on a fresh database with one campaign, its requester key and a worker."""
 
     def __init__(self, tmp_path: Path, name: str = "gold.db", **settings: Any) -> None:
-        self.url = f"sqlite:///{tmp_path / name}"
-        self.client = TestClient(
-            create_app(self.url, settings=ServiceSettings(**settings)),
-            raise_server_exceptions=False,
-        )
         body = {"items": ITEMS, "budget": 24, "classes": CLASSES, "seed": 3}
-        created = self.client.post("/v1/campaigns", json=body).json()
-        self.cid, self.key = created["campaign_id"], created["requester_key"]
-        self.base = f"/v1/campaigns/{self.cid}"
-
-    def call(self, method: str, path: str, key: str | None = "requester", **kw: Any) -> Any:
-        key = self.key if key == "requester" else key
-        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
-        return self.client.request(method, self.base + path, headers=headers, **kw)
-
-    def worker(self, name: str) -> str:
-        response = self.call("POST", "/workers", json={"worker_id": name})
-        assert response.status_code == 201, response.text
-        return str(response.json()["worker_token"])
+        super().__init__(tmp_path, body, name, **settings)
 
     def label(self, n: int, rng: np.random.Generator) -> None:
         """``n`` answers from four workers right 80% of the time."""
@@ -83,19 +52,6 @@ class Api:
 
     def events(self) -> int:
         return int(self.call("GET", "/status").json()["events"])
-
-    def refused(self, method: str, path: str, status: int, **kw: Any) -> str:
-        """A request that must be refused with ``status``, change nothing, and say why on
-        one short JSON line."""
-        before = _checksum(self.url)
-        response = self.call(method, path, **kw)
-        assert response.status_code == status, (response.status_code, response.text[:300])
-        assert response.headers["content-type"].startswith("application/json")
-        assert len(response.content) < 1000
-        assert _checksum(self.url) == before, f"{method} {path} changed the database"
-        detail: str = response.json()["detail"]
-        assert detail and "\n" not in detail
-        return detail
 
 
 def _rows(gold: dict[str, str]) -> list[dict[str, str]]:
@@ -138,7 +94,7 @@ def test_gold_and_calibration_survive_a_restart(tmp_path: Path) -> None:
     calibration = api.call("GET", "/calibration").json()
     # a new process on the same database, and the library's Campaign.load
     restarted = TestClient(create_app(api.url))
-    headers = {"Authorization": f"Bearer {api.key}"}
+    headers = bearer(api.key)
     assert restarted.get(f"{api.base}/gold", headers=headers).json() == _rows(sample)
     assert restarted.get(f"{api.base}/calibration", headers=headers).json() == calibration
     loaded = Campaign.load(EventStore(api.url), api.cid)
@@ -188,7 +144,7 @@ def test_gold_needs_the_requester_key(api: Api, tmp_path: Path) -> None:
         api.refused(method, path, 403, key=other["requester_key"], **kw)
         api.refused(method, path, 403, key="not-a-key", **kw)
     unknown = TestClient(create_app(api.url)).put(
-        "/v1/campaigns/nope/gold", json=sample, headers={"Authorization": f"Bearer {api.key}"}
+        "/v1/campaigns/nope/gold", json=sample, headers=bearer(api.key)
     )
     assert unknown.status_code == 403  # the key is checked first, as for every route
 

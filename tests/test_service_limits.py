@@ -5,11 +5,9 @@ and a hostile load that leaves a normal client's round trips fast (docs/service.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,11 +19,11 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
-import sqlalchemy as sa
 
 from crowdbudget.registry import check_network_verdict
+from crowdbudget.service.local import free_port
 from crowdbudget.service.settings import ServiceSettings
-from test_service_safety import OPERATOR, Api
+from service_helpers import OPERATOR, Api, bearer, db_checksum
 
 LINUX = sys.platform.startswith("linux")
 
@@ -55,7 +53,7 @@ def _campaign_with_labels(api: Api, n_items: int = 600, **body: Any) -> tuple[st
     response = api.client.post(
         f"/v1/campaigns/{cid}/labels/import",
         content=_labels_csv(n_items),
-        headers={"Authorization": f"Bearer {boss}", "Content-Type": "text/csv"},
+        headers={**bearer(boss), "Content-Type": "text/csv"},
     )
     assert response.status_code == 200, response.text
     return cid, boss
@@ -235,19 +233,12 @@ def test_a_set_up_beyond_the_memory_ceiling_is_refused(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------ real servers
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class Server:
     """A ``crowdbudget serve`` subprocess on a free loopback port."""
 
     def __init__(self, tmp_path: Path, *flags: str) -> None:
         self.url = f"sqlite:///{tmp_path / 'served.db'}"
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "CROWDBUDGET_OPERATOR_KEY": OPERATOR}
         self.process = subprocess.Popen(
@@ -280,7 +271,7 @@ class Server:
         raise AssertionError("the service did not start")
 
     def call(self, method: str, path: str, key: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {key}", **kwargs.pop("headers", {})}
+        headers = {**bearer(key), **kwargs.pop("headers", {})}
         timeout = kwargs.pop("timeout", 30.0)
         return self.client.request(
             method, self.base + path, headers=headers, timeout=timeout, **kwargs
@@ -446,7 +437,7 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
             "POST", f"/v1/campaigns/{ncid}/workers", nboss, json={"worker_id": "honest"}
         ).json()["worker_token"]
         server.call("POST", f"/v1/campaigns/{ncid}/assignments", token)  # its first decision
-        before = _checksum_without(server.url, ncid)
+        before = db_checksum(server.url, without=ncid)
 
         hostile: list[tuple[str, str, dict[str, Any]]] = []
         for k in range(30):
@@ -528,27 +519,9 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
         assert float(np.percentile(round_trips, 99)) < 1.0, sorted(round_trips)[-5:]
         assert 0 < peak["child"] < memory
         assert peak["rss"] < 1024 * 2**20
-        assert _checksum_without(server.url, ncid) == before  # the hostile stored nothing
+        assert db_checksum(server.url, without=ncid) == before  # the hostile stored nothing
     finally:
         server.stop()
-
-
-def _checksum_without(url: str, campaign_id: str) -> str:
-    """SHA-256 over every row of the events (but ``campaign_id``'s: the normal client's
-    labels) and credentials tables, in key order."""
-    engine = sa.create_engine(url)
-    digest = hashlib.sha256()
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text("SELECT * FROM events WHERE campaign_id != :c ORDER BY campaign_id, seq"),
-            {"c": campaign_id},
-        )
-        for row in rows:
-            digest.update(repr(tuple(row)).encode())
-        for row in conn.execute(sa.text("SELECT * FROM credentials ORDER BY key_hash")):
-            digest.update(repr(tuple(row)).encode())
-    engine.dispose()
-    return digest.hexdigest()
 
 
 def test_settings_refuse_nonsense_limits() -> None:

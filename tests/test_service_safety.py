@@ -4,7 +4,6 @@ as an attacker and as a careless client would."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -17,70 +16,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from crowdbudget.campaign import Campaign, ConcurrentWriteError, EventStore
 from crowdbudget.campaign.read_models import CampaignReadModel
 from crowdbudget.service import create_app
 from crowdbudget.service.settings import ServiceSettings
-
-OPERATOR = "operator-key-for-the-tests-0123456789"
-
-
-def _db_checksum(url: str) -> str:
-    """SHA-256 over every row of the events and credentials tables, in key order."""
-    engine = sa.create_engine(url)
-    digest = hashlib.sha256()
-    with engine.connect() as conn:
-        for table, order in (("events", "campaign_id, seq"), ("credentials", "key_hash")):
-            for row in conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")):
-                digest.update(repr(tuple(row)).encode())
-    engine.dispose()
-    return digest.hexdigest()
-
-
-class Api:
-    """A TestClient on an app with ``settings``, plus the database URL and checksums."""
-
-    def __init__(self, tmp_path: Path, name: str = "svc.db", **settings: Any) -> None:
-        self.url = f"sqlite:///{tmp_path / name}"
-        self.settings = ServiceSettings(**settings)
-        self.app = create_app(self.url, settings=self.settings)
-        self.client = TestClient(self.app, raise_server_exceptions=False)
-
-    def headers(self, key: str | None) -> dict[str, str]:
-        return {} if key is None else {"Authorization": f"Bearer {key}"}
-
-    def call(self, method: str, path: str, key: str | None = None, **kwargs: Any) -> Any:
-        headers = {**self.headers(key), **kwargs.pop("headers", {})}
-        return self.client.request(method, path, headers=headers, **kwargs)
-
-    def create(self, key: str | None = OPERATOR, **body: Any) -> dict[str, Any]:
-        body = {"items": [f"i{k}" for k in range(6)], "budget": 20, **body}
-        response = self.call("POST", "/v1/campaigns", key, json=body)
-        assert response.status_code == 201, response.text
-        created: dict[str, Any] = response.json()
-        return created
-
-    def worker(self, cid: str, boss: str, name: str) -> str:
-        response = self.call("POST", f"/v1/campaigns/{cid}/workers", boss, json={"worker_id": name})
-        assert response.status_code == 201, response.text
-        token: str = response.json()["worker_token"]
-        return token
-
-    def refused(self, method: str, path: str, key: str | None, status: int, **kw: Any) -> str:
-        """Send a request that must be refused with ``status``; assert the database did not
-        change and the answer is one short JSON line; return the detail."""
-        before = _db_checksum(self.url)
-        response = self.call(method, path, key, **kw)
-        assert response.status_code == status, (response.status_code, response.text[:300])
-        assert response.headers["content-type"].startswith("application/json")
-        assert len(response.content) < 1000, len(response.content)
-        assert _db_checksum(self.url) == before, f"{method} {path} changed the database"
-        detail: str = response.json()["detail"]
-        assert "\n" not in detail
-        return detail
+from service_helpers import OPERATOR, Api, bearer, db_checksum
 
 
 @pytest.fixture
@@ -184,11 +126,11 @@ def test_every_registered_policy_either_runs_or_is_refused_cleanly(api: Api) -> 
     for policy in sorted(registered_policies()):
         for classes in (["0", "1"], ["a", "b", "c"]):
             body = {"items": ["a", "b", "c"], "budget": 6, "policy": policy, "classes": classes}
-            before = _db_checksum(api.url)
+            before = db_checksum(api.url)
             response = api.call("POST", "/v1/campaigns", OPERATOR, json=body)
             assert response.status_code in (201, 422), (policy, classes, response.text)
             if response.status_code == 422:
-                assert _db_checksum(api.url) == before, (policy, classes)
+                assert db_checksum(api.url) == before, (policy, classes)
                 continue
             created = response.json()
             cid, boss = created["campaign_id"], created["requester_key"]
@@ -352,14 +294,14 @@ def test_a_stale_copy_never_answers_500(tmp_path: Path) -> None:
     app_one = create_app(url, settings=settings)
     one = TestClient(app_one, raise_server_exceptions=False)
     two = TestClient(create_app(url, settings=settings), raise_server_exceptions=False)
-    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    auth = bearer(OPERATOR)
     body = {"items": ["a", "b", "c", "d"], "budget": 10}
     created = one.post("/v1/campaigns", json=body, headers=auth).json()
-    cid, boss = created["campaign_id"], {"Authorization": f"Bearer {created['requester_key']}"}
+    cid, boss = created["campaign_id"], bearer(created["requester_key"])
     tokens = []
     for name in ("x", "y"):
         r = one.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=boss)
-        tokens.append({"Authorization": f"Bearer {r.json()['worker_token']}"})
+        tokens.append(bearer(r.json()["worker_token"]))
     # both processes load the campaign; then "one" goes stale
     assert two.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
     assert one.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
@@ -385,12 +327,12 @@ def test_a_label_reaches_the_process_whose_cached_copy_diverged(tmp_path: Path) 
     app_one = create_app(url, settings=settings)
     one = TestClient(app_one, raise_server_exceptions=False)
     two = TestClient(create_app(url, settings=settings), raise_server_exceptions=False)
-    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    auth = bearer(OPERATOR)
     created = one.post("/v1/campaigns", json={"items": ["a", "b", "c"], "budget": 10}, headers=auth)
     cid = created.json()["campaign_id"]
-    boss = {"Authorization": f"Bearer {created.json()['requester_key']}"}
+    boss = bearer(created.json()["requester_key"])
     token = one.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": "x"}, headers=boss)
-    worker = {"Authorization": f"Bearer {token.json()['worker_token']}"}
+    worker = bearer(token.json()["worker_token"])
     assert two.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
     assert one.get(f"/v1/campaigns/{cid}/status", headers=boss).status_code == 200
     stale = app_one.state.service.campaign(cid)
@@ -457,9 +399,9 @@ def test_a_revocation_reaches_another_process(
     created = one.post(
         "/v1/campaigns",
         json={"items": ["a"], "budget": 1},
-        headers={"Authorization": f"Bearer {OPERATOR}"},
+        headers=bearer(OPERATOR),
     ).json()
-    cid, key = created["campaign_id"], {"Authorization": f"Bearer {created['requester_key']}"}
+    cid, key = created["campaign_id"], bearer(created["requester_key"])
     assert two.get(f"/v1/campaigns/{cid}/status", headers=key).status_code == 200
     assert one.post(f"/v1/campaigns/{cid}/requester-key", headers=key).status_code == 200
     assert two.get(f"/v1/campaigns/{cid}/status", headers=key).status_code == 403
@@ -557,7 +499,7 @@ def test_random_valid_and_invalid_requests_keep_every_promise(tmp_path: Path) ->
         for kind, who, label, k in steps:
             known = list(owners) or ["nope"]
             aid = known[k % len(known)] if k < 8 else "bogus"
-            before = _db_checksum(api.url)
+            before = db_checksum(api.url)
             if kind == "next":
                 r = api.call("POST", f"/v1/campaigns/{cid}/assignments", key_of(who))
             elif kind == "label":
@@ -586,7 +528,7 @@ def test_random_valid_and_invalid_requests_keep_every_promise(tmp_path: Path) ->
                 )
             assert r.status_code < 500, (kind, who, r.text)
             if r.status_code >= 400:
-                assert _db_checksum(api.url) == before, (kind, who, r.status_code, r.text)
+                assert db_checksum(api.url) == before, (kind, who, r.status_code, r.text)
             if kind == "next" and r.status_code == 200:
                 got = r.json()
                 with lock:
@@ -701,7 +643,7 @@ def test_campaigns_per_server_and_per_key_are_counted(tmp_path: Path) -> None:
     other_key = "another-operator-key-0123456789"
     other = create_app(api.url, settings=api.settings.with_changes(operator_key=other_key))
     client = TestClient(other, raise_server_exceptions=False)
-    auth = {"Authorization": f"Bearer {other_key}"}
+    auth = bearer(other_key)
     body = {"items": ["a"], "budget": 1}
     assert [
         client.post("/v1/campaigns", json=body, headers=auth).status_code for _ in range(3)
@@ -710,10 +652,10 @@ def test_campaigns_per_server_and_per_key_are_counted(tmp_path: Path) -> None:
         201,
         422,
     ]
-    before = _db_checksum(api.url)
+    before = db_checksum(api.url)
     refused = client.post("/v1/campaigns", json=body, headers=auth)
     assert refused.status_code == 422 and "max_campaigns 5" in refused.json()["detail"]
-    assert _db_checksum(api.url) == before
+    assert db_checksum(api.url) == before
     assert len(EventStore(api.url).campaign_ids()) == 5
 
 
@@ -733,9 +675,9 @@ def test_requests_per_key_are_rate_limited_with_retry_after(tmp_path: Path) -> N
     cid, boss = created["campaign_id"], created["requester_key"]
     codes = [api.call("GET", f"/v1/campaigns/{cid}/status", boss).status_code for _ in range(6)]
     assert codes == [200, 200, 200, 200, 429, 429]
-    before = _db_checksum(api.url)
+    before = db_checksum(api.url)
     response = api.call("POST", f"/v1/campaigns/{cid}/workers", boss, json={"worker_id": "w"})
-    assert response.status_code == 429 and _db_checksum(api.url) == before
+    assert response.status_code == 429 and db_checksum(api.url) == before
     assert response.headers["retry-after"] == "100"  # one token at 0.01 per second
     detail = response.json()["detail"]
     assert "0.01 per second" in detail and "\n" not in detail
@@ -846,16 +788,16 @@ def test_status_is_recomputed_when_an_assignment_expires(tmp_path: Path) -> None
     url = f"sqlite:///{tmp_path / 'ttl.db'}"
     app = create_app(url, clock=lambda: now[0], settings=ServiceSettings(operator_key=OPERATOR))
     client = TestClient(app)
-    auth = {"Authorization": f"Bearer {OPERATOR}"}
+    auth = bearer(OPERATOR)
     created = client.post(
         "/v1/campaigns", json={"items": ["a"], "budget": 3, "ttl": 60}, headers=auth
     )
     cid, boss = (
         created.json()["campaign_id"],
-        {"Authorization": f"Bearer {created.json()['requester_key']}"},
+        bearer(created.json()["requester_key"]),
     )
     worker = client.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": "w"}, headers=boss)
-    token = {"Authorization": f"Bearer {worker.json()['worker_token']}"}
+    token = bearer(worker.json()["worker_token"])
     assert client.post(f"/v1/campaigns/{cid}/assignments", headers=token).status_code == 200
     assert client.get(f"/v1/campaigns/{cid}/status", headers=boss).json()["pending"] == 1
     now[0] += 61

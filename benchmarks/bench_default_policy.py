@@ -49,7 +49,7 @@ from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.experiments.stress import (
     DEFAULT_BED,
     StressCell,
-    _good_workers,
+    draw_crowd,
     make_crowd,
     subsample_per_item,
 )
@@ -337,16 +337,8 @@ def one_label_ceiling(cell: StressCell, reps: int = 5) -> tuple[float, float, fl
     the cell's pool crowd."""
     pool = pool_cell(cell, 10)
     data = make_crowd(pool, 0)
-    rng = np.random.default_rng(0)  # make_crowd's draws, in its order, up to the workers
-    C, n_w = pool.n_classes, pool.n_workers
-    truth = rng.choice(C, size=pool.n_items, p=np.asarray(pool.class_prior))
-    kind = rng.random(n_w)
-    spammer = kind < pool.spammer_share
-    biased = (~spammer) & (kind < pool.spammer_share + pool.biased_share)
-    confusion = _good_workers(pool, n_w, rng)
-    confusion[spammer] = 1.0 / C
-    favourite = rng.integers(0, C, size=n_w)
-    confusion[biased] = np.eye(C)[favourite[biased]][:, None, :]
+    drawn = draw_crowd(pool, np.random.default_rng(0))  # the crowd behind make_crowd(pool, 0)
+    truth, confusion = drawn.truth, drawn.pool.confusion
     assert data.gold is not None and np.array_equal(truth, data.gold)
     original = np.array([int(str(w)[1:]) for w in data.worker_ids])  # "w17" -> 17
     prior = np.asarray(pool.class_prior)

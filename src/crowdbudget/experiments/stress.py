@@ -12,7 +12,8 @@ cell from a seed: the workers' confusion matrices are a
 :class:`~crowdbudget.simulation.workers.WorkerPool` (the simulation worlds' worker model),
 each item's workers are drawn without replacement with probability proportional to their
 activity (Gumbel top-k), each label from its worker's confusion row for the item's true
-class, mixed with the uniform distribution by the item's difficulty.
+class, mixed with the uniform distribution by the item's difficulty; :func:`draw_crowd` gives
+the crowd's hidden side alone (truth, worker kinds, confusion matrices).
 
 :data:`DEFAULT_BED` (17 cells of 300–1,000 items: minutes on 2 cores for every registered
 aggregator) and :func:`full_bed` (a grid over the axes) are the beds; :func:`run_bed` fits
@@ -134,14 +135,33 @@ def _good_workers(cell: StressCell, n: int, rng: np.random.Generator) -> np.ndar
     return conf / conf.sum(axis=2, keepdims=True)
 
 
-def make_crowd(cell: StressCell, seed: int | np.random.SeedSequence = 0) -> LabelData:
-    """The truth and labels of ``cell``, drawn from ``seed`` (the same seed, the same crowd).
+@dataclass(frozen=True)
+class DrawnCrowd:
+    """The hidden side of a cell's crowd: what :func:`make_crowd` draws before the labels.
 
-    Returns a :class:`~crowdbudget.labels.LabelData` with ``gold`` the true class of every
-    item, ``n_items * labels_per_item`` labels, one per (item, worker) pair."""
-    rng = np.random.default_rng(seed)
-    C, n_w, n_i, k = cell.n_classes, cell.n_workers, cell.n_items, cell.labels_per_item
-    truth = rng.choice(C, size=n_i, p=np.asarray(cell.class_prior))
+    Attributes:
+        truth: the true class of every item, shape (n_items,).
+        spammer: which workers answer uniformly at random, shape (n_workers,), bool.
+        biased: which workers give one class always, shape (n_workers,), bool (never a
+            spammer too).
+        pool: every worker's confusion matrix, ``pool.confusion`` of shape
+            (n_workers, C, C) (row ``y``: the worker's answer distribution on class ``y``),
+            indexed by the worker's number ``j`` of the id ``w{j}``.
+    """
+
+    truth: np.ndarray
+    spammer: np.ndarray
+    biased: np.ndarray
+    pool: WorkerPool
+
+
+def draw_crowd(cell: StressCell, rng: np.random.Generator) -> DrawnCrowd:
+    """The truth, the worker kinds and the confusion matrices of ``cell``, in this order the
+    first draws from ``rng`` (which advances past them): :func:`make_crowd` draws its labels
+    from the same generator after these, so ``draw_crowd(cell, np.random.default_rng(s))``
+    is the crowd behind ``make_crowd(cell, s)``."""
+    C, n_w = cell.n_classes, cell.n_workers
+    truth = rng.choice(C, size=cell.n_items, p=np.asarray(cell.class_prior))
     kind = rng.random(n_w)
     spammer = kind < cell.spammer_share
     biased = (~spammer) & (kind < cell.spammer_share + cell.biased_share)
@@ -150,6 +170,19 @@ def make_crowd(cell: StressCell, seed: int | np.random.SeedSequence = 0) -> Labe
     favourite = rng.integers(0, C, size=n_w)
     confusion[biased] = np.eye(C)[favourite[biased]][:, None, :]
     pool = WorkerPool(confusion, name=cell.name)  # checks every row is a distribution
+    return DrawnCrowd(truth=truth, spammer=spammer, biased=biased, pool=pool)
+
+
+def make_crowd(cell: StressCell, seed: int | np.random.SeedSequence = 0) -> LabelData:
+    """The truth and labels of ``cell``, drawn from ``seed`` (the same seed, the same crowd).
+
+    Returns a :class:`~crowdbudget.labels.LabelData` with ``gold`` the true class of every
+    item, ``n_items * labels_per_item`` labels, one per (item, worker) pair; the workers
+    behind it are :func:`draw_crowd`'s."""
+    rng = np.random.default_rng(seed)
+    C, n_w, n_i, k = cell.n_classes, cell.n_workers, cell.n_items, cell.labels_per_item
+    drawn = draw_crowd(cell, rng)
+    truth, pool = drawn.truth, drawn.pool
     if cell.activity_tail > 0:
         activity = rng.pareto(cell.activity_tail, size=n_w) + 1.0
     else:

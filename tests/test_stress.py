@@ -14,6 +14,7 @@ from crowdbudget.experiments.stress import (
     DEFAULT_BED,
     StressCell,
     choose_verdict,
+    draw_crowd,
     full_bed,
     make_crowd,
     run_bed,
@@ -44,6 +45,23 @@ def test_long_tailed_activity_gives_many_one_off_workers() -> None:
     per_worker = np.bincount(make_crowd(cell, 0).workers)
     assert np.mean(per_worker <= 3) > 0.5  # most workers give 1-3 labels
     assert per_worker.max() > 50  # a few heavy workers
+
+
+def test_draw_crowd_is_the_crowd_behind_make_crowd() -> None:
+    cell = StressCell("k", (0.6, 0.3, 0.1), 4, 30, spammer_share=0.3, biased_share=0.3)
+    crowd = make_crowd(cell, 5)
+    drawn = draw_crowd(cell, np.random.default_rng(5))
+    assert crowd.gold is not None and np.array_equal(drawn.truth, crowd.gold)
+    assert not np.any(drawn.spammer & drawn.biased)
+    assert drawn.spammer.any() and drawn.biased.any() and (~drawn.spammer & ~drawn.biased).any()
+    confusion = drawn.pool.confusion
+    assert np.allclose(confusion[drawn.spammer], 1.0 / 3)
+    assert np.all(confusion[drawn.biased].max(axis=2) == 1.0)
+    # every label of a biased worker is the one class its matrix gives
+    number = np.array([int(str(w)[1:]) for w in crowd.worker_ids])[crowd.workers]
+    biased = drawn.biased[number]
+    favourite = confusion[number[biased], 0].argmax(axis=1)
+    assert biased.any() and np.array_equal(crowd.labels[biased], favourite)
 
 
 def test_spammers_biased_workers_and_ordinal_grades() -> None:

@@ -111,7 +111,8 @@ class CampaignApi:
 
     def call(self, method: str, path: str, key: str | None = "requester", **kw: Any) -> Any:
         key = self.key if key == "requester" else key
-        return self.client.request(method, self.base + path, headers=bearer(key), **kw)
+        headers = {**bearer(key), **kw.pop("headers", {})}
+        return self.client.request(method, self.base + path, headers=headers, **kw)
 
     def worker(self, name: str) -> str:
         response = self.call("POST", "/workers", json={"worker_id": name})

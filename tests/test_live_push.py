@@ -13,16 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from crowdbudget.campaign import Campaign, EventStore
 from crowdbudget.datasets import load_dataset
 from crowdbudget.engine.loop import Clock, StopAtSpend, drive
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 from crowdbudget.registry import make_policy, registered_policies
-from crowdbudget.service import create_app
 from crowdbudget.simulation.replay import ReplayEnvironment
 from crowdbudget.types import CampaignState, Problem
+from service_helpers import CampaignApi
 
 
 def _worker_choosing() -> list[str]:
@@ -150,7 +149,6 @@ def test_push_never_gives_a_pair_twice_and_a_joining_worker_gets_pairs() -> None
 
 
 def test_push_over_http(tmp_path: Any) -> None:
-    api = TestClient(create_app(f"sqlite:///{tmp_path / 'push.db'}"))
     body = {
         "items": ["a", "b", "c"],
         "budget": 4,
@@ -158,33 +156,24 @@ def test_push_over_http(tmp_path: Any) -> None:
         "mode": "push",
         "pairs": [["a", "ann"], ["b", "ann"], ["b", "bob"], ["c", "bob"], ["c", "cy"]],
     }
-    created = api.post("/v1/campaigns", json=body)
-    assert created.status_code == 201, created.text
-    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
-    boss = {"Authorization": f"Bearer {key}"}
-    tokens = {}
-    for name in ("ann", "bob", "cy"):
-        got = api.post(f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=boss)
-        tokens[name] = got.json()["worker_token"]
-    neither = api.post(f"/v1/campaigns/{cid}/push", json={}, headers=boss)
+    api = CampaignApi(tmp_path, body, "push.db")
+    tokens = {name: api.worker(name) for name in ("ann", "bob", "cy")}
+    neither = api.call("POST", "/push", json={})
     assert neither.status_code == 422 and "either" in neither.json()["detail"]
     spent = 0
     while True:
-        pushed = api.post(f"/v1/campaigns/{cid}/push", json={"count": 2}, headers=boss)
+        pushed = api.call("POST", "/push", json={"count": 2})
         assert pushed.status_code == 200, pushed.text
         if not pushed.json():
             break
         for a in pushed.json():
             assert [a["item_id"], a["worker_id"]] in body["pairs"]
-            answer = api.post(
-                f"/v1/campaigns/{cid}/assignments/{a['assignment_id']}/label",
-                json={"label": "1"},
-                headers={"Authorization": f"Bearer {tokens[a['worker_id']]}"},
-            )
+            path = f"/assignments/{a['assignment_id']}/label"
+            answer = api.call("POST", path, key=tokens[a["worker_id"]], json={"label": "1"})
             assert answer.status_code == 200, answer.text
             spent += 1
     assert spent == 4  # the budget, never more
-    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    status = api.call("GET", "/status").json()
     assert status["spent"] == 4
 
 
@@ -199,33 +188,21 @@ def test_every_push_policy_pushes_over_http_until_it_stops(policy: str, tmp_path
     """Every id that declares push runs over HTTP to its end (``kos`` was a 500 at the first
     push: its graph named workers outside the team): every push answers 200 with pairs of
     the team, and the campaign ends spent or stopped with a reason."""
-    api = TestClient(create_app(f"sqlite:///{tmp_path / 'push.db'}"))
     team = ["ann", "bob", "cy"]
     body = {"items": [f"i{k}" for k in range(6)], "budget": 12, "policy": policy}
-    created = api.post("/v1/campaigns", json={**body, "mode": "push", "workers": team})
-    assert created.status_code == 201, created.text
-    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
-    boss = {"Authorization": f"Bearer {key}"}
-    tokens = {
-        name: api.post(
-            f"/v1/campaigns/{cid}/workers", json={"worker_id": name}, headers=boss
-        ).json()["worker_token"]
-        for name in team
-    }
+    api = CampaignApi(tmp_path, {**body, "mode": "push", "workers": team}, "push.db")
+    tokens = {name: api.worker(name) for name in team}
     for _ in range(50):
-        pushed = api.post(f"/v1/campaigns/{cid}/push", json={"count": 2}, headers=boss)
+        pushed = api.call("POST", "/push", json={"count": 2})
         assert pushed.status_code == 200, pushed.text
         if not pushed.json():
             break
         for a in pushed.json():
             assert a["worker_id"] in team
-            answer = api.post(
-                f"/v1/campaigns/{cid}/assignments/{a['assignment_id']}/label",
-                json={"label": "1"},
-                headers={"Authorization": f"Bearer {tokens[a['worker_id']]}"},
-            )
+            path = f"/assignments/{a['assignment_id']}/label"
+            answer = api.call("POST", path, key=tokens[a["worker_id"]], json={"label": "1"})
             assert answer.status_code == 200, answer.text
-    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    status = api.call("GET", "/status").json()
     assert status["stopped"] and status["stop_reason"], status
     assert status["spent"] == 12 or not status["stop_reason"].startswith("the budget")
 
@@ -274,7 +251,6 @@ def test_contexts_and_features_reach_the_live_problem() -> None:
 
 
 def test_contexts_over_http(tmp_path: Any) -> None:
-    api = TestClient(create_app(f"sqlite:///{tmp_path / 'ctx.db'}"))
     body = {
         "items": ["a", "b", "c"],
         "budget": 6,
@@ -283,44 +259,36 @@ def test_contexts_over_http(tmp_path: Any) -> None:
         "workers": ["ann", "bob"],
         "contexts": [0, 1, 0],
     }
-    created = api.post("/v1/campaigns", json=body)
-    assert created.status_code == 201, created.text
-    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
-    boss = {"Authorization": f"Bearer {key}"}
-    missing = api.post(f"/v1/campaigns/{cid}/items", json={"items": ["d"]}, headers=boss)
+    api = CampaignApi(tmp_path, body, "ctx.db")
+    missing = api.call("POST", "/items", json={"items": ["d"]})
     assert missing.status_code == 422 and "contexts" in missing.json()["detail"]
-    added = api.post(
-        f"/v1/campaigns/{cid}/items", json={"items": ["d"], "contexts": [2]}, headers=boss
-    )
+    added = api.call("POST", "/items", json={"items": ["d"], "contexts": [2]})
     assert added.status_code == 204, added.text
-    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    status = api.call("GET", "/status").json()
     assert status["n_items"] == 4
 
 
 def test_features_over_http_with_a_csv_upload(tmp_path: Any) -> None:
-    api = TestClient(create_app(f"sqlite:///{tmp_path / 'features.db'}"))
     body = {
         "items": ["a", "b", "c"],
         "budget": 6,
         "policy": "opt-kg:features=logistic",
         "features": [[0.1, 1.0], [0.5, -1.0], [2.0, 0.0]],
     }
-    created = api.post("/v1/campaigns", json=body)
-    assert created.status_code == 201, created.text
-    cid, key = created.json()["campaign_id"], created.json()["requester_key"]
-    boss = {"Authorization": f"Bearer {key}", "Content-Type": "text/csv"}
-    added = api.post(
-        f"/v1/campaigns/{cid}/items/csv", content="item,x1,x2\nd,0.3,0.2\ne,-1,4\n", headers=boss
+    api = CampaignApi(tmp_path, body, "features.db")
+    csv_type = {"Content-Type": "text/csv"}
+    added = api.call(
+        "POST", "/items/csv", content="item,x1,x2\nd,0.3,0.2\ne,-1,4\n", headers=csv_type
     )
     assert added.status_code == 204, added.text
-    status = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    status = api.call("GET", "/status").json()
     assert status["n_items"] == 5
     for csv, message in (
         ("item,x1\nf,0.3\n", "features"),  # one feature, the campaign has two
         ("name,x1,x2\nf,1,2\n", "column 'item'"),
         ("item,x1,x2\nf,one,2\n", "numbers"),
     ):
-        refused = api.post(f"/v1/campaigns/{cid}/items/csv", content=csv, headers=boss)
+        refused = api.call("POST", "/items/csv", content=csv, headers=csv_type)
         assert refused.status_code == 422 and message in refused.json()["detail"], refused.text
-    after = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()
+    after = api.call("GET", "/status").json()
     assert after["n_items"] == 5 and after["events"] == status["events"]  # nothing stored

@@ -250,62 +250,53 @@ class FisherTest(Requirement):
 
 
 @dataclass(frozen=True)
-class MinLabels(Requirement):
-    """At least ``count`` real labels (§3.1 δ_min; Requallo-m3)."""
+class _LabelCount(Requirement):
+    """A rule on real label counts (pseudo-votes excluded) with a whole ``count`` >= 1: the
+    shared part of :class:`MinLabels`, :class:`MaxLabels` and :class:`MaxTotalLabels`."""
 
     count: int
-    key: ClassVar[str] = "min-labels"
 
     def __post_init__(self) -> None:
         if int(self.count) != self.count or self.count < 1:
-            raise InvalidParameterError(f"min-labels must be an integer >= 1, got {self.count!r}")
-
-    def min_total(self, minority: ArrayLike, pseudo: float = 0.0) -> FloatArray:
-        x = _as_float(minority)
-        return np.full(x.shape, float(self.count) + 2.0 * pseudo)
+            raise InvalidParameterError(f"{self.key} must be an integer >= 1, got {self.count!r}")
 
     def _value_text(self) -> str:
         return str(int(self.count))
 
 
 @dataclass(frozen=True)
-class MaxLabels(Requirement):
+class MinLabels(_LabelCount):
+    """At least ``count`` real labels (§3.1 δ_min; Requallo-m3)."""
+
+    key: ClassVar[str] = "min-labels"
+
+    def min_total(self, minority: ArrayLike, pseudo: float = 0.0) -> FloatArray:
+        x = _as_float(minority)
+        return np.full(x.shape, float(self.count) + 2.0 * pseudo)
+
+
+@dataclass(frozen=True)
+class MaxLabels(_LabelCount):
     """Cap: stop once either class has ``count`` real votes (§4.1: "neither class can
     receive more than 14 labels"); ``r(x) = x + count``."""
 
-    count: int
     role: ClassVar[str] = "cap"
     key: ClassVar[str] = "max-labels"
-
-    def __post_init__(self) -> None:
-        if int(self.count) != self.count or self.count < 1:
-            raise InvalidParameterError(f"max-labels must be an integer >= 1, got {self.count!r}")
 
     def min_total(self, minority: ArrayLike, pseudo: float = 0.0) -> FloatArray:
         return np.asarray(_as_float(minority) + float(self.count) + pseudo, dtype=float)
 
-    def _value_text(self) -> str:
-        return str(int(self.count))
-
 
 @dataclass(frozen=True)
-class MaxTotalLabels(Requirement):
+class MaxTotalLabels(_LabelCount):
     """Cap: stop once the item has ``count`` real labels (§3.1 δ_max on ``a_i + b_i``)."""
 
-    count: int
     role: ClassVar[str] = "cap"
     key: ClassVar[str] = "max-total"
-
-    def __post_init__(self) -> None:
-        if int(self.count) != self.count or self.count < 1:
-            raise InvalidParameterError(f"max-total must be an integer >= 1, got {self.count!r}")
 
     def min_total(self, minority: ArrayLike, pseudo: float = 0.0) -> FloatArray:
         x = _as_float(minority)
         return np.full(x.shape, float(self.count) + 2.0 * pseudo)
-
-    def _value_text(self) -> str:
-        return str(int(self.count))
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
+
+
+class PaperRules(TypedDict):
+    """The runner keywords that make a run a faithful reproduction (:data:`PAPER_RULES`)."""
+
+    verdict: str
+    ties: str
+
+
+#: passed as ``**PAPER_RULES`` to :func:`~crowdbudget.experiments.runner.run_experiment` (and
+#: the continuous-time runner) by every reproduction: the papers' tie rule for the final
+#: labels (``verdict``) and among tied items (``ties``: tie-break=first)
+PAPER_RULES: PaperRules = {"verdict": "paper", "ties": "paper"}
 
 
 @dataclass

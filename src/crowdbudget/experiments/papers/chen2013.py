@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crowdbudget.experiments.papers.base import ReproductionResult
+from crowdbudget.experiments.papers.base import PAPER_RULES, ReproductionResult
 from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.registry import registered_policies
 from crowdbudget.simulation.environment import SyntheticBernoulliEnvironment
@@ -51,8 +51,7 @@ def fig2a(
         seed=seed,
         n_jobs=n_jobs,
         progress=progress,
-        verdict="paper",  # the papers' tie rule: a faithful reproduction
-        ties="paper",  # the papers' rule among tied items (tie-break=first)
+        **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
     )
     notes = [
         "paper values are read off Fig. 2(a) at T = 10K and are approximate",
@@ -110,8 +109,7 @@ def fig2b(
         seed=seed,
         n_jobs=n_jobs,
         progress=progress,
-        verdict="paper",  # the papers' tie rule: a faithful reproduction
-        ties="paper",  # the papers' rule among tied items (tie-break=first)
+        **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
     )
     notes = [
         "every policy faces the same θ and worker draws per simulation (common random numbers)",
@@ -243,8 +241,7 @@ def _rte(
         seed=seed,
         n_jobs=n_jobs,
         progress=progress,
-        verdict="paper",  # the papers' tie rule: a faithful reproduction
-        ties="paper",  # the papers' rule among tied items (tie-break=first)
+        **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
     )
     notes = [
         "RTE replay (Snow et al. 2008: 800 items, 164 workers, 10 labels each); an item-only "
@@ -383,8 +380,7 @@ def features(
                 seed=seed,
                 n_jobs=n_jobs,
                 progress=progress,
-                verdict="paper",
-                ties="paper",  # the papers' rule among tied items (tie-break=first)
+                **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
             )
             frame = result.summary.copy()
             frame.insert(1, "policy_id", frame["policy"])

@@ -30,7 +30,7 @@ from crowdbudget._random import as_seed_sequence, child_seed
 from crowdbudget.bounds.lagrangian import lagrangian_bound
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.continuous import run_continuous_experiment
-from crowdbudget.experiments.papers.base import ReproductionResult
+from crowdbudget.experiments.papers.base import PAPER_RULES, ReproductionResult
 from crowdbudget.priors import BetaPriorFit, fit_beta_prior
 from crowdbudget.simulation.continuous_time import (
     ContinuousTimeEnvironment,
@@ -90,8 +90,7 @@ def fig1(
             seed=seed,
             n_jobs=n_jobs,
             progress=progress,
-            verdict="paper",  # the papers' tie rule: a faithful reproduction
-            ties="paper",  # the papers' rule among tied items (tie-break=first)
+            **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
             engine=engine,
         )
         summary = result.summary.copy()
@@ -289,8 +288,7 @@ def fig2(
             seed=seed,
             n_jobs=n_jobs,
             progress=progress,
-            verdict="paper",  # the papers' tie rule: a faithful reproduction
-            ties="paper",  # the papers' rule among tied items (tie-break=first)
+            **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
         )
         summary = result.summary.copy()
         summary["n_items"] = n_items

@@ -59,7 +59,7 @@ import pandas as pd
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.metrics import quality_metrics
-from crowdbudget.experiments.papers.base import ReproductionResult
+from crowdbudget.experiments.papers.base import PAPER_RULES, ReproductionResult
 from crowdbudget.experiments.runner import run_experiment, summarize
 from crowdbudget.requirements import Requirement, as_requirement
 from crowdbudget.types import BoolArray, CampaignState, IntArray
@@ -251,8 +251,7 @@ def _replay_figure(
         seed=seed,
         n_jobs=n_jobs,
         progress=progress,
-        verdict="paper",  # the papers' tie rule: a faithful reproduction
-        ties="paper",  # the papers' rule among tied items (tie-break=first)
+        **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
         metrics=quality_metrics,
     )
     return ReproductionResult(
@@ -346,8 +345,7 @@ def table3(
             seed=seed + k,
             n_jobs=n_jobs,
             progress=progress,
-            verdict="paper",  # the papers' tie rule: a faithful reproduction
-            ties="paper",  # the papers' rule among tied items (tie-break=first)
+            **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
             metrics=hook,
         )
         runs.append(result.runs)
@@ -476,8 +474,7 @@ def fig3(
         seed=seed,
         n_jobs=n_jobs,
         progress=progress,
-        verdict="paper",  # the papers' tie rule: a faithful reproduction
-        ties="paper",  # the papers' rule among tied items (tie-break=first)
+        **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
         metrics=splice_f1,
     )
     reference = SVC(kernel="linear").fit(splice["x_train"], splice["y_train"])

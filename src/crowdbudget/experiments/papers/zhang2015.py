@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from crowdbudget.experiments.papers.base import ReproductionResult
+from crowdbudget.experiments.papers.base import PAPER_RULES, ReproductionResult
 from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.simulation.contextual import (
     UCI_SETTINGS,
@@ -121,8 +121,7 @@ def _run_case(
             seed=seed,
             n_jobs=n_jobs,
             progress=progress,
-            verdict="paper",  # the papers' tie rule: a faithful reproduction
-            ties="paper",  # the papers' rule among tied items (tie-break=first)
+            **PAPER_RULES,  # a faithful reproduction: the papers' tie rules
             metrics=spent_metric,
         )
         summary = res.summary.copy()

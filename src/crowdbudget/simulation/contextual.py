@@ -36,7 +36,7 @@ Crowdsourcing", Neural Computation 2015, §2.1 and §5).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -342,32 +342,19 @@ class ContextualReplayEnvironment(ReplayEnvironment):
         self.n_contexts = int(self.contexts.max()) + 1
 
     @classmethod
-    def from_label_data(
-        cls, data: Any, prior: ArrayLike | None = None
-    ) -> ContextualReplayEnvironment:
+    def from_label_data(cls, data: Any, prior: ArrayLike | None = None, **extra: Any) -> Self:
         """Build from a :class:`~crowdbudget.datasets.LabelData` with gold and ``contexts``
         (a task under several contexts takes the first; a task without one gets its own
         ``"none"`` context)."""
-        if data.gold is None:
+        if data.gold is None:  # checked before the contexts, as the replay checks it
             raise DataFormatError(f"data set {data.name!r} has no gold labels to evaluate against")
         if data.contexts is None:
             raise DataFormatError(f"data set {data.name!r} has no task contexts")
         first = [c[0] if c else "none" for c in data.contexts]
         names = tuple(sorted(set(first)))
         index = {n: k for k, n in enumerate(names)}
-        return cls(
-            data.items,
-            data.workers,
-            data.labels,
-            data.gold,
-            n_items=data.n_items,
-            n_workers=data.n_workers,
-            n_classes=data.n_classes,
-            prior=prior,
-            name=data.name,
-            contexts=np.array([index[c] for c in first], dtype=np.int64),
-            context_names=names,
-        )
+        contexts = np.array([index[c] for c in first], dtype=np.int64)
+        return super().from_label_data(data, prior, contexts=contexts, context_names=names, **extra)
 
     def problem(self, budget: float) -> Problem:
         base = super().problem(budget)

@@ -24,7 +24,7 @@ swap — O(1) per step. Distinct (item, worker) pairs keep a count of unused rec
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -112,8 +112,9 @@ class ReplayEnvironment(LabelingEnvironment):
         self.pairs: PairAvailability | None = None
 
     @classmethod
-    def from_label_data(cls, data: Any, prior: ArrayLike | None = None) -> ReplayEnvironment:
-        """Build from a :class:`crowdbudget.datasets.LabelData` (gold required)."""
+    def from_label_data(cls, data: Any, prior: ArrayLike | None = None, **extra: Any) -> Self:
+        """Build from a :class:`crowdbudget.datasets.LabelData` (gold required); ``extra``:
+        further keywords of a subclass's constructor."""
         if data.gold is None:
             raise DataFormatError(f"data set {data.name!r} has no gold labels to evaluate against")
         return cls(
@@ -126,6 +127,7 @@ class ReplayEnvironment(LabelingEnvironment):
             n_classes=data.n_classes,
             prior=prior,
             name=data.name,
+            **extra,
         )
 
     @property

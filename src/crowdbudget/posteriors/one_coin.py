@@ -40,6 +40,7 @@ practice (a + b < 1e6); we clip ``s`` below at 1e-9 as a guard.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
@@ -221,7 +222,47 @@ def one_coin_rewards(
     return r1, r0, p1
 
 
-class OneCoinPosterior:
+class BinaryItemBeliefs:
+    """The item side shared by the binary worker posteriors (:class:`OneCoinPosterior`,
+    :class:`~crowdbudget.posteriors.two_coin.TwoCoinPosterior`): item Betas ``a``, ``b`` and
+    Bayes thresholds ``thresholds``, each of shape (n_items,); the host class has ``update``."""
+
+    a: FloatArray
+    b: FloatArray
+    thresholds: FloatArray
+    update: Callable[[LabelEvent], None]
+
+    def know(self, item: int, truth: int) -> None:
+        """Item ``item`` is known to be of class ``truth`` (a control item): its Beta becomes
+        :func:`~crowdbudget.posteriors.base.known_beta`, so every label on it updates its
+        worker as a definite right or wrong answer (one-coin: ρ's Beta; two-coin: only the
+        coin of that class, sensitivity for class 1, specificity for class 0)."""
+        self.a[item], self.b[item] = known_beta(truth)
+
+    def update_known(self, event: LabelEvent, truth: int) -> None:
+        """A label of known truth (a control answer): :meth:`know`, then :meth:`update` —
+        a one-coin worker's Beta(c, d) becomes Beta(c + 1, d) if the label is ``truth``,
+        else Beta(c, d + 1) (up to ~1e-12)."""
+        self.know(event.item, truth)
+        self.update(event)
+
+    def class_probabilities(self) -> FloatArray:
+        """[P(negative), P(positive)] per item, shape (n_items, 2)."""
+        p = 1.0 - error_probability(self.a, self.b, self.thresholds)
+        positive = decide_positive(self.a, self.b, self.thresholds)
+        p_pos = np.where(positive, p, 1.0 - p)
+        return np.column_stack([1.0 - p_pos, p_pos])
+
+    def predict(self) -> IntArray:
+        """Bayes-rule labels on the item posteriors, shape (n_items,)."""
+        return decide_positive(self.a, self.b, self.thresholds).astype(np.int64)
+
+    def confidence(self) -> FloatArray:
+        """Posterior probability that the predicted label is right, shape (n_items,)."""
+        return 1.0 - error_probability(self.a, self.b, self.thresholds)
+
+
+class OneCoinPosterior(BinaryItemBeliefs):
     """Item Betas and worker Betas as arrays, updated by moment matching (module docstring).
 
     Args:
@@ -264,19 +305,6 @@ class OneCoinPosterior:
             float(self.a[i]), float(self.b[i]), float(self.c[j]), float(self.d[j]), event.label
         )
 
-    def know(self, item: int, truth: int) -> None:
-        """Item ``item`` is known to be of class ``truth`` (a control item): its Beta becomes
-        :func:`~crowdbudget.posteriors.base.known_beta`, so every label on it updates its
-        worker as a definite success or failure."""
-        self.a[item], self.b[item] = known_beta(truth)
-
-    def update_known(self, event: LabelEvent, truth: int) -> None:
-        """A label of known truth (a control answer): :meth:`know`, then :meth:`update` —
-        the worker's Beta(c, d) becomes Beta(c + 1, d) if the label is ``truth``, else
-        Beta(c, d + 1) (up to ~1e-12)."""
-        self.know(event.item, truth)
-        self.update(event)
-
     def lookahead(
         self, worker: int | IntArray | None = None, items: IntArray | None = None
     ) -> Lookahead:
@@ -308,21 +336,6 @@ class OneCoinPosterior:
         a_after = np.concatenate([nb[:k], na[k:]])
         b_after = np.concatenate([na[:k], nb[k:]])
         return beta_lookahead(a_after, b_after, z1[k:], np.tile(thresholds, 2))
-
-    def class_probabilities(self) -> FloatArray:
-        """[P(negative), P(positive)] per item, shape (n_items, 2)."""
-        p = 1.0 - error_probability(self.a, self.b, self.thresholds)
-        positive = decide_positive(self.a, self.b, self.thresholds)
-        p_pos = np.where(positive, p, 1.0 - p)
-        return np.column_stack([1.0 - p_pos, p_pos])
-
-    def predict(self) -> IntArray:
-        """Bayes-rule labels on the item posteriors, shape (n_items,)."""
-        return decide_positive(self.a, self.b, self.thresholds).astype(np.int64)
-
-    def confidence(self) -> FloatArray:
-        """Posterior probability that the predicted label is right, shape (n_items,)."""
-        return 1.0 - error_probability(self.a, self.b, self.thresholds)
 
     def worker_reliability(self) -> FloatArray:
         """Posterior mean of ρ_j, shape (n_workers,)."""

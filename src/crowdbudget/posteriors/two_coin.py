@@ -48,9 +48,14 @@ from numpy.typing import ArrayLike
 
 from crowdbudget._validation import check_prior, check_thresholds
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.posteriors.base import Lookahead, known_beta
-from crowdbudget.posteriors.beta_bernoulli import decide_positive, error_probability
-from crowdbudget.posteriors.one_coin import _match, _match_scalar, beta_lookahead
+from crowdbudget.posteriors.base import Lookahead
+from crowdbudget.posteriors.beta_bernoulli import error_probability
+from crowdbudget.posteriors.one_coin import (
+    BinaryItemBeliefs,
+    _match,
+    _match_scalar,
+    beta_lookahead,
+)
 from crowdbudget.types import FloatArray, IntArray, LabelEvent
 
 
@@ -194,7 +199,7 @@ def two_coin_rewards(
     return r1, r0, p1
 
 
-class TwoCoinPosterior:
+class TwoCoinPosterior(BinaryItemBeliefs):
     """Item Betas and per-worker sensitivity/specificity Betas, updated by moment matching.
 
     Args:
@@ -256,17 +261,6 @@ class TwoCoinPosterior:
         )
         self.a[i], self.b[i], self.c1[j], self.d1[j], self.c2[j], self.d2[j] = out
 
-    def know(self, item: int, truth: int) -> None:
-        """Item ``item`` is known to be of class ``truth`` (a control item): its Beta becomes
-        :func:`~crowdbudget.posteriors.base.known_beta`, so a label on it updates only the
-        coin of that class (sensitivity for class 1, specificity for class 0), definitely."""
-        self.a[item], self.b[item] = known_beta(truth)
-
-    def update_known(self, event: LabelEvent, truth: int) -> None:
-        """A label of known truth (a control answer): :meth:`know`, then :meth:`update`."""
-        self.know(event.item, truth)
-        self.update(event)
-
     def lookahead(
         self, worker: int | IntArray | None = None, items: IntArray | None = None
     ) -> Lookahead:
@@ -296,21 +290,6 @@ class TwoCoinPosterior:
         weight = np.concatenate([np.broadcast_to(za0 / p0, (k,)), np.broadcast_to(za1 / p1, (k,))])
         a_after, b_after = _mixture_match(np.tile(a, 2), np.tile(b, 2), weight, 1, -1)
         return beta_lookahead(a_after, b_after, np.broadcast_to(p1, (k,)), np.tile(thresholds, 2))
-
-    def class_probabilities(self) -> FloatArray:
-        """[P(negative), P(positive)] per item, shape (n_items, 2)."""
-        p = 1.0 - error_probability(self.a, self.b, self.thresholds)
-        positive = decide_positive(self.a, self.b, self.thresholds)
-        p_pos = np.where(positive, p, 1.0 - p)
-        return np.column_stack([1.0 - p_pos, p_pos])
-
-    def predict(self) -> IntArray:
-        """Bayes-rule labels on the item posteriors, shape (n_items,)."""
-        return decide_positive(self.a, self.b, self.thresholds).astype(np.int64)
-
-    def confidence(self) -> FloatArray:
-        """Posterior probability that the predicted label is right, shape (n_items,)."""
-        return 1.0 - error_probability(self.a, self.b, self.thresholds)
 
     def sensitivity(self) -> FloatArray:
         """Posterior mean of ρ_j1 = P(Z = 1 | Y = 1), shape (n_workers,)."""

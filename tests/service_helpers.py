@@ -119,6 +119,17 @@ class CampaignApi:
         assert response.status_code == 201, response.text
         return str(response.json()["worker_token"])
 
+    def label_next(self, token: str, label_of: Callable[[str], str]) -> Any:
+        """One request for work by the worker of ``token``; work (200) is answered with
+        ``label_of(item)``, which must be accepted. Returns the request's response."""
+        work = self.call("POST", "/assignments", key=token)
+        if work.status_code == 200:
+            path = f"/assignments/{work.json()['assignment_id']}/label"
+            label = label_of(work.json()["item_id"])
+            answered = self.call("POST", path, key=token, json={"label": label})
+            assert answered.status_code == 200, answered.text
+        return work
+
     def refused(self, method: str, path: str, status: int, **kw: Any) -> str:
         """A request that must be refused with ``status`` (see :func:`expect_refusal`)."""
         send = functools.partial(self.call, method, path, **kw)

@@ -40,13 +40,12 @@ class Api(CampaignApi):
 
     def answer(self, token: str, *, spammer: bool = False) -> Any:
         """One request of the worker, answered right (a spammer: wrong); the response."""
-        work = self.call("POST", "/assignments", key=token)
-        if work.status_code == 200:
-            right = TRUTH[work.json()["item_id"]]
-            label = CLASSES[1 - CLASSES.index(right)] if spammer else right
-            path = f"/assignments/{work.json()['assignment_id']}/label"
-            assert self.call("POST", path, key=token, json={"label": label}).status_code == 200
-        return work
+
+        def label_of(item: str) -> str:
+            right = TRUTH[item]
+            return CLASSES[1 - CLASSES.index(right)] if spammer else right
+
+        return self.label_next(token, label_of)
 
 
 @pytest.fixture

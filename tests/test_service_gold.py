@@ -39,16 +39,14 @@ class Api(CampaignApi):
     def label(self, n: int, rng: np.random.Generator) -> None:
         """``n`` answers from four workers right 80% of the time."""
         tokens = [self.worker(f"w{k}") for k in range(4)]
-        for k in range(n):
-            token = tokens[k % 4]
-            work = self.call("POST", "/assignments", key=token)
-            if work.status_code == 204:
-                continue
-            item = work.json()["item_id"]
+
+        def label_of(item: str) -> str:
             right = rng.random() < 0.8
-            answer = TRUTH[item] if right else CLASSES[1 - CLASSES.index(TRUTH[item])]
-            path = f"/assignments/{work.json()['assignment_id']}/label"
-            assert self.call("POST", path, key=token, json={"label": answer}).status_code == 200
+            return TRUTH[item] if right else CLASSES[1 - CLASSES.index(TRUTH[item])]
+
+        for k in range(n):
+            work = self.label_next(tokens[k % 4], label_of)
+            assert work.status_code in (200, 204), work.text
 
     def events(self) -> int:
         return int(self.call("GET", "/status").json()["events"])

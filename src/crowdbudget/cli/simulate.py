@@ -23,7 +23,7 @@ from crowdbudget.cli.common import (
     verdict_note,
 )
 from crowdbudget.cli.control import add_control_arguments
-from crowdbudget.cli.io import prepare_output_file, write_files
+from crowdbudget.cli.io import prepare_plot_file, write_files
 from crowdbudget.exceptions import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from crowdbudget.registry import ENVIRONMENTS, make_environment
 
     if args.plot:
-        prepare_output_file(args.plot, "--plot")
+        prepare_plot_file(args.plot, "--plot")
     if args.prior is not None and (len(args.prior) != 2 or min(args.prior) <= 0):
         raise InvalidParameterError(
             f"--prior takes two numbers a,b > 0 (Beta(a, b)), got {args.prior}"

@@ -5,6 +5,9 @@ parameter): each is one line on stderr naming what is wrong and what is allowed,
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +95,42 @@ def test_aggregate_parameter_errors_quote_what_was_typed(
     assert "'mv:'" in line and "seed" not in line  # not the seeded id the command builds
     line = _one_line_error(capsys, ["aggregate", str(lab), "--method", "ds:n-iter=x"])
     assert line.startswith("crowdbudget aggregate: error: aggregator 'ds': cannot read n-iter='x'")
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("example", ["live_campaign.py", "live_families.py"])
+def test_example_options_are_explained_by_help(example: str) -> None:
+    """Every option of a runnable example says what it sets in ``--help`` (they had bare
+    ``--budget BUDGET`` lines), and a bad size is refused by the parser, not by the service."""
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent / "src")}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / example), "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    options = done.stdout.split("options:", 1)[1]
+    entries: list[list[str]] = []
+    for line in options.splitlines():
+        if line.startswith("  -"):
+            entries.append(line.split())
+        elif line.strip() and entries:
+            entries[-1].extend(line.split())
+    for words in entries:
+        flags = [w.rstrip(",") for w in words if w.startswith("-")]
+        metavars = {w.rstrip(",") for w in words if w.rstrip(",").isupper() or w.startswith("{")}
+        text = [w for w in words if w.rstrip(",") not in {*flags, *metavars}]
+        assert text, f"{example}: option {flags} has no help text"
+    if example == "live_campaign.py":
+        refused = subprocess.run(
+            [sys.executable, str(EXAMPLES / example), "--budget", "0"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert refused.returncode == 2
+        assert "argument --budget: expected an integer >= 1, got 0" in refused.stderr
+        assert "Traceback" not in refused.stderr

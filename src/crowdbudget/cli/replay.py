@@ -48,9 +48,14 @@ def add_data_arguments(p: argparse.ArgumentParser, default_hint: str) -> None:
         "--dataset NAME (or set CROWDBUDGET_DATA_DIR)",
     )
     add_validation_arguments(p)
-    p.add_argument("--budget", type=float_list, default=None, help="absolute budgets T1,T2,…")
     p.add_argument(
-        "--budget-per-item", type=float_list, default=None, help="budgets as multiples of K"
+        "--budget", type=float_list, default=None, help="budgets in labels, T1,T2,… (e.g. 800,1600)"
+    )
+    p.add_argument(
+        "--budget-per-item",
+        type=float_list,
+        default=None,
+        help="budgets in labels per item, r1,r2,… (e.g. 1,2,4: T = r × the number of items K)",
     )
     p.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
     p.add_argument(

@@ -256,10 +256,13 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--budget",
         type=float_list,
         default=None,
-        help="absolute budgets T1,T2,… (money when the workers have prices)",
+        help="budgets in labels, T1,T2,… (money when the workers have prices)",
     )
     p.add_argument(
-        "--budget-per-item", type=float_list, default=None, help="budgets as multiples of K"
+        "--budget-per-item",
+        type=float_list,
+        default=None,
+        help="budgets in labels per item, r1,r2,… (e.g. 1,2,4: T = r × the number of items K)",
     )
     p.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
     p.add_argument(

@@ -160,12 +160,33 @@ def offline_replay(policy: str, budget: int, reps: int, seed: int = 0) -> tuple[
     return float(row["accuracy_mean"]), float(row["accuracy_std"])
 
 
+def _positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type: a bad value is one line, exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=int, default=1600)
-    parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--policy", default="opt-kg")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--budget", type=_positive_int, default=1600, help="labels to buy (default 1600)"
+    )
+    parser.add_argument(
+        "--workers", type=_positive_int, default=16, help="simulated workers (default 16)"
+    )
+    parser.add_argument(
+        "--policy",
+        default="opt-kg",
+        help="policy id, parameters after colons (default opt-kg; `crowdbudget policies`)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the crowd and the policy (default 0)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         proc, base = start_service(Path(tmp) / "live.db")

@@ -365,11 +365,22 @@ def run_rte(base_url: str, budget: int, seed: int, reps: int = 10) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", default="all", choices=["all", *FAMILIES, "rte"])
-    parser.add_argument("--items", type=int, default=400)
-    parser.add_argument("--budget", type=int, default=1200)
-    parser.add_argument("--rte-budget", type=int, default=3200)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--family",
+        default="all",
+        choices=["all", *FAMILIES, "rte"],
+        help="one policy family, or all of them (default all)",
+    )
+    parser.add_argument(
+        "--items", type=int, default=400, help="items of each family's campaign (default 400)"
+    )
+    parser.add_argument(
+        "--budget", type=int, default=1200, help="labels of each family's campaign (default 1200)"
+    )
+    parser.add_argument(
+        "--rte-budget", type=int, default=3200, help="labels of the RTE replay (default 3200)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of crowds and policies")
     parser.add_argument("--quick", action="store_true", help="small sizes (the test's)")
     args = parser.parse_args(argv)
     if args.quick:

@@ -45,13 +45,19 @@ from crowdbudget.integrations.labelstudio_demo import (
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--url", required=True, help="the Label Studio server's address")
+    parser.add_argument("--token-file", required=True, help="file holding the admin's API token")
     parser.add_argument("--annotators", required=True, help="TSV: email<TAB>token per line")
-    parser.add_argument("--tasks", type=int, default=200)
-    parser.add_argument("--labels-per-task", type=float, default=3.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--db", default="sqlite:///labelstudio-dry-run.db")
+    parser.add_argument("--tasks", type=int, default=200, help="RTE tasks (default 200)")
+    parser.add_argument(
+        "--labels-per-task", type=float, default=3.0, help="mean annotations per task (default 3)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the annotators (default 0)")
+    parser.add_argument(
+        "--db",
+        default="sqlite:///labelstudio-dry-run.db",
+        help="crowdbudget's event store (default sqlite:///labelstudio-dry-run.db)",
+    )
     parser.add_argument("--compare", action="store_true", help="also run fixed overlap")
     args = parser.parse_args()
 

@@ -189,7 +189,10 @@ class _ExamplesFormatter(argparse.HelpFormatter):
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the command; user errors → one line on stderr and exit status 2."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # refused by the command's own parser: its name and --help in the line
+        command_parser = subcommands(parser).get(getattr(args, "command", None) or "", parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

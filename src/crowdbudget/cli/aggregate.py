@@ -34,6 +34,7 @@ from crowdbudget.cli.io import (
     OutputWriteError,
     add_validation_arguments,
     prepare_output_file,
+    prepare_plot_file,
     write_files,
 )
 from crowdbudget.exceptions import DataFormatError
@@ -58,7 +59,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if args.out is not None:
         prepare_output_file(args.out, "--out")
     if args.reliability is not None:
-        prepare_output_file(args.reliability, "--reliability")
+        prepare_plot_file(args.reliability, "--reliability")
 
 
 def _rows(data: Any, probas: np.ndarray, labels: np.ndarray, *, proba: bool) -> pd.DataFrame:
@@ -125,8 +126,9 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     from crowdbudget.experiments.metrics import calibration_metrics
 
     _check_arguments(args)
+    make_aggregator(args.method)  # an unknown id or a bad parameter fails here, as typed
     method = args.method if ":seed=" in args.method else f"{args.method}:seed={args.seed}"
-    aggregator = make_aggregator(method)  # unknown ids fail here, listing the known ones
+    aggregator = make_aggregator(method)
     data = read_labels_csv(
         args.labels, args.gold, classes=args.classes, duplicates=args.duplicates or "error"
     )

@@ -9,7 +9,8 @@
   those that write one file (``aggregate``; ``--plot`` of ``simulate`` and ``replay``).
   Missing parent folders are created; a path under a file, a file path onto a folder, a
   folder path onto a file or a folder where no file can be created (a probe file is created
-  and removed there) is a one-line error (exit status 2) before any work starts.
+  and removed there) is a one-line error (exit status 2) before any work starts; so is a plot
+  path (``--plot``, ``--reliability``) not ending in an image format (:func:`prepare_plot_file`).
 - **Writing** (:func:`write_files`): a command prints its report first and writes its files
   after, so a failure while writing (a full disk, a folder made read-only meanwhile) still
   leaves the report on stdout; the failure is one line naming the file (exit status 2).
@@ -137,6 +138,24 @@ def prepare_output_file(path: str | Path, flag: str) -> Path:
         ) from None
     check_folder_writable(target.parent, flag, path)
     return target
+
+
+#: image formats a plot path may end with (matplotlib writes each; the first is the default)
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+
+
+def prepare_plot_file(path: str | Path, flag: str) -> Path:
+    """:func:`prepare_output_file` for a plot: the name must end in an image format of
+    :data:`PLOT_FORMATS` (without one, matplotlib would write another file than the one
+    named, or fail after the whole run)."""
+    suffix = Path(path).suffix.lower().removeprefix(".")
+    if suffix not in PLOT_FORMATS:
+        found = f"'.{suffix}'" if suffix else "no extension"
+        raise InvalidParameterError(
+            f"{flag} {path}: a plot file name ends in an image format ({found} given); "
+            f"allowed: {', '.join('.' + f for f in PLOT_FORMATS)}"
+        )
+    return prepare_output_file(path, flag)
 
 
 def prepare_output_folder(path: str | Path, flag: str) -> Path:

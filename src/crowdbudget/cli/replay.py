@@ -27,7 +27,7 @@ from crowdbudget.cli.control import add_control_arguments
 from crowdbudget.cli.io import (
     add_validation_arguments,
     check_policies_apply,
-    prepare_output_file,
+    prepare_plot_file,
     write_files,
 )
 from crowdbudget.exceptions import InvalidParameterError
@@ -48,9 +48,14 @@ def add_data_arguments(p: argparse.ArgumentParser, default_hint: str) -> None:
         "--dataset NAME (or set CROWDBUDGET_DATA_DIR)",
     )
     add_validation_arguments(p)
-    p.add_argument("--budget", type=float_list, default=None, help="absolute budgets T1,T2,…")
     p.add_argument(
-        "--budget-per-item", type=float_list, default=None, help="budgets as multiples of K"
+        "--budget", type=float_list, default=None, help="budgets in labels, T1,T2,… (e.g. 800,1600)"
+    )
+    p.add_argument(
+        "--budget-per-item",
+        type=float_list,
+        default=None,
+        help="budgets in labels per item, r1,r2,… (e.g. 1,2,4: T = r × the number of items K)",
     )
     p.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
     p.add_argument(
@@ -98,13 +103,19 @@ def load_label_data(args: argparse.Namespace) -> Any:
     if args.labels is not None:
         if args.dataset is not None:
             raise InvalidParameterError("give either --dataset or --labels, not both")
-        return read_labels_csv(
+        data = read_labels_csv(
             args.labels,
             args.gold,
             classes=args.classes,
             duplicates=args.duplicates or "error",
             name=dataset_name(args),
         )
+        if args.gold is None:  # the runs are scored against gold: say which flag gives it
+            raise InvalidParameterError(
+                f"--labels {args.labels} needs --gold FILE (a CSV with columns task,label) "
+                "to score the policies against"
+            )
+        return data
     if args.gold is not None:
         raise InvalidParameterError("--gold needs --labels (bundled data sets carry their gold)")
     return load_dataset(
@@ -417,7 +428,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     args.control = control_tasks(args)
     if args.plot:
-        prepare_output_file(args.plot, "--plot")
+        prepare_plot_file(args.plot, "--plot")
     return run_replay(args, "replay", args.plot)
 
 

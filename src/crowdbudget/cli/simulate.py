@@ -23,7 +23,7 @@ from crowdbudget.cli.common import (
     verdict_note,
 )
 from crowdbudget.cli.control import add_control_arguments
-from crowdbudget.cli.io import prepare_output_file, write_files
+from crowdbudget.cli.io import prepare_plot_file, write_files
 from crowdbudget.exceptions import InvalidParameterError
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from crowdbudget.registry import ENVIRONMENTS, make_environment
 
     if args.plot:
-        prepare_output_file(args.plot, "--plot")
+        prepare_plot_file(args.plot, "--plot")
     if args.prior is not None and (len(args.prior) != 2 or min(args.prior) <= 0):
         raise InvalidParameterError(
             f"--prior takes two numbers a,b > 0 (Beta(a, b)), got {args.prior}"
@@ -256,10 +256,13 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--budget",
         type=float_list,
         default=None,
-        help="absolute budgets T1,T2,… (money when the workers have prices)",
+        help="budgets in labels, T1,T2,… (money when the workers have prices)",
     )
     p.add_argument(
-        "--budget-per-item", type=float_list, default=None, help="budgets as multiples of K"
+        "--budget-per-item",
+        type=float_list,
+        default=None,
+        help="budgets in labels per item, r1,r2,… (e.g. 1,2,4: T = r × the number of items K)",
     )
     p.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
     p.add_argument(

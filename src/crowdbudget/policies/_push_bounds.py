@@ -38,6 +38,12 @@ top (their best worker is the same), and the scan's draw needs them all, in pair
 Between two choices with the same top bound the tie set is kept (``memo``): the changed
 items' pairs leave it and re-enter at the best score, O(tie set + changed items) instead of
 a pass over every candidate's pairs, the same set (:func:`_reused_ties`).
+
+A label between two such choices is one compiled call too (:func:`observe_pushed`): the
+one-coin moment-matched update of the item's and the worker's Betas (§4; the scalar update's
+operations in its order, so the same bits), the label log, the item's error at d = 1/2 and
+moments, the worker's mean reliability, a new state number and the stale marks — the Python
+of the policy's ``observe`` was a third of a replay's time per label.
 """
 
 from __future__ import annotations
@@ -241,7 +247,11 @@ def _agreeing_errors(
     two errors after, so ``h(now) − out`` is the pair's Opt-KG score (the test grid: never
     below it by more than the candidate slack). One ``betainc`` per distinct (oriented state,
     reliability), the table of :func:`~crowdbudget.policies._one_coin_kernel.rescore_pairs`."""
-    size = 1024
+    # a power of two above twice the keys at most (doubled if ever half full): a label
+    # re-reads a bound or two, and a 24 KB table per label was most of that
+    size = 16
+    while size < 2 * n_todo + 2 and size < 1024:
+        size *= 2
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
     a_bits = a.view(np.int64)

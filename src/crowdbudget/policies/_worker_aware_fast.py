@@ -552,8 +552,11 @@ class IncrementalPairScores:
         self._push_active = True
         self._push_rebuild = False
         self._push_dirty = []
-        if self._push_stale:
-            self._push_stale_mark[self._push_stale] = False
+        if stale:
+            if len(stale) == 1:  # a label's worker: no index array for one flag
+                self._push_stale_mark[stale[0]] = False
+            else:
+                self._push_stale_mark[stale] = False
             self._push_stale = []
         if n_tied == FALLBACK:
             return SCAN

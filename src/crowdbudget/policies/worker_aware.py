@@ -92,7 +92,8 @@ change: O(n_workers + n_items_of_worker) per label by the reference scan (``refe
 The fast path (the default; one threshold for every item) keeps scores per item state and
 worker reliability, per-worker bests, compiled kernels at d = 1/2, lazy per-worker rescoring
 and a one-pass pull decision, and a push-mode Opt-KG choice on a replay from per-item bounds
-(:mod:`~crowdbudget.policies._push_bounds`), with the same decisions:
+(:mod:`~crowdbudget.policies._push_bounds`; there a label is one compiled call,
+``_observe_compiled``), with the same decisions:
 :mod:`~crowdbudget.policies._worker_aware_fast`. Two-coin and mixed thresholds keep the scan.
 
 Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling

@@ -16,10 +16,12 @@ from crowdbudget.policies._one_coin_kernel import (
 from crowdbudget.policies._push_bounds import (
     _agreeing_errors,
     margin_below,
+    one_coin_label,
     tree_at_least,
     tree_build,
     tree_set,
 )
+from crowdbudget.posteriors.one_coin import _one_coin_update_scalar
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
 from decision_log import run_recorded
@@ -115,14 +117,39 @@ def _decisions(policy_id: str, env: ReplayEnvironment, budget: float, seed: int,
         "opt-kg:posterior=one-coin:tie-break=first",
         "opt-kg:posterior=one-coin:refit=0",
         "opt-kg:posterior=one-coin:refit=25:refit-growth=0.2",
+        "opt-kg:posterior=one-coin:refit-tol=0.01",
     ],
 )
 def test_rte_push_replay_same_choices_as_worker_bests(policy_id: str) -> None:
+    # the bounded path's labels go through the compiled observe (observe_pushed), the
+    # per-worker bests' through the policy's Python observe: same choices, same beliefs
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     seed = 5
     log, accuracy, policy = _decisions(policy_id, env, 1500.0, seed, True)
     assert policy._bounded and policy._push_active
-    assert (log, accuracy) == _decisions(policy_id, env, 1500.0, seed, False)[:2]
+    log_ref, accuracy_ref, reference = _decisions(policy_id, env, 1500.0, seed, False)
+    assert (log, accuracy) == (log_ref, accuracy_ref)
+    for name in ("a", "b", "c", "d"):
+        assert np.array_equal(getattr(policy.posterior_, name), getattr(reference.posterior_, name))
+    assert policy._n_log == reference._n_log and policy._n_labeled == reference._n_labeled
+
+
+def test_compiled_label_update_has_the_scalar_update_bits() -> None:
+    # one_coin_label against OneCoinPosterior.update's scalar path, on states from fresh to
+    # concentrated, reliabilities on both sides of 1/2, both labels
+    rng = np.random.default_rng(11)
+    n = 4000
+    a = np.exp(rng.uniform(-3.0, 9.0, n))
+    b = np.exp(rng.uniform(-3.0, 9.0, n))
+    c = np.exp(rng.uniform(-2.0, 8.0, n))
+    d = np.exp(rng.uniform(-2.0, 8.0, n))
+    a[:5], b[:5] = 1.0, 1.0
+    labels = rng.integers(2, size=n)
+    for k in range(n):
+        want = _one_coin_update_scalar(a[k], b[k], c[k], d[k], int(labels[k]))
+        got_a, got_b, got_c, got_d = a.copy(), b.copy(), c.copy(), d.copy()
+        one_coin_label(k, k, int(labels[k]), got_a, got_b, got_c, got_d)
+        assert (got_a[k], got_b[k], got_c[k], got_d[k]) == want, k
 
 
 def test_adversarial_workers_same_choices() -> None:

@@ -38,6 +38,12 @@ top (their best worker is the same), and the scan's draw needs them all, in pair
 Between two choices with the same top bound the tie set is kept (``memo``): the changed
 items' pairs leave it and re-enter at the best score, O(tie set + changed items) instead of
 a pass over every candidate's pairs, the same set (:func:`_reused_ties`).
+
+A label between two such choices is one compiled call too (:func:`observe_pushed`): the
+one-coin moment-matched update of the item's and the worker's Betas (§4; the scalar update's
+operations in its order, so the same bits), the label log, the item's error at d = 1/2 and
+moments, the worker's mean reliability, a new state number and the stale marks — the Python
+of the policy's ``observe`` was a third of a replay's time per label.
 """
 
 from __future__ import annotations
@@ -47,13 +53,16 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from crowdbudget._compiled_special import betainc as _betainc
 from crowdbudget.policies._one_coin_kernel import (
     _error_after,
     _grown,
     _slot,
     canonical,
+    fill_item_moments,
     rescore_pairs,
 )
+from crowdbudget.posteriors.one_coin import _S_FLOOR
 from crowdbudget.types import FloatArray, IntArray
 
 #: the relative slack of the candidate threshold (rounding only; module docstring)
@@ -238,7 +247,11 @@ def _agreeing_errors(
     two errors after, so ``h(now) − out`` is the pair's Opt-KG score (the test grid: never
     below it by more than the candidate slack). One ``betainc`` per distinct (oriented state,
     reliability), the table of :func:`~crowdbudget.policies._one_coin_kernel.rescore_pairs`."""
-    size = 1024
+    # a power of two above twice the keys at most (doubled if ever half full): a label
+    # re-reads a bound or two, and a 24 KB table per label was most of that
+    size = 16
+    while size < 2 * n_todo + 2 and size < 1024:
+        size *= 2
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
     a_bits = a.view(np.int64)
@@ -582,3 +595,120 @@ def _score_candidates(
             to_score[:m], pair_items, pair_workers, a, b, moments, reliability, item_error,
             True, scores,
         )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _matched(mean: float, second: float) -> tuple[float, float]:
+    """``one_coin._match_scalar``: the Beta of these two moments (same operations, same
+    order; Python's ``max(x, y)`` is ``y if y > x else x``)."""
+    spread = mean * (1.0 - mean)
+    floor = spread * 1e-15
+    var = second - mean * mean
+    var = floor if floor > var else var
+    s = spread / var - 1.0
+    s = _S_FLOOR if s < _S_FLOOR else s
+    return mean * s, (1.0 - mean) * s
+
+
+@njit(cache=True, nogil=True)
+def one_coin_label(
+    i: int, j: int, label: int, a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray
+) -> None:
+    """``OneCoinPosterior.update`` of one label in place (Chen, Lin, Zhou 2013, §4: the
+    moment-matched item and worker Betas; ``one_coin._one_coin_update_scalar``'s operations
+    in its order, so the same bits — tests/test_push_bounds.py)."""
+    ta = a[i] if label == 1 else b[i]
+    tb = b[i] if label == 1 else a[i]
+    n = ta + tb
+    t1 = ta / n
+    t2 = t1 * (ta + 1.0) / (n + 1.0)
+    t3 = t2 * (ta + 2.0) / (n + 2.0)
+    t1m = t1 * tb / (n + 1.0)
+    t21m = t2 * tb / (n + 2.0)
+    cj = c[j]
+    dj = d[j]
+    m = cj + dj
+    r1 = cj / m
+    r2 = r1 * (cj + 1.0) / (m + 1.0)
+    r3 = r2 * (cj + 2.0) / (m + 2.0)
+    r1m = r1 * dj / (m + 1.0)
+    r21m = r2 * dj / (m + 2.0)
+    z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
+    na, nb = _matched((t2 * r1 + t1m * (1.0 - r1)) / z1, (t3 * r1 + t21m * (1.0 - r1)) / z1)
+    nc, nd = _matched((t1 * r2 + (1.0 - t1) * r1m) / z1, (t1 * r3 + (1.0 - t1) * r21m) / z1)
+    a[i] = na if label == 1 else nb
+    b[i] = nb if label == 1 else na
+    c[j] = nc
+    d[j] = nd
+
+
+@njit(cache=True, nogil=True)
+def observe_pushed(
+    event: Any,
+    worker_moves: bool,
+    next_refit: int,
+    beliefs: Any,
+    log: IntArray,
+    counts: IntArray,
+    labeled: Any,
+    labeled_items: IntArray,
+    pushed: Any,
+    csr: Any,
+    fresh: IntArray,
+) -> int:
+    """One label ``event`` = (item i, worker j, label) once push choices read the bounds, in
+    one call — what ``OneCoinKnowledgeGradient.observe`` and its fast path do in Python, in
+    the same order with the same bits: the posterior update (:func:`one_coin_label`; the
+    worker's Beta put back unless ``worker_moves``), the label log and the labeled items
+    (``counts`` = (labels logged, labeled items, next state number), updated; ``next_refit``
+    ≤ 0: no log); then, unless a refit is due, the item's error (d = 1/2) and moments, the
+    worker's mean reliability, a new state number for the item, and the item's workers not
+    yet stale marked stale and written to ``fresh``.
+
+    ``beliefs`` = (a, b, c, d, moments, reliability, item_error); ``pushed`` = (state
+    numbers, stale flags per worker); ``csr`` = (item_ptr, item_order, pair_workers).
+    Returns −1 when a refit is due (the rest then left to it), else ``2 · n_fresh + moved``
+    (moved: the worker's mean reliability changed)."""
+    i, j, label = event
+    a, b, c, d, moments, reliability, item_error = beliefs
+    state_ids, stale = pushed
+    item_ptr, item_order, pair_workers = csr
+    cj = c[j]
+    dj = d[j]
+    one_coin_label(i, j, label, a, b, c, d)
+    if not worker_moves:
+        c[j] = cj
+        d[j] = dj
+    if next_refit > 0:
+        n_log = counts[0]
+        log[n_log, 0] = i
+        log[n_log, 1] = j
+        log[n_log, 2] = label
+        counts[0] = n_log + 1
+        if not labeled[i]:
+            labeled[i] = True
+            labeled_items[counts[1]] = i
+            counts[1] += 1
+        if n_log + 1 >= next_refit:
+            return -1
+    ai = a[i]
+    bi = b[i]
+    # error_probability at d = 1/2 of one item (the policy's scalar rule: 1/2 on a tie)
+    if ai == bi:
+        item_error[i] = 0.5
+    else:
+        item_error[i] = _betainc(bi if bi > ai else ai, bi if bi < ai else ai, 0.5, 0)
+    fill_item_moments(i, a, b, moments)
+    r = c[j] / (c[j] + d[j])
+    moved = 1 if reliability[j] != r else 0
+    reliability[j] = r
+    state_ids[i] = counts[2]
+    counts[2] += 1
+    n_fresh = 0
+    for k in range(item_ptr[i], item_ptr[i + 1]):
+        w = pair_workers[item_order[k]]
+        if not stale[w]:
+            stale[w] = True
+            fresh[n_fresh] = w
+            n_fresh += 1
+    return 2 * n_fresh + moved

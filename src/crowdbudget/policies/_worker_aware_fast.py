@@ -92,6 +92,8 @@ SCAN = -1
 
 #: ``remaining`` of a world without a replay's records (every pair askable again)
 _NO_REMAINING = np.empty(0, dtype=np.int64)
+#: no items (or workers) changed since the last push choice
+_NO_ITEMS = np.empty(0, dtype=np.int64)
 
 
 def _orientation_moments(ta: _Real, tb: _Real) -> list[_Real]:
@@ -506,25 +508,31 @@ class IncrementalPairScores:
         self._push_rebuild = True
         self._push_dirty: list[int] = []
         self._push_stale: list[int] = []
+        # the arguments the compiled calls take, built once (the arrays are kept in place)
+        self._push_csr = (
+            self._item_ptr,
+            self._item_order,
+            self._worker_ptr,
+            self._worker_order,
+            self._pair_items,
+            self._pair_workers,
+            self._remaining,
+        )
+        self._observe_csr = (self._item_ptr, self._item_order, self._pair_workers)
+        self._observe_counts = np.zeros(3, dtype=np.int64)
+        self._fresh_workers = np.empty(n_workers, dtype=np.int64)
 
     def _choose_push_bounded(self, state: CampaignState) -> int:
         """The push choice from the per-item bounds (:func:`~crowdbudget.policies.
         _push_bounds.push_choose`): the scan's pair and draw, or ``SCAN``."""
         assert self._remaining is not None
         post = self.posterior_
+        dirty, stale = self._push_dirty, self._push_stale
         n_tied = push_choose(
             self._push_rebuild,
-            np.array(self._push_dirty, dtype=np.int64),
-            np.array(self._push_stale, dtype=np.int64),
-            (
-                self._item_ptr,
-                self._item_order,
-                self._worker_ptr,
-                self._worker_order,
-                self._pair_items,
-                self._pair_workers,
-                self._remaining,
-            ),
+            np.array(dirty, dtype=np.int64) if dirty else _NO_ITEMS,
+            np.array(stale, dtype=np.int64) if stale else _NO_ITEMS,
+            self._push_csr,
             (
                 np.ascontiguousarray(post.a, dtype=float),
                 np.ascontiguousarray(post.b, dtype=float),
@@ -544,8 +552,11 @@ class IncrementalPairScores:
         self._push_active = True
         self._push_rebuild = False
         self._push_dirty = []
-        if self._push_stale:
-            self._push_stale_mark[self._push_stale] = False
+        if stale:
+            if len(stale) == 1:  # a label's worker: no index array for one flag
+                self._push_stale_mark[stale[0]] = False
+            else:
+                self._push_stale_mark[stale] = False
             self._push_stale = []
         if n_tied == FALLBACK:
             return SCAN

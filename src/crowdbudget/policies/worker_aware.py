@@ -92,7 +92,8 @@ change: O(n_workers + n_items_of_worker) per label by the reference scan (``refe
 The fast path (the default; one threshold for every item) keeps scores per item state and
 worker reliability, per-worker bests, compiled kernels at d = 1/2, lazy per-worker rescoring
 and a one-pass pull decision, and a push-mode Opt-KG choice on a replay from per-item bounds
-(:mod:`~crowdbudget.policies._push_bounds`), with the same decisions:
+(:mod:`~crowdbudget.policies._push_bounds`; there a label is one compiled call,
+``_observe_compiled``), with the same decisions:
 :mod:`~crowdbudget.policies._worker_aware_fast`. Two-coin and mixed thresholds keep the scan.
 
 Ids: ``opt-kg:posterior=one-coin|two-coin``, ``kg:…``, ``cvar-kg:…:alpha=α`` (the old spelling
@@ -111,6 +112,7 @@ from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest
+from crowdbudget.policies._push_bounds import observe_pushed
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
 from crowdbudget.policies._refit_schedule import (
     check_refit_growth,
@@ -441,6 +443,9 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         return Assignment(item=int(self._pair_items[pair]), worker=chosen_worker, price=price)
 
     def observe(self, event: LabelEvent) -> None:
+        if self._pairs_built and self._push_active and event.label in (0, 1):
+            self._observe_compiled(event)
+            return
         post = self.posterior_
         if self._incremental is None:
             post.update(event)
@@ -495,6 +500,51 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             self._rescore(changed)
         else:
             self._scores[changed] = self._score_pairs(changed)
+
+    def _observe_compiled(self, event: LabelEvent) -> None:
+        """:meth:`observe` once push choices read the bounds (one-coin, compiled, d = 1/2): the
+        posterior update, the log, the item's error and moments, the worker's reliability and
+        the stale marks in one compiled call (:func:`~crowdbudget.policies._push_bounds.
+        observe_pushed`: the same operations, the same bits), the refit as :meth:`observe`'s."""
+        post = self.posterior_
+        assert isinstance(post, OneCoinPosterior)  # the push bounds are one-coin's
+        i, j = event.item, event.worker
+        if self.refit and self._n_log == self._log.shape[0]:
+            self._log = np.concatenate([self._log, np.empty_like(self._log)])
+        counts = self._observe_counts
+        counts[0], counts[1], counts[2] = self._n_log, self._n_labeled, self._n_states
+        code = observe_pushed(
+            (i, j, event.label),
+            self._incremental is None,
+            self._next_refit if self.refit else 0,
+            (post.a, post.b, post.c, post.d, self._moments, self._reliability, self._item_error),
+            self._log,
+            counts,
+            self._labeled,
+            self._labeled_items,
+            (self._state_ids, self._stale),
+            self._observe_csr,
+            self._fresh_workers,
+        )
+        self._n_log, self._n_labeled = int(counts[0]), int(counts[1])
+        if code < 0:  # a refit is due: it refreshes what the label changed
+            self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
+            if self._incremental is not None:
+                self._refit_incremental()
+            else:
+                self._refit_beliefs(self.refit_rounds)
+            return
+        self._n_states = int(counts[2])
+        if self._n_states > 2 * self._state_ids.shape[0] + 64:
+            self._number_states()  # keep the per-state table O(n_items)
+        if not self._push_rebuild:
+            self._push_dirty.append(i)
+            # a worker whose reliability did not move (refit_tol) keeps its other bounds
+            if code & 1 and not self._push_stale_mark[j]:
+                self._push_stale_mark[j] = True
+                self._push_stale.append(j)
+        if code > 1:
+            self._stale_list.extend(self._fresh_workers[: code >> 1].tolist())
 
     def refit_schedule(self, n_labels: int) -> list[int]:
         """The label counts (≤ ``n_labels``) after which this policy refits; [] if refit=0

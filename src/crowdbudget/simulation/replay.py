@@ -150,6 +150,9 @@ class ReplayEnvironment(LabelingEnvironment):
     def reset(self, *, seed: int | np.random.SeedSequence | None = None) -> dict[str, Any]:
         self._rng = np.random.default_rng(as_seed_sequence(seed))
         self._perm = self._order.copy()  # per item segment: unused records first
+        # where each record sits in _perm (kept with every swap: no search of the segment)
+        self._slot_of = np.empty(self.n_records, dtype=np.int64)
+        self._slot_of[self._perm] = np.arange(self.n_records, dtype=np.int64)
         self._unused = np.diff(self._item_ptr)
         self._pair_unused = self._pair_count.copy()
         self._pair_perm = self._pair_records.copy()
@@ -174,6 +177,13 @@ class ReplayEnvironment(LabelingEnvironment):
         if self._unused[item] == 0:
             self._eligible[item] = False
 
+    def _to_tail(self, slot: int, last: int) -> None:
+        """Swap the records at ``slot`` and ``last`` of ``_perm`` (``_slot_of`` kept)."""
+        perm = self._perm
+        moved, tail = int(perm[slot]), int(perm[last])
+        perm[slot], perm[last] = tail, moved
+        self._slot_of[tail], self._slot_of[moved] = slot, last
+
     def step(self, assignment: Assignment) -> StepResult:
         item = assignment.item
         if not 0 <= item < self.n_items or self._unused[item] == 0:
@@ -184,8 +194,7 @@ class ReplayEnvironment(LabelingEnvironment):
             n = int(self._unused[item])
             slot = start + int(self._rng.integers(n))
             record = int(self._perm[slot])
-            last = start + n - 1
-            self._perm[slot], self._perm[last] = self._perm[last], self._perm[slot]
+            self._to_tail(slot, start + n - 1)
         else:
             pair = self._pair_lookup.get(item * self.n_workers + assignment.worker)
             if pair is None or self._pair_unused[pair] == 0:
@@ -193,13 +202,12 @@ class ReplayEnvironment(LabelingEnvironment):
                     f"worker {assignment.worker} has no unused recorded label for item {item}"
                 )
             lo, hi = int(self._pair_ptr[pair]), int(self._pair_ptr[pair + 1])
-            record = next(int(r) for r in self._pair_perm[lo:hi] if not self._used[r])
+            if hi - lo == 1:  # one record (every pair of most sets): unused, as counted
+                record = int(self._pair_perm[lo])
+            else:
+                record = next(int(r) for r in self._pair_perm[lo:hi] if not self._used[r])
             # keep the item's segment invariant (unused first): move this record to the tail
-            n = int(self._unused[item])
-            segment = self._perm[start : start + n]
-            slot = start + int(np.flatnonzero(segment == record)[0])
-            last = start + n - 1
-            self._perm[slot], self._perm[last] = self._perm[last], self._perm[slot]
+            self._to_tail(int(self._slot_of[record]), start + int(self._unused[item]) - 1)
         self._take_record(record)
         event = LabelEvent(
             item=item,

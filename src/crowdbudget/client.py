@@ -346,9 +346,11 @@ class Client:
         )
         return result
 
-    def block_worker(self, campaign_id: str, worker_id: str) -> None:
-        """Block a worker by hand (no more work for them)."""
-        self._call("PUT", f"/campaigns/{campaign_id}/blocked-workers/{worker_id}")
+    def block_worker(self, campaign_id: str, worker_id: str, reason: str | None = None) -> None:
+        """Block a worker by hand (no more work for them), with the requester's ``reason``
+        (one line, at most 200 characters) when given."""
+        body = {} if reason is None else {"json": {"reason": reason}}
+        self._call("PUT", f"/campaigns/{campaign_id}/blocked-workers/{worker_id}", **body)
 
     def unblock_worker(self, campaign_id: str, worker_id: str) -> None:
         """Lift a worker's block."""

@@ -56,11 +56,12 @@ N_CONTROL_ITEMS = 30
 def crowd(kind: str, n_workers: int, rng: np.random.Generator) -> WorkerPool:
     """``n_workers`` workers, the first 30 % bad (``spammer`` or ``one-class``; ``good``:
     none bad, the crowd where every block is a false one)."""
-    n_bad = 0 if kind == "good" else round(BAD_SHARE * n_workers)
+    share = {"good": 0.0, "spammer-10": 0.1}.get(kind, BAD_SHARE)
+    n_bad = round(share * n_workers)
     accuracy = rng.uniform(0.7, 0.95, n_workers)
     conf = np.array([[[a, 1 - a], [1 - a, a]] for a in accuracy])
     for j in range(n_bad):
-        if kind == "spammer":
+        if kind.startswith("spammer"):
             conf[j] = 0.5
         else:
             favourite = int(rng.integers(2))
@@ -89,6 +90,11 @@ FITS: dict[str, dict[str, object]] = {
     "agree": {"agreement": True},
     "crowd-agree": {"prior_fit": "crowd", "agreement": True},
     "crowd-vote-agree": {"prior_fit": "crowd", "label_worth": "vote", "agreement": True},
+    "share": {"prior_fit": "share"},
+    "share-agree": {"prior_fit": "share", "agreement": True},
+    "share-vote-agree": {"prior_fit": "share", "label_worth": "vote", "agreement": True},
+    "share0-agree": {"prior_fit": "share", "no_bad_prior": 0.0, "agreement": True},
+    "share.2-agree": {"prior_fit": "share", "no_bad_prior": 0.2, "agreement": True},
 }
 
 

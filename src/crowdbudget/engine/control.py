@@ -74,8 +74,8 @@ the look-ahead):
   The rule needs a block level (the decision it values) and the campaign's budget
   (:meth:`ControlLedger.start`).
 
-**Reading a worker against the crowd, and by their agreement** (settings; the defaults keep
-the rule above):
+**Reading a worker against the crowd, and by their agreement** (settings; by default a
+worker is read against the fixed prior, with agreement):
 
 - ``prior_fit="crowd"``: the prior of ``a_j`` is the crowd's accuracy distribution, fitted
   to every other worker's evidence (a nonparametric empirical-Bayes mixing distribution on a
@@ -87,10 +87,11 @@ the rule above):
   (2 of 2) as a good worker's; the crowd says how rare each is. Why a grid and not a Beta
   mixture: a crowd of good workers and spammers, or of always-one-class workers, has modes
   a single Beta cannot hold, and the grid's EM needs no starting guess of the components.
-- ``agreement=True``: the verdict's expected right answers among a worker's labels of the
-  non-control items (:func:`expected_right`: ``k_j = Σ P(class_i = label)``, ``m_j`` labels)
-  join the control answers as soft counts: the likelihood ``a^{c+k} (1 − a)^{n−c+m−k}``,
-  the test ``P(a_j < level) >= confidence`` once ``n + m >= min_answers``, read every
+- ``agreement=True`` (the default): the verdict's expected right answers among a worker's
+  labels of the non-control items (:func:`expected_right`: ``k_j = Σ P(class_i = label)``,
+  ``m_j`` labels) join the control answers as soft counts: the likelihood
+  ``a^{c+k} (1 − a)^{n−c+m−k}``, the test ``P(a_j < level) >= confidence`` once
+  ``n + m >= min_answers``, read every
   ``max(20, 5 % of the labels)`` labels (a verdict fit costs O(labels)). This is the test the
   Label Studio connector runs on annotators (the same :meth:`ControlLedger.p_below` and
   :func:`expected_right`). Why: a worker gives ~45 labels at 3 labels per item and 20
@@ -99,7 +100,10 @@ the rule above):
   label moves the verdict toward it (both read a bad worker as better: a conservative test);
   a verdict that has not yet found the good workers reads everyone as average. A campaign
   gives the ledger its source (``agreement_source``: the simulation runner does; a live
-  campaign does not, so it reads control answers only).
+  campaign does not, so it reads control answers only), and it is read only with a block
+  level (nothing else reads it). The default since it was better or level in every cell
+  measured (benchmarks/README.md, 2026-12-06 and 2026-12-07: the value rule +3.8 / +3.9
+  points with spammers against +3.2 / +1.5 without).
 - ``prior_fit="share"``: the value rule predicts a worker's answers from the crowd seen as
   two kinds of worker, bad (accuracy below ``block_below``) with probability π and good
   otherwise (the requester's Beta restricted to each side of the level), π with the prior
@@ -245,7 +249,7 @@ class ControlTasks:
     prior_strength: float = 10.0
     no_bad_prior: float = 0.5
     label_worth: str = "exponent"
-    agreement: bool = False
+    agreement: bool = True
     rule: str = "fixed"
     horizon: int = 20
     blocked_labels: str = "drop"
@@ -573,7 +577,11 @@ class ControlLedger:
         """Whether to read the verdict's agreement again: every :data:`AGREEMENT_EVERY`
         labels, or every 5 % more labels when that is more (a verdict fit costs O(labels):
         the fits then cost O(labels) in all, amortised)."""
-        if not self.tasks.agreement or self.agreement_source is None:
+        if (
+            not self.tasks.agreement
+            or self.agreement_source is None
+            or self.tasks.block_below is None  # no block test, no value rule: unread
+        ):
             return False
         fresh = self.labels_total - self._agreement_at
         return fresh >= max(AGREEMENT_EVERY, 0.05 * self.labels_total)

@@ -97,10 +97,14 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _agreement(args: argparse.Namespace) -> dict[str, bool]:
-    """``agreement`` when the command line sets it (else ControlTasks' default, on)."""
+def _agreement(args: argparse.Namespace) -> bool:
+    """``agreement``: as the command line sets it, else ControlTasks' default (on)."""
+    from crowdbudget.engine.control import ControlTasks
+
     given = getattr(args, "block_agreement", None)
-    return {} if given is None else {"agreement": bool(given)}
+    if given is None:
+        return bool(ControlTasks.__dataclass_fields__["agreement"].default)
+    return bool(given)
 
 
 def control_tasks(args: argparse.Namespace) -> Any:
@@ -134,6 +138,6 @@ def control_tasks(args: argparse.Namespace) -> Any:
         rule=getattr(args, "control_rule", "fixed"),
         blocked_labels=getattr(args, "blocked_labels", "drop"),
         calibrate=getattr(args, "control_calibrate", None),
-        **_agreement(args),
+        agreement=_agreement(args),
         prior_fit=getattr(args, "control_prior", "fixed"),
     )

@@ -32,6 +32,12 @@ distribution, Laird 1978, computed by EM on a grid as in Koenker & Mizera 2014):
 
 Everything is in log space where products of many likelihoods meet (no underflow at any
 ``n``). Cost: O(ITERATIONS · N · G) per fit.
+
+Also here: :class:`SharePrior` (the crowd as two kinds of worker and the posterior of its
+share of bad ones, the value rule's ``prior_fit="share"``), peer agreement as evidence
+(:func:`peer_log_likelihood`), and the value rule's arithmetic on the Beta and on the grid
+(:func:`positive_information`, :func:`grid_net_values`, ``_net_values``) and the verdict's
+soft counts (:func:`expected_right`), which :mod:`crowdbudget.engine.control` re-exports.
 """
 
 from __future__ import annotations
@@ -361,7 +367,8 @@ def expected_right(
 
 def positive_information(alpha: float | FloatArray, beta: float | FloatArray) -> FloatArray:
     """``E[max(0, 2a − 1)²]`` for ``a ~ Beta(alpha, beta)`` (arrays broadcast): what a label
-    of such a worker is worth (module docstring; Karger, Oh & Shah 2014).
+    of such a worker is worth (:mod:`crowdbudget.engine.control`'s module docstring; Karger,
+    Oh & Shah 2014).
 
     ``E[a^r 1{a > ½}] = E[a^r] · P_{Beta(α + r, β)}(a > ½) = E[a^r] · I_½(β, α + r)``
     (``1 − I_x(a, b) = I_{1−x}(b, a)``), and
@@ -390,7 +397,8 @@ def _net_values(
     confidence: float,
     answers_to_block: int,
 ) -> FloatArray:
-    """``V_k`` for k = 1..horizon (module docstring), shape (horizon,).
+    """``V_k`` for k = 1..horizon (:mod:`crowdbudget.engine.control`'s value rule), shape
+    (horizon,).
 
     ``s`` correct of ``k`` more answers has the Beta-binomial probability
     ``C(k, s) B(α + s, β + k − s) / B(α, β)`` (computed in logs: no overflow for any k);

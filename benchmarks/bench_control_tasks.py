@@ -28,12 +28,15 @@ The controlled conditions run once per setting of the block evidence (``--fits``
 before): ``crowd`` (the crowd's accuracy distribution as the prior,
 :mod:`crowdbudget.engine.crowd_prior`), ``agree`` (the verdict's soft counts of each worker's
 other labels join the control answers, ``ControlTasks.agreement``), ``vote`` (the value rule's
-vote label worth) and their combinations (:data:`FITS`). A third crowd, ``good``, has no bad
-worker (every block there is a false one). ``--only`` runs the named conditions (and no
-control).
+vote label worth), ``share`` (the value rule weighs the posterior of the crowd's share of bad
+workers, ``prior_fit="share"``; ``share.2`` / ``share0``: with the prior probability 0.2 / 0
+of no bad worker instead of 0.5) and their combinations (:data:`FITS`; every name without
+``agree`` runs without agreement, ``ControlTasks``' default since 2026-12-07). A third crowd,
+``good``, has no bad worker (every block there is a false one); ``spammer-10`` has 10 %
+spammers. ``--only`` runs the named conditions (and no control).
 
     python benchmarks/bench_control_tasks.py [--reps 20] [--items 300] [--workers 20]
-        [--crowds spammer,one-class,good] [--fits fixed,crowd] [--no-reference]
+        [--crowds spammer,one-class,good,spammer-10] [--fits fixed,crowd] [--no-reference]
 """
 
 from __future__ import annotations
@@ -55,12 +58,13 @@ N_CONTROL_ITEMS = 30
 
 def crowd(kind: str, n_workers: int, rng: np.random.Generator) -> WorkerPool:
     """``n_workers`` workers, the first 30 % bad (``spammer`` or ``one-class``; ``good``:
-    none bad, the crowd where every block is a false one)."""
-    n_bad = 0 if kind == "good" else round(BAD_SHARE * n_workers)
+    none bad, the crowd where every block is a false one; ``spammer-10``: 10 % spammers)."""
+    share = {"good": 0.0, "spammer-10": 0.1}.get(kind, BAD_SHARE)
+    n_bad = round(share * n_workers)
     accuracy = rng.uniform(0.7, 0.95, n_workers)
     conf = np.array([[[a, 1 - a], [1 - a, a]] for a in accuracy])
     for j in range(n_bad):
-        if kind == "spammer":
+        if kind.startswith("spammer"):
             conf[j] = 0.5
         else:
             favourite = int(rng.integers(2))
@@ -82,13 +86,18 @@ def _blocking(**rule: object) -> ControlTasks:
 
 #: the prior fits (and label worths) compared: name -> ControlTasks settings
 FITS: dict[str, dict[str, object]] = {
-    "fixed": {},
-    "crowd": {"prior_fit": "crowd"},
-    "crowd-vote": {"prior_fit": "crowd", "label_worth": "vote"},
-    "fixed-vote": {"label_worth": "vote"},
+    "fixed": {"agreement": False},
+    "crowd": {"prior_fit": "crowd", "agreement": False},
+    "crowd-vote": {"prior_fit": "crowd", "label_worth": "vote", "agreement": False},
+    "fixed-vote": {"label_worth": "vote", "agreement": False},
     "agree": {"agreement": True},
     "crowd-agree": {"prior_fit": "crowd", "agreement": True},
     "crowd-vote-agree": {"prior_fit": "crowd", "label_worth": "vote", "agreement": True},
+    "share": {"prior_fit": "share", "agreement": False},
+    "share-agree": {"prior_fit": "share", "agreement": True},
+    "share-vote-agree": {"prior_fit": "share", "label_worth": "vote", "agreement": True},
+    "share0-agree": {"prior_fit": "share", "no_bad_prior": 0.0, "agreement": True},
+    "share.2-agree": {"prior_fit": "share", "no_bad_prior": 0.2, "agreement": True},
 }
 
 

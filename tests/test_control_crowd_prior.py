@@ -121,7 +121,7 @@ def test_new_settings_are_checked() -> None:
     assert (default.prior_fit, default.label_worth, default.agreement) == (
         "fixed",
         "exponent",
-        False,
+        True,
     )
 
 
@@ -177,6 +177,11 @@ def test_the_command_line_reaches_agreement_and_the_crowd_prior() -> None:
     args = parser.parse_args(options.split())
     tasks = control_tasks(args)
     assert (tasks.agreement, tasks.prior_fit) == (True, "crowd")
-    assert control_tasks(parser.parse_args(["--control-items", "5"])).agreement is False
+    assert control_tasks(parser.parse_args(["--control-items", "5"])).agreement is True
+    off = parser.parse_args(["--control-items", "5", "--no-block-agreement"])
+    assert control_tasks(off).agreement is False
+    options = "--control-items 5 --block-below 0.7 --control-prior share"
+    share = parser.parse_args(options.split())
+    assert control_tasks(share).prior_fit == "share"
     with pytest.raises(InvalidParameterError, match="block-agreement"):
         control_tasks(parser.parse_args(["--block-agreement"]))

@@ -142,6 +142,12 @@ def test_control_items_settings_and_blocked_labels(api: Api) -> None:
         ("PUT", "/blocked-workers/nobody", None, "no worker 'nobody'"),
         ("DELETE", "/blocked-workers/nobody", None, "no worker 'nobody'"),
         ("PUT", "/blocked-workers/" + "w" * 201, None, "takes at most 200"),
+        ("PUT", "/blocked-workers/w0", {"reason": "r" * 201}, "reason must be 1 to 200"),
+        ("PUT", "/blocked-workers/w0", {"reason": "   "}, "reason must be 1 to 200"),
+        ("PUT", "/blocked-workers/w0", {"reason": "two\nlines"}, "one line"),
+        ("PUT", "/blocked-workers/w0", {"reason": 3}, "reason"),
+        ("PUT", "/blocked-workers/w0", {"why": "spam"}, "why"),
+        ("PUT", "/blocked-workers/nobody", {"reason": "spam"}, "no worker 'nobody'"),
     ],
 )
 def test_bad_requests_are_refused_and_change_nothing(
@@ -151,6 +157,35 @@ def test_bad_requests_are_refused_and_change_nothing(
     kw = {} if body is None else {"json": body}
     detail = api.refused(method, path, 422, **kw)
     assert needle in detail, detail
+
+
+def test_the_requesters_reason_is_stored_shown_and_lifted(api: Api) -> None:
+    """``PUT …/blocked-workers/{w}`` with a ``reason``: in the event, the blocked workers,
+    the status, after a restart; blocked already: the new reason stores nothing; unblocked:
+    the reason goes with the block."""
+    api.worker("w0"), api.worker("w1")
+    reason = "  copied answers from another worker (ticket 12)  "
+    assert api.call("PUT", "/blocked-workers/w0", json={"reason": reason}).status_code == 204
+    (blocked,) = api.call("GET", "/blocked-workers").json()
+    assert blocked["by"] == "requester" and blocked["reason"] == reason.strip()
+    assert api.call("GET", "/status").json()["blocked_workers"] == [blocked]
+    events = list(EventStore(api.url).events(api.cid))
+    assert [e.payload.get("reason") for e in events if e.kind == "worker_blocked"] == [
+        reason.strip()
+    ]
+    before = _checksum(api.url)
+    assert api.call("PUT", "/blocked-workers/w0", json={"reason": "other"}).status_code == 204
+    assert _checksum(api.url) == before  # blocked already: nothing stored
+    # without a body (as before) and with a null reason: no reason recorded
+    assert api.call("PUT", "/blocked-workers/w1", json={"reason": None}).status_code == 204
+    assert "reason" not in api.call("GET", "/blocked-workers").json()[1]
+    restarted = TestClient(create_app(api.url))
+    headers = {"Authorization": f"Bearer {api.key}"}
+    listed = restarted.get(f"{api.base}/blocked-workers", headers=headers).json()
+    assert listed == api.call("GET", "/blocked-workers").json()
+    assert api.call("DELETE", "/blocked-workers/w0").status_code == 204
+    assert api.call("PUT", "/blocked-workers/w0").status_code == 204
+    assert "reason" not in api.call("GET", "/blocked-workers").json()[0]
 
 
 def test_control_needs_the_requester_key(api: Api) -> None:
@@ -207,8 +242,9 @@ def test_the_client_methods(api: Api) -> None:
     assert [b["worker"] for b in boss.blocked_workers(api.cid)] == ["spam"]
     boss.unblock_worker(api.cid, "spam")
     assert boss.blocked_workers(api.cid) == []
-    boss.block_worker(api.cid, "spam")
-    assert boss.control(api.cid)["blocked_workers"][0]["by"] == "requester"
+    boss.block_worker(api.cid, "spam", reason="wrong on every control item")
+    blocked = boss.control(api.cid)["blocked_workers"][0]
+    assert blocked["by"] == "requester" and blocked["reason"] == "wrong on every control item"
     boss.add_control_items(api.cid, {"i8": "no"})
     boss.update_control(api.cid, first_k=1, blocked_labels="keep")
     control = boss.control(api.cid)

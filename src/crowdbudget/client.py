@@ -346,9 +346,14 @@ class Client:
         )
         return result
 
-    def block_worker(self, campaign_id: str, worker_id: str) -> None:
-        """Block a worker by hand (no more work for them)."""
-        self._call("PUT", f"/campaigns/{campaign_id}/blocked-workers/{worker_id}")
+    def block_worker(self, campaign_id: str, worker_id: str, reason: str | None = None) -> None:
+        """Block a worker by hand (no more work for them), with the requester's ``reason``
+        (one line, at most 200 characters) when given."""
+        path = f"/campaigns/{campaign_id}/blocked-workers/{worker_id}"
+        if reason is None:
+            self._call("PUT", path)
+        else:
+            self._call("PUT", path, json={"reason": reason})
 
     def unblock_worker(self, campaign_id: str, worker_id: str) -> None:
         """Lift a worker's block."""

@@ -43,7 +43,9 @@ Events (each applied by a handler here, replayed by ``Campaign.load`` and ``refr
   ``policy`` (the policy's own rule, e.g. Requallo's spammer test: ``evidence`` names the
   policy and its test). ``correct`` / ``answered`` are the worker's control answers then;
   ``level`` / ``p_below`` the control rule's (None without a level, or for a block not by
-  the rule and without one). ``worker_unblocked``: ``{"worker"}``;
+  the rule and without one). A block by hand or by a platform's test may carry the
+  requester's ``"reason"`` (one line of free text, at most :data:`REASON_CHARS`
+  characters; absent: none given). ``worker_unblocked``: ``{"worker"}``;
 - ``blocked_labels_set``: ``{"blocked_labels": "drop" | "keep"}`` (it changes the verdict
   only, so it is not in the policy's random stream, like gold);
 - ``gold_set``: ``{"rows": [[item, label], ...]}``, ``gold_removed``: ``{}`` (evaluation only).
@@ -82,6 +84,7 @@ __all__ = [
     "BLOCKED_LABELS",
     "BLOCKERS",
     "CONTROL_SETTINGS",
+    "REASON_CHARS",
     "CampaignControlLedger",
     "CampaignEvidence",
     "check_control",
@@ -104,6 +107,8 @@ CONTROL_SETTINGS = (
 BLOCKERS = ("requester", "agreement")
 #: the most entries a block's evidence may carry
 _EVIDENCE_ENTRIES = 20
+#: the longest reason a requester may give for a block (characters)
+REASON_CHARS = 200
 
 #: the settings of a campaign whose control tasks start without any (ControlTasks' defaults)
 _DEFAULTS = ControlTasks(n_items=1)
@@ -207,6 +212,24 @@ def check_block_evidence(evidence: Mapping[str, Any] | None) -> dict[str, Any] |
             number = _number(value, f"evidence {name!r}")
             out[name] = int(number) if isinstance(value, int | np.integer) else number
     return out
+
+
+def check_block_reason(reason: Any) -> str | None:
+    """The requester's reason for a block: None (none given) or one line of text, 1 to
+    :data:`REASON_CHARS` characters after stripping the ends' whitespace, without control
+    characters (it is shown in the status and the dashboard as given)."""
+    if reason is None:
+        return None
+    if not isinstance(reason, str):
+        raise InvalidParameterError(f"reason must be a string, got {short_repr(reason)}")
+    text = reason.strip()
+    if not text or len(text) > REASON_CHARS:
+        raise InvalidParameterError(
+            f"reason must be 1 to {REASON_CHARS} characters, got {len(text)}"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InvalidParameterError("reason must be one line without control characters")
+    return text
 
 
 def check_blocked_labels(mode: Any) -> str:
@@ -489,22 +512,27 @@ class CampaignEvidence:
         *,
         by: str = "requester",
         evidence: Mapping[str, Any] | None = None,
+        reason: str | None = None,
     ) -> bool:
         """Block a worker by hand (``by="requester"``) or on a test of the requester's tools
         (``by="agreement"``: a platform's agreement test, its numbers in ``evidence``, a flat
         mapping of names to numbers or strings); their control answers are recorded as the
-        evidence too. Returns whether they were not blocked already (blocked: nothing
-        stored)."""
+        evidence too, and ``reason`` (one line, at most :data:`REASON_CHARS` characters:
+        :func:`check_block_reason`) as the requester's note. Returns whether they were not
+        blocked already (blocked: nothing stored, the reason neither). Everything is checked
+        before anything is stored."""
         worker = self._known_worker(worker_id)
         if by not in BLOCKERS:
             raise InvalidParameterError(
                 f"by must be one of {', '.join(BLOCKERS)}, got {short_repr(by)}"
             )
         detail = check_block_evidence(evidence)
+        note = check_block_reason(reason)
         ledger = self.control_ledger
         if ledger is not None and worker in ledger.blocked:
             return False
-        self._commit("worker_blocked", self._block_payload(worker, by, detail))
+        payload = self._block_payload(worker, by, detail)
+        self._commit("worker_blocked", payload | ({} if note is None else {"reason": note}))
         return True
 
     def unblock_worker(self, worker_id: str) -> bool:
@@ -530,8 +558,9 @@ class CampaignEvidence:
         """The blocked workers in joining order, each with its evidence: ``worker``, ``by``
         (``rule``, ``requester``, ``agreement`` or ``policy``), ``correct`` of ``answered``
         control answers, ``level``, ``p_below`` (P(accuracy < level); None without a level),
-        ``spent`` (the campaign's spend when it happened) and, for a block on other
-        evidence (agreement, the policy's test), ``evidence``."""
+        ``spent`` (the campaign's spend when it happened), for a block on other
+        evidence (agreement, the policy's test), ``evidence``, and the requester's
+        ``reason`` when one was given."""
         ledger = self.control_ledger
         if ledger is None:
             return []
@@ -550,6 +579,11 @@ class CampaignEvidence:
                     **(
                         {"evidence": self._block_evidence[worker]}
                         if worker in self._block_evidence
+                        else {}
+                    ),
+                    **(
+                        {"reason": self._block_reason[worker]}
+                        if worker in self._block_reason
                         else {}
                     ),
                 }
@@ -658,6 +692,7 @@ class CampaignEvidence:
         self._blocked_by: dict[int, str] = {}  # worker -> who blocked them (an event each)
         # worker -> the evidence of a block not on control answers (agreement, policy)
         self._block_evidence: dict[int, dict[str, Any]] = {}
+        self._block_reason: dict[int, str] = {}  # worker -> the requester's reason
         control = self.config.control
         if control is not None:
             self._blocked_labels = control.get("blocked_labels", "drop")
@@ -714,6 +749,8 @@ class CampaignEvidence:
         self._blocked_by[worker] = p["by"]
         if p.get("evidence") is not None:
             self._block_evidence[worker] = dict(p["evidence"])
+        if p.get("reason") is not None:
+            self._block_reason[worker] = str(p["reason"])
         self._close_pairs(worker, True)
 
     def _on_worker_unblocked(self, p: dict[str, Any]) -> None:
@@ -723,6 +760,7 @@ class CampaignEvidence:
         ledger.exempt.add(worker)
         self._blocked_by.pop(worker, None)
         self._block_evidence.pop(worker, None)
+        self._block_reason.pop(worker, None)
         self._close_pairs(worker, False)
 
     def _on_blocked_labels_set(self, p: dict[str, Any]) -> None:

@@ -6,9 +6,10 @@ a worker whose accuracy on control answers is below that level with posterior pr
 least ``--block-confidence`` (Beta(1, 1) prior). ``--control-rule value`` serves a control task
 after the first ones whenever its answer is worth more than the label it displaces (the block
 decision's expected value of sample information); ``--blocked-labels keep`` lets the verdict
-weigh the blocked workers' labels (default ``drop``: fitted without them). ``--block-agreement``
-adds the verdict's soft count of each worker's other labels to the block evidence;
-``--control-prior crowd`` reads each worker against the crowd's fitted accuracy distribution."""
+weigh the blocked workers' labels (default ``drop``: fitted without them). The verdict's soft
+count of each worker's other labels joins the block evidence unless ``--no-block-agreement``;
+``--control-prior crowd`` reads each worker against the crowd's fitted accuracy distribution,
+``--control-prior share`` has the value rule weigh the crowd's share of bad workers."""
 
 from __future__ import annotations
 
@@ -62,16 +63,19 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--block-agreement",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="the block test also reads the verdict's expected right answers among each "
-        "worker's other labels (soft counts), not only the control answers",
+        "worker's other labels (soft counts), not only the control answers (default: on; "
+        "--no-block-agreement: control answers only)",
     )
     group.add_argument(
         "--control-prior",
-        choices=("fixed", "crowd"),
+        choices=("fixed", "crowd", "share"),
         default="fixed",
         help="read a worker against the fixed Beta(1, 1) prior or the crowd's fitted accuracy "
-        "distribution (empirical Bayes; default fixed)",
+        "distribution (empirical Bayes); share: the value rule predicts a worker's answers "
+        "from the posterior of the crowd's share of bad workers (default fixed)",
     )
     group.add_argument(
         "--blocked-labels",
@@ -93,6 +97,16 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _agreement(args: argparse.Namespace) -> bool:
+    """``agreement``: as the command line sets it, else ControlTasks' default (on)."""
+    from crowdbudget.engine.control import ControlTasks
+
+    given = getattr(args, "block_agreement", None)
+    if given is None:
+        return bool(ControlTasks.__dataclass_fields__["agreement"].default)
+    return bool(given)
+
+
 def control_tasks(args: argparse.Namespace) -> Any:
     """The :class:`~crowdbudget.engine.control.ControlTasks` of the command line (None: no
     control tasks); a blocking option without control tasks is refused."""
@@ -108,7 +122,7 @@ def control_tasks(args: argparse.Namespace) -> Any:
             "block_agreement",
             "control_prior",
         ):
-            if getattr(args, option, None) not in (None, "fixed", "drop", False):
+            if getattr(args, option, None) not in (None, "fixed", "drop"):
                 raise InvalidParameterError(
                     f"--{option.replace('_', '-')} needs control tasks "
                     "(--control-fraction or --control-items)"
@@ -124,6 +138,6 @@ def control_tasks(args: argparse.Namespace) -> Any:
         rule=getattr(args, "control_rule", "fixed"),
         blocked_labels=getattr(args, "blocked_labels", "drop"),
         calibrate=getattr(args, "control_calibrate", None),
-        agreement=bool(getattr(args, "block_agreement", False)),
+        agreement=_agreement(args),
         prior_fit=getattr(args, "control_prior", "fixed"),
     )

@@ -74,8 +74,8 @@ the look-ahead):
   The rule needs a block level (the decision it values) and the campaign's budget
   (:meth:`ControlLedger.start`).
 
-**Reading a worker against the crowd, and by their agreement** (settings; the defaults keep
-the rule above):
+**Reading a worker against the crowd, and by their agreement** (settings; by default a
+worker is read against the fixed prior, with agreement):
 
 - ``prior_fit="crowd"``: the prior of ``a_j`` is the crowd's accuracy distribution, fitted
   to every other worker's evidence (a nonparametric empirical-Bayes mixing distribution on a
@@ -87,10 +87,11 @@ the rule above):
   (2 of 2) as a good worker's; the crowd says how rare each is. Why a grid and not a Beta
   mixture: a crowd of good workers and spammers, or of always-one-class workers, has modes
   a single Beta cannot hold, and the grid's EM needs no starting guess of the components.
-- ``agreement=True``: the verdict's expected right answers among a worker's labels of the
-  non-control items (:func:`expected_right`: ``k_j = Σ P(class_i = label)``, ``m_j`` labels)
-  join the control answers as soft counts: the likelihood ``a^{c+k} (1 − a)^{n−c+m−k}``,
-  the test ``P(a_j < level) >= confidence`` once ``n + m >= min_answers``, read every
+- ``agreement=True`` (the default): the verdict's expected right answers among a worker's
+  labels of the non-control items (:func:`expected_right`: ``k_j = Σ P(class_i = label)``,
+  ``m_j`` labels) join the control answers as soft counts: the likelihood
+  ``a^{c+k} (1 − a)^{n−c+m−k}``, the test ``P(a_j < level) >= confidence`` once
+  ``n + m >= min_answers``, read every
   ``max(20, 5 % of the labels)`` labels (a verdict fit costs O(labels)). This is the test the
   Label Studio connector runs on annotators (the same :meth:`ControlLedger.p_below` and
   :func:`expected_right`). Why: a worker gives ~45 labels at 3 labels per item and 20
@@ -99,7 +100,29 @@ the rule above):
   label moves the verdict toward it (both read a bad worker as better: a conservative test);
   a verdict that has not yet found the good workers reads everyone as average. A campaign
   gives the ledger its source (``agreement_source``: the simulation runner does; a live
-  campaign does not, so it reads control answers only).
+  campaign does not, so it reads control answers only), and it is read only with a block
+  level (nothing else reads it). The default since it was better or level in every cell
+  measured (benchmarks/README.md, 2026-12-06 and 2026-12-07: the value rule +3.8 / +3.9
+  points with spammers against +3.2 / +1.5 without).
+- ``prior_fit="share"``: the value rule predicts a worker's answers from the crowd seen as
+  two kinds of worker, bad (accuracy below ``block_below``) with probability π and good
+  otherwise (the requester's Beta restricted to each side of the level), π with the prior
+  ``no_bad_prior`` at 0 (no bad worker at all) and uniform elsewhere, and its posterior
+  updated by every worker's control answers and **peer agreement** (their labels against
+  the other workers' labels on the same items: two one-coin workers agree with probability
+  ``½ + (2a − 1)(2b − 1)/2``, so the rate reads ``a`` against the crowd's mean signal;
+  never against the worker's own label, which the verdict's soft counts would credit them
+  with); :class:`~crowdbudget.engine.crowd_prior.SharePrior`. A worker is read against
+  the crowd without them; their prior is ``q·bad + (1 − q)·good``, ``q = E[π | others]``.
+  The block the answers feed stays the requester's test on the Beta posterior (the
+  rule above, with ``agreement`` as set), so the rule a requester reads does not change:
+  only how much control is bought. Why: under Beta(1, 1) every new worker is below a level
+  of 0.7 with probability 0.7, so the rule tests every worker of any crowd; when the
+  evidence says the crowd has no bad worker, ``q → 0`` and so does the value of testing.
+  Its limit: the evidence that tells the crowds apart comes late (peer pairs exist once
+  items have a second label; a few control answers per worker cannot separate a spammer at
+  0.5 from a good worker at 0.8), and a test bought late blocks a bad worker after most of
+  their labels (benchmarks/README.md).
 - ``label_worth="vote"``: a label is worth ``2(2a − 1) − μ`` (μ: the unblocked crowd's mean
   ``E[2a − 1]``) instead of ``max(0, 2a − 1)²``. The Chernoff exponent of a plain vote of
   ``n`` labels with signals ``s_i = 2a_i − 1`` is ``(Σ s_i)² / 2n``; one more label of
@@ -117,10 +140,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
 from crowdbudget._random import child_seed
-from crowdbudget.engine.crowd_prior import POINTS, WORTH, CrowdPrior, grid_net_values
+from crowdbudget.engine.crowd_prior import (
+    POINTS,
+    WORTH,
+    CrowdPrior,
+    SharePrior,
+    _net_values,
+    expected_right,
+    grid_net_values,
+    log_likelihood,
+    peer_log_likelihood,
+    positive_information,
+)
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.types import BoolArray, CampaignState, FloatArray, IntArray
 
@@ -142,7 +176,7 @@ CONTROL_RULES = ("fixed", "value")
 
 #: the prior a worker's answers are read against: the requester's Beta, or the crowd's
 #: accuracy distribution fitted to every worker's answers (:mod:`crowdbudget.engine.crowd_prior`)
-PRIOR_FITS = ("fixed", "crowd")
+PRIOR_FITS = ("fixed", "crowd", "share")
 
 #: what the value rule counts a label worth: its worker's term in the error exponent of the
 #: weighted vote, or its signal's share in the plain vote's (module docstring)
@@ -181,6 +215,8 @@ class ControlTasks:
             ``prior``: :mod:`crowdbudget.engine.crowd_prior`), for the block test and the
             value rule alike.
         prior_strength: ``"crowd"``: the workers' worth of ``prior`` in the fit.
+        no_bad_prior: ``"share"``: the prior probability that the crowd has no worker
+            below ``block_below`` (:class:`~crowdbudget.engine.crowd_prior.SharePrior`).
         agreement: the block test (and the crowd fit, and the value rule's posterior) also
             reads the verdict's expected right answers among a worker's other labels (soft
             counts, :func:`expected_right`), when the campaign gives the ledger a source
@@ -211,8 +247,9 @@ class ControlTasks:
     min_answers: int = 5
     prior_fit: str = "fixed"
     prior_strength: float = 10.0
+    no_bad_prior: float = 0.5
     label_worth: str = "exponent"
-    agreement: bool = False
+    agreement: bool = True
     rule: str = "fixed"
     horizon: int = 20
     blocked_labels: str = "drop"
@@ -252,6 +289,12 @@ class ControlTasks:
         if self.prior_fit not in PRIOR_FITS:
             raise InvalidParameterError(
                 f"prior fit must be one of {', '.join(PRIOR_FITS)}, got {self.prior_fit!r}"
+            )
+        if not 0.0 <= self.no_bad_prior < 1.0:
+            raise InvalidParameterError(f"no-bad prior must be in [0, 1), got {self.no_bad_prior}")
+        if self.prior_fit == "share" and self.block_below is None:
+            raise InvalidParameterError(
+                "the share prior splits the crowd at the block level: give a block level"
             )
         if self.label_worth not in LABEL_WORTHS:
             raise InvalidParameterError(
@@ -351,8 +394,10 @@ class ControlLedger:
     control_labels: int = 0
     handed_total: int = 0
     item_set: set[int] = field(init=False, default_factory=set)
-    _crowd: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
-    _crowd_at: int = field(init=False, default=-1, repr=False, compare=False)
+    _crowd: CrowdPrior | SharePrior | None = field(
+        init=False, default=None, repr=False, compare=False
+    )
+    _crowd_at: object = field(init=False, default=-1, repr=False, compare=False)
     _fixed_grid: CrowdPrior | None = field(init=False, default=None, repr=False, compare=False)
     agreement_source: Callable[[], tuple[FloatArray, FloatArray]] | None = field(
         default=None, repr=False, compare=False
@@ -360,6 +405,11 @@ class ControlLedger:
     agreement_right: dict[int, float] = field(default_factory=dict)
     agreement_labels: dict[int, float] = field(default_factory=dict)
     _agreement_at: int = field(init=False, default=0, repr=False, compare=False)
+    peer_agree: dict[int, int] = field(default_factory=dict)
+    peer_pairs: dict[int, int] = field(default_factory=dict)
+    _item_labels: dict[int, list[tuple[int, int]]] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         # the control items as a set: closed to the policy, looked up per label
@@ -447,6 +497,8 @@ class ControlLedger:
         self.labels_of[worker] = self.labels_of.get(worker, 0) + 1
         self.labels_total += 1
         self.spent = spent
+        if self.tasks.prior_fit == "share" and item not in self.item_set:
+            self._compare_with_peers(worker, item, label)
         if item in self.item_set:
             self.control_labels += 1
             right = int(label == int(self.truth[item]))
@@ -455,6 +507,47 @@ class ControlLedger:
             self._check_block(worker, spent)
         if self._agreement_due():
             self._read_agreement(spent)
+
+    def _compare_with_peers(self, worker: int, item: int, label: int) -> None:
+        """Peer agreement (``prior_fit="share"``): the new label against every other
+        worker's earlier label on the item, counted for both workers."""
+        earlier = self._item_labels.setdefault(item, [])
+        for other, theirs in earlier:
+            if other == worker:
+                continue
+            same = int(theirs == label)
+            for w in (worker, other):
+                self.peer_agree[w] = self.peer_agree.get(w, 0) + same
+                self.peer_pairs[w] = self.peer_pairs.get(w, 0) + 1
+        earlier.append((worker, label))
+
+    def _peer_signal(self) -> float:
+        """``s̄``, the crowd's mean signal ``E[2a − 1]`` from its pairs' agreement rate
+        ``ρ = ½ + s̄² / 2`` (two independent workers; 0 when ρ <= ½ or no pairs yet)."""
+        pairs = sum(self.peer_pairs.values())
+        if not pairs:
+            return 0.0
+        rate = sum(self.peer_agree.values()) / pairs
+        return float(np.sqrt(max(0.0, 2.0 * rate - 1.0)))
+
+    def _share_log_likelihood(self, worker: int, signal: float) -> FloatArray:
+        """Worker's evidence on the accuracy grid for the share prior: control answers and
+        peer agreement (:func:`~crowdbudget.engine.crowd_prior.peer_log_likelihood`),
+        shape (GRID,)."""
+        right, answered = self.correct.get(worker, 0), self.answered.get(worker, 0)
+        control = log_likelihood(np.array([right]), np.array([answered]))[0]
+        agree, pairs = self.peer_agree.get(worker, 0), self.peer_pairs.get(worker, 0)
+        return np.asarray(control + peer_log_likelihood(agree, pairs, signal), dtype=float)
+
+    def _grid_posterior(self, worker: int | None) -> FloatArray:
+        """``worker``'s accuracy posterior on the grid (shape (GRID,)): the share prior
+        reads control answers and peer agreement, the others the block evidence."""
+        grid = self._grid()
+        if isinstance(grid, SharePrior):
+            if worker is None:
+                return grid.weights
+            return grid.read(worker, self._share_log_likelihood(worker, self._peer_signal()))
+        return grid.posterior(worker, *self._evidence(worker))
 
     def _evidence(self, worker: int | None) -> tuple[float, float]:
         """(right, answered) of ``worker``: their control answers, plus the verdict's soft
@@ -484,7 +577,11 @@ class ControlLedger:
         """Whether to read the verdict's agreement again: every :data:`AGREEMENT_EVERY`
         labels, or every 5 % more labels when that is more (a verdict fit costs O(labels):
         the fits then cost O(labels) in all, amortised)."""
-        if not self.tasks.agreement or self.agreement_source is None:
+        if (
+            not self.tasks.agreement
+            or self.agreement_source is None
+            or self.tasks.block_below is None  # no block test, no value rule: unread
+        ):
             return False
         fresh = self.labels_total - self._agreement_at
         return fresh >= max(AGREEMENT_EVERY, 0.05 * self.labels_total)
@@ -503,17 +600,31 @@ class ControlLedger:
         for worker in self.agreement_labels:
             self._check_block(worker, spent)
 
-    def crowd(self) -> CrowdPrior:
+    def crowd(self) -> CrowdPrior | SharePrior:
         """The crowd's accuracy distribution fitted to the control answers so far (refitted
-        when answers came since the last fit; :mod:`crowdbudget.engine.crowd_prior`)."""
-        if self._crowd is None:
-            self._crowd = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
-        if self._crowd_at != self.control_labels:
+        when answers came since the last fit; :mod:`crowdbudget.engine.crowd_prior`):
+        ``prior_fit="share"``, the two-kind mixture (:class:`SharePrior`), else the grid's."""
+        share = self.tasks.prior_fit == "share"
+        # the share prior's peer evidence grows with every label: refit every
+        # AGREEMENT_EVERY labels (and on every control answer)
+        key = (self.control_labels, self.labels_total // AGREEMENT_EVERY if share else 0)
+        if self._crowd is None or self._crowd_at != key:
             # the tasks may change in a live campaign: the prior and its strength with them
-            self._crowd = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
-            workers = set(self.answered) | set(self.agreement_labels)
-            self._crowd.fit({w: self._evidence(w) for w in workers})
-            self._crowd_at = self.control_labels
+            if share:
+                # control answers and peer agreement, not the verdict's soft counts: those
+                # read a worker's own label as agreement (a spammer whose items have one
+                # label reads ~0.9 mid-campaign), which would argue "no bad worker"
+                level = float(self.tasks.block_below or 0.5)  # set: ControlTasks checks it
+                signal = self._peer_signal()
+                workers = set(self.answered) | set(self.peer_pairs)
+                evidence = {w: self._share_log_likelihood(w, signal) for w in workers}
+                share_prior = SharePrior(self.tasks.prior, level, self.tasks.no_bad_prior)
+                self._crowd = share_prior.fit(evidence)
+            else:
+                fresh = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
+                workers = set(self.answered) | set(self.agreement_labels)
+                self._crowd = fresh.fit({w: self._evidence(w) for w in workers})
+            self._crowd_at = key
         return self._crowd
 
     def p_below(self, correct: float, answered: float, worker: int | None = None) -> float:
@@ -568,10 +679,10 @@ class ControlLedger:
             values += [prior_value] * max(0, self.n_workers - len(seen))
         return float(np.mean(values)) if values else prior_value
 
-    def _grid(self) -> CrowdPrior:
-        """The prior on the accuracy grid: the crowd's (``prior_fit="crowd"``) or the fixed
-        Beta's (never fitted)."""
-        if self.tasks.prior_fit == "crowd":
+    def _grid(self) -> CrowdPrior | SharePrior:
+        """The prior on the accuracy grid: the crowd's (``prior_fit="crowd"`` or
+        ``"share"``) or the fixed Beta's (never fitted)."""
+        if self.tasks.prior_fit in ("crowd", "share"):
             return self.crowd()
         if self._fixed_grid is None:
             self._fixed_grid = CrowdPrior(self.tasks.prior, self.tasks.prior_strength)
@@ -582,11 +693,9 @@ class ControlLedger:
         v̄, the mean E[w(a)] of the unblocked workers other than ``worker`` (those with
         answers at their posterior, the unseen ones at the prior)."""
         grid = self._grid()
-        known = set(self.answered) | set(self.agreement_labels)
+        known = set(self.answered) | set(self.agreement_labels) | set(self.peer_pairs)
         posts = [
-            grid.posterior(w, *self._evidence(w))
-            for w in sorted(known)
-            if w != worker and w not in self.blocked
+            self._grid_posterior(w) for w in sorted(known) if w != worker and w not in self.blocked
         ]
         unseen = 0
         if self.n_workers is not None:
@@ -623,10 +732,13 @@ class ControlLedger:
         if horizon < 1:
             return 0.0
         alpha, beta, answered = self._posterior(worker)
-        if self.tasks.prior_fit == "crowd" or self.tasks.label_worth == "vote":
+        if self.tasks.prior_fit != "fixed" or self.tasks.label_worth == "vote":
             worth, replacement = self._grid_values(worker)
+            # "share": the answers are predicted by the two-kind mixture, but the block they
+            # feed is the requester's test on the Beta posterior (p_below)
+            block_beta = (alpha, beta) if self.tasks.prior_fit == "share" else None
             net = grid_net_values(
-                self._grid().posterior(worker, *self._evidence(worker)),
+                self._grid_posterior(worker),
                 remaining,
                 replacement,
                 horizon,
@@ -634,6 +746,7 @@ class ControlLedger:
                 self.tasks.block_confidence,
                 self.tasks.min_answers - answered,
                 worth,
+                block_beta,
             )
         else:
             net = _net_values(
@@ -666,87 +779,3 @@ class ControlLedger:
             total += share * self.control_value(None, per_answer=True)
             weight += share
         return total / weight if weight > 0 else 0.0
-
-
-def expected_right(
-    probabilities: FloatArray,
-    items: IntArray,
-    labels: IntArray,
-    workers: IntArray,
-    n_workers: int,
-) -> tuple[FloatArray, FloatArray]:
-    """The verdict's soft count of each worker's right labels: ``Σ P(class_i = label)`` over
-    their labels, and their number of labels; shapes (n_workers,) each.
-
-    ``probabilities``: the verdict's class probabilities, shape (n_items, n_classes);
-    ``items``, ``labels``, ``workers``: the labels read, shape (n_labels,) each (workers
-    below 0, no named worker, are left out). The expected number of right answers given
-    everything the verdict holds; a worker's own label moves the verdict toward it, so the
-    count errs on their side (a conservative block test)."""
-    named = np.asarray(workers) >= 0
-    right = np.asarray(probabilities)[np.asarray(items)[named], np.asarray(labels)[named]]
-    who = np.asarray(workers)[named]
-    expected = np.bincount(who, weights=right, minlength=n_workers).astype(float)
-    return expected, np.bincount(who, minlength=n_workers).astype(float)
-
-
-def positive_information(alpha: float | FloatArray, beta: float | FloatArray) -> FloatArray:
-    """``E[max(0, 2a − 1)²]`` for ``a ~ Beta(alpha, beta)`` (arrays broadcast): what a label
-    of such a worker is worth (module docstring; Karger, Oh & Shah 2014).
-
-    ``E[a^r 1{a > ½}] = E[a^r] · P_{Beta(α + r, β)}(a > ½) = E[a^r] · I_½(β, α + r)``
-    (``1 − I_x(a, b) = I_{1−x}(b, a)``), and
-    ``(2a − 1)² = 4a² − 4a + 1``; the sum of three terms of similar size can round a hair
-    below 0, hence the clip."""
-    a = np.asarray(alpha, dtype=float)
-    b = np.asarray(beta, dtype=float)
-    mean = a / (a + b)
-    second = mean * (a + 1.0) / (a + b + 1.0)
-    above = special.betainc(b, a, 0.5)
-    value = (
-        4.0 * second * special.betainc(b, a + 2.0, 0.5)
-        - 4.0 * mean * special.betainc(b, a + 1.0, 0.5)
-        + above
-    )
-    return np.maximum(value, 0.0)
-
-
-def _net_values(
-    alpha: float,
-    beta: float,
-    remaining: float,
-    replacement: float,
-    horizon: int,
-    level: float,
-    confidence: float,
-    answers_to_block: int,
-) -> FloatArray:
-    """``V_k`` for k = 1..horizon (module docstring), shape (horizon,).
-
-    ``s`` correct of ``k`` more answers has the Beta-binomial probability
-    ``C(k, s) B(α + s, β + k − s) / B(α, β)`` (computed in logs: no overflow for any k);
-    entries with ``s > k`` are masked (their log-terms are never used). ``answers_to_block``:
-    answers still missing before a block may happen (``min_answers`` − answered)."""
-    k = np.arange(1, horizon + 1, dtype=float)[:, None]  # (K, 1)
-    s = np.arange(horizon + 1, dtype=float)[None, :]  # (1, K + 1)
-    valid = s <= k
-    failures = np.where(valid, k - s, 0.0)  # masked entries: any positive shape parameter
-    log_pmf = (
-        special.gammaln(k + 1.0)
-        - special.gammaln(s + 1.0)
-        - special.gammaln(failures + 1.0)
-        + special.betaln(alpha + s, beta + failures)
-        - special.betaln(alpha, beta)
-    )
-    posterior_alpha, posterior_beta = alpha + s, beta + failures
-    blocks = (
-        valid
-        & (k >= answers_to_block)
-        & (special.betainc(posterior_alpha, posterior_beta, level) >= confidence)
-    )
-    value_after = positive_information(posterior_alpha, posterior_beta)
-    gain = np.where(blocks, np.exp(log_pmf) * (replacement - value_after), 0.0).sum(axis=1)
-    steps = k[:, 0]
-    return np.asarray(
-        (remaining - steps) * gain - steps * positive_information(alpha, beta), dtype=float
-    )

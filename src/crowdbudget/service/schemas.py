@@ -127,6 +127,16 @@ class ControlSettings(StrictRequest):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
+class BlockRequest(StrictRequest):
+    """``PUT …/blocked-workers/{worker}``'s optional body: the requester's reason."""
+
+    reason: str | None = Field(
+        default=None,
+        description="why the worker is blocked: one line, 1 to 200 characters (stored in the "
+        "event, shown in the status and the blocked workers)",
+    )
+
+
 class ControlCreate(ControlSettings):
     """Control tasks at creation: the settings, and the control items."""
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Response
 
 from crowdbudget.campaign import Campaign
 from crowdbudget.service.dependencies import RequesterDep, ServiceDep
-from crowdbudget.service.schemas import ControlItem, ControlSettings
+from crowdbudget.service.schemas import BlockRequest, ControlItem, ControlSettings
 
 router = APIRouter()
 
@@ -90,14 +90,20 @@ def blocked_workers(campaign_id: str, _: RequesterDep, service: ServiceDep) -> A
 
 @router.put("/v1/campaigns/{campaign_id}/blocked-workers/{worker_id}", status_code=204)
 def block_worker(
-    campaign_id: str, worker_id: str, _: RequesterDep, service: ServiceDep
+    campaign_id: str,
+    worker_id: str,
+    _: RequesterDep,
+    service: ServiceDep,
+    body: BlockRequest | None = None,
 ) -> Response:
     """Block a worker by hand (a ``worker_blocked`` event with their control answers as
-    the evidence): they get no more work (pull: 204 with ``X-No-Work-Reason: blocked``;
-    push: never chosen). Blocked already: nothing stored. 422 for a worker not in the
-    campaign."""
+    the evidence, and the requester's ``reason`` when the body gives one: one line of 1 to
+    200 characters): they get no more work (pull: 204 with ``X-No-Work-Reason: blocked``;
+    push: never chosen). Blocked already: nothing stored. 422, nothing stored, for a worker
+    not in the campaign or a bad reason."""
     service.limits.check_ids([worker_id], "worker")
-    service.run(campaign_id, lambda c: c.block_worker(worker_id), read=True)
+    reason = None if body is None else body.reason
+    service.run(campaign_id, lambda c: c.block_worker(worker_id, reason=reason), read=True)
     return Response(status_code=204)
 
 

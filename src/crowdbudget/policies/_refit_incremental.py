@@ -37,8 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crowdbudget._compiled_special import maximum as _maximum
-from crowdbudget.posteriors.one_coin import _S_FLOOR
+from crowdbudget.policies._one_coin_kernel import match_label
 from crowdbudget.types import FloatArray, IntArray
 
 
@@ -54,35 +53,15 @@ def _reread_item(
     c: FloatArray,
     d: FloatArray,
 ) -> tuple[float, float]:
-    """Item i's Beta (a, b): its prior, then its labels in arrival order by the moment matching
-    of ``reestimate``'s item step (the same operations), workers' means ``c / (c + d)``."""
+    """Item i's Beta (a, b): its prior, then its labels in arrival order by
+    :func:`~crowdbudget.policies._one_coin_kernel.match_label` (``reestimate``'s item step),
+    workers' means ``c / (c + d)``."""
     ai = prior_a[i]
     bi = prior_b[i]
     k = first[i]
     while k >= 0:
         w = workers[k]
-        r1 = c[w] / (c[w] + d[w])
-        up = labels[k] == 1
-        ta = ai if up else bi
-        tb = bi if up else ai
-        total = ta + tb
-        t1 = ta / total
-        t2 = t1 * (ta + 1.0) / (total + 1.0)
-        t3 = t2 * (ta + 2.0) / (total + 2.0)
-        t1m = t1 * tb / (total + 1.0)
-        t21m = t2 * tb / (total + 2.0)
-        z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
-        mean = (t2 * r1 + t1m * (1.0 - r1)) / z1
-        second = (t3 * r1 + t21m * (1.0 - r1)) / z1
-        spread = mean * (1.0 - mean)
-        # the variance floor and the precision floor of _match: a finite Beta when the
-        # matched variance rounds to 0 or above the mean's spread
-        var = _maximum(second - mean * mean, spread * 1e-15)
-        s = _maximum(spread / var - 1.0, _S_FLOOR)
-        na = mean * s
-        nb = (1.0 - mean) * s
-        ai = na if up else nb
-        bi = nb if up else na
+        ai, bi = match_label(ai, bi, c[w] / (c[w] + d[w]), labels[k] == 1)
         k = next_label[k]
     return ai, bi
 

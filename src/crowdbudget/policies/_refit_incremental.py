@@ -217,6 +217,43 @@ def incremental_refit(
 
 
 @njit(cache=True, nogil=True)
+def resync_after_full_refit(
+    log: IntArray,
+    start: int,
+    links: tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray],
+    stats: tuple[FloatArray, IntArray, FloatArray, FloatArray],
+    dirty: tuple[IntArray, IntArray, IntArray],
+    a: FloatArray,
+    b: FloatArray,
+    c: FloatArray,
+    d: FloatArray,
+) -> None:
+    """After a full refit of the whole log ``(n_labels, 3)``: link labels ``start..`` and set
+    every statistic to the full refit's beliefs, so the next incremental refit continues from
+    them — ``contrib[k]`` the agreement of label k with its item's mean ``a / (a + b)``
+    (n_items,), ``right`` their sums per worker in label order (the full refit's worker
+    step sums the same terms in the same order: ``c = c0 + right`` bit for bit), ``r_used``
+    the workers' current means ``c / (c + d)`` (n_workers,), no item dirty. O(labels)."""
+    items = log[:, 0]
+    workers = log[:, 1]
+    labels = log[:, 2]
+    contrib, answered, right, r_used = stats
+    mark, _, dirty_count = dirty
+    link_labels(items, workers, start, log.shape[0], links, contrib, answered)
+    right[:] = 0.0
+    for k in range(log.shape[0]):
+        i = items[k]
+        mean = a[i] / (a[i] + b[i])
+        agree = mean if labels[k] == 1 else 1.0 - mean
+        contrib[k] = agree
+        right[workers[k]] += agree
+    for w in range(c.shape[0]):
+        r_used[w] = c[w] / (c[w] + d[w])
+    mark[:] = 0
+    dirty_count[0] = 0
+
+
+@njit(cache=True, nogil=True)
 def workers_of_items(
     items: IntArray,
     item_ptr: IntArray,
@@ -275,6 +312,34 @@ class IncrementalRefitState:
             new[: old.shape[0]] = old
             setattr(self, name, new)
 
+    def resync(
+        self, log: IntArray, a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray
+    ) -> None:
+        """After a full refit of ``log``: :func:`resync_after_full_refit`."""
+        self._reserve(log.shape[0])
+        resync_after_full_refit(
+            log,
+            self.n_linked,
+            self._links(),
+            (self.contrib, self.answered, self.right, self.r_used),
+            (self.mark, self.dirty_list, self.dirty_count),
+            a,
+            b,
+            c,
+            d,
+        )
+        self.n_linked = log.shape[0]
+
+    def _links(self) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]:
+        return (
+            self.item_first,
+            self.item_last,
+            self.next_of_item,
+            self.worker_first,
+            self.worker_last,
+            self.next_of_worker,
+        )
+
     def refit(
         self,
         log: IntArray,
@@ -288,19 +353,11 @@ class IncrementalRefitState:
         and workers (views, valid until the next call)."""
         n_labels = log.shape[0]
         self._reserve(n_labels)
-        links = (
-            self.item_first,
-            self.item_last,
-            self.next_of_item,
-            self.worker_first,
-            self.worker_last,
-            self.next_of_worker,
-        )
         n_ci, n_cw = incremental_refit(
             log,
             self.n_linked,
             n_labels,
-            links,
+            self._links(),
             (self.contrib, self.answered, self.right, self.r_used),
             (self.mark, self.dirty_list, self.dirty_count),
             beliefs,

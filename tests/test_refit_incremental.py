@@ -150,7 +150,7 @@ def test_the_full_refit_up_to_the_exact_phase() -> None:
     # decisions and draws as refit-tol=0 (campaigns of rte and temp, <= 8,000 labels, are
     # wholly inside the registry's 10,000)
     policy = make_policy("opt-kg:posterior=one-coin:refit-tol=0.01")
-    assert (policy.refit_exact_until, policy.refit_exact_growth) == (10_000, 0.25)
+    assert (policy.refit_exact_until, policy.refit_exact_growth) == (10_000, 0.1)
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     full = _decisions(_FULL, env, 1600.0, 3)
     assert _decisions("opt-kg:posterior=one-coin:refit-tol=0.01", env, 1600.0, 3) == full
@@ -212,14 +212,15 @@ def test_statistics_follow_a_full_refit() -> None:
 @pytest.mark.parametrize(
     ("policy_id", "expected"),
     [
-        ("opt-kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.25)),
-        ("opt-kg:posterior=one-coin:refit-tol=0.002", (0.002, 10_000, 0.25)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.002", (0.002, 10_000, 0.1)),
         ("opt-kg:posterior=one-coin:refit-tol=0", (0.0, 0, 0.0)),
         ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-items=exact", None),
         ("opt-kg:posterior=one-coin:refit-items=exact", (0.0, 0, 0.0)),
         ("opt-kg:posterior=one-coin:refit=0", (0.0, 0, 0.0)),
-        ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=0", (0.01, 0, 0.25)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=0", (0.01, 0, 0.1)),
         ("opt-kg:posterior=one-coin", "default"),
+        ("opt-kg:posterior=one-coin", (0.01, 10_000, 0.1)),
     ],
 )
 def test_registry_defaults_of_the_incremental_refit(policy_id: str, expected: object) -> None:

@@ -25,8 +25,10 @@ Each refit runs at most ``n_rounds`` item/worker rounds and stops early when no 
 items left dirty after the last round are re-read first at the next refit (a warm start: the
 fit carries over, instead of every item and worker restarting from scratch). With tol > 0 the
 beliefs differ from the full refit's (the items not re-read keep beliefs up to ``tol`` off in
-their workers' reliabilities), so this is a separate option, measured against the full refit
-(docs/decisions.md, benchmarks/README.md).
+their workers' reliabilities). The policy runs it between full refits (``refit_exact_until``,
+``refit_exact_growth``: :mod:`~crowdbudget.policies.worker_aware`); after each full refit
+:func:`resync_after_full_refit` sets the statistics to its fit, so the incremental refits
+continue from it (docs/decisions.md, benchmarks/README.md).
 
 Cost of a refit: O(labels of the dirty items + labels of the workers that passed the
 tolerance), not O(all labels).

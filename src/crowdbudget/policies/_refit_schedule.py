@@ -100,14 +100,14 @@ def check_refit_exact(until: object, growth: object, refit_tol: object) -> None:
 
 
 #: the registry's ``refit_tol`` of a binary one-coin refit (sequential item step) when the id
-#: names none: 0, the full refit at every refit (the incremental refit past 10^4 labels was
-#: measured on trec against it: docs/decisions.md, "the incremental refit past 10^4 labels")
-DEFAULT_REFIT_TOL = 0.0
+#: names none (0: the full refit at every refit; derivation and measurements:
+#: policies/worker_aware.py, docs/decisions.md, "the incremental refit past 10^4 labels")
+DEFAULT_REFIT_TOL = 0.01
 #: with ``refit_tol`` > 0, the registry's exact-refit options when the id names none: full
 #: refits while they are cheap — up to the first refit past ``refit_exact_until`` labels —
 #: then the incremental refit, and a full one again whenever the labels have grown by
-#: ``refit_exact_growth`` since the last (derivation: policies/worker_aware.py)
-DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact_growth": 0.25}
+#: ``refit_exact_growth`` since the last
+DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact_growth": 0.1}
 
 
 def refit_tol_defaults(named: dict[str, Any]) -> dict[str, Any]:

@@ -331,7 +331,8 @@ _KG_PARAMS = {
         float,
         "posterior=one-coin, two classes: 0 (the full refit) or an incremental refit that "
         "re-reads only the new labels' items and those of workers whose reliability moved by "
-        "more than this (default 0; > 0 takes refit-exact-until and refit-exact-growth)",
+        "more than this (default 0.01 with the sequential item step, with refit-exact-until and "
+        "refit-exact-growth; 0: every refit a full one)",
         low=0.0,
     ),
     "refit-exact-until": Param(
@@ -345,7 +346,7 @@ _KG_PARAMS = {
         "refit-exact-growth",
         float,
         "posterior=one-coin, two classes, refit-tol > 0: a full refit whenever the labels grew "
-        "by this fraction since the last full one (default 0.25; 0: none)",
+        "by this fraction since the last full one (default 0.1; 0: none)",
         low=0.0,
     ),
 }

@@ -90,11 +90,12 @@ one pass over the items' bounds; the full refits of a whole campaign up to 10^4 
 about 2 s on trec (measured with and without the exact phase), so below it nothing is given
 up: a campaign of ≤ 10^4 labels (rte and temp at every budget up to 10 per item, the golden
 cases) is the full refit's, decision for decision. Past it the incremental refit, with a
-full one each time the labels grew by a tenth (21 between 10^4 and 76,132 labels, about 1 s
-on trec), so the fit does not drift from the full refit's for long. Measured against the
-full refit on trec at 1–4 labels per item within one standard error at every budget, the
-growth 0.25 and the tolerance 0.005 not (docs/decisions.md, "the incremental refit past
-10^4 labels"; benchmarks/README.md).
+full one each time the labels grew by a tenth (21 between 10^4 and 76,132 labels), so the fit
+does not drift from the full refit's for long. Measured against the full refit on trec at
+1–4 labels per item (verdict ``bds-oc``, 6 paired replays): within one standard error at
+every budget (on one block of 3 replays of the 2 not everywhere); the growth 0.25 and the
+tolerance 0.005, tried first, were not (docs/decisions.md, "the incremental refit past 10^4
+labels"; benchmarks/README.md).
 
 The registry's default worker prior with a refit on two classes is Beta(16, 4), the paper's
 mean worth 20 labels (``policies.builtin.REFIT_WORKER_PRIOR``; docs/reproductions.md, "A

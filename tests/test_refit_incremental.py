@@ -221,6 +221,9 @@ def test_statistics_follow_a_full_refit() -> None:
         ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=0", (0.01, 0, 0.1)),
         ("opt-kg:posterior=one-coin", "default"),
         ("opt-kg:posterior=one-coin", (0.01, 10_000, 0.1)),
+        ("kg:posterior=one-coin", (0.0, 0, 0.0)),
+        ("cvar-kg:posterior=one-coin:alpha=0.5", (0.0, 0, 0.0)),
+        ("kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1)),
     ],
 )
 def test_registry_defaults_of_the_incremental_refit(policy_id: str, expected: object) -> None:

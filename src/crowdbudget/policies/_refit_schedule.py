@@ -110,13 +110,14 @@ DEFAULT_REFIT_TOL = 0.01
 DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact_growth": 0.1}
 
 
-def refit_tol_defaults(named: dict[str, Any]) -> dict[str, Any]:
+def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[str, Any]:
     """The registry's incremental-refit options of a binary one-coin refit that ``named`` (the
     id's parameters) leaves out: none with the exact item step or a zero ``refit_tol``, else
-    :data:`DEFAULT_REFIT_TOL` if not named and :data:`DEFAULT_REFIT_EXACT`'s not named."""
+    :data:`DEFAULT_REFIT_TOL` if not named (and ``default_tol``; else 0) and
+    :data:`DEFAULT_REFIT_EXACT`'s not named."""
     if named.get("refit_items", "sequential") != "sequential":
         return {}
-    tol = named.get("refit_tol", DEFAULT_REFIT_TOL)
+    tol = named.get("refit_tol", DEFAULT_REFIT_TOL if default_tol else 0.0)
     if not tol:
         return {}
     out: dict[str, Any] = {} if "refit_tol" in named else {"refit_tol": tol}

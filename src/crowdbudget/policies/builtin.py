@@ -166,7 +166,9 @@ def _with_workers(
         refit = kwargs.get("refit", default_refit)
         extra: dict[str, Any] = {}
         if workers == "one-coin" and refit > 0:
-            extra.update(refit_tol_defaults(kwargs))
+            # the incremental refit by default for Opt-KG, the measured one (KG and CVaR-KG
+            # keep the full refit unless refit-tol is named)
+            extra.update(refit_tol_defaults(kwargs, default_tol=optimistic and alpha is None))
         if worker_prior is None:
             worker_prior = PAPER_WORKER_PRIOR
             if workers == "one-coin" and refit > 0:
@@ -331,8 +333,8 @@ _KG_PARAMS = {
         float,
         "posterior=one-coin, two classes: 0 (the full refit) or an incremental refit that "
         "re-reads only the new labels' items and those of workers whose reliability moved by "
-        "more than this (default 0.01 with the sequential item step, with refit-exact-until and "
-        "refit-exact-growth; 0: every refit a full one)",
+        "more than this (opt-kg's default 0.01 with the sequential item step, with "
+        "refit-exact-until and refit-exact-growth; 0: every refit a full one)",
         low=0.0,
     ),
     "refit-exact-until": Param(

@@ -76,26 +76,27 @@ Refit variants (ours, non-default; what each was measured to do: docs/decisions.
   least (1 + g) times the last full one's (g = 0: none). O(log(T/N0)/log(1 + g)) full refits
   after N0, each O(labels so far).
 
-The registry's default on two classes (sequential item step) is ``refit_tol=0.01``,
-``refit_exact_until=10000``, ``refit_exact_growth=0.1`` (``policies._refit_schedule.
-DEFAULT_REFIT_TOL`` and ``DEFAULT_REFIT_EXACT``; ``refit-tol=0`` is the full refit at every
-refit). Derivation: the full refit every 10 labels costs O(T²/10) over a campaign of T
-labels and most of a large replay's time (trec at 4 labels per item: 76,132 labels, 7,613
-refits, each re-reading every label and rescoring every item's bound and error — about 94 s
-of CPU); the incremental refit costs O(changed labels) per refit (about 22 s) but its beliefs
-differ from the full refit's by up to the tolerance, and from the first refit on it measured
-up to 0.004 below the full refit at 1–2 labels per item on rte, where the early refits
-(undoing a lucky start) decide most. A full refit at n labels costs O(n) moment matches plus
-one pass over the items' bounds; the full refits of a whole campaign up to 10^4 labels cost
-about 2 s on trec (measured with and without the exact phase), so below it nothing is given
-up: a campaign of ≤ 10^4 labels (rte and temp at every budget up to 10 per item, the golden
-cases) is the full refit's, decision for decision. Past it the incremental refit, with a
-full one each time the labels grew by a tenth (21 between 10^4 and 76,132 labels), so the fit
-does not drift from the full refit's for long. Measured against the full refit on trec at
-1–4 labels per item (verdict ``bds-oc``, 6 paired replays): within one standard error at
-every budget (on one block of 3 replays of the 2 not everywhere); the growth 0.25 and the
-tolerance 0.005, tried first, were not (docs/decisions.md, "the incremental refit past 10^4
-labels"; benchmarks/README.md).
+The registry's ``opt-kg:posterior=one-coin`` on two classes (sequential item step) has
+``refit_tol=0.01``, ``refit_exact_until=10000``, ``refit_exact_growth=0.1``
+(``policies._refit_schedule.DEFAULT_REFIT_TOL`` and ``DEFAULT_REFIT_EXACT``; ``refit-tol=0`` is
+the full refit at every refit; KG and CVaR-KG keep the full refit unless ``refit-tol`` is
+named, then with the same exact-refit defaults). Derivation: the full refit every 10 labels
+costs O(T²/10) over a campaign of T labels and most of a large replay's time (trec at 4 labels
+per item: 76,132 labels, 7,613 refits, each re-reading every label and rescoring every item's
+bound and error — about 94 s of CPU); the incremental refit costs O(changed labels) per refit
+(about 22 s) but its beliefs differ from the full refit's by up to the tolerance, and from the
+first refit on it measured up to 0.004 below the full refit at 1–2 labels per item on rte,
+where the early refits (undoing a lucky start) decide most. A full refit at n labels costs O(n)
+moment matches plus one pass over the items' bounds; the full refits of a whole campaign up to
+10^4 labels cost about 2 s on trec (measured with and without the exact phase), so below it
+nothing is given up: a campaign of ≤ 10^4 labels (rte and temp at every budget up to 10 per
+item, the golden cases) is the full refit's, decision for decision. Past it the incremental
+refit, with a full one each time the labels grew by a tenth (21 between 10^4 and 76,132
+labels), so the fit does not drift from the full refit's for long. Measured against the full
+refit on trec at 1–4 labels per item (verdict ``bds-oc``, 6 paired replays): within one
+standard error at every budget (on one block of 3 replays of the 2 not everywhere); the growth
+0.25 and the tolerance 0.005, tried first, were not (docs/decisions.md, "the incremental refit
+past 10^4 labels"; benchmarks/README.md).
 
 The registry's default worker prior with a refit on two classes is Beta(16, 4), the paper's
 mean worth 20 labels (``policies.builtin.REFIT_WORKER_PRIOR``; docs/reproductions.md, "A

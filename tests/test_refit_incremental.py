@@ -12,6 +12,7 @@ from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies._one_coin_kernel import reestimate
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
+from crowdbudget.policies._refit_schedule import DEFAULT_REFIT_EXACT, DEFAULT_REFIT_TOL
 from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
@@ -82,6 +83,12 @@ def test_statistics_stay_consistent_with_a_tolerance() -> None:
     assert np.all(np.abs(c / (c + d) - state.r_used) <= 0.02 + 1e-12)
 
 
+#: the refit options that make every refit incremental, and the full refit at every refit
+_ONLY_INCREMENTAL = ":refit-exact-until=0:refit-exact-growth=0"
+_FULL = "opt-kg:posterior=one-coin:refit-tol=0"
+_EXACT_200 = "refit-tol=0.01:refit-exact-until=200:refit-exact-growth=0.5"
+
+
 def _decisions(policy_id: str, env: ReplayEnvironment, budget: float, seed: int, **attrs):
     policy = make_policy(policy_id)
     for name, value in attrs.items():
@@ -94,19 +101,20 @@ def test_paths_decide_alike_on_the_incremental_beliefs(tol: str) -> None:
     # the bounded push choice, the per-worker bests and the reference scan read the same
     # beliefs after an incremental refit: the changed items and workers must all be rescored
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
-    policy_id = f"opt-kg:posterior=one-coin:refit-tol={tol}"
+    # incremental from the first refit (no full refits: the registry's defaults turned off)
+    policy_id = f"opt-kg:posterior=one-coin:refit-tol={tol}{_ONLY_INCREMENTAL}"
     bounded = _decisions(policy_id, env, 1200.0, 3)
     assert bounded == _decisions(policy_id, env, 1200.0, 3, bounded_push=False)
     assert bounded == _decisions(policy_id, env, 1200.0, 3, reference=True)
     # and the incremental refit is not the full one
-    assert bounded[0] != _decisions("opt-kg:posterior=one-coin", env, 1200.0, 3)[0]
+    assert bounded[0] != _decisions(_FULL, env, 1200.0, 3)[0]
 
 
 def test_pull_mode_lazy_and_eager_alike() -> None:
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     runs = []
     for lazy in (True, False):
-        policy = make_policy("opt-kg:posterior=one-coin:refit-tol=0.01")
+        policy = make_policy(f"opt-kg:posterior=one-coin:refit-tol=0.01{_ONLY_INCREMENTAL}")
         policy.lazy_workers = lazy  # type: ignore[attr-defined]
         rows = run_campaign(
             policy, env, [600.0], world_seed=2, policy_rng=np.random.default_rng(2), mode="pull"
@@ -123,9 +131,109 @@ def test_pull_mode_lazy_and_eager_alike() -> None:
         ({"refit": 10, "refit_tol": float("nan")}, "refit_tol must be a finite number"),
         ({"refit": 0, "refit_tol": 0.01}, "refit_tol needs refit"),
         ({"refit": 10, "refit_tol": 0.01, "refit_items": "exact"}, "refit_items=sequential"),
+        ({"refit": 10, "refit_exact_until": 100}, "need refit_tol > 0"),
+        ({"refit": 10, "refit_exact_growth": 0.5}, "need refit_tol > 0"),
+        ({"refit": 10, "refit_tol": 0.01, "refit_exact_until": -1}, "refit_exact_until must"),
+        ({"refit": 10, "refit_tol": 0.01, "refit_exact_until": 1.5}, "refit_exact_until must"),
+        ({"refit": 10, "refit_tol": 0.01, "refit_exact_growth": -1.0}, "refit_exact_growth"),
+        ({"refit": 10, "refit_tol": 0.01, "refit_exact_growth": np.inf}, "refit_exact_growth"),
     ],
 )
 def test_refit_tol_is_validated(kwargs: dict, message: str) -> None:
     policy = OneCoinKnowledgeGradient(**kwargs)
     with pytest.raises(InvalidParameterError, match=message):
         policy.validate_params()
+
+
+def test_the_full_refit_up_to_the_exact_phase() -> None:
+    # every refit up to the first past refit_exact_until labels is the full one: the same
+    # decisions and draws as refit-tol=0 (campaigns of rte and temp, <= 8,000 labels, are
+    # wholly inside the registry's 10,000)
+    policy = make_policy("opt-kg:posterior=one-coin:refit-tol=0.01")
+    assert (policy.refit_exact_until, policy.refit_exact_growth) == (10_000, 0.1)
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    full = _decisions(_FULL, env, 1600.0, 3)
+    assert _decisions("opt-kg:posterior=one-coin:refit-tol=0.01", env, 1600.0, 3) == full
+    # and a shorter exact phase leaves the full refit's decisions after it
+    short = "opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=500"
+    hybrid = _decisions(short, env, 1600.0, 3)
+    assert hybrid[0][:500] == full[0][:500]
+    assert hybrid[0] != full[0]
+
+
+def test_hybrid_paths_decide_alike() -> None:
+    # full refits, the switch and the incremental ones after it: every path reads the same
+    # beliefs (the statistics re-set from each full refit)
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    policy_id = (
+        "opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=300:refit-exact-growth=0.3"
+    )
+    bounded = _decisions(policy_id, env, 1400.0, 5)
+    assert bounded == _decisions(policy_id, env, 1400.0, 5, bounded_push=False)
+    assert bounded == _decisions(policy_id, env, 1400.0, 5, reference=True)
+
+
+def test_full_refits_at_the_exact_phase_and_the_growth_points() -> None:
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    policy = make_policy(f"opt-kg:posterior=one-coin:{_EXACT_200}")
+    full_at: list[int] = []
+    reestimate_beliefs = policy._reestimate_beliefs
+
+    def counted(n_rounds: int) -> None:
+        full_at.append(policy._n_log)
+        reestimate_beliefs(n_rounds)
+
+    policy._reestimate_beliefs = counted  # type: ignore[method-assign]
+    run_recorded(policy, env, [1000.0], 0)
+    # every refit up to the first past 200 labels, then at 1.5x the last full one's count
+    assert full_at == [*range(10, 211, 10), 320, 480, 720]
+
+
+def test_statistics_follow_a_full_refit() -> None:
+    # after the switch and after each full refit the statistics are the full refit's beliefs:
+    # c = c0 + right and d = d0 + answered - right bit for bit, r_used the workers' means
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    policy = make_policy(f"opt-kg:posterior=one-coin:{_EXACT_200}")
+    run_recorded(policy, env, [480.0], 1)  # the last refit, at 480, is a full one
+    state = policy._incremental
+    post = policy.posterior_
+    assert state is not None and state.n_linked == 480
+    c0, d0 = policy.worker_prior
+    np.testing.assert_array_equal(post.c, c0 + state.right)
+    np.testing.assert_array_equal(post.d, d0 + (state.answered - state.right))
+    np.testing.assert_array_equal(state.r_used, post.c / (post.c + post.d))
+    log = policy._log[:480]
+    mean = post.a / (post.a + post.b)
+    agree = np.where(log[:, 2] == 1, mean[log[:, 0]], 1.0 - mean[log[:, 0]])
+    np.testing.assert_array_equal(state.contrib[:480], agree)
+    assert not state.mark.any() and state.dirty_count[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("policy_id", "expected"),
+    [
+        ("opt-kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.002", (0.002, 10_000, 0.1)),
+        ("opt-kg:posterior=one-coin:refit-tol=0", (0.0, 0, 0.0)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-items=exact", None),
+        ("opt-kg:posterior=one-coin:refit-items=exact", (0.0, 0, 0.0)),
+        ("opt-kg:posterior=one-coin:refit=0", (0.0, 0, 0.0)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=0", (0.01, 0, 0.1)),
+        ("opt-kg:posterior=one-coin", "default"),
+        ("opt-kg:posterior=one-coin", (0.01, 10_000, 0.1)),
+        ("kg:posterior=one-coin", (0.0, 0, 0.0)),
+        ("cvar-kg:posterior=one-coin:alpha=0.5", (0.0, 0, 0.0)),
+        ("kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1)),
+    ],
+)
+def test_registry_defaults_of_the_incremental_refit(policy_id: str, expected: object) -> None:
+    if expected is None:  # the incremental refit needs the sequential item step
+        with pytest.raises(InvalidParameterError, match="refit_items=sequential"):
+            make_policy(policy_id)
+        return
+    if expected == "default":
+        exact = tuple(DEFAULT_REFIT_EXACT.values()) if DEFAULT_REFIT_TOL else (0, 0.0)
+        expected = (DEFAULT_REFIT_TOL, *exact)
+    policy = make_policy(policy_id)
+    policy.validate_params()
+    assert (policy.refit_tol, policy.refit_exact_until, policy.refit_exact_growth) == expected

@@ -448,6 +448,38 @@ def item_errors(a: FloatArray, b: FloatArray, out: FloatArray) -> int:
 
 
 @njit(cache=True, nogil=True)
+def match_label(ai: float, bi: float, r1: float, up: bool) -> tuple[float, float]:
+    """Item Beta(ai, bi) after one label of a worker of mean reliability ``r1`` (``up``: the
+    label is 1), the worker held fixed: the paper's moment matching (Chen, Lin, Zhou 2013,
+    §4) — ``_beta_moments`` of the oriented state, ``_theta_after``, then ``_match`` — in the
+    operations of :mod:`crowdbudget.posteriors.one_coin` (a label 0 on (a, b) is a label 1
+    on (b, a), swapped back). The one item step of the refits (:func:`reestimate`, the
+    incremental refit's item re-read), so both give these bits."""
+    ta = ai if up else bi
+    tb = bi if up else ai
+    # _beta_moments
+    total = ta + tb
+    t1 = ta / total
+    t2 = t1 * (ta + 1.0) / (total + 1.0)
+    t3 = t2 * (ta + 2.0) / (total + 2.0)
+    t1m = t1 * tb / (total + 1.0)
+    t21m = t2 * tb / (total + 2.0)
+    # _theta_after, then _match: the variance floor and the precision floor keep the Beta
+    # finite when the matched variance rounds to 0 or exceeds the mean's spread
+    z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
+    mean = (t2 * r1 + t1m * (1.0 - r1)) / z1
+    second = (t3 * r1 + t21m * (1.0 - r1)) / z1
+    spread = mean * (1.0 - mean)
+    var = _maximum(second - mean * mean, spread * 1e-15)
+    s = _maximum(spread / var - 1.0, _S_FLOOR)
+    na = mean * s
+    nb = (1.0 - mean) * s
+    if up:
+        return na, nb
+    return nb, na
+
+
+@njit(cache=True, nogil=True)
 def reestimate(
     items: IntArray,
     workers: IntArray,
@@ -482,28 +514,7 @@ def reestimate(
         b = prior_b.copy()
         for n in range(items.shape[0]):
             i = items[n]
-            r1 = reliability[workers[n]]
-            up = labels[n] == 1
-            ta = a[i] if up else b[i]
-            tb = b[i] if up else a[i]
-            # _beta_moments
-            total = ta + tb
-            t1 = ta / total
-            t2 = t1 * (ta + 1.0) / (total + 1.0)
-            t3 = t2 * (ta + 2.0) / (total + 2.0)
-            t1m = t1 * tb / (total + 1.0)
-            t21m = t2 * tb / (total + 2.0)
-            # _theta_after, then _match
-            z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
-            mean = (t2 * r1 + t1m * (1.0 - r1)) / z1
-            second = (t3 * r1 + t21m * (1.0 - r1)) / z1
-            spread = mean * (1.0 - mean)
-            var = _maximum(second - mean * mean, spread * 1e-15)
-            s = _maximum(spread / var - 1.0, _S_FLOOR)
-            na = mean * s
-            nb = (1.0 - mean) * s
-            a[i] = na if up else nb
-            b[i] = nb if up else na
+            a[i], b[i] = match_label(a[i], b[i], reliability[workers[n]], labels[n] == 1)
         right = np.zeros(n_workers)
         for n in range(items.shape[0]):
             i = items[n]

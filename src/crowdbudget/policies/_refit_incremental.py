@@ -25,8 +25,10 @@ Each refit runs at most ``n_rounds`` item/worker rounds and stops early when no 
 items left dirty after the last round are re-read first at the next refit (a warm start: the
 fit carries over, instead of every item and worker restarting from scratch). With tol > 0 the
 beliefs differ from the full refit's (the items not re-read keep beliefs up to ``tol`` off in
-their workers' reliabilities), so this is a separate option, measured against the full refit
-(docs/decisions.md, benchmarks/README.md).
+their workers' reliabilities). The policy runs it between full refits (``refit_exact_until``,
+``refit_exact_growth``: :mod:`~crowdbudget.policies.worker_aware`); after each full refit
+:func:`resync_after_full_refit` sets the statistics to its fit, so the incremental refits
+continue from it (docs/decisions.md, benchmarks/README.md).
 
 Cost of a refit: O(labels of the dirty items + labels of the workers that passed the
 tolerance), not O(all labels).
@@ -37,8 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from crowdbudget._compiled_special import maximum as _maximum
-from crowdbudget.posteriors.one_coin import _S_FLOOR
+from crowdbudget.policies._one_coin_kernel import match_label
 from crowdbudget.types import FloatArray, IntArray
 
 
@@ -54,35 +55,15 @@ def _reread_item(
     c: FloatArray,
     d: FloatArray,
 ) -> tuple[float, float]:
-    """Item i's Beta (a, b): its prior, then its labels in arrival order by the moment matching
-    of ``reestimate``'s item step (the same operations), workers' means ``c / (c + d)``."""
+    """Item i's Beta (a, b): its prior, then its labels in arrival order by
+    :func:`~crowdbudget.policies._one_coin_kernel.match_label` (``reestimate``'s item step),
+    workers' means ``c / (c + d)``."""
     ai = prior_a[i]
     bi = prior_b[i]
     k = first[i]
     while k >= 0:
         w = workers[k]
-        r1 = c[w] / (c[w] + d[w])
-        up = labels[k] == 1
-        ta = ai if up else bi
-        tb = bi if up else ai
-        total = ta + tb
-        t1 = ta / total
-        t2 = t1 * (ta + 1.0) / (total + 1.0)
-        t3 = t2 * (ta + 2.0) / (total + 2.0)
-        t1m = t1 * tb / (total + 1.0)
-        t21m = t2 * tb / (total + 2.0)
-        z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
-        mean = (t2 * r1 + t1m * (1.0 - r1)) / z1
-        second = (t3 * r1 + t21m * (1.0 - r1)) / z1
-        spread = mean * (1.0 - mean)
-        # the variance floor and the precision floor of _match: a finite Beta when the
-        # matched variance rounds to 0 or above the mean's spread
-        var = _maximum(second - mean * mean, spread * 1e-15)
-        s = _maximum(spread / var - 1.0, _S_FLOOR)
-        na = mean * s
-        nb = (1.0 - mean) * s
-        ai = na if up else nb
-        bi = nb if up else na
+        ai, bi = match_label(ai, bi, c[w] / (c[w] + d[w]), labels[k] == 1)
         k = next_label[k]
     return ai, bi
 
@@ -238,6 +219,43 @@ def incremental_refit(
 
 
 @njit(cache=True, nogil=True)
+def resync_after_full_refit(
+    log: IntArray,
+    start: int,
+    links: tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray],
+    stats: tuple[FloatArray, IntArray, FloatArray, FloatArray],
+    dirty: tuple[IntArray, IntArray, IntArray],
+    a: FloatArray,
+    b: FloatArray,
+    c: FloatArray,
+    d: FloatArray,
+) -> None:
+    """After a full refit of the whole log ``(n_labels, 3)``: link labels ``start..`` and set
+    every statistic to the full refit's beliefs, so the next incremental refit continues from
+    them — ``contrib[k]`` the agreement of label k with its item's mean ``a / (a + b)``
+    (n_items,), ``right`` their sums per worker in label order (the full refit's worker
+    step sums the same terms in the same order: ``c = c0 + right`` bit for bit), ``r_used``
+    the workers' current means ``c / (c + d)`` (n_workers,), no item dirty. O(labels)."""
+    items = log[:, 0]
+    workers = log[:, 1]
+    labels = log[:, 2]
+    contrib, answered, right, r_used = stats
+    mark, _, dirty_count = dirty
+    link_labels(items, workers, start, log.shape[0], links, contrib, answered)
+    right[:] = 0.0
+    for k in range(log.shape[0]):
+        i = items[k]
+        mean = a[i] / (a[i] + b[i])
+        agree = mean if labels[k] == 1 else 1.0 - mean
+        contrib[k] = agree
+        right[workers[k]] += agree
+    for w in range(c.shape[0]):
+        r_used[w] = c[w] / (c[w] + d[w])
+    mark[:] = 0
+    dirty_count[0] = 0
+
+
+@njit(cache=True, nogil=True)
 def workers_of_items(
     items: IntArray,
     item_ptr: IntArray,
@@ -296,6 +314,34 @@ class IncrementalRefitState:
             new[: old.shape[0]] = old
             setattr(self, name, new)
 
+    def resync(
+        self, log: IntArray, a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray
+    ) -> None:
+        """After a full refit of ``log``: :func:`resync_after_full_refit`."""
+        self._reserve(log.shape[0])
+        resync_after_full_refit(
+            log,
+            self.n_linked,
+            self._links(),
+            (self.contrib, self.answered, self.right, self.r_used),
+            (self.mark, self.dirty_list, self.dirty_count),
+            a,
+            b,
+            c,
+            d,
+        )
+        self.n_linked = log.shape[0]
+
+    def _links(self) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]:
+        return (
+            self.item_first,
+            self.item_last,
+            self.next_of_item,
+            self.worker_first,
+            self.worker_last,
+            self.next_of_worker,
+        )
+
     def refit(
         self,
         log: IntArray,
@@ -309,19 +355,11 @@ class IncrementalRefitState:
         and workers (views, valid until the next call)."""
         n_labels = log.shape[0]
         self._reserve(n_labels)
-        links = (
-            self.item_first,
-            self.item_last,
-            self.next_of_item,
-            self.worker_first,
-            self.worker_last,
-            self.next_of_worker,
-        )
         n_ci, n_cw = incremental_refit(
             log,
             self.n_linked,
             n_labels,
-            links,
+            self._links(),
             (self.contrib, self.answered, self.right, self.r_used),
             (self.mark, self.dirty_list, self.dirty_count),
             beliefs,

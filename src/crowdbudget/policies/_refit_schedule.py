@@ -12,7 +12,7 @@ labels in all instead of T² / (2 refit).
 from __future__ import annotations
 
 import math
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -78,3 +78,48 @@ def check_refit_tol(refit_tol: object, refit: int, worker_model: str, refit_item
         raise InvalidParameterError("refit_tol is implemented for posterior=one-coin only")
     if refit_items != "sequential":
         raise InvalidParameterError("refit_tol needs refit_items=sequential")
+
+
+def check_refit_exact(until: object, growth: object, refit_tol: object) -> None:
+    """Refuse a ``refit_exact_until`` that is not an integer >= 0 or a ``refit_exact_growth``
+    that is not a finite number >= 0, or either > 0 without ``refit_tol`` > 0 (every refit
+    is then a full one), in one line."""
+    if not (isinstance(until, int | np.integer) and not isinstance(until, bool) and until >= 0):
+        raise InvalidParameterError(
+            f"refit_exact_until must be an integer >= 0 (a label count), got {until!r}"
+        )
+    if not _finite_nonnegative(growth):
+        raise InvalidParameterError(
+            f"refit_exact_growth must be a finite number >= 0, got {growth!r}"
+        )
+    if (until or float(growth)) and not float(refit_tol):  # type: ignore[arg-type]
+        raise InvalidParameterError(
+            "refit_exact_until and refit_exact_growth need refit_tol > 0 "
+            "(with refit_tol=0 every refit is a full one)"
+        )
+
+
+#: the registry's ``refit_tol`` of a binary one-coin refit (sequential item step) when the id
+#: names none (0: the full refit at every refit; derivation and measurements:
+#: policies/worker_aware.py, docs/decisions.md, "the incremental refit past 10^4 labels")
+DEFAULT_REFIT_TOL = 0.01
+#: with ``refit_tol`` > 0, the registry's exact-refit options when the id names none: full
+#: refits while they are cheap — up to the first refit past ``refit_exact_until`` labels —
+#: then the incremental refit, and a full one again whenever the labels have grown by
+#: ``refit_exact_growth`` since the last
+DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact_growth": 0.1}
+
+
+def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[str, Any]:
+    """The registry's incremental-refit options of a binary one-coin refit that ``named`` (the
+    id's parameters) leaves out: none with the exact item step or a zero ``refit_tol``, else
+    :data:`DEFAULT_REFIT_TOL` if not named (and ``default_tol``; else 0) and
+    :data:`DEFAULT_REFIT_EXACT`'s not named."""
+    if named.get("refit_items", "sequential") != "sequential":
+        return {}
+    tol = named.get("refit_tol", DEFAULT_REFIT_TOL if default_tol else 0.0)
+    if not tol:
+        return {}
+    out: dict[str, Any] = {} if "refit_tol" in named else {"refit_tol": tol}
+    out.update({key: value for key, value in DEFAULT_REFIT_EXACT.items() if key not in named})
+    return out

@@ -9,6 +9,7 @@ from typing import Any, get_args
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._index import DEFAULT_TIE_BREAK, PAPER_TIE_BREAK, TieBreak
+from crowdbudget.policies._refit_schedule import refit_tol_defaults
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
 from crowdbudget.policies.dynamic_programming import ExactDPPolicy
@@ -97,7 +98,8 @@ _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 
 
 #: refit variants of the binary one-coin policy, passed only when given
-_ONE_COIN_REFIT_PARAMS = ("refit_items", "refit_rounds", "refit_final", "refit_tol")
+_ONE_COIN_REFIT_PARAMS: tuple[str, ...] = ("refit_items", "refit_rounds", "refit_final")
+_ONE_COIN_REFIT_PARAMS += ("refit_tol", "refit_exact_until", "refit_exact_growth")
 #: the worker models whose refit takes ``refit-growth``
 GROWING_REFITS = ("one-coin", "confusion")
 
@@ -163,6 +165,10 @@ def _with_workers(
         default_refit = DEFAULT_ONE_COIN_REFIT if workers == "one-coin" else 0
         refit = kwargs.get("refit", default_refit)
         extra: dict[str, Any] = {}
+        if workers == "one-coin" and refit > 0:
+            # the incremental refit by default for Opt-KG, the measured one (KG and CVaR-KG
+            # keep the full refit unless refit-tol is named)
+            extra.update(refit_tol_defaults(kwargs, default_tol=optimistic and alpha is None))
         if worker_prior is None:
             worker_prior = PAPER_WORKER_PRIOR
             if workers == "one-coin" and refit > 0:
@@ -327,7 +333,22 @@ _KG_PARAMS = {
         float,
         "posterior=one-coin, two classes: 0 (the full refit) or an incremental refit that "
         "re-reads only the new labels' items and those of workers whose reliability moved by "
-        "more than this",
+        "more than this (opt-kg's default 0.01 with the sequential item step, with "
+        "refit-exact-until and refit-exact-growth; 0: every refit a full one)",
+        low=0.0,
+    ),
+    "refit-exact-until": Param(
+        "refit-exact-until",
+        int,
+        "posterior=one-coin, two classes, refit-tol > 0: refits are full ones up to the first "
+        "past this many labels (default 10000), incremental after",
+        low=0,
+    ),
+    "refit-exact-growth": Param(
+        "refit-exact-growth",
+        float,
+        "posterior=one-coin, two classes, refit-tol > 0: a full refit whenever the labels grew "
+        "by this fraction since the last full one (default 0.1; 0: none)",
         low=0.0,
     ),
 }

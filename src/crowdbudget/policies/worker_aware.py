@@ -68,9 +68,35 @@ Refit variants (ours, non-default; what each was measured to do: docs/decisions.
   matching) but not its worker's Beta, which moves at the refits from its statistics (so a
   label does not re-read the bounds of every item of its worker). O(changed labels) per
   refit instead of O(all labels); the beliefs differ from the full refit's by up to t in the
-  workers' reliabilities the items were read with (sequential item step only). Not the
-  default: measured within noise of the full refit on rte, temp and trec but 0.003–0.004
-  below it at 1–2 labels per item on rte (docs/decisions.md).
+  workers' reliabilities the items were read with (sequential item step only).
+- ``refit_exact_until=N0``, ``refit_exact_growth=g`` (with ``refit_tol`` > 0): every refit
+  up to the first past N0 labels is the full one (and the labels move their workers online,
+  as without ``refit_tol``); after it the incremental refit, from statistics re-set to the
+  last full refit's fit, and a full refit again at the first refit whose label count is at
+  least (1 + g) times the last full one's (g = 0: none). O(log(T/N0)/log(1 + g)) full refits
+  after N0, each O(labels so far).
+
+The registry's ``opt-kg:posterior=one-coin`` on two classes (sequential item step) has
+``refit_tol=0.01``, ``refit_exact_until=10000``, ``refit_exact_growth=0.1``
+(``policies._refit_schedule.DEFAULT_REFIT_TOL`` and ``DEFAULT_REFIT_EXACT``; ``refit-tol=0`` is
+the full refit at every refit; KG and CVaR-KG keep the full refit unless ``refit-tol`` is
+named, then with the same exact-refit defaults). Derivation: the full refit every 10 labels
+costs O(T²/10) over a campaign of T labels and most of a large replay's time (trec at 4 labels
+per item: 76,132 labels, 7,613 refits, each re-reading every label and rescoring every item's
+bound and error — about 94 s of CPU); the incremental refit costs O(changed labels) per refit
+(about 22 s) but its beliefs differ from the full refit's by up to the tolerance, and from the
+first refit on it measured up to 0.004 below the full refit at 1–2 labels per item on rte,
+where the early refits (undoing a lucky start) decide most. A full refit at n labels costs O(n)
+moment matches plus one pass over the items' bounds; the full refits of a whole campaign up to
+10^4 labels cost about 2 s on trec (measured with and without the exact phase), so below it
+nothing is given up: a campaign of ≤ 10^4 labels (rte and temp at every budget up to 10 per
+item, the golden cases) is the full refit's, decision for decision. Past it the incremental
+refit, with a full one each time the labels grew by a tenth (21 between 10^4 and 76,132
+labels), so the fit does not drift from the full refit's for long. Measured against the full
+refit on trec at 1–4 labels per item (verdict ``bds-oc``, 6 paired replays): within one
+standard error at every budget (on one block of 3 replays of the 2 not everywhere); the growth
+0.25 and the tolerance 0.005, tried first, were not (docs/decisions.md, "the incremental refit
+past 10^4 labels"; benchmarks/README.md).
 
 The registry's default worker prior with a refit on two classes is Beta(16, 4), the paper's
 mean worth 20 labels (``policies.builtin.REFIT_WORKER_PRIOR``; docs/reproductions.md, "A
@@ -115,6 +141,7 @@ from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._push_bounds import observe_pushed
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
 from crowdbudget.policies._refit_schedule import (
+    check_refit_exact,
     check_refit_growth,
     check_refit_tol,
     next_refit_at,
@@ -162,6 +189,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             since the last refit.
         refit_tol: 0 (the full refit), or > 0: the incremental refit with this tolerance on a
             worker's mean reliability (module docstring).
+        refit_exact_until: with ``refit_tol`` > 0, every refit up to the first past this many
+            labels is the full one (0: incremental from the first refit).
+        refit_exact_growth: with ``refit_tol`` > 0, a full refit at the first refit whose
+            label count is at least (1 + this) times the last full one's (0: none).
 
     Fitted attributes:
         posterior_: the :class:`OneCoinPosterior` (item and worker Betas).
@@ -196,6 +227,8 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         refit_rounds: int = 3,
         refit_final: bool = False,
         refit_tol: float = 0.0,
+        refit_exact_until: int = 0,
+        refit_exact_growth: float = 0.0,
     ) -> None:
         self.optimistic = optimistic
         self.worker_prior = worker_prior
@@ -207,6 +240,8 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         self.refit_rounds = refit_rounds
         self.refit_final = refit_final
         self.refit_tol = refit_tol
+        self.refit_exact_until = refit_exact_until
+        self.refit_exact_growth = refit_exact_growth
 
     def validate_params(self) -> None:
         check_tie_break(self.tie_break)
@@ -237,6 +272,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if self.alpha is not None:
             check_probability(self.alpha, "alpha")
         check_refit_tol(self.refit_tol, self.refit, self.worker_model, self.refit_items)
+        check_refit_exact(self.refit_exact_until, self.refit_exact_growth, self.refit_tol)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -260,7 +296,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         # the items' prior for a refit, with every control item's known class (None: none yet)
         self._known_prior: FloatArray | None = None
         self._incremental: IncrementalRefitState | None = None
-        if self.refit and self.refit_tol:
+        # the label count of the last full refit (refit_exact_growth)
+        self._last_full = 0
+        # with refit_exact_until the state is made at the first full refit past it
+        if self.refit and self.refit_tol and not self.refit_exact_until:
             c, d = self.worker_prior
             self._incremental = IncrementalRefitState(
                 problem.n_items, problem.n_workers, float(c), float(d)
@@ -569,6 +608,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         rescore every pair (``lazy_workers``: mark every worker's pairs stale)."""
         if n_rounds:
             self._reestimate_beliefs(n_rounds)
+            self._sync_incremental()
         self._last_refit = self._n_log
         post = self.posterior_
         if not self._pairs_built:
@@ -609,6 +649,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         """The incremental refit (``refit_tol``; module docstring): re-read what changed, then
         refresh the changed items' moments, errors and state numbers and the changed
         workers' reliabilities, and mark for rescoring only the pairs they touch."""
+        growth = self.refit_exact_growth
+        if growth and self._n_log >= (1.0 + growth) * self._last_full:
+            self._refit_beliefs(self.refit_rounds)  # a full refit; the statistics follow it
+            return
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior) and self._incremental is not None
         prior = self.problem_.prior_array if self._known_prior is None else self._known_prior
@@ -638,6 +682,25 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             self._refit_beliefs(0)
             return
         self._refresh_changed(items.copy(), workers.copy())
+
+    def _sync_incremental(self) -> None:
+        """After a full refit with ``refit_tol``: the incremental refit's statistics set to
+        its beliefs (made here at the first full refit past ``refit_exact_until``; from then
+        on a label moves its worker at the refits only), so the next incremental refit starts
+        from the full one's fit."""
+        if not self.refit_tol or self._n_log <= self.refit_exact_until:
+            return
+        post = self.posterior_
+        assert isinstance(post, OneCoinPosterior)
+        self._last_full = self._n_log
+        if self._incremental is None:
+            c0, d0 = self.worker_prior
+            self._incremental = IncrementalRefitState(
+                post.n_items, post.n_workers, float(c0), float(d0)
+            )
+        for name in ("a", "b", "c", "d"):  # float64, contiguous
+            setattr(post, name, np.ascontiguousarray(getattr(post, name), dtype=float))
+        self._incremental.resync(self._log[: self._n_log], post.a, post.b, post.c, post.d)
 
     def _reestimate_beliefs(self, n_rounds: int) -> None:
         """The refit's rounds (module docstring): every item and worker Beta of

@@ -499,6 +499,8 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
         refit_final: bool = False,
         refit_tol: float = 0.0,
         multiclass_worker_prior: tuple[float, float] | None = None,
+        refit_exact_until: int = 0,
+        refit_exact_growth: float = 0.0,
     ) -> None:
         super().__init__(
             optimistic=optimistic,
@@ -511,6 +513,8 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             refit_rounds=refit_rounds,
             refit_final=refit_final,
             refit_tol=refit_tol,
+            refit_exact_until=refit_exact_until,
+            refit_exact_growth=refit_exact_growth,
         )
         self.multiclass_worker_prior = multiclass_worker_prior
 

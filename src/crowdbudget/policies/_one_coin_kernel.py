@@ -447,36 +447,50 @@ def item_errors(a: FloatArray, b: FloatArray, out: FloatArray) -> int:
     return evaluated
 
 
-@njit(cache=True, nogil=True)
-def match_label(ai: float, bi: float, r1: float, up: bool) -> tuple[float, float]:
-    """Item Beta(ai, bi) after one label of a worker of mean reliability ``r1`` (``up``: the
-    label is 1), the worker held fixed: the paper's moment matching (Chen, Lin, Zhou 2013,
-    §4) — ``_beta_moments`` of the oriented state, ``_theta_after``, then ``_match`` — in the
-    operations of :mod:`crowdbudget.posteriors.one_coin` (a label 0 on (a, b) is a label 1
-    on (b, a), swapped back). The one item step of the refits (:func:`reestimate`, the
-    incremental refit's item re-read), so both give these bits."""
-    ta = ai if up else bi
-    tb = bi if up else ai
-    # _beta_moments
+@njit(cache=True, nogil=True, inline="always")
+def beta_moments(ta: float, tb: float) -> tuple[float, float, float, float, float]:
+    """``one_coin._beta_moments`` of Beta(ta, tb) on scalars: E[t], E[t²], E[t³], E[t(1−t)],
+    E[t²(1−t)] (each from the last by one ratio, so no power is formed)."""
     total = ta + tb
     t1 = ta / total
     t2 = t1 * (ta + 1.0) / (total + 1.0)
     t3 = t2 * (ta + 2.0) / (total + 2.0)
     t1m = t1 * tb / (total + 1.0)
     t21m = t2 * tb / (total + 2.0)
-    # _theta_after, then _match: the variance floor and the precision floor keep the Beta
-    # finite when the matched variance rounds to 0 or exceeds the mean's spread
-    z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
-    mean = (t2 * r1 + t1m * (1.0 - r1)) / z1
-    second = (t3 * r1 + t21m * (1.0 - r1)) / z1
+    return t1, t2, t3, t1m, t21m
+
+
+@njit(cache=True, nogil=True, inline="always")
+def matched(mean: float, second: float) -> tuple[float, float]:
+    """``one_coin._match_scalar``: the Beta of these two moments. The variance floor and the
+    size floor keep the Beta finite when the matched variance rounds to 0 or exceeds the
+    mean's spread (``_maximum`` is NumPy's, NaN-propagating, as the scalar path's)."""
     spread = mean * (1.0 - mean)
     var = _maximum(second - mean * mean, spread * 1e-15)
     s = _maximum(spread / var - 1.0, _S_FLOOR)
-    na = mean * s
-    nb = (1.0 - mean) * s
+    return mean * s, (1.0 - mean) * s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def matched_after(ta: float, tb: float, r1: float, q1: float) -> tuple[float, float]:
+    """Item Beta(ta, tb) after a label 1 from a worker of mean reliability r1 (q1 = 1 − r1),
+    the worker held fixed: the paper's moment matching (Chen, Lin, Zhou 2013, §4),
+    ``_theta_after`` then ``_match``. A label 0 is the same steps on (tb, ta), mirrored."""
+    t1, t2, t3, t1m, t21m = beta_moments(ta, tb)
+    z1 = t1 * r1 + (1.0 - t1) * q1
+    return matched((t2 * r1 + t1m * q1) / z1, (t3 * r1 + t21m * q1) / z1)
+
+
+@njit(cache=True, nogil=True)
+def match_label(ai: float, bi: float, r1: float, up: bool) -> tuple[float, float]:
+    """Item Beta(ai, bi) after one label of a worker of mean reliability ``r1`` (``up``: the
+    label is 1), the worker held fixed (:func:`matched_after`, a label 0 on (a, b) being a
+    label 1 on (b, a), swapped back). The one item step of the refits (:func:`reestimate`,
+    the incremental re-read), so both give these bits."""
     if up:
-        return na, nb
-    return nb, na
+        return matched_after(ai, bi, r1, 1.0 - r1)
+    nb, na = matched_after(bi, ai, r1, 1.0 - r1)
+    return na, nb
 
 
 @njit(cache=True, nogil=True)

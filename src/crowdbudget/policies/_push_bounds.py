@@ -58,11 +58,12 @@ from crowdbudget.policies._one_coin_kernel import (
     _error_after,
     _grown,
     _slot,
+    beta_moments,
     canonical,
     fill_item_moments,
+    matched,
     rescore_pairs,
 )
-from crowdbudget.posteriors.one_coin import _S_FLOOR
 from crowdbudget.types import FloatArray, IntArray
 
 #: the relative slack of the candidate threshold (rounding only; module docstring)
@@ -598,19 +599,6 @@ def _score_candidates(
 
 
 @njit(cache=True, nogil=True)
-def _matched(mean: float, second: float) -> tuple[float, float]:
-    """``one_coin._match_scalar``: the Beta of these two moments (same operations, same
-    order; Python's ``max(x, y)`` is ``y if y > x else x``)."""
-    spread = mean * (1.0 - mean)
-    floor = spread * 1e-15
-    var = second - mean * mean
-    var = floor if floor > var else var
-    s = spread / var - 1.0
-    s = _S_FLOOR if s < _S_FLOOR else s
-    return mean * s, (1.0 - mean) * s
-
-
-@njit(cache=True, nogil=True)
 def one_coin_label(
     i: int, j: int, label: int, a: FloatArray, b: FloatArray, c: FloatArray, d: FloatArray
 ) -> None:
@@ -619,23 +607,11 @@ def one_coin_label(
     in its order, so the same bits — tests/test_push_bounds.py)."""
     ta = a[i] if label == 1 else b[i]
     tb = b[i] if label == 1 else a[i]
-    n = ta + tb
-    t1 = ta / n
-    t2 = t1 * (ta + 1.0) / (n + 1.0)
-    t3 = t2 * (ta + 2.0) / (n + 2.0)
-    t1m = t1 * tb / (n + 1.0)
-    t21m = t2 * tb / (n + 2.0)
-    cj = c[j]
-    dj = d[j]
-    m = cj + dj
-    r1 = cj / m
-    r2 = r1 * (cj + 1.0) / (m + 1.0)
-    r3 = r2 * (cj + 2.0) / (m + 2.0)
-    r1m = r1 * dj / (m + 1.0)
-    r21m = r2 * dj / (m + 2.0)
+    t1, t2, t3, t1m, t21m = beta_moments(ta, tb)
+    r1, r2, r3, r1m, r21m = beta_moments(c[j], d[j])
     z1 = t1 * r1 + (1.0 - t1) * (1.0 - r1)
-    na, nb = _matched((t2 * r1 + t1m * (1.0 - r1)) / z1, (t3 * r1 + t21m * (1.0 - r1)) / z1)
-    nc, nd = _matched((t1 * r2 + (1.0 - t1) * r1m) / z1, (t1 * r3 + (1.0 - t1) * r21m) / z1)
+    na, nb = matched((t2 * r1 + t1m * (1.0 - r1)) / z1, (t3 * r1 + t21m * (1.0 - r1)) / z1)
+    nc, nd = matched((t1 * r2 + (1.0 - t1) * r1m) / z1, (t1 * r3 + (1.0 - t1) * r21m) / z1)
     a[i] = na if label == 1 else nb
     b[i] = nb if label == 1 else na
     c[j] = nc

@@ -64,12 +64,11 @@ from crowdbudget.policies._index import (
     canonical_scores,
     csr_groups,
 )
-from crowdbudget.policies._one_coin_kernel import canonical
+from crowdbudget.policies._one_coin_kernel import canonical, matched_after
 from crowdbudget.policies.bandits.bbta import check_context_options, check_unit_prices
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
-    _S_FLOOR,
     OneCoinPosterior,
     one_coin_rewards,
     one_coin_update,
@@ -92,26 +91,6 @@ def _half_error(a: FloatArray, b: FloatArray) -> FloatArray:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _matched_after(ta: float, tb: float, r1: float, q1: float) -> tuple[float, float]:
-    """The item half of :func:`one_coin_update` for a label 1 on Beta(ta, tb) from a worker
-    of mean reliability r1 (q1 = 1 − r1): its moments, the matched Beta (na, nb) with the
-    variance and size floors. A label 0 is the same steps on (tb, ta), mirrored."""
-    n = ta + tb
-    t1 = ta / n
-    t2 = t1 * (ta + 1.0) / (n + 1.0)
-    t3 = t2 * (ta + 2.0) / (n + 2.0)
-    t1m = t1 * tb / (n + 1.0)
-    t21m = t2 * tb / (n + 2.0)
-    z1 = t1 * r1 + (1.0 - t1) * q1
-    mean = (t2 * r1 + t1m * q1) / z1
-    second = (t3 * r1 + t21m * q1) / z1
-    spread = mean * (1.0 - mean)
-    var = _maximum(second - mean * mean, spread * 1e-15)
-    size = _maximum(spread / var - 1.0, _S_FLOOR)
-    return mean * size, (1.0 - mean) * size
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _smaller_tail(na: float, nb: float) -> float:
     """The error of Beta(na, nb) at 1/2: ``betainc_half(max, min)``, 1/2 exactly at na = nb."""
     return 0.5 if na == nb else betainc_half(_maximum(na, nb), _minimum(na, nb))
@@ -120,7 +99,7 @@ def _smaller_tail(na: float, nb: float) -> float:
 @njit(cache=True, nogil=True)
 def _half_after_one(a: float, b: float, c: float, d: float) -> float:
     """``min(err(a₁, b₁), err(a₀, b₀))`` at d = 0.5 for one pair: (a_z, b_z) the item
-    posterior after label z from a worker Beta(c, d) (:func:`_matched_after`, both outcomes)
+    posterior after label z from a worker Beta(c, d) (:func:`matched_after`, both outcomes)
     and ``err`` the smaller tail at 1/2 (:func:`_smaller_tail`). Both orientations take the
     same steps, so mirrored states (a, b) and (b, a) give the same value; NaN propagates
     through the minimum as in ``np.minimum``.
@@ -134,8 +113,8 @@ def _half_after_one(a: float, b: float, c: float, d: float) -> float:
     Equal (hi, lo) — the mirrored outcomes of a tied state — are the same computation."""
     r1 = c / (c + d)
     q1 = 1.0 - r1
-    na1, nb1 = _matched_after(a, b, r1, q1)  # a label 1
-    nb0, na0 = _matched_after(b, a, r1, q1)  # a label 0: the mirrored steps
+    na1, nb1 = matched_after(a, b, r1, q1)  # a label 1
+    nb0, na0 = matched_after(b, a, r1, q1)  # a label 0: the mirrored steps
     hi1, lo1 = _maximum(na1, nb1), _minimum(na1, nb1)
     hi0, lo0 = _maximum(na0, nb0), _minimum(na0, nb0)
     if hi1 >= hi0 and lo1 <= lo0:

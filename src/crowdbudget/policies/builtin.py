@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._class_prior import CLASS_PRIORS
 from crowdbudget.policies._index import DEFAULT_TIE_BREAK, PAPER_TIE_BREAK, TieBreak
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.policies.baselines import RoundRobinPolicy, UniformPolicy
@@ -97,7 +98,13 @@ _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 
 
 #: refit variants of the binary one-coin policy, passed only when given
-_ONE_COIN_REFIT_PARAMS = ("refit_items", "refit_rounds", "refit_final", "refit_tol")
+_ONE_COIN_REFIT_PARAMS = (
+    "refit_items",
+    "refit_rounds",
+    "refit_final",
+    "refit_tol",
+    "class_prior",
+)
 #: the worker models whose refit takes ``refit-growth``
 GROWING_REFITS = ("one-coin", "confusion")
 
@@ -329,6 +336,14 @@ _KG_PARAMS = {
         "re-reads only the new labels' items and those of workers whose reliability moved by "
         "more than this",
         low=0.0,
+    ),
+    "class-prior": Param(
+        "class-prior",
+        str,
+        "posterior=one-coin, two classes: the items' prior — none (uniform classes) or gated "
+        "(a class prior learned from the labels at every refit, where a lone label cannot "
+        "overturn the common class)",
+        choices=CLASS_PRIORS,
     ),
 }
 

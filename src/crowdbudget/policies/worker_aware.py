@@ -109,6 +109,12 @@ from scipy import special
 
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._class_prior import (
+    CLASS_PRIORS,
+    gated_class_prior,
+    shared_prior,
+    unlabelled_state,
+)
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
@@ -160,6 +166,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             since the last refit.
         refit_tol: 0 (the full refit), or > 0: the incremental refit with this tolerance on a
             worker's mean reliability (module docstring).
+        class_prior: ``"none"`` (the problem's item prior throughout) or ``"gated"``: at
+            every refit the items' prior becomes a class prior learned from the labels where
+            a lone label cannot overturn the common class
+            (:mod:`~crowdbudget.policies._class_prior`; needs ``refit`` and the full refit).
 
     Fitted attributes:
         posterior_: the :class:`OneCoinPosterior` (item and worker Betas).
@@ -194,6 +204,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         refit_rounds: int = 3,
         refit_final: bool = False,
         refit_tol: float = 0.0,
+        class_prior: str = "none",
     ) -> None:
         self.optimistic = optimistic
         self.worker_prior = worker_prior
@@ -205,6 +216,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         self.refit_rounds = refit_rounds
         self.refit_final = refit_final
         self.refit_tol = refit_tol
+        self.class_prior = class_prior
 
     def validate_params(self) -> None:
         check_tie_break(self.tie_break)
@@ -235,6 +247,14 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if self.alpha is not None:
             check_probability(self.alpha, "alpha")
         check_refit_tol(self.refit_tol, self.refit, self.worker_model, self.refit_items)
+        if self.class_prior not in CLASS_PRIORS:
+            raise InvalidParameterError(
+                f"class_prior must be one of {', '.join(CLASS_PRIORS)}, got {self.class_prior!r}"
+            )
+        if self.class_prior != "none" and not (self.refit and not self.refit_tol):
+            raise InvalidParameterError(
+                "class_prior needs refit > 0 and the full refit (refit_tol=0; one-coin)"
+            )
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -257,6 +277,13 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         self._last_refit = 0
         # the items' prior for a refit, with every control item's known class (None: none yet)
         self._known_prior: FloatArray | None = None
+        # class_prior: the prior row (b, a) of every item not known, when every item has the
+        # same prior (None: per-item priors, no class prior), and whether it moved at the last
+        # refit (the fast path's unlabelled items then take the new state)
+        prior = problem.prior_array
+        same = bool(np.all(prior == prior[0]))
+        self._shared_row = (float(prior[0, 0]), float(prior[0, 1])) if same else None
+        self._prior_moved = False
         self._incremental: IncrementalRefitState | None = None
         if self.refit and self.refit_tol:
             c, d = self.worker_prior
@@ -528,6 +555,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             # an item without a label is in its prior state before and after, so only the
             # labeled items' moments, errors and state numbers change
             self._refresh_labeled_items()
+            self._refresh_prior_state()
             if self._bounded:
                 self._push_rebuild = True
                 self._push_dirty = []
@@ -592,6 +620,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
     def _reestimate_beliefs(self, n_rounds: int) -> None:
         """The refit's rounds (module docstring): every item and worker Beta of
         ``posterior_`` re-estimated from the labels so far (new arrays, none changed in place)."""
+        self._update_class_prior()
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)
         log = self._log[: self._n_log]
@@ -661,12 +690,43 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if not (self.refit and self.refit_final and self._n_log > self._last_refit):
             return self.posterior_
         saved = self.posterior_
+        kept = (self._known_prior, self._shared_row, self._prior_moved)
         self.posterior_ = copy.copy(saved)
         try:
             self._reestimate_beliefs(self.refit_rounds)
             return self.posterior_
         finally:
             self.posterior_ = saved
+            self._known_prior, self._shared_row, self._prior_moved = kept
+
+    def _update_class_prior(self) -> None:
+        """``class_prior="gated"``: before a refit's rounds, every item not known takes the
+        prior :func:`~crowdbudget.policies._class_prior.gated_class_prior` gives for the
+        labels so far (the problem's when the gate is shut); one shared state, so the
+        unlabelled items stay in one state (``_prior_moved``: it changed)."""
+        if self.class_prior == "none" or self._shared_row is None or not self._n_log:
+            return
+        log = self._log[: self._n_log]
+        state = gated_class_prior(
+            log[:, 0], log[:, 1], log[:, 2], self.problem_.n_items, self.worker_prior
+        )
+        base = self.problem_.prior_array[0]
+        row = (float(base[0]), float(base[1])) if state is None else (state[1], state[0])
+        if row != self._shared_row:
+            self._known_prior = shared_prior(
+                self._known_prior, self.problem_.n_items, self._shared_row, row
+            )
+            self._shared_row, self._prior_moved = row, True
+            if self._pairs_built:
+                self._fresh_state = (row[1], row[0])  # the scan path's shared state (a, b)
+
+    def _refresh_prior_state(self) -> None:
+        """After a refit on the lazy compiled path, when the shared prior moved: the moments
+        and current error of the unlabelled items (all in the new prior state, keeping their
+        common state number) — what :meth:`_refresh_labeled_items` does for the others."""
+        if self._prior_moved:
+            unlabelled_state(self.posterior_, ~self._labeled, self._moments, self._item_error)
+        self._prior_moved = False
 
     def final_labels(self, state: CampaignState) -> IntArray:
         return self._final_posterior().predict()

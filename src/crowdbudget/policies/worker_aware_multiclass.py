@@ -467,6 +467,9 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             ``worker_prior`` is Beta(16, 4) for the binary refit (the stronger prior helps the
             binary refit, not the multi-class one; docs/decisions.md, docs/reproductions.md,
             "A stronger worker prior for the refit").
+        class_prior: the binary policy's (``"gated"``: a learned class prior,
+            :mod:`~crowdbudget.policies._class_prior`); more than two classes keep the
+            problem's item prior (the categorical delegate has none).
 
     Fitted attributes:
         multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,
@@ -499,6 +502,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
         refit_final: bool = False,
         refit_tol: float = 0.0,
         multiclass_worker_prior: tuple[float, float] | None = None,
+        class_prior: str = "none",
     ) -> None:
         super().__init__(
             optimistic=optimistic,
@@ -511,6 +515,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             refit_rounds=refit_rounds,
             refit_final=refit_final,
             refit_tol=refit_tol,
+            class_prior=class_prior,
         )
         self.multiclass_worker_prior = multiclass_worker_prior
 

@@ -1,0 +1,205 @@
+"""The class prior the binary worker-aware allocation learns (``class_prior="gated"``).
+
+The item prior of :class:`~crowdbudget.policies.worker_aware.OneCoinKnowledgeGradient` is the
+problem's (Beta(1, 1): uniform classes). On an imbalanced crowd whose per-label odds
+``a / (1 − a)`` are below the class odds ``π / (1 − π)`` a lone label cannot change the Bayes
+decision, and an allocation that believes the classes uniform spends the budget labelling
+every item once (docs/stress-bed.md, "Why the one-label rows miss"). The rule here learns the
+class share and the crowd's accuracy from the labels and gives every item a class prior
+*only* where the evidence says a lone label cannot decide.
+
+**The estimate.** A discrete one-coin model fitted by EM on every label so far
+(:func:`share_and_accuracy`): items of class 1 with probability π, worker j right with
+probability a_j (else the other class), Beta(c0, d0) on each a_j (the policy's worker
+prior), Beta(1, 1) on π; an item's posterior log-odds are ``logit π + Σ ± logit a_j`` over
+its labels (+ for a label 1). It is fitted from the labels alone — not from the
+allocation's item beliefs, which the previous prior already pulled toward the common class
+(the estimate would feed on itself) — and it is a likelihood fit, so the adaptive choice of
+which items get labels (a function of the labels seen) does not bias it (the choice is
+ignorable for the likelihood). With one label per item the share and the accuracy are not
+separately identified (only ``π a + (1 − π)(1 − a)`` is); the worker prior then decides,
+and items with two or more labels pin the accuracy as they arrive.
+
+**The gate** (:func:`gated_class_prior`). With ``|logit π| > logit a`` (a lone label cannot
+overturn the common class) every item's prior becomes the Beta of total 2 whose
+P(θ ≥ ½) is π (:func:`beta_for_share`), else it stays Beta(1, 1). The accuracy the gate
+reads is a low quantile (:data:`GATE_QUANTILE`) of its posterior from the worker prior and
+the labels of items with two or more labels, so the gate opens while the labels cannot yet
+say how often a label is right (one label per item: the worker prior alone, Beta(16, 4),
+whose 10 % quantile 0.68 makes every crowd with a class share beyond 0.32 look undecidable
+by one label), the allocation then buys second labels where a first one said the rarer
+class, and those pairs close the gate again on a crowd whose lone labels do decide. On
+crowds whose errors depend on the class (two-coin, biased workers) the one-coin item model
+with a skewed prior mis-reads the workers — a worker answering the common class always
+looks reliable — so the prior is given only where it changes what a first label is worth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from crowdbudget.policies._one_coin_kernel import fill_moments, item_errors
+from crowdbudget.posteriors.one_coin import OneCoinPosterior
+from crowdbudget.posteriors.two_coin import TwoCoinPosterior
+from crowdbudget.types import FloatArray, IntArray
+
+#: the item priors of the binary one-coin worker-aware policy (``class-prior=``)
+CLASS_PRIORS = ("none", "gated")
+
+#: the share π is clipped to [SHARE_FLOOR, 1 − SHARE_FLOOR] before it becomes a prior (a
+#: Beta of total 2 with P(θ ≥ ½) within 0.02 of 0 or 1 has a parameter near 0, where the
+#: moment matching of a label loses precision)
+SHARE_FLOOR = 0.02
+
+#: the gate reads the crowd accuracy at this quantile of its posterior (:func:`gated_class_prior`;
+#: 0.05 and 0.08 opened it on the bed's 65/35 cell with 30 % biased workers, where the
+#: one-coin allocation with a skewed prior then asks the workers who answer the common class
+#: always: docs/stress-bed.md)
+GATE_QUANTILE = 0.10
+
+#: EM stops when neither π nor any accuracy moved by more than this in an iteration
+_TOL = 1e-7
+
+
+def share_and_accuracy(
+    items: IntArray,
+    workers: IntArray,
+    labels: IntArray,
+    n_items: int,
+    worker_prior: tuple[float, float],
+    n_iter: int = 100,
+) -> tuple[float, float, float, float]:
+    """(π, a, r2, n2) of the labels ``(items[t], workers[t], labels[t])`` (shapes (n,),
+    labels in {0, 1}; items < ``n_items``): the class-1 share π and the workers' accuracies
+    of a discrete one-coin model fitted by EM (module docstring) — MAP under Beta(c0, d0) =
+    ``worker_prior`` for each worker's accuracy, Beta(1, 1) on π (its posterior mean over
+    the labelled items) — with ``a`` the mean accuracy per label (the crowd as the
+    allocation asked it), and the expected right answers ``r2`` among the ``n2`` labels of
+    items with two or more labels (a lone label says nothing about the accuracy: only
+    ``π a + (1 − π)(1 − a)`` is identified from lone labels). Per-worker accuracies, not one
+    for the crowd: the allocation asks the workers it believes reliable, so one crowd
+    accuracy would read the share from whoever it asked most. Deterministic; O(n + n_items
+    + n_workers) per iteration, at most ``n_iter`` iterations."""
+    c0, d0 = worker_prior
+    _, item, counts = np.unique(items, return_inverse=True, return_counts=True)
+    item = item.reshape(-1)
+    _, worker = np.unique(workers, return_inverse=True)
+    worker = worker.reshape(-1)
+    n_w = int(worker.max()) + 1
+    one = labels == 1
+    # MAP of each rate under Beta(c0, d0): c0, d0 > 1 in the registry (16, 4), so the mode
+    # is inside (0, 1); with c0 ≤ 1 or d0 ≤ 1 the posterior mean keeps it there
+    shift = 1.0 if (c0 > 1.0 and d0 > 1.0) else 0.0
+    sens = np.full(n_w, c0 / (c0 + d0))  # P(label 1 | class 1), per worker
+    spec = sens.copy()  # P(label 0 | class 0)
+    pi = 0.5
+    p = np.full(counts.shape[0], 0.5)
+    for _ in range(n_iter):
+        s_, q_ = np.clip(sens, 1e-9, 1.0 - 1e-9), np.clip(spec, 1e-9, 1.0 - 1e-9)
+        # each label's log-likelihood ratio class 1 : class 0
+        s_, q_ = s_[worker], q_[worker]
+        ratio = np.where(one, np.log(s_ / (1.0 - q_)), np.log((1.0 - s_) / q_))
+        x = special.logit(pi) + np.bincount(item, weights=ratio)
+        p = special.expit(np.clip(x, -700.0, 700.0))  # clipped: exp never overflows
+        pt = p[item]
+        new_sens = (np.bincount(worker, weights=pt * one, minlength=n_w) + c0 - shift) / (
+            np.bincount(worker, weights=pt, minlength=n_w) + c0 + d0 - 2.0 * shift
+        )
+        new_spec = (np.bincount(worker, weights=(1.0 - pt) * ~one, minlength=n_w) + c0 - shift) / (
+            np.bincount(worker, weights=1.0 - pt, minlength=n_w) + c0 + d0 - 2.0 * shift
+        )
+        new_pi = (float(p.sum()) + 1.0) / (counts.shape[0] + 2.0)
+        moved = max(
+            float(np.abs(new_sens - sens).max()),
+            float(np.abs(new_spec - spec).max()),
+            abs(new_pi - pi),
+        )
+        sens, spec, pi = new_sens, new_spec, new_pi
+        if moved < _TOL:
+            break
+    right = np.where(one, p[item], 1.0 - p[item])
+    several = counts[item] >= 2
+    return float(pi), float(right.mean()), float(right[several].sum()), float(several.sum())
+
+
+def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:
+    """The Beta(a0, b0) with ``a0 + b0 = total`` whose P(θ ≥ ½) is ``share`` (bisection:
+    P(θ ≥ ½) rises with a0 at a fixed total; 60 halvings: a0 to ~1e-18 of ``total``)."""
+    lo, hi = 1e-3, total - 1e-3
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if 1.0 - float(special.betainc(mid, total - mid, 0.5)) < share:
+            lo = mid
+        else:
+            hi = mid
+    return lo, total - lo
+
+
+def gated_class_prior(
+    items: IntArray,
+    workers: IntArray,
+    labels: IntArray,
+    n_items: int,
+    worker_prior: tuple[float, float],
+    quantile: float | None = GATE_QUANTILE,
+) -> tuple[float, float] | None:
+    """The item prior (a0, b0) every item gets at a refit (module docstring), or None
+    (Beta(1, 1): a lone label can decide, or no label yet). ``quantile``: the gate reads the
+    accuracy at this quantile of Beta(c0 + r2, d0 + n2 − r2) — the worker prior and the
+    labels of items with two or more labels (:func:`share_and_accuracy`) — so that it opens
+    while few pairs say how often a label is right; None: at the MAP accuracy."""
+    if items.shape[0] == 0:
+        return None
+    pi, a, right2, n2 = share_and_accuracy(items, workers, labels, n_items, worker_prior)
+    if quantile is not None:
+        c0, d0 = worker_prior
+        a = min(a, float(special.betaincinv(c0 + right2, d0 + n2 - right2, quantile)))
+    if abs(float(special.logit(pi))) <= float(special.logit(max(a, 0.5))):
+        return None
+    return beta_for_share(min(max(pi, SHARE_FLOOR), 1.0 - SHARE_FLOOR))
+
+
+def shared_prior(
+    known_prior: FloatArray | None,
+    n_items: int,
+    old_row: tuple[float, float],
+    new_row: tuple[float, float],
+) -> FloatArray:
+    """The refit's item prior (n_items, 2), columns (b, a), after the shared row moves from
+    ``old_row`` to ``new_row``: every row equal to ``old_row`` (each item not known) takes
+    ``new_row``; a control item's known row (``known_prior``, far from any Beta of total 2)
+    is kept. A new array: a copy a verdict's refit holds is never changed."""
+    if known_prior is None:
+        return np.tile(np.array(new_row, dtype=float), (n_items, 1))
+    out = np.array(known_prior, dtype=float)
+    shared = (out[:, 0] == old_row[0]) & (out[:, 1] == old_row[1])
+    out[shared] = new_row
+    return out
+
+
+def unlabelled_state(
+    post: OneCoinPosterior | TwoCoinPosterior,
+    unlabelled: np.ndarray,
+    moments: FloatArray,
+    item_error: FloatArray,
+) -> None:
+    """The fast path's per-item moments (n_items, 2, 6) and current errors (n_items,) of
+    the ``unlabelled`` items (mask, (n_items,)), all in one state (a, b) after a refit that
+    moved the shared prior: computed once by the compiled kernels of the full pass
+    (:func:`~crowdbudget.policies._one_coin_kernel.fill_moments`, ``item_errors``: the same
+    bits) and copied to every unlabelled item. Their state numbers stay: only unlabelled
+    items hold numbers below the labelled items' (the refit renumbers those above them), and
+    they share one."""
+    where = np.flatnonzero(unlabelled)
+    if where.shape[0] == 0:
+        return
+    i = int(where[0])
+    a = np.ascontiguousarray(post.a[i : i + 1], dtype=float)
+    b = np.ascontiguousarray(post.b[i : i + 1], dtype=float)
+    one = np.empty((1, 2, 6))
+    fill_moments(a, b, one)
+    error = np.empty(1)
+    item_errors(a, b, error)
+    moments[where] = one[0]
+    item_error[where] = error[0]

@@ -10,6 +10,7 @@ import pytest
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.stress import StressCell, make_crowd
 from crowdbudget.policies._class_prior import (
+    GateMemory,
     beta_for_share,
     gated_class_prior,
     share_and_accuracy,
@@ -61,6 +62,20 @@ def test_gate_opens_only_where_a_lone_label_cannot_decide() -> None:
     lone = _one_coin_labels(0.3, 0.9, 3000, 1, 3)
     assert gated_class_prior(*lone, 3000, (16.0, 4.0)) is not None
     assert gated_class_prior(*lone, 3000, (16.0, 4.0), quantile=None) is None
+
+
+def test_a_runaway_share_locks_the_gate_shut() -> None:
+    memory = GateMemory()
+    first = _one_coin_labels(0.2, 0.7, 3000, 3, 4)
+    assert gated_class_prior(*first, 3000, (16.0, 4.0), memory=memory) is not None
+    assert memory.opened_at is not None and not memory.locked
+    # the same crowd again: open, nothing moved
+    assert gated_class_prior(*first, 3000, (16.0, 4.0), memory=memory) is not None
+    # a share whose odds grew more than RUNAWAY times since the gate opened: locked for good
+    runaway = _one_coin_labels(0.02, 0.7, 3000, 3, 5)
+    assert gated_class_prior(*runaway, 3000, (16.0, 4.0), memory=memory) is None
+    assert memory.locked
+    assert gated_class_prior(*first, 3000, (16.0, 4.0), memory=memory) is None
 
 
 def test_beta_for_share_hits_the_share() -> None:

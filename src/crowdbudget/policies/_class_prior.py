@@ -36,6 +36,8 @@ looks reliable — so the prior is given only where it changes what a first labe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import special
 
@@ -57,6 +59,10 @@ SHARE_FLOOR = 0.02
 #: one-coin allocation with a skewed prior then asks the workers who answer the common class
 #: always: docs/stress-bed.md)
 GATE_QUANTILE = 0.10
+
+#: a share whose odds grow by more than this factor after the gate opened locks it shut
+#: (:class:`GateMemory`)
+RUNAWAY = 4.0
 
 #: EM stops when neither π nor any accuracy moved by more than this in an iteration
 _TOL = 1e-7
@@ -136,6 +142,15 @@ def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:
     return lo, total - lo
 
 
+@dataclass
+class GateMemory:
+    """What the gate remembers between refits: the share's log-odds when it last opened
+    (None: shut), and whether a runaway share locked it shut for the campaign."""
+
+    opened_at: float | None = None
+    locked: bool = False
+
+
 def gated_class_prior(
     items: IntArray,
     workers: IntArray,
@@ -143,20 +158,45 @@ def gated_class_prior(
     n_items: int,
     worker_prior: tuple[float, float],
     quantile: float | None = GATE_QUANTILE,
+    memory: GateMemory | None = None,
 ) -> tuple[float, float] | None:
     """The item prior (a0, b0) every item gets at a refit (module docstring), or None
     (Beta(1, 1): a lone label can decide, or no label yet). ``quantile``: the gate reads the
     accuracy at this quantile of Beta(c0 + r2, d0 + n2 − r2) — the worker prior and the
     labels of items with two or more labels (:func:`share_and_accuracy`) — so that it opens
-    while few pairs say how often a label is right; None: at the MAP accuracy."""
-    if items.shape[0] == 0:
+    while few pairs say how often a label is right, and the share at the same quantile of
+    its posterior on the side of ½ (so that a few labels that happen to agree do not open
+    it); None: both at their point estimates. The prior given is the point estimate's.
+
+    ``memory`` (updated in place): once open, a share whose odds run more than
+    :data:`RUNAWAY` times further from ½ than when the gate opened locks it shut for good —
+    the allocation's own doing (with the prior on, it asks the workers who answer the common
+    class, and the labels it buys say the common class: docs/stress-bed.md)."""
+    if items.shape[0] == 0 or (memory is not None and memory.locked):
         return None
     pi, a, right2, n2 = share_and_accuracy(items, workers, labels, n_items, worker_prior)
+    near = pi  # the share the gate reads: the credible one nearest ½
     if quantile is not None:
         c0, d0 = worker_prior
         a = min(a, float(special.betaincinv(c0 + right2, d0 + n2 - right2, quantile)))
-    if abs(float(special.logit(pi))) <= float(special.logit(max(a, 0.5))):
+        # π's posterior Beta(1 + Σ p, 1 + n − Σ p) over the n labelled items (π: its mean)
+        n_seen = float(np.unique(items).shape[0])
+        ones = pi * (n_seen + 2.0) - 1.0
+        level = 1.0 - quantile if pi < 0.5 else quantile
+        near = float(special.betaincinv(1.0 + ones, 1.0 + n_seen - ones, level))
+        if (near - 0.5) * (pi - 0.5) <= 0.0:
+            return None
+    if abs(float(special.logit(near))) <= float(special.logit(max(a, 0.5))):
+        if memory is not None:
+            memory.opened_at = None
         return None
+    if memory is not None:
+        odds = abs(float(special.logit(pi)))
+        if memory.opened_at is None:
+            memory.opened_at = odds
+        elif odds > memory.opened_at + float(np.log(RUNAWAY)):
+            memory.locked, memory.opened_at = True, None
+            return None
     return beta_for_share(min(max(pi, SHARE_FLOOR), 1.0 - SHARE_FLOOR))
 
 

@@ -111,6 +111,7 @@ from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._class_prior import (
     CLASS_PRIORS,
+    GateMemory,
     gated_class_prior,
     shared_prior,
     unlabelled_state,
@@ -284,6 +285,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         same = bool(np.all(prior == prior[0]))
         self._shared_row = (float(prior[0, 0]), float(prior[0, 1])) if same else None
         self._prior_moved = False
+        self._gate = GateMemory()
         self._incremental: IncrementalRefitState | None = None
         if self.refit and self.refit_tol:
             c, d = self.worker_prior
@@ -690,14 +692,14 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if not (self.refit and self.refit_final and self._n_log > self._last_refit):
             return self.posterior_
         saved = self.posterior_
-        kept = (self._known_prior, self._shared_row, self._prior_moved)
+        kept = (self._known_prior, self._shared_row, self._prior_moved, copy.copy(self._gate))
         self.posterior_ = copy.copy(saved)
         try:
             self._reestimate_beliefs(self.refit_rounds)
             return self.posterior_
         finally:
             self.posterior_ = saved
-            self._known_prior, self._shared_row, self._prior_moved = kept
+            self._known_prior, self._shared_row, self._prior_moved, self._gate = kept
 
     def _update_class_prior(self) -> None:
         """``class_prior="gated"``: before a refit's rounds, every item not known takes the
@@ -707,8 +709,9 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if self.class_prior == "none" or self._shared_row is None or not self._n_log:
             return
         log = self._log[: self._n_log]
+        n_items = self.problem_.n_items
         state = gated_class_prior(
-            log[:, 0], log[:, 1], log[:, 2], self.problem_.n_items, self.worker_prior
+            log[:, 0], log[:, 1], log[:, 2], n_items, self.worker_prior, memory=self._gate
         )
         base = self.problem_.prior_array[0]
         row = (float(base[0]), float(base[1])) if state is None else (state[1], state[0])

@@ -8,17 +8,19 @@ every item once (docs/stress-bed.md, "Why the one-label rows miss"). The rule he
 class share and the crowd's accuracy from the labels and gives every item a class prior
 *only* where the evidence says a lone label cannot decide.
 
-**The estimate.** A discrete one-coin model fitted by EM on every label so far
-(:func:`share_and_accuracy`): items of class 1 with probability π, worker j right with
-probability a_j (else the other class), Beta(c0, d0) on each a_j (the policy's worker
-prior), Beta(1, 1) on π; an item's posterior log-odds are ``logit π + Σ ± logit a_j`` over
-its labels (+ for a label 1). It is fitted from the labels alone — not from the
-allocation's item beliefs, which the previous prior already pulled toward the common class
-(the estimate would feed on itself) — and it is a likelihood fit, so the adaptive choice of
-which items get labels (a function of the labels seen) does not bias it (the choice is
-ignorable for the likelihood). With one label per item the share and the accuracy are not
-separately identified (only ``π a + (1 − π)(1 − a)`` is); the worker prior then decides,
-and items with two or more labels pin the accuracy as they arrive.
+**The estimate** (:func:`share_and_accuracy`). A discrete Dawid–Skene model with two
+classes fitted by EM on every label so far: items of class 1 with probability π; worker j
+says 1 on a class-1 item with probability s_j (sensitivity) and 0 on a class-0 item with
+probability t_j (specificity), each MAP under Beta(c0, d0) (the policy's worker prior), π
+under Beta(1, 1); an item's posterior log-odds are ``logit π`` plus, per label, ``log(s_j /
+(1 − t_j))`` for a 1 and ``log((1 − s_j) / t_j)`` for a 0. It is fitted from the labels
+alone — not from the allocation's item beliefs, which the previous prior already pulled toward
+the common class (the estimate would feed on itself). Per worker and two-coin: the allocation
+asks the workers it believes reliable, so one crowd accuracy reads the share from whoever it
+asked most, and a one-coin worker cannot express one who answers one class always. With one
+label per item the share and the accuracy are not separately identified (only the share of
+labels 1 is); the worker prior then decides, and items with two or more labels pin the
+accuracy as they arrive.
 
 **The gate** (:func:`gated_class_prior`). With ``|logit π| > logit a`` (a lone label cannot
 overturn the common class) every item's prior becomes the Beta of total 2 whose
@@ -28,10 +30,14 @@ the labels of items with two or more labels, so the gate opens while the labels 
 say how often a label is right (one label per item: the worker prior alone, Beta(16, 4),
 whose 10 % quantile 0.68 makes every crowd with a class share beyond 0.32 look undecidable
 by one label), the allocation then buys second labels where a first one said the rarer
-class, and those pairs close the gate again on a crowd whose lone labels do decide. On
-crowds whose errors depend on the class (two-coin, biased workers) the one-coin item model
-with a skewed prior mis-reads the workers — a worker answering the common class always
-looks reliable — so the prior is given only where it changes what a first label is worth.
+class, and those pairs close the gate again on a crowd whose lone labels do decide. The
+share it reads is its credible bound on the side of ½ at the same level (a few labels that
+happen to agree do not open it). On crowds whose errors depend on the class (two-coin,
+biased workers) the one-coin item model with a skewed prior mis-reads the workers — a
+worker answering the common class always looks reliable, gets asked, and the labels bought
+say the common class — so the prior is given only where it changes what a first label is
+worth, and a share that runs away after the gate opened locks it shut (:class:`GateMemory`).
+Measurements: docs/stress-bed.md, "a learned class prior in the worker-aware allocation".
 """
 
 from __future__ import annotations

@@ -152,3 +152,15 @@ def test_refit_final_leaves_the_policy_prior_alone() -> None:
     policy._final_posterior()  # type: ignore[attr-defined]
     assert policy._shared_row == kept[0]  # type: ignore[attr-defined]
     np.testing.assert_array_equal(policy._known_prior, kept[1])  # type: ignore[attr-defined]
+
+
+def test_more_classes_keep_the_problem_prior() -> None:
+    # the categorical delegate has no class prior: the same campaign as the default
+    cell = StressCell("t-3", (0.8, 0.15, 0.05), 4, 20, n_items=60)
+    env = ReplayEnvironment.from_label_data(make_crowd(cell, 0))
+    logs = [
+        run_recorded(make_policy(pid), env, [120.0], 0)[0]
+        for pid in ("opt-kg:posterior=one-coin", GATED)
+    ]
+    assert len(logs[0]) == 120
+    assert logs[0] == logs[1]

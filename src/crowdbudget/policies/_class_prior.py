@@ -42,15 +42,18 @@ Measurements: docs/stress-bed.md, "a learned class prior in the worker-aware all
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special
 
+from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies._one_coin_kernel import fill_moments, item_errors
 from crowdbudget.posteriors.one_coin import OneCoinPosterior
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
-from crowdbudget.types import FloatArray, IntArray
+from crowdbudget.types import FloatArray, IntArray, Problem
 
 #: the item priors of the binary one-coin worker-aware policy (``class-prior=``)
 CLASS_PRIORS = ("none", "gated")
@@ -249,3 +252,81 @@ def unlabelled_state(
     item_errors(a, b, error)
     moments[where] = one[0]
     item_error[where] = error[0]
+
+
+def check_class_prior(class_prior: str, refit: int, refit_tol: float) -> None:
+    """One-line errors for a ``class_prior`` the policy cannot run."""
+    if class_prior not in CLASS_PRIORS:
+        raise InvalidParameterError(
+            f"class_prior must be one of {', '.join(CLASS_PRIORS)}, got {class_prior!r}"
+        )
+    if class_prior != "none" and not (refit and not refit_tol):
+        raise InvalidParameterError(
+            "class_prior needs refit > 0 and the full refit (refit_tol=0; one-coin)"
+        )
+
+
+class ClassPriorSteps:
+    """The class-prior steps of :class:`~crowdbudget.policies.worker_aware.
+    OneCoinKnowledgeGradient`, mixed in: its reset, the prior update at the start of a refit's
+    rounds, and the fast path's refresh of the unlabelled items after a refit (module
+    docstring). The attributes below are the policy's."""
+
+    class_prior: str
+    worker_prior: tuple[float, float]
+    problem_: Problem
+    posterior_: OneCoinPosterior | TwoCoinPosterior
+    _log: IntArray
+    _n_log: int
+    _known_prior: FloatArray | None
+    _labeled: np.ndarray
+    _pairs_built: bool
+    _fresh_state: tuple[float, float]
+    _moments: FloatArray
+    _item_error: FloatArray
+
+    def _reset_class_prior(self, problem: Problem) -> None:
+        """The prior row (b, a) of every item not known, when every item has the same prior
+        (None: per-item priors, no class prior); whether it moved at the last refit (the fast
+        path's unlabelled items then take the new state); the gate's memory."""
+        prior = problem.prior_array
+        same = bool(np.all(prior == prior[0]))
+        self._shared_row = (float(prior[0, 0]), float(prior[0, 1])) if same else None
+        self._prior_moved = False
+        self._gate = GateMemory()
+
+    def _class_prior_state(self, kept: Any = None) -> Any:
+        """The class-prior state (a copy; a verdict's refit of a copy must not change it), or,
+        given one, put it back."""
+        if kept is None:
+            return (self._known_prior, self._shared_row, self._prior_moved, copy.copy(self._gate))
+        self._known_prior, self._shared_row, self._prior_moved, self._gate = kept
+        return None
+
+    def _update_class_prior(self) -> None:
+        """``class_prior="gated"``: before a refit's rounds, every item not known takes the
+        prior :func:`gated_class_prior` gives for the labels so far (the problem's when the
+        gate is shut); one shared state, so the unlabelled items stay in one state
+        (``_prior_moved``: it changed)."""
+        if self.class_prior == "none" or self._shared_row is None or not self._n_log:
+            return
+        log = self._log[: self._n_log]
+        n_items = self.problem_.n_items
+        state = gated_class_prior(
+            log[:, 0], log[:, 1], log[:, 2], n_items, self.worker_prior, memory=self._gate
+        )
+        base = self.problem_.prior_array[0]
+        row = (float(base[0]), float(base[1])) if state is None else (state[1], state[0])
+        if row != self._shared_row:
+            self._known_prior = shared_prior(self._known_prior, n_items, self._shared_row, row)
+            self._shared_row, self._prior_moved = row, True
+            if self._pairs_built:
+                self._fresh_state = (row[1], row[0])  # the scan path's shared state (a, b)
+
+    def _refresh_prior_state(self) -> None:
+        """After a refit on the lazy compiled path, when the shared prior moved: the moments
+        and current error of the unlabelled items (all in the new prior state, keeping their
+        common state number) — what ``_refresh_labeled_items`` does for the others."""
+        if self._prior_moved:
+            unlabelled_state(self.posterior_, ~self._labeled, self._moments, self._item_error)
+        self._prior_moved = False

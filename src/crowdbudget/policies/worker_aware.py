@@ -109,13 +109,7 @@ from scipy import special
 
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._class_prior import (
-    CLASS_PRIORS,
-    GateMemory,
-    gated_class_prior,
-    shared_prior,
-    unlabelled_state,
-)
+from crowdbudget.policies._class_prior import ClassPriorSteps, check_class_prior
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
@@ -146,7 +140,7 @@ from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, L
 REFIT_ITEM_STEPS = ("sequential", "exact")
 
 
-class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
+class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, AllocationPolicy):
     """(Optimistic) knowledge gradient over (item, worker) pairs, one-coin workers (§4).
 
     Args:
@@ -248,14 +242,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if self.alpha is not None:
             check_probability(self.alpha, "alpha")
         check_refit_tol(self.refit_tol, self.refit, self.worker_model, self.refit_items)
-        if self.class_prior not in CLASS_PRIORS:
-            raise InvalidParameterError(
-                f"class_prior must be one of {', '.join(CLASS_PRIORS)}, got {self.class_prior!r}"
-            )
-        if self.class_prior != "none" and not (self.refit and not self.refit_tol):
-            raise InvalidParameterError(
-                "class_prior needs refit > 0 and the full refit (refit_tol=0; one-coin)"
-            )
+        check_class_prior(self.class_prior, self.refit, self.refit_tol)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -278,14 +265,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         self._last_refit = 0
         # the items' prior for a refit, with every control item's known class (None: none yet)
         self._known_prior: FloatArray | None = None
-        # class_prior: the prior row (b, a) of every item not known, when every item has the
-        # same prior (None: per-item priors, no class prior), and whether it moved at the last
-        # refit (the fast path's unlabelled items then take the new state)
-        prior = problem.prior_array
-        same = bool(np.all(prior == prior[0]))
-        self._shared_row = (float(prior[0, 0]), float(prior[0, 1])) if same else None
-        self._prior_moved = False
-        self._gate = GateMemory()
+        self._reset_class_prior(problem)
         self._incremental: IncrementalRefitState | None = None
         if self.refit and self.refit_tol:
             c, d = self.worker_prior
@@ -692,44 +672,14 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if not (self.refit and self.refit_final and self._n_log > self._last_refit):
             return self.posterior_
         saved = self.posterior_
-        kept = (self._known_prior, self._shared_row, self._prior_moved, copy.copy(self._gate))
+        kept = self._class_prior_state()
         self.posterior_ = copy.copy(saved)
         try:
             self._reestimate_beliefs(self.refit_rounds)
             return self.posterior_
         finally:
             self.posterior_ = saved
-            self._known_prior, self._shared_row, self._prior_moved, self._gate = kept
-
-    def _update_class_prior(self) -> None:
-        """``class_prior="gated"``: before a refit's rounds, every item not known takes the
-        prior :func:`~crowdbudget.policies._class_prior.gated_class_prior` gives for the
-        labels so far (the problem's when the gate is shut); one shared state, so the
-        unlabelled items stay in one state (``_prior_moved``: it changed)."""
-        if self.class_prior == "none" or self._shared_row is None or not self._n_log:
-            return
-        log = self._log[: self._n_log]
-        n_items = self.problem_.n_items
-        state = gated_class_prior(
-            log[:, 0], log[:, 1], log[:, 2], n_items, self.worker_prior, memory=self._gate
-        )
-        base = self.problem_.prior_array[0]
-        row = (float(base[0]), float(base[1])) if state is None else (state[1], state[0])
-        if row != self._shared_row:
-            self._known_prior = shared_prior(
-                self._known_prior, self.problem_.n_items, self._shared_row, row
-            )
-            self._shared_row, self._prior_moved = row, True
-            if self._pairs_built:
-                self._fresh_state = (row[1], row[0])  # the scan path's shared state (a, b)
-
-    def _refresh_prior_state(self) -> None:
-        """After a refit on the lazy compiled path, when the shared prior moved: the moments
-        and current error of the unlabelled items (all in the new prior state, keeping their
-        common state number) — what :meth:`_refresh_labeled_items` does for the others."""
-        if self._prior_moved:
-            unlabelled_state(self.posterior_, ~self._labeled, self._moments, self._item_error)
-        self._prior_moved = False
+            self._class_prior_state(kept)
 
     def final_labels(self, state: CampaignState) -> IntArray:
         return self._final_posterior().predict()

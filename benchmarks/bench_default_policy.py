@@ -401,10 +401,11 @@ def class_prior_policy(learned: bool | str) -> object:
     ``True`` or ``"beliefs"``: the Beta of total 2 whose P(θ ≥ ½) is the mean P(θ ≥ ½) of
     the labelled items (clipped to [0.02, 0.98]; the first prototype); ``"em"``: the same
     Beta with the share of the discrete one-coin EM on the labels
-    (:func:`~crowdbudget.policies._class_prior.share_and_accuracy`), always; ``"gated"``:
-    that one only where a lone label cannot decide
-    (:func:`~crowdbudget.policies._class_prior.gated_class_prior`) — through the refit's
-    prior for control items, ``_known_prior`` (private attributes: a prototype)."""
+    (:func:`~crowdbudget.policies._class_prior.share_and_accuracy`), always;
+    ``"gated-map"``: that one only where a lone label cannot decide, the gate at the point
+    estimates (:func:`~crowdbudget.policies._class_prior.gated_class_prior`) — these through
+    the refit's prior for control items, ``_known_prior`` (private attributes: prototypes);
+    ``"gated"``: the package's option ``class_prior="gated"`` itself."""
     from scipy.special import betainc
 
     from crowdbudget.policies._class_prior import (
@@ -431,10 +432,14 @@ def class_prior_policy(learned: bool | str) -> object:
                         log[:, 0], log[:, 1], log[:, 2], self.problem_.n_items, self.worker_prior
                     )[0]
                     state = beta_for_share(min(max(pi, 0.02), 0.98))
-                else:  # gated (MAP accuracy) or gated-qNN (the NN % quantile)
-                    q = float(rule[7:]) / 100 if rule.startswith("gated-q") else None
+                else:  # gated-map: the package's gate at the point estimates, no memory
                     state = gated_class_prior(
-                        log[:, 0], log[:, 1], log[:, 2], self.problem_.n_items, self.worker_prior, q
+                        log[:, 0],
+                        log[:, 1],
+                        log[:, 2],
+                        self.problem_.n_items,
+                        self.worker_prior,
+                        None,
                     )
                 if state is None:
                     self._known_prior = None
@@ -443,7 +448,12 @@ def class_prior_policy(learned: bool | str) -> object:
                     self._known_prior = np.tile([b0, a0], (self.problem_.n_items, 1))  # (b, a)
             super()._reestimate_beliefs(n_rounds)
 
-    policy = ClassPriorKG(worker_prior=(16.0, 4.0), tie_break="random", refit=10)
+    if rule == "gated":  # the package's rule (class_prior="gated"), no override
+        policy = OneCoinAnyClassKnowledgeGradient(
+            worker_prior=(16.0, 4.0), tie_break="random", refit=10, class_prior="gated"
+        )
+    else:
+        policy = ClassPriorKG(worker_prior=(16.0, 4.0), tie_break="random", refit=10)
     policy.reference = True
     return policy
 
@@ -520,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--prior-rules",
         default="beliefs,none",
-        help="--prototype-policy: class-prior rules to run (beliefs, em, gated, none)",
+        help="--prototype-policy: class-prior rules to run (beliefs, em, gated-map, gated, none)",
     )
     p.add_argument(
         "--ceiling",

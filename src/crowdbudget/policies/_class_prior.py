@@ -86,16 +86,17 @@ def share_and_accuracy(
     n_iter: int = 100,
 ) -> tuple[float, float, float, float]:
     """(π, a, r2, n2) of the labels ``(items[t], workers[t], labels[t])`` (shapes (n,),
-    labels in {0, 1}; items < ``n_items``): the class-1 share π and the workers' accuracies
-    of a discrete one-coin model fitted by EM (module docstring) — MAP under Beta(c0, d0) =
-    ``worker_prior`` for each worker's accuracy, Beta(1, 1) on π (its posterior mean over
-    the labelled items) — with ``a`` the mean accuracy per label (the crowd as the
-    allocation asked it), and the expected right answers ``r2`` among the ``n2`` labels of
-    items with two or more labels (a lone label says nothing about the accuracy: only
-    ``π a + (1 − π)(1 − a)`` is identified from lone labels). Per-worker accuracies, not one
-    for the crowd: the allocation asks the workers it believes reliable, so one crowd
-    accuracy would read the share from whoever it asked most. Deterministic; O(n + n_items
-    + n_workers) per iteration, at most ``n_iter`` iterations."""
+    labels in {0, 1}; ``n_items`` is the problem's, unused by the fit): the class-1 share π
+    of a two-class Dawid–Skene model fitted by EM (module docstring) — per worker a
+    sensitivity and a specificity, each MAP under Beta(c0, d0) = ``worker_prior``, Beta(1, 1)
+    on π (its posterior mean over the labelled items) — with ``a`` the mean probability per
+    label that it is right (the crowd as the allocation asked it), and the expected right
+    answers ``r2`` among the ``n2`` labels of items with two or more labels (a lone label
+    says nothing about the accuracy: only the share of labels 1 is identified from lone
+    labels). Per worker and two-coin: the allocation asks the workers it believes reliable,
+    so one crowd accuracy would read the share from whoever it asked most. Deterministic;
+    O(n log n) once (the grouping), then O(n + n_workers) per iteration, at most ``n_iter``
+    iterations (stops when no rate and not π moved by more than 1e-7)."""
     c0, d0 = worker_prior
     _, item, counts = np.unique(items, return_inverse=True, return_counts=True)
     item = item.reshape(-1)

@@ -385,53 +385,91 @@ def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:
     return lo, total - lo
 
 
-def class_prior_policy(learned: bool) -> object:
+def class_prior_policy(learned: bool | str) -> object:
     """The registry's default on two classes (``opt-kg:posterior=one-coin``: Opt-KG, worker
     prior Beta(16, 4), random ties, refit every 10 labels) on its reference scan path (the
     fast path assumes every unlabelled item stays in one fixed prior state); with
-    ``learned``, every refit first replaces every item's prior Beta(1, 1) by the Beta of total
-    2 whose P(θ ≥ ½) is the mean P(θ ≥ ½) of the labelled items (clipped to [0.02, 0.98]) —
-    a class prior learned by the allocation (through the refit's prior for control items,
-    ``_known_prior``; private attributes: a prototype, not a package policy)."""
+    ``learned``, every refit first replaces every item's prior Beta(1, 1) by a class prior:
+    ``True`` or ``"beliefs"``: the Beta of total 2 whose P(θ ≥ ½) is the mean P(θ ≥ ½) of
+    the labelled items (clipped to [0.02, 0.98]; the first prototype); ``"em"``: the same
+    Beta with the share of the discrete one-coin EM on the labels
+    (:func:`~crowdbudget.policies._class_prior.share_and_accuracy`), always;
+    ``"gated-map"``: that one only where a lone label cannot decide, the gate at the point
+    estimates (:func:`~crowdbudget.policies._class_prior.gated_class_prior`) — these through
+    the refit's prior for control items, ``_known_prior`` (private attributes: prototypes);
+    ``"gated"``: the package's option ``class_prior="gated"`` itself."""
     from scipy.special import betainc
 
+    from crowdbudget.policies._class_prior import (
+        gated_class_prior,
+        share_and_accuracy,
+    )
     from crowdbudget.policies.worker_aware_multiclass import OneCoinAnyClassKnowledgeGradient
+
+    rule = "beliefs" if learned is True else (learned or "")
 
     class ClassPriorKG(OneCoinAnyClassKnowledgeGradient):
         def _reestimate_beliefs(self, n_rounds: int) -> None:
             n = self._n_log
-            if learned and n:
-                post = self.posterior_
-                items = np.unique(self._log[:n, 0])
-                share = float(np.mean(1.0 - betainc(post.a[items], post.b[items], 0.5)))
-                a0, b0 = beta_for_share(min(max(share, 0.02), 0.98))
-                self._known_prior = np.tile([b0, a0], (self.problem_.n_items, 1))  # (b, a)
+            if rule and n:
+                log = self._log[:n]
+                state: tuple[float, float] | None
+                if rule == "beliefs":
+                    post = self.posterior_
+                    items = np.unique(log[:, 0])
+                    share = float(np.mean(1.0 - betainc(post.a[items], post.b[items], 0.5)))
+                    state = beta_for_share(min(max(share, 0.02), 0.98))
+                elif rule == "em":
+                    pi = share_and_accuracy(
+                        log[:, 0], log[:, 1], log[:, 2], self.problem_.n_items, self.worker_prior
+                    )[0]
+                    state = beta_for_share(min(max(pi, 0.02), 0.98))
+                else:  # gated-map: the package's gate at the point estimates, no memory
+                    state = gated_class_prior(
+                        log[:, 0],
+                        log[:, 1],
+                        log[:, 2],
+                        self.problem_.n_items,
+                        self.worker_prior,
+                        None,
+                    )
+                if state is None:
+                    self._known_prior = None
+                else:
+                    a0, b0 = state
+                    self._known_prior = np.tile([b0, a0], (self.problem_.n_items, 1))  # (b, a)
             super()._reestimate_beliefs(n_rounds)
 
-    policy = ClassPriorKG(worker_prior=(16.0, 4.0), tie_break="random", refit=10)
+    if rule == "gated":  # the package's rule (class_prior="gated"), no override
+        policy = OneCoinAnyClassKnowledgeGradient(
+            worker_prior=(16.0, 4.0), tie_break="random", refit=10, class_prior="gated"
+        )
+    else:
+        policy = ClassPriorKG(worker_prior=(16.0, 4.0), tie_break="random", refit=10)
     policy.reference = True
     return policy
 
 
 def run_policy_prototype(args: argparse.Namespace) -> int:
-    """``--prototype-policy``: :func:`class_prior_policy` with and without the learned class
-    prior on every chosen binary cell, ``--reps`` campaigns (world and policy seeded by the
-    replication r), read by ``bds-oc`` (and ``mace-eb-cp``)."""
+    """``--prototype-policy``: :func:`class_prior_policy` with each rule of ``--prior-rules``
+    (``none``: Beta(1, 1)) on every chosen binary cell, ``--reps`` campaigns (world and
+    policy seeded by the replication r), read by ``bds-oc`` (and ``mace-eb-cp``)."""
     from crowdbudget.experiments.runner import run_campaign
     from crowdbudget.policies.verdict import make_verdict
 
     per_item = [float(p) for p in args.per_item.split(",")]
+    rules = [r.strip() for r in args.prior_rules.split(",") if r.strip()]
     for data in crowds(args):
         if data.n_classes != 2:
             continue
         env = ReplayEnvironment.from_label_data(data)
         budgets = [round(k * data.n_items) for k in per_item]
-        for learned in (True, False):
+        for rule in rules:
             start = cpu_seconds()
             acc: dict[tuple[str, int], list[float]] = {}
             for r in range(args.reps):
                 rows = run_campaign(
-                    class_prior_policy(learned),  # type: ignore[arg-type]
+                    class_prior_policy("" if rule == "none" else rule),  # type: ignore[arg-type]
                     env,
                     budgets,
                     world_seed=np.random.SeedSequence(r),
@@ -448,8 +486,7 @@ def run_policy_prototype(args: argparse.Namespace) -> int:
                 for b in budgets
             )
             print(
-                f"{data.name} {'class prior' if learned else 'Beta(1, 1)'} {shown} "
-                f"({cpu_seconds() - start:.0f} s CPU)",
+                f"{data.name} {rule} {shown} ({cpu_seconds() - start:.0f} s CPU)",
                 flush=True,
             )
     return 0
@@ -481,6 +518,11 @@ def main(argv: list[str] | None = None) -> int:
         "--prototype-policy",
         action="store_true",
         help="run the worker-aware default with and without a learned class prior (prototype)",
+    )
+    p.add_argument(
+        "--prior-rules",
+        default="beliefs,none",
+        help="--prototype-policy: class-prior rules to run (beliefs, em, gated-map, gated, none)",
     )
     p.add_argument(
         "--ceiling",

@@ -41,6 +41,31 @@ def check_refit_growth(refit_growth: object, refit: int) -> None:
         raise InvalidParameterError("refit_growth needs refit >= 1 (refit=0 never refits)")
 
 
+#: the item step of a refit: the paper's moment matching label by label in arrival order, or
+#: the exact posterior of all an item's labels matched once (``refit_items``)
+REFIT_ITEM_STEPS = ("sequential", "exact")
+
+
+def check_refit_options(
+    refit: object, growth: object, items: object, rounds: object, worker_model: str
+) -> None:
+    """Refuse the worker-aware policy's refit options (``refit``, ``refit_growth``,
+    ``refit_items``, ``refit_rounds``) that it cannot run, in one line each."""
+    if not (isinstance(refit, int) and refit >= 0):
+        raise InvalidParameterError(f"refit must be an integer >= 0 (0: never), got {refit!r}")
+    if refit and worker_model != "one-coin":
+        raise InvalidParameterError("refit is implemented for posterior=one-coin only")
+    check_refit_growth(growth, refit)
+    if growth and worker_model != "one-coin":
+        raise InvalidParameterError("refit_growth is implemented for posterior=one-coin only")
+    if items not in REFIT_ITEM_STEPS:
+        raise InvalidParameterError(
+            f"refit_items must be one of {', '.join(REFIT_ITEM_STEPS)}, got {items!r}"
+        )
+    if not (isinstance(rounds, int) and rounds >= 1):
+        raise InvalidParameterError(f"refit_rounds must be an integer >= 1, got {rounds!r}")
+
+
 def next_refit_at(n_labels: int, refit: int, refit_growth: float) -> int:
     """The label count of the refit after one at ``n_labels``: n + max(refit, ⌈g · n⌉).
 
@@ -114,9 +139,11 @@ def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[
     """The registry's incremental-refit options of a binary one-coin refit that ``named`` (the
     id's parameters) leaves out: none with the exact item step or a zero ``refit_tol``, else
     :data:`DEFAULT_REFIT_TOL` if not named (and ``default_tol``; else 0) and
-    :data:`DEFAULT_REFIT_EXACT`'s not named."""
+    :data:`DEFAULT_REFIT_EXACT`'s not named; none with a class prior and no ``refit_tol``."""
     if named.get("refit_items", "sequential") != "sequential":
         return {}
+    if named.get("class_prior", "none") != "none" and "refit_tol" not in named:
+        return {}  # a learned class prior runs on the full refit (policies._class_prior)
     tol = named.get("refit_tol", DEFAULT_REFIT_TOL if default_tol else 0.0)
     if not tol:
         return {}

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._class_prior import CLASS_PRIORS
 from crowdbudget.policies._index import DEFAULT_TIE_BREAK, PAPER_TIE_BREAK, TieBreak
 from crowdbudget.policies._refit_schedule import refit_tol_defaults
 from crowdbudget.policies.base import AllocationPolicy
@@ -99,7 +100,7 @@ _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 
 #: refit variants of the binary one-coin policy, passed only when given
 _ONE_COIN_REFIT_PARAMS: tuple[str, ...] = ("refit_items", "refit_rounds", "refit_final")
-_ONE_COIN_REFIT_PARAMS += ("refit_tol", "refit_exact_until", "refit_exact_growth")
+_ONE_COIN_REFIT_PARAMS += ("refit_tol", "refit_exact_until", "refit_exact_growth", "class_prior")
 #: the worker models whose refit takes ``refit-growth``
 GROWING_REFITS = ("one-coin", "confusion")
 
@@ -350,6 +351,14 @@ _KG_PARAMS = {
         "posterior=one-coin, two classes, refit-tol > 0: a full refit whenever the labels grew "
         "by this fraction since the last full one (default 0.1; 0: none)",
         low=0.0,
+    ),
+    "class-prior": Param(
+        "class-prior",
+        str,
+        "posterior=one-coin, two classes: the items' prior — none (uniform classes) or gated "
+        "(a class prior learned from the labels at every refit, where a lone label cannot "
+        "overturn the common class)",
+        choices=CLASS_PRIORS,
     ),
 }
 

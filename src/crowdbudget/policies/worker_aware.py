@@ -16,11 +16,9 @@ prior), and later many pairs share a state. Scores are rounded to 40 significant
 the symmetric item states (a, b) and (b, a) — tie exactly instead of being ordered by the
 rounding of ``betainc``. ``tie_break="random"`` picks uniformly among the tied candidates,
 ``"first"`` the first candidate pair (items, then workers, in index order). The paper does not
-say how it breaks ties; its Fig. 3(b) shows error bars over 20 runs of the RTE replay, which a
-pair-choosing policy only has if it is randomised (the replay itself is deterministic once the
-pair is chosen), so the registry's ``opt-kg:posterior=...`` uses random ties (the first-pair
-rule sends every fresh item to the lowest-numbered workers first, so fewer workers'
-reliabilities get learned; measurements: docs/decisions.md).
+say how it breaks ties; its Fig. 3(b) has error bars over 20 runs of the deterministic RTE
+replay, so its policy was randomised: the registry's ``opt-kg:posterior=...`` uses random ties
+(measurements: docs/decisions.md).
 
 ``refit=N`` (our variant, not in the paper; ``refit=10`` is the registry's default for
 ``posterior=one-coin``, ``refit=0`` the paper's rule that the reproductions name
@@ -35,79 +33,43 @@ Beta becomes prior + expected agreements with a noiseless worker, ``c_j = c0 + �
 Then every available pair is rescored. Cost per refit: O(labels so far) vectorised plus one
 scoring pass over the pairs.
 
-``refit_growth=g`` (``refit-growth``; ours, default 0): with a fixed interval N the refits of a
-campaign of T labels re-read T²/(2N) labels in all — quadratic. After a refit at n labels the
-next one is at ``n + max(N, ceil(g · n))`` labels (``refit_schedule``), so from n = N/g on the
-intervals grow geometrically and a campaign makes about N/g + ln(T·g/N)/ln(1 + g) refits
-re-reading O(N/g² + T/g) labels in all. g = 0 is the fixed interval, decision for decision.
-The schedule counts labels observed, state-free otherwise (``_next_refit``, set at ``reset``).
-A growing schedule is faster and costs some accuracy (the labels read only online since the
-last refit, up to a fraction g of them, steer the allocation), so it is not the default
-(measurements: docs/decisions.md; docs/reproductions.md, "The worker-aware default").
+``refit_growth=g`` (``refit-growth``; ours, default 0): after a refit at n labels the next is at
+``n + max(N, ceil(g · n))`` (``refit_schedule``), so the refits re-read O(N/g² + T/g) labels in
+all instead of T²/(2N); g = 0 is the fixed interval, decision for decision.
 
 Refit variants (ours, non-default; what each was measured to do: docs/decisions.md):
 
-- ``refit_items="exact"`` (``refit-items=exact``): the item step of a refit is order-free.
-  With the workers fixed, a label z of a worker of mean reliability r multiplies θ's density
-  by ``rθ + (1−r)(1−θ)`` (z = 1) or ``(1−r)θ + r(1−θ)`` (z = 0) — exactly, as the likelihood is
-  linear in ρ (§4, eq. 13) — so an item's posterior given its n labels is the Beta mixture
-  ``Σ_k π_k Beta(a+k, b+n−k)`` (a Bernstein polynomial, weights by a convolution per label:
-  arrays (n_items, max labels per item + 1)), matched to one Beta once instead of label by
-  label in arrival order (:func:`~crowdbudget.posteriors.one_coin.exact_item_beliefs`).
-- ``refit_rounds`` (default 3): rounds of the item/worker sweep.
-- ``refit_final`` (``refit-final=true``): the verdict reads a refit of all labels (on a copy
-  of the posterior, so a verdict asked mid-campaign changes no later choice) when labels
-  arrived since the last refit. With refit every 10 labels and a budget that is a multiple of
-  10 it changes nothing.
-- ``refit_tol=t`` (``refit-tol=t``, t > 0): the refit is incremental
-  (:mod:`~crowdbudget.policies._refit_incremental`): per-worker sufficient statistics kept up
-  to date, and a refit re-reads only the items with a new label and the items of the workers
-  whose mean reliability moved by more than t since their items were last re-read, for at
-  most ``refit_rounds`` rounds, the rest carried to the next refit (a warm-started EM). Only
-  what changed is rescored. Between refits a label moves its item (the paper's moment
-  matching) but not its worker's Beta, which moves at the refits from its statistics (so a
-  label does not re-read the bounds of every item of its worker). O(changed labels) per
-  refit instead of O(all labels); the beliefs differ from the full refit's by up to t in the
-  workers' reliabilities the items were read with (sequential item step only).
-- ``refit_exact_until=N0``, ``refit_exact_growth=g`` (with ``refit_tol`` > 0): every refit
-  up to the first past N0 labels is the full one (and the labels move their workers online,
-  as without ``refit_tol``); after it the incremental refit, from statistics re-set to the
-  last full refit's fit, and a full refit again at the first refit whose label count is at
-  least (1 + g) times the last full one's (g = 0: none). O(log(T/N0)/log(1 + g)) full refits
-  after N0, each O(labels so far).
+- ``refit_items="exact"`` (``refit-items=exact``): the item step of a refit is order-free: with
+  the workers fixed an item's posterior given its labels is a Beta mixture, computed exactly
+  and matched to one Beta once (:func:`~crowdbudget.posteriors.one_coin.exact_item_beliefs`).
+- ``refit_rounds`` (default 3), ``refit_final``: the Args below.
+- ``refit_tol=t`` (t > 0): the incremental refit (:mod:`~crowdbudget.policies._refit_incremental`:
+  per-worker sufficient statistics; a refit re-reads only the items with a new label and those
+  of workers whose mean reliability moved by more than t, warm-started; between refits a label
+  moves its item but not its worker). O(changed labels) per refit; the beliefs differ from the
+  full refit's by up to t in the reliabilities the items were read with.
+- ``refit_exact_until=N0``, ``refit_exact_growth=g`` (with ``refit_tol`` > 0): the full refit up
+  to N0 labels, then incremental, with a full refit again whenever the labels grew by g since
+  the last full one: O(log(T/N0)/log(1 + g)) full refits after N0.
 
 The registry's ``opt-kg:posterior=one-coin`` on two classes (sequential item step) has
 ``refit_tol=0.01``, ``refit_exact_until=10000``, ``refit_exact_growth=0.1``
-(``policies._refit_schedule.DEFAULT_REFIT_TOL`` and ``DEFAULT_REFIT_EXACT``; ``refit-tol=0`` is
-the full refit at every refit; KG and CVaR-KG keep the full refit unless ``refit-tol`` is
-named, then with the same exact-refit defaults). Derivation: the full refit every 10 labels
-costs O(T²/10) over a campaign of T labels and most of a large replay's time (trec at 4 labels
-per item: 76,132 labels, 7,613 refits, each re-reading every label and rescoring every item's
-bound and error — about 94 s of CPU); the incremental refit costs O(changed labels) per refit
-(about 22 s) but its beliefs differ from the full refit's by up to the tolerance, and from the
-first refit on it measured up to 0.004 below the full refit at 1–2 labels per item on rte,
-where the early refits (undoing a lucky start) decide most. A full refit at n labels costs O(n)
-moment matches plus one pass over the items' bounds; the full refits of a whole campaign up to
-10^4 labels cost about 2 s on trec (measured with and without the exact phase), so below it
-nothing is given up: a campaign of ≤ 10^4 labels (rte and temp at every budget up to 10 per
-item, the golden cases) is the full refit's, decision for decision. Past it the incremental
-refit, with a full one each time the labels grew by a tenth (21 between 10^4 and 76,132
-labels), so the fit does not drift from the full refit's for long. Measured against the full
-refit on trec at 1–4 labels per item (verdict ``bds-oc``, 6 paired replays): within one
-standard error at every budget (on one block of 3 replays of the 2 not everywhere); the growth
-0.25 and the tolerance 0.005, tried first, were not (docs/decisions.md, "the incremental refit
-past 10^4 labels"; benchmarks/README.md).
+(``policies._refit_schedule``; ``refit-tol=0``: every refit a full one; KG and CVaR-KG keep the
+full refit unless ``refit-tol`` is named). Why: the full refit every 10 labels costs O(T²/10)
+over T labels; below 10^4 labels its whole cost is small, so every campaign up to 10^4 labels
+is the full refit's decision for decision, and past it the incremental refit with periodic
+full ones keeps the fit from drifting (measured against the full refit: docs/decisions.md,
+"the incremental refit past 10^4 labels").
 
 The registry's default worker prior with a refit on two classes is Beta(16, 4), the paper's
 mean worth 20 labels (``policies.builtin.REFIT_WORKER_PRIOR``; docs/reproductions.md, "A
 stronger worker prior for the refit"); this class's own default is the paper's (4, 1).
 
-The registry's default (``opt-kg:posterior=one-coin``) is read by the default verdict
-(:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`, chosen on the stress bed:
-docs/stress-bed.md): the allocation assumes one-coin workers and uniform classes, the verdict
-reads the same labels with per-worker confusion matrices and a learned class prior
-(``OneCoinAnyClassKnowledgeGradient.default_verdict``). Its RTE number at 3,200 labels:
-docs/reproductions.md.
+The registry's default is read by the default verdict
+(:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`; docs/stress-bed.md): the allocation
+assumes one-coin workers and uniform classes (or, with ``class_prior="gated"``, a learned class
+prior), the verdict reads the same labels with per-worker confusion matrices and a learned class
+prior (``OneCoinAnyClassKnowledgeGradient.default_verdict``).
 
 Push mode chooses the pair; pull mode (``select(state, worker=j)``) chooses the item for the
 arriving worker. On a replay only pairs with an unused recorded label are candidates
@@ -136,13 +98,14 @@ from scipy import special
 
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._class_prior import ClassPriorSteps, check_class_prior
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._push_bounds import observe_pushed
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
 from crowdbudget.policies._refit_schedule import (
     check_refit_exact,
-    check_refit_growth,
+    check_refit_options,
     check_refit_tol,
     next_refit_at,
     refit_schedule,
@@ -163,12 +126,8 @@ from crowdbudget.posteriors.one_coin import (
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
 
-#: the item step of a refit: the paper's moment matching label by label in arrival order, or
-#: the exact posterior of all an item's labels matched once (module docstring)
-REFIT_ITEM_STEPS = ("sequential", "exact")
 
-
-class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
+class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, AllocationPolicy):
     """(Optimistic) knowledge gradient over (item, worker) pairs, one-coin workers (§4).
 
     Args:
@@ -193,6 +152,10 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             labels is the full one (0: incremental from the first refit).
         refit_exact_growth: with ``refit_tol`` > 0, a full refit at the first refit whose
             label count is at least (1 + this) times the last full one's (0: none).
+        class_prior: ``"none"`` (the problem's item prior throughout) or ``"gated"``: at
+            every refit the items' prior becomes a class prior learned from the labels where
+            a lone label cannot overturn the common class
+            (:mod:`~crowdbudget.policies._class_prior`; needs ``refit`` and the full refit).
 
     Fitted attributes:
         posterior_: the :class:`OneCoinPosterior` (item and worker Betas).
@@ -229,6 +192,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         refit_tol: float = 0.0,
         refit_exact_until: int = 0,
         refit_exact_growth: float = 0.0,
+        class_prior: str = "none",
     ) -> None:
         self.optimistic = optimistic
         self.worker_prior = worker_prior
@@ -242,6 +206,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         self.refit_tol = refit_tol
         self.refit_exact_until = refit_exact_until
         self.refit_exact_growth = refit_exact_growth
+        self.class_prior = class_prior
 
     def validate_params(self) -> None:
         check_tie_break(self.tie_break)
@@ -250,29 +215,14 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             raise InvalidParameterError(
                 f"worker_prior must be two numbers > 0, got {self.worker_prior}"
             )
-        if not (isinstance(self.refit, int) and self.refit >= 0):
-            raise InvalidParameterError(
-                f"refit must be an integer >= 0 (0: never), got {self.refit!r}"
-            )
-        if self.refit and self.worker_model != "one-coin":
-            raise InvalidParameterError("refit is implemented for posterior=one-coin only")
-        growth = self.refit_growth
-        check_refit_growth(growth, self.refit)
-        if growth and self.worker_model != "one-coin":
-            raise InvalidParameterError("refit_growth is implemented for posterior=one-coin only")
-        if self.refit_items not in REFIT_ITEM_STEPS:
-            raise InvalidParameterError(
-                f"refit_items must be one of {', '.join(REFIT_ITEM_STEPS)}, "
-                f"got {self.refit_items!r}"
-            )
-        if not (isinstance(self.refit_rounds, int) and self.refit_rounds >= 1):
-            raise InvalidParameterError(
-                f"refit_rounds must be an integer >= 1, got {self.refit_rounds!r}"
-            )
+        check_refit_options(
+            self.refit, self.refit_growth, self.refit_items, self.refit_rounds, self.worker_model
+        )
         if self.alpha is not None:
             check_probability(self.alpha, "alpha")
         check_refit_tol(self.refit_tol, self.refit, self.worker_model, self.refit_items)
         check_refit_exact(self.refit_exact_until, self.refit_exact_growth, self.refit_tol)
+        check_class_prior(self.class_prior, self.refit, self.refit_tol)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -295,6 +245,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         self._last_refit = 0
         # the items' prior for a refit, with every control item's known class (None: none yet)
         self._known_prior: FloatArray | None = None
+        self._reset_class_prior(problem)
         self._incremental: IncrementalRefitState | None = None
         # the label count of the last full refit (refit_exact_growth)
         self._last_full = 0
@@ -618,6 +569,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
             # an item without a label is in its prior state before and after, so only the
             # labeled items' moments, errors and state numbers change
             self._refresh_labeled_items()
+            self._refresh_prior_state()
             if self._bounded:
                 self._push_rebuild = True
                 self._push_dirty = []
@@ -705,6 +657,7 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
     def _reestimate_beliefs(self, n_rounds: int) -> None:
         """The refit's rounds (module docstring): every item and worker Beta of
         ``posterior_`` re-estimated from the labels so far (new arrays, none changed in place)."""
+        self._update_class_prior()
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)
         log = self._log[: self._n_log]
@@ -774,12 +727,14 @@ class OneCoinKnowledgeGradient(IncrementalPairScores, AllocationPolicy):
         if not (self.refit and self.refit_final and self._n_log > self._last_refit):
             return self.posterior_
         saved = self.posterior_
+        kept = self._class_prior_state()
         self.posterior_ = copy.copy(saved)
         try:
             self._reestimate_beliefs(self.refit_rounds)
             return self.posterior_
         finally:
             self.posterior_ = saved
+            self._class_prior_state(kept)
 
     def final_labels(self, state: CampaignState) -> IntArray:
         return self._final_posterior().predict()

@@ -467,6 +467,9 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             ``worker_prior`` is Beta(16, 4) for the binary refit (the stronger prior helps the
             binary refit, not the multi-class one; docs/decisions.md, docs/reproductions.md,
             "A stronger worker prior for the refit").
+        class_prior: the binary policy's (``"gated"``: a learned class prior,
+            :mod:`~crowdbudget.policies._class_prior`); more than two classes keep the
+            problem's item prior (the categorical delegate has none).
 
     Fitted attributes:
         multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,
@@ -501,6 +504,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
         multiclass_worker_prior: tuple[float, float] | None = None,
         refit_exact_until: int = 0,
         refit_exact_growth: float = 0.0,
+        class_prior: str = "none",
     ) -> None:
         super().__init__(
             optimistic=optimistic,
@@ -515,6 +519,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             refit_tol=refit_tol,
             refit_exact_until=refit_exact_until,
             refit_exact_growth=refit_exact_growth,
+            class_prior=class_prior,
         )
         self.multiclass_worker_prior = multiclass_worker_prior
 

@@ -1,0 +1,333 @@
+"""The class prior the binary worker-aware allocation learns (``class_prior="gated"``).
+
+The item prior of :class:`~crowdbudget.policies.worker_aware.OneCoinKnowledgeGradient` is the
+problem's (Beta(1, 1): uniform classes). On an imbalanced crowd whose per-label odds
+``a / (1 − a)`` are below the class odds ``π / (1 − π)`` a lone label cannot change the Bayes
+decision, and an allocation that believes the classes uniform spends the budget labelling
+every item once (docs/stress-bed.md, "Why the one-label rows miss"). The rule here learns the
+class share and the crowd's accuracy from the labels and gives every item a class prior
+*only* where the evidence says a lone label cannot decide.
+
+**The estimate** (:func:`share_and_accuracy`). A discrete Dawid–Skene model with two
+classes fitted by EM on every label so far: items of class 1 with probability π; worker j
+says 1 on a class-1 item with probability s_j (sensitivity) and 0 on a class-0 item with
+probability t_j (specificity), each MAP under Beta(c0, d0) (the policy's worker prior), π
+under Beta(1, 1); an item's posterior log-odds are ``logit π`` plus, per label, ``log(s_j /
+(1 − t_j))`` for a 1 and ``log((1 − s_j) / t_j)`` for a 0. It is fitted from the labels
+alone — not from the allocation's item beliefs, which the previous prior already pulled toward
+the common class (the estimate would feed on itself). Per worker and two-coin: the allocation
+asks the workers it believes reliable, so one crowd accuracy reads the share from whoever it
+asked most, and a one-coin worker cannot express one who answers one class always. With one
+label per item the share and the accuracy are not separately identified (only the share of
+labels 1 is); the worker prior then decides, and items with two or more labels pin the
+accuracy as they arrive.
+
+**The gate** (:func:`gated_class_prior`). With ``|logit π| > logit a`` (a lone label cannot
+overturn the common class) every item's prior becomes the Beta of total 2 whose
+P(θ ≥ ½) is π (:func:`beta_for_share`), else it stays Beta(1, 1). The accuracy the gate
+reads is a low quantile (:data:`GATE_QUANTILE`) of its posterior from the worker prior and
+the labels of items with two or more labels, so the gate opens while the labels cannot yet
+say how often a label is right (one label per item: the worker prior alone, Beta(16, 4),
+whose 10 % quantile 0.68 makes every crowd with a class share beyond 0.32 look undecidable
+by one label), the allocation then buys second labels where a first one said the rarer
+class, and those pairs close the gate again on a crowd whose lone labels do decide. The
+share it reads is its credible bound on the side of ½ at the same level (a few labels that
+happen to agree do not open it). On crowds whose errors depend on the class (two-coin,
+biased workers) the one-coin item model with a skewed prior mis-reads the workers — a
+worker answering the common class always looks reliable, gets asked, and the labels bought
+say the common class — so the prior is given only where it changes what a first label is
+worth, and a share that runs away after the gate opened locks it shut (:class:`GateMemory`).
+Measurements: docs/stress-bed.md, "a learned class prior in the worker-aware allocation".
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._one_coin_kernel import fill_moments, item_errors
+from crowdbudget.posteriors.one_coin import OneCoinPosterior
+from crowdbudget.posteriors.two_coin import TwoCoinPosterior
+from crowdbudget.types import FloatArray, IntArray, Problem
+
+#: the item priors of the binary one-coin worker-aware policy (``class-prior=``)
+CLASS_PRIORS = ("none", "gated")
+
+#: the share π is clipped to [SHARE_FLOOR, 1 − SHARE_FLOOR] before it becomes a prior (a
+#: Beta of total 2 with P(θ ≥ ½) within 0.02 of 0 or 1 has a parameter near 0, where the
+#: moment matching of a label loses precision)
+SHARE_FLOOR = 0.02
+
+#: the gate reads the crowd accuracy at this quantile of its posterior (:func:`gated_class_prior`;
+#: 0.05 and 0.08 opened it on the bed's 65/35 cell with 30 % biased workers, where the
+#: one-coin allocation with a skewed prior then asks the workers who answer the common class
+#: always: docs/stress-bed.md)
+GATE_QUANTILE = 0.10
+
+#: a share whose odds grow by more than this factor after the gate opened locks it shut
+#: (:class:`GateMemory`)
+RUNAWAY = 4.0
+
+#: EM stops when neither π nor any accuracy moved by more than this in an iteration
+_TOL = 1e-7
+
+
+def share_and_accuracy(
+    items: IntArray,
+    workers: IntArray,
+    labels: IntArray,
+    n_items: int,
+    worker_prior: tuple[float, float],
+    n_iter: int = 100,
+) -> tuple[float, float, float, float]:
+    """(π, a, r2, n2) of the labels ``(items[t], workers[t], labels[t])`` (shapes (n,),
+    labels in {0, 1}; ``n_items`` is the problem's, unused by the fit): the class-1 share π
+    of a two-class Dawid–Skene model fitted by EM (module docstring) — per worker a
+    sensitivity and a specificity, each MAP under Beta(c0, d0) = ``worker_prior``, Beta(1, 1)
+    on π (its posterior mean over the labelled items) — with ``a`` the mean probability per
+    label that it is right (the crowd as the allocation asked it), and the expected right
+    answers ``r2`` among the ``n2`` labels of items with two or more labels (a lone label
+    says nothing about the accuracy: only the share of labels 1 is identified from lone
+    labels). Per worker and two-coin: the allocation asks the workers it believes reliable,
+    so one crowd accuracy would read the share from whoever it asked most. Deterministic;
+    O(n log n) once (the grouping), then O(n + n_workers) per iteration, at most ``n_iter``
+    iterations (stops when no rate and not π moved by more than 1e-7)."""
+    c0, d0 = worker_prior
+    _, item, counts = np.unique(items, return_inverse=True, return_counts=True)
+    item = item.reshape(-1)
+    _, worker = np.unique(workers, return_inverse=True)
+    worker = worker.reshape(-1)
+    n_w = int(worker.max()) + 1
+    one = labels == 1
+    # MAP of each rate under Beta(c0, d0): c0, d0 > 1 in the registry (16, 4), so the mode
+    # is inside (0, 1); with c0 ≤ 1 or d0 ≤ 1 the posterior mean keeps it there
+    shift = 1.0 if (c0 > 1.0 and d0 > 1.0) else 0.0
+    sens = np.full(n_w, c0 / (c0 + d0))  # P(label 1 | class 1), per worker
+    spec = sens.copy()  # P(label 0 | class 0)
+    pi = 0.5
+    p = np.full(counts.shape[0], 0.5)
+    for _ in range(n_iter):
+        s_, q_ = np.clip(sens, 1e-9, 1.0 - 1e-9), np.clip(spec, 1e-9, 1.0 - 1e-9)
+        # each label's log-likelihood ratio class 1 : class 0
+        s_, q_ = s_[worker], q_[worker]
+        ratio = np.where(one, np.log(s_ / (1.0 - q_)), np.log((1.0 - s_) / q_))
+        x = special.logit(pi) + np.bincount(item, weights=ratio)
+        p = special.expit(np.clip(x, -700.0, 700.0))  # clipped: exp never overflows
+        pt = p[item]
+        new_sens = (np.bincount(worker, weights=pt * one, minlength=n_w) + c0 - shift) / (
+            np.bincount(worker, weights=pt, minlength=n_w) + c0 + d0 - 2.0 * shift
+        )
+        new_spec = (np.bincount(worker, weights=(1.0 - pt) * ~one, minlength=n_w) + c0 - shift) / (
+            np.bincount(worker, weights=1.0 - pt, minlength=n_w) + c0 + d0 - 2.0 * shift
+        )
+        new_pi = (float(p.sum()) + 1.0) / (counts.shape[0] + 2.0)
+        moved = max(
+            float(np.abs(new_sens - sens).max()),
+            float(np.abs(new_spec - spec).max()),
+            abs(new_pi - pi),
+        )
+        sens, spec, pi = new_sens, new_spec, new_pi
+        if moved < _TOL:
+            break
+    right = np.where(one, p[item], 1.0 - p[item])
+    several = counts[item] >= 2
+    return float(pi), float(right.mean()), float(right[several].sum()), float(several.sum())
+
+
+def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:
+    """The Beta(a0, b0) with ``a0 + b0 = total`` whose P(θ ≥ ½) is ``share`` (bisection:
+    P(θ ≥ ½) rises with a0 at a fixed total; 60 halvings: a0 to ~1e-18 of ``total``)."""
+    lo, hi = 1e-3, total - 1e-3
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if 1.0 - float(special.betainc(mid, total - mid, 0.5)) < share:
+            lo = mid
+        else:
+            hi = mid
+    return lo, total - lo
+
+
+@dataclass
+class GateMemory:
+    """What the gate remembers between refits: the share's log-odds when it last opened
+    (None: shut), and whether a runaway share locked it shut for the campaign."""
+
+    opened_at: float | None = None
+    locked: bool = False
+
+
+def gated_class_prior(
+    items: IntArray,
+    workers: IntArray,
+    labels: IntArray,
+    n_items: int,
+    worker_prior: tuple[float, float],
+    quantile: float | None = GATE_QUANTILE,
+    memory: GateMemory | None = None,
+) -> tuple[float, float] | None:
+    """The item prior (a0, b0) every item gets at a refit (module docstring), or None
+    (Beta(1, 1): a lone label can decide, or no label yet). ``quantile``: the gate reads the
+    accuracy at this quantile of Beta(c0 + r2, d0 + n2 − r2) — the worker prior and the
+    labels of items with two or more labels (:func:`share_and_accuracy`) — so that it opens
+    while few pairs say how often a label is right, and the share at the same quantile of
+    its posterior on the side of ½ (so that a few labels that happen to agree do not open
+    it); None: both at their point estimates. The prior given is the point estimate's.
+
+    ``memory`` (updated in place): once open, a share whose odds run more than
+    :data:`RUNAWAY` times further from ½ than when the gate opened locks it shut for good —
+    the allocation's own doing (with the prior on, it asks the workers who answer the common
+    class, and the labels it buys say the common class: docs/stress-bed.md)."""
+    if items.shape[0] == 0 or (memory is not None and memory.locked):
+        return None
+    pi, a, right2, n2 = share_and_accuracy(items, workers, labels, n_items, worker_prior)
+    near = pi  # the share the gate reads: the credible one nearest ½
+    if quantile is not None:
+        c0, d0 = worker_prior
+        a = min(a, float(special.betaincinv(c0 + right2, d0 + n2 - right2, quantile)))
+        # π's posterior Beta(1 + Σ p, 1 + n − Σ p) over the n labelled items (π: its mean)
+        n_seen = float(np.unique(items).shape[0])
+        ones = pi * (n_seen + 2.0) - 1.0
+        level = 1.0 - quantile if pi < 0.5 else quantile
+        near = float(special.betaincinv(1.0 + ones, 1.0 + n_seen - ones, level))
+        if (near - 0.5) * (pi - 0.5) <= 0.0:
+            return None
+    if abs(float(special.logit(near))) <= float(special.logit(max(a, 0.5))):
+        if memory is not None:
+            memory.opened_at = None
+        return None
+    if memory is not None:
+        odds = abs(float(special.logit(pi)))
+        if memory.opened_at is None:
+            memory.opened_at = odds
+        elif odds > memory.opened_at + float(np.log(RUNAWAY)):
+            memory.locked, memory.opened_at = True, None
+            return None
+    return beta_for_share(min(max(pi, SHARE_FLOOR), 1.0 - SHARE_FLOOR))
+
+
+def shared_prior(
+    known_prior: FloatArray | None,
+    n_items: int,
+    old_row: tuple[float, float],
+    new_row: tuple[float, float],
+) -> FloatArray:
+    """The refit's item prior (n_items, 2), columns (b, a), after the shared row moves from
+    ``old_row`` to ``new_row``: every row equal to ``old_row`` (each item not known) takes
+    ``new_row``; a control item's known row (``known_prior``, far from any Beta of total 2)
+    is kept. A new array: a copy a verdict's refit holds is never changed."""
+    if known_prior is None:
+        return np.tile(np.array(new_row, dtype=float), (n_items, 1))
+    out = np.array(known_prior, dtype=float)
+    shared = (out[:, 0] == old_row[0]) & (out[:, 1] == old_row[1])
+    out[shared] = new_row
+    return out
+
+
+def unlabelled_state(
+    post: OneCoinPosterior | TwoCoinPosterior,
+    unlabelled: np.ndarray,
+    moments: FloatArray,
+    item_error: FloatArray,
+) -> None:
+    """The fast path's per-item moments (n_items, 2, 6) and current errors (n_items,) of
+    the ``unlabelled`` items (mask, (n_items,)), all in one state (a, b) after a refit that
+    moved the shared prior: computed once by the compiled kernels of the full pass
+    (:func:`~crowdbudget.policies._one_coin_kernel.fill_moments`, ``item_errors``: the same
+    bits) and copied to every unlabelled item. Their state numbers stay: only unlabelled
+    items hold numbers below the labelled items' (the refit renumbers those above them), and
+    they share one."""
+    where = np.flatnonzero(unlabelled)
+    if where.shape[0] == 0:
+        return
+    i = int(where[0])
+    a = np.ascontiguousarray(post.a[i : i + 1], dtype=float)
+    b = np.ascontiguousarray(post.b[i : i + 1], dtype=float)
+    one = np.empty((1, 2, 6))
+    fill_moments(a, b, one)
+    error = np.empty(1)
+    item_errors(a, b, error)
+    moments[where] = one[0]
+    item_error[where] = error[0]
+
+
+def check_class_prior(class_prior: str, refit: int, refit_tol: float) -> None:
+    """One-line errors for a ``class_prior`` the policy cannot run."""
+    if class_prior not in CLASS_PRIORS:
+        raise InvalidParameterError(
+            f"class_prior must be one of {', '.join(CLASS_PRIORS)}, got {class_prior!r}"
+        )
+    if class_prior != "none" and not (refit and not refit_tol):
+        raise InvalidParameterError(
+            "class_prior needs refit > 0 and the full refit (refit_tol=0; one-coin)"
+        )
+
+
+class ClassPriorSteps:
+    """The class-prior steps of :class:`~crowdbudget.policies.worker_aware.
+    OneCoinKnowledgeGradient`, mixed in: its reset, the prior update at the start of a refit's
+    rounds, and the fast path's refresh of the unlabelled items after a refit (module
+    docstring). The attributes below are the policy's."""
+
+    class_prior: str
+    worker_prior: tuple[float, float]
+    problem_: Problem
+    posterior_: OneCoinPosterior | TwoCoinPosterior
+    _log: IntArray
+    _n_log: int
+    _known_prior: FloatArray | None
+    _labeled: np.ndarray
+    _pairs_built: bool
+    _fresh_state: tuple[float, float]
+    _moments: FloatArray
+    _item_error: FloatArray
+
+    def _reset_class_prior(self, problem: Problem) -> None:
+        """The prior row (b, a) of every item not known, when every item has the same prior
+        (None: per-item priors, no class prior); whether it moved at the last refit (the fast
+        path's unlabelled items then take the new state); the gate's memory."""
+        prior = problem.prior_array
+        same = bool(np.all(prior == prior[0]))
+        self._shared_row = (float(prior[0, 0]), float(prior[0, 1])) if same else None
+        self._prior_moved = False
+        self._gate = GateMemory()
+
+    def _class_prior_state(self, kept: Any = None) -> Any:
+        """The class-prior state (a copy; a verdict's refit of a copy must not change it), or,
+        given one, put it back."""
+        if kept is None:
+            return (self._known_prior, self._shared_row, self._prior_moved, copy.copy(self._gate))
+        self._known_prior, self._shared_row, self._prior_moved, self._gate = kept
+        return None
+
+    def _update_class_prior(self) -> None:
+        """``class_prior="gated"``: before a refit's rounds, every item not known takes the
+        prior :func:`gated_class_prior` gives for the labels so far (the problem's when the
+        gate is shut); one shared state, so the unlabelled items stay in one state
+        (``_prior_moved``: it changed)."""
+        if self.class_prior == "none" or self._shared_row is None or not self._n_log:
+            return
+        log = self._log[: self._n_log]
+        n_items = self.problem_.n_items
+        state = gated_class_prior(
+            log[:, 0], log[:, 1], log[:, 2], n_items, self.worker_prior, memory=self._gate
+        )
+        base = self.problem_.prior_array[0]
+        row = (float(base[0]), float(base[1])) if state is None else (state[1], state[0])
+        if row != self._shared_row:
+            self._known_prior = shared_prior(self._known_prior, n_items, self._shared_row, row)
+            self._shared_row, self._prior_moved = row, True
+            if self._pairs_built:
+                self._fresh_state = (row[1], row[0])  # the scan path's shared state (a, b)
+
+    def _refresh_prior_state(self) -> None:
+        """After a refit on the lazy compiled path, when the shared prior moved: the moments
+        and current error of the unlabelled items (all in the new prior state, keeping their
+        common state number) — what ``_refresh_labeled_items`` does for the others."""
+        if self._prior_moved:
+            unlabelled_state(self.posterior_, ~self._labeled, self._moments, self._item_error)
+        self._prior_moved = False

@@ -1,0 +1,166 @@
+"""The learned class prior of the binary one-coin worker-aware policy (``class-prior=gated``,
+:mod:`crowdbudget.policies._class_prior`): its estimate, its gate, and the fast path deciding
+as the reference path once the unlabelled items' shared state moves at refits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.stress import StressCell, make_crowd
+from crowdbudget.policies._class_prior import (
+    GateMemory,
+    beta_for_share,
+    gated_class_prior,
+    share_and_accuracy,
+    shared_prior,
+)
+from crowdbudget.registry import make_policy
+from crowdbudget.simulation.replay import ReplayEnvironment
+from decision_log import run_recorded
+
+GATED = "opt-kg:posterior=one-coin:class-prior=gated"
+
+
+def _one_coin_labels(
+    pi: float, a: float, n_items: int, per_item: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(items, workers, labels): every item ``per_item`` labels of 50 workers of accuracy a."""
+    rng = np.random.default_rng(seed)
+    truth = (rng.random(n_items) < pi).astype(np.int64)
+    items = np.repeat(np.arange(n_items), per_item)
+    workers = rng.integers(0, 50, size=items.shape[0])
+    right = rng.random(items.shape[0]) < a
+    labels = np.where(right, truth[items], 1 - truth[items])
+    return items, workers, labels
+
+
+def test_share_and_accuracy_recovers_a_one_coin_crowd() -> None:
+    items, workers, labels = _one_coin_labels(0.12, 0.85, 4000, 3, 0)
+    pi, a, right2, n2 = share_and_accuracy(items, workers, labels, 4000, (16.0, 4.0))
+    assert abs(pi - 0.12) < 0.02
+    assert abs(a - 0.85) < 0.02
+    assert n2 == 12000 and abs(right2 / n2 - 0.85) < 0.02
+    # lone labels say nothing about the accuracy: no item with two labels, no evidence
+    lone = share_and_accuracy(items[::3], workers[::3], labels[::3], 4000, (16.0, 4.0))
+    assert lone[3] == 0.0
+
+
+def test_gate_opens_only_where_a_lone_label_cannot_decide() -> None:
+    # class odds 7.3 against label odds 3 (0.75): open, the prior says class 0
+    state = gated_class_prior(*_one_coin_labels(0.12, 0.75, 3000, 3, 1), 3000, (16.0, 4.0))
+    assert state is not None and state[0] < state[1]
+    # balanced, or label odds above the class odds: shut
+    for pi, a in ((0.5, 0.75), (0.3, 0.9)):
+        labelled = _one_coin_labels(pi, a, 3000, 3, 2)
+        assert gated_class_prior(*labelled, 3000, (16.0, 4.0)) is None
+    none = np.empty(0, np.int64)
+    assert gated_class_prior(none, none, none, 5, (16, 4)) is None
+    # one label per item, an accurate crowd on 70/30: no pair says how often a label is
+    # right, so the gate reads a low accuracy and opens; at the MAP accuracy it stays shut
+    lone = _one_coin_labels(0.3, 0.9, 3000, 1, 3)
+    assert gated_class_prior(*lone, 3000, (16.0, 4.0)) is not None
+    assert gated_class_prior(*lone, 3000, (16.0, 4.0), quantile=None) is None
+
+
+def test_a_runaway_share_locks_the_gate_shut() -> None:
+    memory = GateMemory()
+    first = _one_coin_labels(0.2, 0.7, 3000, 3, 4)
+    assert gated_class_prior(*first, 3000, (16.0, 4.0), memory=memory) is not None
+    assert memory.opened_at is not None and not memory.locked
+    # the same crowd again: open, nothing moved
+    assert gated_class_prior(*first, 3000, (16.0, 4.0), memory=memory) is not None
+    # a share whose odds grew more than RUNAWAY times since the gate opened: locked for good
+    runaway = _one_coin_labels(0.02, 0.7, 3000, 3, 5)
+    assert gated_class_prior(*runaway, 3000, (16.0, 4.0), memory=memory) is None
+    assert memory.locked
+    assert gated_class_prior(*first, 3000, (16.0, 4.0), memory=memory) is None
+
+
+def test_beta_for_share_hits_the_share() -> None:
+    from scipy.special import betainc
+
+    for share in (0.02, 0.12, 0.5, 0.9):
+        a0, b0 = beta_for_share(share)
+        assert a0 + b0 == pytest.approx(2.0)
+        assert 1.0 - betainc(a0, b0, 0.5) == pytest.approx(share, abs=1e-9)
+
+
+def test_shared_prior_keeps_known_rows() -> None:
+    known = np.array([[1.0, 1.0], [1e-6, 1e6], [1.0, 1.0]])
+    out = shared_prior(known, 3, (1.0, 1.0), (1.7, 0.3))
+    np.testing.assert_array_equal(out, [[1.7, 0.3], [1e-6, 1e6], [1.7, 0.3]])
+    assert known[0, 0] == 1.0  # a new array
+    np.testing.assert_array_equal(shared_prior(None, 2, (1.0, 1.0), (1.5, 0.5)), [[1.5, 0.5]] * 2)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "message"),
+    [(":class-prior=gated:refit=0", "needs refit"), (":class-prior=gated:refit-tol=0.01", "refit")],
+)
+def test_class_prior_is_validated(suffix: str, message: str) -> None:
+    with pytest.raises(InvalidParameterError, match=message):
+        make_policy("opt-kg:posterior=one-coin" + suffix)
+    with pytest.raises(InvalidParameterError, match="class-prior"):
+        make_policy("opt-kg:posterior=one-coin:class-prior=learned")
+
+
+def _imbalanced() -> ReplayEnvironment:
+    cell = StressCell("t-90-10", (0.9, 0.1), 6, 30, accuracy=(2.5, 2.0), n_items=150)
+    return ReplayEnvironment.from_label_data(make_crowd(cell, 0))
+
+
+@pytest.mark.parametrize("mode", ["push", "pull"])
+def test_fast_path_decides_as_reference_with_a_moving_prior(mode: str) -> None:
+    env = _imbalanced()
+    for seed in (0, 1):
+        runs = []
+        for reference in (False, True):
+            policy = make_policy(GATED)
+            policy.reference = reference  # type: ignore[attr-defined]
+            log, acc = run_recorded(policy, env, [150.0, 300.0], seed, mode)
+            runs.append((log, acc, policy))
+        (fast_log, fast_acc, fast), (ref_log, ref_acc, ref) = runs
+        assert fast_log == ref_log
+        assert fast_acc == ref_acc
+        assert fast._lazy and not ref._fast  # type: ignore[attr-defined]
+        # the prior moved off Beta(1, 1) (else this test would test nothing)
+        assert fast._shared_row != (1.0, 1.0)  # type: ignore[attr-defined]
+        if fast._lazy:  # type: ignore[attr-defined]
+            fast._flush(None)  # type: ignore[attr-defined]
+        live = ref._remaining > 0  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(fast._scores[live], ref._scores[live])  # type: ignore[attr-defined]
+
+
+def test_gated_prior_leaves_items_unlabelled_on_an_imbalanced_weak_crowd() -> None:
+    # the mechanism: a first label cannot overturn the prior, so the budget goes to second
+    # labels and some items keep the common class (docs/stress-bed.md)
+    env = _imbalanced()
+    plain, gated = make_policy("opt-kg:posterior=one-coin"), make_policy(GATED)
+    logs = [run_recorded(p, env, [150.0], 0)[0] for p in (plain, gated)]
+    labelled = [len({i for i, _, _ in log}) for log in logs]
+    assert labelled[0] == 150
+    assert labelled[1] < 150
+
+
+def test_refit_final_leaves_the_policy_prior_alone() -> None:
+    env = _imbalanced()
+    policy = make_policy(GATED + ":refit-final=true")
+    run_recorded(policy, env, [155.0], 0)
+    kept = (policy._shared_row, policy._known_prior.copy())  # type: ignore[attr-defined]
+    policy._final_posterior()  # type: ignore[attr-defined]
+    assert policy._shared_row == kept[0]  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(policy._known_prior, kept[1])  # type: ignore[attr-defined]
+
+
+def test_more_classes_keep_the_problem_prior() -> None:
+    # the categorical delegate has no class prior: the same campaign as the default
+    cell = StressCell("t-3", (0.8, 0.15, 0.05), 4, 20, n_items=60)
+    env = ReplayEnvironment.from_label_data(make_crowd(cell, 0))
+    logs = [
+        run_recorded(make_policy(pid), env, [120.0], 0)[0]
+        for pid in ("opt-kg:posterior=one-coin", GATED)
+    ]
+    assert len(logs[0]) == 120
+    assert logs[0] == logs[1]

@@ -9,8 +9,8 @@ the control labels paid out of it:
 
 - ``none``: no control tasks (the same spend, all on the policy's choices);
 - ``control``: control tasks; the verdict reads their answers as known truth;
-- ``floor`` / ``difficulty`` / ``answers`` / ``splits``: the same, calibrated on the control
-  answers by that method
+- ``floor`` / ``difficulty`` / ``answers`` / ``splits`` / ``splits-np``: the same,
+  calibrated on the control answers by that method
   (:func:`crowdbudget.aggregation.control_calibration.calibrate_on_control`).
 
 Every campaign is also read by Dawid–Skene (``ds``). Every score is on the gold items that are
@@ -35,7 +35,7 @@ from crowdbudget.experiments.runner import run_experiment
 from crowdbudget.simulation.replay import ReplayEnvironment
 
 POLICY = "opt-kg:posterior=one-coin"
-SETTINGS = ("none", "control", "floor", "difficulty", "answers", "splits")
+SETTINGS = ("none", "control", "floor", "difficulty", "answers", "splits", "splits-np")
 
 
 def _seeds(text: str) -> list[int]:
@@ -120,7 +120,7 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     for name in sorted({r["set"] for r in rows}):
         base = cells.get((name, "none", "bds-oc"))
         ds = cells.get((name, "none", "ds"))
-        for setting in ("floor", "difficulty", "answers", "splits"):
+        for setting in ("floor", "difficulty", "answers", "splits", "splits-np"):
             got = cells.get((name, setting, "bds-oc"))
             if base is None or ds is None or got is None:
                 continue

@@ -133,7 +133,7 @@ from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
 #: how the floor is fitted (``method`` of :func:`calibrate_on_control`; module docstring)
-CALIBRATION_METHODS = ("floor", "difficulty", "answers", "splits")
+CALIBRATION_METHODS = ("floor", "difficulty", "answers", "splits", "splits-np")
 
 #: most folds of the cross-fitting (each one verdict fit)
 CONTROL_FOLDS = 5
@@ -396,6 +396,88 @@ def fit_vote_difficulty(
     return float(alpha), float(beta)
 
 
+#: points of the grid on which ``"splits-np"`` fits the distribution of label accuracy
+MIXTURE_GRID = 50
+
+#: EM sweeps at most for that fit, and the gain in log-likelihood per item that ends them
+MIXTURE_SWEEPS = 20000
+MIXTURE_TOLERANCE = 1e-9
+
+
+def _grid_log_likelihood(votes: np.ndarray, grid: FloatArray) -> FloatArray:
+    """log P(votes | z = c, p) of the difficulty model, (m, C, G) from the vote counts
+    (m, C) and the accuracies ``grid`` (G,) in (0, 1): ``k_c log p + (n − k_c) log((1 − p) /
+    (C − 1))``."""
+    C = votes.shape[1]
+    total = votes.sum(axis=1, keepdims=True)
+    wrong = np.log1p(-grid) - np.log(max(C - 1, 1))
+    return votes[:, :, None] * np.log(grid)[None, None, :] + (total - votes)[:, :, None] * wrong
+
+
+def fit_vote_mixture(
+    votes: np.ndarray,
+    prior: FloatArray,
+    known: Mapping[int, int] | None = None,
+    *,
+    n_grid: int = MIXTURE_GRID,
+    sweeps: int = MIXTURE_SWEEPS,
+) -> tuple[FloatArray, FloatArray]:
+    """The distribution of label accuracy p_i fitted without a shape: weights w (G,) on the
+    grid (G,) of ``n_grid`` points from 1/C to 0.999, maximising the same marginal likelihood
+    of the vote counts ``votes`` (m, C) as :func:`fit_vote_difficulty` (class summed out with
+    ``prior`` (C,); ``known`` rows with their class) with p_i ~ Σ_g w_g δ(grid_g) in place of
+    the Beta — the nonparametric maximum likelihood of a mixing distribution (Kiefer &
+    Wolfowitz 1956), by EM from uniform weights (Laird 1978) until the log-likelihood gains
+    less than :data:`MIXTURE_TOLERANCE` per item. Returns ``(grid, weights)``.
+
+    Why no shape: a Beta's two parameters are set by the many split items, and its tail then
+    says how often a unanimous item is wrong — on temp's campaigns 0.5 % where 2.2 % are
+    (docs/calibration.md). Why the grid starts at 1/C: with the class summed out the votes
+    identify the law of p only up to relabelling (p and a crowd right as often on another
+    class give the same votes), so the fit keeps every item's crowd at least at chance; the
+    items whose crowd is wrong together are left to the control items (the floor).
+    Identical rows (vote counts and known class) are fitted once, weighted by their count,
+    so a sweep costs O(distinct rows · G)."""
+    C = votes.shape[1]
+    grid = np.linspace(1.0 / C, 0.999, int(n_grid))
+    known_class = np.full((votes.shape[0], 1), -1.0)
+    for row, value in (known or {}).items():
+        known_class[int(row)] = float(value)
+    patterns, counts = np.unique(np.hstack([votes, known_class]), axis=0, return_counts=True)
+    by_class = _grid_log_likelihood(patterns[:, :C], grid)  # (P, C, G)
+    from scipy.special import logsumexp
+
+    log_like = logsumexp(by_class + np.log(np.maximum(prior, 1e-12))[None, :, None], axis=1)
+    fixed = patterns[:, C] >= 0
+    log_like[fixed] = by_class[fixed, patterns[fixed, C].astype(np.int64), :]
+    # shifting each row by its maximum rescales that row's likelihood only: EM's weights
+    # and the per-item gain are unchanged, and exp no longer underflows on long rows
+    scaled = np.exp(log_like - log_like.max(axis=1, keepdims=True))
+    weights = np.full(grid.size, 1.0 / grid.size)
+    share = counts / counts.sum()
+    previous = -np.inf
+    for _ in range(int(sweeps)):
+        mixed = scaled @ weights  # (P,), > 0: every row has a grid point at its maximum
+        weights = weights * ((share / mixed) @ scaled)
+        current = float(share @ np.log(mixed))
+        if current - previous < MIXTURE_TOLERANCE:
+            break
+        previous = current
+    return grid, weights / weights.sum()
+
+
+def mixture_posterior(
+    votes: np.ndarray, grid: FloatArray, weights: FloatArray, prior: FloatArray
+) -> FloatArray:
+    """P(z = c | votes) under the fitted mixture (:func:`fit_vote_mixture`), (m, C) from the
+    vote counts (m, C): ``∝ π_c Σ_g w_g P(votes | c, grid_g)``, in log space."""
+    from scipy.special import logsumexp
+
+    by_class = _grid_log_likelihood(votes, grid)
+    log_post = logsumexp(by_class + np.log(np.maximum(weights, 1e-300))[None, None, :], axis=2)
+    return softmax_rows(log_post + np.log(np.maximum(prior, 1e-12))[None, :])
+
+
 def confidence_map(probas: FloatArray, confidence: np.ndarray) -> FloatArray:
     """The rows ``probas`` (m, C) with the top class's probability replaced by
     ``confidence`` (m,) and the rest shared by the other classes in the verdict's own
@@ -559,7 +641,7 @@ def calibrate_on_control(
         report["power"] = _answers_floor(data, probas, ~known, held, items, truth)[1]
     else:
         return _calibrate_on_splits(
-            data, probas, known, items, fold_of, held, truth, report, (generator, n_boot)
+            data, probas, known, (items, fold_of, held, truth), report, (generator, n_boot)
         )
 
     floor = fit(np.ones(items.size, dtype=bool))
@@ -576,24 +658,30 @@ def _calibrate_on_splits(
     data: LabelData,
     probas: FloatArray,
     known: np.ndarray,
-    items: np.ndarray,
-    fold_of: np.ndarray,
-    held: FloatArray,
-    truth: np.ndarray,
+    control: tuple[np.ndarray, np.ndarray, FloatArray, np.ndarray],
     report: dict[str, Any],
     scoring: tuple[np.random.Generator, int],
 ) -> tuple[FloatArray, dict[str, Any]]:
-    """Steps 2–4 of :func:`calibrate_on_control` for method ``"splits"`` (module docstring):
-    ``probas`` (n_items, C) of the fit knowing every control truth, ``known`` (n_items,) the
-    control items, ``items`` / ``fold_of`` / ``truth`` (n,) and ``held`` (n, C) the answered
-    control items' folds, truth and held-out probabilities; ``scoring`` the bootstrap's
-    generator and resamples."""
+    """Steps 2–4 of :func:`calibrate_on_control` for methods ``"splits"`` and
+    ``"splits-np"`` (module docstring): ``probas`` (n_items, C) of the fit knowing every
+    control truth, ``known`` (n_items,) the control items, ``control`` = (items, fold_of,
+    held, truth): the answered control items (n,), their folds (n,), held-out probabilities
+    (n, C) and truth (n,); ``scoring`` the bootstrap's generator and resamples."""
+    items, fold_of, held, truth = control
     votes = vote_counts(data)
     answered = np.flatnonzero(votes.sum(axis=1) > 0)
     row_of = {int(item): row for row, item in enumerate(answered.tolist())}
     on_rows = {row_of[int(i)]: int(t) for i, t in zip(items, truth, strict=True)}
-    alpha, beta = fit_vote_difficulty(votes[answered], probas.mean(axis=0), on_rows)
-    posterior = _vote_posterior(votes, alpha, beta)  # reads no truth: held out for every item
+    prior = probas.mean(axis=0)
+    # both read no truth but through the fitted law: held out for every item
+    if report["method"] == "splits-np":
+        grid, weights = fit_vote_mixture(votes[answered], prior, on_rows)
+        posterior = mixture_posterior(votes, grid, weights, prior)
+        report["mixture"] = (grid.tolist(), weights.tolist())
+    else:
+        alpha, beta = fit_vote_difficulty(votes[answered], prior, on_rows)
+        posterior = _vote_posterior(votes, alpha, beta)
+        report["difficulty"] = (alpha, beta)
     unlabelled = ~known
     f_unlabelled = posterior[unlabelled, probas[unlabelled].argmax(axis=1)]
     mapped = confidence_map(probas[unlabelled], f_unlabelled)
@@ -607,7 +695,6 @@ def _calibrate_on_splits(
 
     floor = fit(np.ones(items.size, dtype=bool))
     report.update(map="splits", floor=floor)
-    report["difficulty"] = (alpha, beta)
     generator, n_boot = scoring
     crossed = np.empty_like(held)
     for fold in np.unique(fold_of):
@@ -627,6 +714,8 @@ __all__ = [
     "confidence_map",
     "fit_item_difficulty",
     "fit_vote_difficulty",
+    "fit_vote_mixture",
     "held_out_probabilities",
+    "mixture_posterior",
     "prediction_powered_accuracy",
 ]

@@ -106,3 +106,25 @@ def test_splits_np_calibration_keeps_the_labels_and_is_cross_fitted() -> None:
     assert np.allclose(probas.sum(axis=1), 1.0)
     known = np.array(sorted(control))
     assert np.allclose(probas[known].max(axis=1), 1.0)  # control items keep their truth
+
+
+def test_shrunk_correction_is_the_normal_means_posterior() -> None:
+    from crowdbudget.aggregation.control_calibration import shrunk_correction
+
+    # the model predicts 10 % error (τ² = 0.01); 10 control items at f = 0.9, 7 right:
+    # rectifier 0.7 − 0.9 = −0.2, v = 0.09 / 10, weight 0.01 / 0.019
+    f_unlabelled = np.full(500, 0.9)
+    correct = np.array([True] * 7 + [False] * 3)
+    got = shrunk_correction(f_unlabelled, np.full(10, 0.9), correct)
+    assert got == pytest.approx(-0.2 * 0.01 / 0.019)
+    # many control items: the weight tends to 1, the unbiased correction
+    many = np.tile(correct, 1000)
+    assert shrunk_correction(f_unlabelled, np.full(many.size, 0.9), many) == pytest.approx(
+        -0.2, abs=1e-3
+    )
+    # a model sure of everything, one wrong control item among 9: an unshrunk correction
+    # would be −0.11; the model's own predicted error (0.5 %) bounds how far it moves
+    sure = np.full(9, 0.995)
+    one_wrong = np.array([True] * 8 + [False])
+    moved = shrunk_correction(np.full(200, 0.995), sure, one_wrong)
+    assert -0.02 < moved < 0.0

@@ -91,8 +91,12 @@ therefore fitted on probabilities of the control items computed **without their 
      many split items and its tail then says how often a unanimous item is wrong (temp's
      campaigns: 0.5 % where 2.2 % are); the grid finds what the splits show — on temp a
      tenth of the items at chance (p = 1/2) beside a bump at 0.94, so 4–0 and 5–1 items
-     are less sure (0.991 and 0.960 against the Beta's 0.995 and 0.978). Step (iii) is
-     unchanged.
+     are less sure (0.991 and 0.960 against the Beta's 0.995 and 0.978). In step (iii) the
+     control items' correction is shrunk toward the map (:func:`shrunk_correction`): one
+     wrong control item among a few moves the unbiased one by 1/n. Better than ``"floor"``
+     in campaigns of a few labels per item (rte, temp, wsd) and worse where the verdict
+     reads many labels of very different workers (all of rte's, trec's, millionaire's
+     labels), which a vote map cannot price: not the default (docs/calibration.md).
 3. **The answer.** The verdict fitted with *every* control truth known (its probabilities
    ``p``), every non-control item mapped by the ε of step 2 (fitted on all held-out ``q``);
    a control item keeps its one-hot truth.

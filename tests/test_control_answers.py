@@ -128,7 +128,7 @@ def test_calibrate_on_control_with_too_few_answers_maps_nothing() -> None:
     )
 
 
-@pytest.mark.parametrize("method", ["floor", "answers"])
+@pytest.mark.parametrize("method", ["floor", "answers", "splits-np"])
 def test_replay_with_control_fits_the_verdict_with_known_truth_and_calibrates(
     method: str,
 ) -> None:

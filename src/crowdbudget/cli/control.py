@@ -89,7 +89,7 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const="floor",
         default=None,
-        choices=("floor", "difficulty", "answers", "splits"),
+        choices=("floor", "difficulty", "answers", "splits", "splits-np"),
         help="map an aggregator verdict's probabilities by a floor fitted on the control "
         "answers: floor (its likelihood on the control items, the default) or difficulty "
         "(from the control answers' item difficulty) or answers (both, prediction-powered) or "

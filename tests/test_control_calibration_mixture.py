@@ -128,3 +128,16 @@ def test_shrunk_correction_is_the_normal_means_posterior() -> None:
     one_wrong = np.array([True] * 8 + [False])
     moved = shrunk_correction(np.full(200, 0.995), sure, one_wrong)
     assert -0.02 < moved < 0.0
+
+
+def test_the_cli_offers_every_calibration_method() -> None:
+    # the CLI spells the methods out (its parser imports no NumPy code); they must not drift
+    import argparse
+
+    from crowdbudget.aggregation.control_calibration import CALIBRATION_METHODS
+    from crowdbudget.cli.control import add_control_arguments
+
+    parser = argparse.ArgumentParser()
+    add_control_arguments(parser)
+    (action,) = [a for a in parser._actions if a.dest == "control_calibrate"]
+    assert tuple(action.choices) == CALIBRATION_METHODS

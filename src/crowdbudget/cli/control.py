@@ -93,7 +93,8 @@ def add_control_arguments(p: argparse.ArgumentParser) -> None:
         help="map an aggregator verdict's probabilities by a floor fitted on the control "
         "answers: floor (its likelihood on the control items, the default) or difficulty "
         "(from the control answers' item difficulty) or answers (both, prediction-powered) or "
-        "splits (every item's vote split, debiased on the control items); docs/calibration.md",
+        "splits (every item's vote split, debiased on the control items) or splits-np (the "
+        "same with the items' accuracies on a grid); docs/calibration.md",
     )
 
 

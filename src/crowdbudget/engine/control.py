@@ -233,8 +233,8 @@ class ControlTasks:
             without them; :mod:`crowdbudget.engine.blocked`) or ``"keep"`` (its worker model
             weighs them).
         calibrate: None, or how an aggregator verdict's probabilities are calibrated on the
-            control answers (``"floor"``, ``"difficulty"``, ``"answers"`` or ``"splits"``;
-            :mod:`crowdbudget.aggregation.control_calibration`).
+            control answers (a method of
+            :data:`crowdbudget.aggregation.control_calibration.CALIBRATION_METHODS`).
     """
 
     fraction: float | None = None

@@ -252,7 +252,7 @@ class AggregatorVerdict(Verdict):
     def read_control(self, known_truth: Mapping[int, int], *, calibrate: str | None = None) -> None:
         """Read the control items ``known_truth`` (item index → class) as labels of known
         truth (``Aggregator.fit(..., known_truth=...)``) and, with ``calibrate`` (a method:
-        ``"floor"``, ``"difficulty"``, ``"answers"`` or ``"splits"``), map the probabilities
+        one of ``control_calibration.CALIBRATION_METHODS``), map the probabilities
         by the calibration fitted on them
         (:func:`~crowdbudget.aggregation.control_calibration.calibrate_on_control`; its
         report in ``calibration_``). Set after :meth:`reset`; kept by later resets."""

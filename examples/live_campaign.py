@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from crowdbudget.cli.common import positive_int
 from crowdbudget.client import Client, ServiceError
 from crowdbudget.datasets import load_dataset
 from crowdbudget.experiments.runner import run_experiment
@@ -160,24 +161,13 @@ def offline_replay(policy: str, budget: int, reps: int, seed: int = 0) -> tuple[
     return float(row["accuracy_mean"]), float(row["accuracy_std"])
 
 
-def _positive_int(text: str) -> int:
-    """An integer >= 1 (argparse type: a bad value is one line, exit status 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--budget", type=_positive_int, default=1600, help="labels to buy (default 1600)"
+        "--budget", type=positive_int, default=1600, help="labels to buy (default 1600)"
     )
     parser.add_argument(
-        "--workers", type=_positive_int, default=16, help="simulated workers (default 16)"
+        "--workers", type=positive_int, default=16, help="simulated workers (default 16)"
     )
     parser.add_argument(
         "--policy",

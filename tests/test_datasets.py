@@ -170,6 +170,17 @@ def test_duplicate_pairs_are_an_error_naming_the_row_unless_a_policy_is_chosen(
         read_labels_csv(path, duplicates="some")
 
 
+def test_gold_written_as_other_numbers_is_named(tmp_path: Path) -> None:
+    # labels 0/1 and gold 0.0/1.0: the same classes in two spellings, not two more classes
+    (tmp_path / "l.csv").write_text("task,worker,label\n1,a,1\n2,a,0\n")
+    (tmp_path / "g.csv").write_text("task,label\n1,1.0\n2,0.0\n")
+    with pytest.raises(DataFormatError) as err:
+        read_labels_csv(tmp_path / "l.csv", tmp_path / "g.csv")
+    message = str(err.value)
+    assert "label '1' and the gold's class '1.0' are the same number written two ways" in message
+    assert "--classes" not in message
+
+
 def test_a_label_outside_the_gold_classes_names_its_row(tmp_path: Path) -> None:
     (tmp_path / "l.csv").write_text("task,worker,label\n1,a,cat\n2,a,dog\n2,b,bird\n")
     (tmp_path / "g.csv").write_text("task,label\n1,cat\n2,dog\n3,cat\n")

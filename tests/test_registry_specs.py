@@ -80,7 +80,9 @@ def test_spec_resolves_aliases_checks_values_and_crosses_processes() -> None:
         parse_policy("cvar-kg:alpha=1.5")
     with pytest.raises(InvalidParameterError, match="tie-break must be one of first, random"):
         parse_policy("kg:tie-break=last")
-    with pytest.raises(InvalidParameterError, match=r"cannot read refit='x' \(a int"):
+    with pytest.raises(
+        InvalidParameterError, match=r"cannot read refit='x' \(an integer is needed\)"
+    ):
         parse_policy("opt-kg:refit=x")
 
 

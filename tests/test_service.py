@@ -93,6 +93,13 @@ def test_budget_is_never_overspent_and_204_when_done(api: TestClient) -> None:
     assert [r.status_code for r in got] == [200, 200, 204, 204]
 
 
+def test_a_422_names_every_bad_field(api: TestClient) -> None:
+    response = api.post("/v1/campaigns", json={"items": ["a"], "budget": -3, "polcy": "x"})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert "budget" in detail and "polcy" in detail and "(and 1 more: " in detail
+
+
 @pytest.mark.parametrize(
     ("body", "needle"),
     [

@@ -203,6 +203,22 @@ def _not_utf8(source: Any, what: str) -> str:
     )
 
 
+def _same_number(text: str, classes: tuple[str, ...]) -> str | None:
+    """The class among ``classes`` that names the same number as ``text`` ("1" and "1.0"),
+    if ``text`` is a number and one does; else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    for c in classes:
+        try:
+            if float(c) == value:
+                return c
+        except ValueError:
+            continue
+    return None
+
+
 def _row_name(frame: pd.DataFrame, position: int, what: str) -> str:
     """``labels file F line N`` for a table read from a file, else ``labels row N``."""
     source = frame.attrs.get("source")
@@ -290,6 +306,12 @@ def from_frame(
     if (codes < 0).any():
         position = int(np.flatnonzero(codes < 0)[0])
         where = _row_name(labels, position, "labels")
+        twin = _same_number(label[position], classes)
+        if from_gold and twin is not None:
+            raise DataFormatError(
+                f"{where}: label {label[position]!r} and the gold's class {twin!r} are the same "
+                "number written two ways; write the gold's labels as the labels table does"
+            )
         if from_gold:
             observed = _class_order(list(pd.unique(label)) + list(classes))
             raise DataFormatError(

@@ -55,6 +55,14 @@ _TYPE_NAMES: dict[Any, str] = {
     read_flag: "bool",
     read_pair: "pair",
 }
+#: what a refusal says is needed, by reader
+_TYPE_PHRASES: dict[Any, str] = {
+    int: "an integer",
+    float: "a number",
+    str: "text",
+    read_flag: "true or false",
+    read_pair: "two numbers a;b",
+}
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,8 @@ class Param:
             result = self.read(value)
         except (TypeError, ValueError):
             raise InvalidParameterError(
-                f"{owner}: cannot read {self.name}={value!r} (a {self.type_name} is needed)"
+                f"{owner}: cannot read {self.name}={value!r} "
+                f"({_TYPE_PHRASES.get(self.read, 'a ' + self.type_name)} is needed)"
             ) from None
         bounded = self.low is not None or self.high is not None
         if bounded and isinstance(result, (int, float)) and not isinstance(result, bool):

@@ -16,14 +16,25 @@ from crowdbudget.service.guards import clip_detail
 from crowdbudget.service.setup_probe import ComputeBusyError, ComputeTimeoutError
 
 
+def _field(problem: dict[str, object]) -> str:
+    """The field a validation problem is about, dotted (``workers.0.worker_id``), without the
+    ``body`` root (an unknown key is the client's own name: the detail is clipped)."""
+    loc = problem.get("loc", ())
+    parts = loc if isinstance(loc, (list, tuple)) else ()
+    return ".".join(str(part) for part in parts if part != "body")
+
+
 async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
     """422 naming the first bad field and what is allowed (the input itself is not echoed:
     it may not even be valid JSON, e.g. NaN)."""
     problems = error.errors()
     first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-    detail = f"{where or 'body'}: {first.get('msg', 'invalid')}{more}"
+    others = [_field(problem) for problem in problems[1:]]
+    more = ""
+    if others:
+        named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        more = f" (and {len(others)} more: {named})"
+    detail = f"{_field(first) or 'body'}: {first.get('msg', 'invalid')}{more}"
     return JSONResponse({"detail": clip_detail(detail)}, status_code=422)
 
 

@@ -456,11 +456,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
                 self._labeled_items[self._n_labeled] = event.item
                 self._n_labeled += 1
             if self._n_log >= self._next_refit:
-                self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
-                if self._incremental is not None:
-                    self._refit_incremental()
-                else:
-                    self._refit_beliefs(self.refit_rounds)
+                self._refit_now()
                 return
         if not self._pairs_built:
             return
@@ -491,6 +487,15 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         else:
             self._scores[changed] = self._score_pairs(changed)
 
+    def _refit_now(self) -> None:
+        """The refit a label made due: the next one scheduled, then the incremental refit
+        (``refit_tol``, once its state exists) or the full one."""
+        self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
+        if self._incremental is not None:
+            self._refit_incremental()
+        else:
+            self._refit_beliefs(self.refit_rounds)
+
     def _observe_compiled(self, event: LabelEvent) -> None:
         """:meth:`observe` once push choices read the bounds (one-coin, compiled, d = 1/2): the
         posterior update, the log, the item's error and moments, the worker's reliability and
@@ -518,11 +523,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         )
         self._n_log, self._n_labeled = int(counts[0]), int(counts[1])
         if code < 0:  # a refit is due: it refreshes what the label changed
-            self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
-            if self._incremental is not None:
-                self._refit_incremental()
-            else:
-                self._refit_beliefs(self.refit_rounds)
+            self._refit_now()
             return
         self._n_states = int(counts[2])
         if self._n_states > 2 * self._state_ids.shape[0] + 64:

@@ -20,9 +20,12 @@ budgets, running the policies) and
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from crowdbudget.cli.common import EXIT_USAGE, Parser
@@ -186,6 +189,30 @@ class _ExamplesFormatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt so that the same
+    clean-up runs (a process pool's workers are stopped at once, not awaited)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`Terminated` in the main thread (the default
+    would end this process at once and leave its pool workers running on to the end of
+    their queue); the previous handler is back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, _: Any) -> None:
+        raise Terminated(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the command; user errors → one line on stderr and exit status 2."""
     parser = build_parser()
@@ -204,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"crowdbudget {command}: note: {message}", file=sys.stderr)
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _sigterm_as_interrupt():
             warnings.showwarning = notice
             scheduler = getattr(args, "scheduler", None)
             if scheduler is None:
@@ -223,6 +250,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Terminated:
+        print(
+            "crowdbudget: interrupted (SIGTERM): stopped at once, with any worker processes",
+            file=sys.stderr,
+        )
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print("crowdbudget: interrupted", file=sys.stderr)
-        return 130
+        print(
+            "crowdbudget: interrupted (SIGINT): stopped at once, with any worker processes",
+            file=sys.stderr,
+        )
+        return 128 + signal.SIGINT

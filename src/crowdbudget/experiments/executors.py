@@ -12,6 +12,7 @@ import contextvars
 import heapq
 import itertools
 import os
+import signal
 import sys
 import threading
 import time
@@ -104,6 +105,21 @@ def dask_scheduler(address: str | None, n_workers: int | None = None) -> Iterato
         session.close()
 
 
+def _worker_signals() -> None:
+    """Each pool worker's initializer: SIGINT ignored (a terminal's Ctrl-C reaches the whole
+    process group; the parent stops its workers, :func:`_stop_pool`, so they print no
+    traceback of their own) and SIGTERM, what that stop sends, back to its default (end
+    now: a forked worker inherits the parent's Python handler, e.g. the CLI's, which would
+    only raise an exception the worker reports back and then go on with its queue)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def process_pool(n_workers: int) -> ProcessPoolExecutor:
+    """A process pool of ``n_workers`` whose workers :func:`_stop_pool` ends at once."""
+    return ProcessPoolExecutor(max_workers=n_workers, initializer=_worker_signals)
+
+
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel the queued tasks and end the worker processes without waiting for them."""
     # CPython's executor keeps its processes here (and forgets them at shutdown: read first)
@@ -147,7 +163,7 @@ class SharedPool:
 
     def __init__(self, n_workers: int) -> None:
         self.n_workers = check_positive_int(n_workers, "n_workers")
-        self._pool = ProcessPoolExecutor(max_workers=self.n_workers)
+        self._pool = process_pool(self.n_workers)
         # start the workers now, while this is the only busy thread: with the "fork" start
         # method the pool forks all its processes at its first submit, and a fork while the
         # callers' threads hold locks (imports, BLAS) could leave a child deadlocked
@@ -424,7 +440,7 @@ def execute(
             for chunk, size in zip(units, sizes, strict=True):
                 finished(_chunk(run, chunk), size)
         else:
-            pool = ProcessPoolExecutor(max_workers=workers)
+            pool = process_pool(workers)
             try:
                 pending = {
                     pool.submit(_chunk, run, chunk): size

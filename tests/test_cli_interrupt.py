@@ -1,0 +1,91 @@
+"""Stopping ``crowdbudget compare`` mid-run (Ctrl-C's SIGINT, a supervisor's SIGTERM) ends its
+process-pool workers at once: none is left running its queue after the command has gone,
+and the command says so in one line with the shell's status for the signal (128 + its
+number: 130, 143)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+LINUX = sys.platform.startswith("linux")
+
+
+def _children(pid: int) -> list[int]:
+    """The live (not zombie) processes whose parent is ``pid``, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+                state, ppid = stat.read().rsplit(")", 1)[1].split()[:2]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(ppid) == pid and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not LINUX, reason="reads /proc")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_compare_leaves_no_worker_process(tmp_path: Path, signum: int) -> None:
+    process = subprocess.Popen(
+        # about a minute of campaigns on two workers: the signal lands mid-work
+        [sys.executable, "-m", "crowdbudget", "compare", "--policies", "opt-kg",
+         "--budget-per-item", "1,2,3,4,5,6,7,8,9,10", "--reps", "200", "--jobs", "2",
+         "--no-progress", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a background job may inherit SIGINT ignored: give the child the default handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+            workers = _children(process.pid)
+        assert len(workers) == 2, f"the pool did not start: {workers}"
+        process.send_signal(signum)
+        sent = time.monotonic()
+        _, err = process.communicate(timeout=30)
+        time.sleep(max(0.0, sent + 2.0 - time.monotonic()))
+        survivors = [pid for pid in workers if _alive(pid)]
+        assert not survivors, f"workers {survivors} still run 2 s after the signal"
+        assert process.returncode == 128 + signum, err
+        name = signal.Signals(signum).name
+        assert err.strip() == (
+            f"crowdbudget: interrupted ({name}): stopped at once, with any worker processes"
+        ), err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in workers:  # never leave a worker behind a failed test
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_cli_gives_back_the_sigterm_handler_it_found() -> None:
+    from crowdbudget.cli import main
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["policies", "--json"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before

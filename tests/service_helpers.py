@@ -1,12 +1,14 @@
 """Set-up shared by the HTTP service's tests: a ``TestClient`` on a fresh SQLite database
 (:class:`Api`; :class:`CampaignApi` with one campaign already created), the bearer header,
-and the database checksum that shows a refused request stored nothing."""
+and the database checksum that shows a refused request stored nothing; and the fake clock
+a campaign's tests move by hand (:class:`FakeClock`)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,16 @@ from crowdbudget.service import create_app
 from crowdbudget.service.settings import ServiceSettings
 
 OPERATOR = "operator-key-for-the-tests-0123456789"
+
+
+@dataclass
+class FakeClock:
+    """A campaign's ``clock``: the time is ``now``, moved by the test (``clock.now += 31``)."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def bearer(key: str | None) -> dict[str, str]:

@@ -21,14 +21,7 @@ from crowdbudget.exceptions import (
     InvalidParameterError,
     UnknownPolicyError,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from service_helpers import FakeClock
 
 
 def _items(n: int) -> list[str]:
@@ -67,7 +60,7 @@ def test_a_worker_never_gets_an_item_twice() -> None:
 
 
 def test_expired_assignment_returns_budget_and_refuses_late_label() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     c = Campaign.create(_items(2), budget=1, ttl=30, clock=clock)
     a = c.next_assignment("slow")
     assert a is not None and c.next_assignment("fast") is None
@@ -112,7 +105,7 @@ def test_bad_configuration_is_refused_before_any_write() -> None:
     assert store.campaign_ids() == []
 
 
-def _drive(c: Campaign, rng: np.random.Generator, clock: Clock, steps: int) -> None:
+def _drive(c: Campaign, rng: np.random.Generator, clock: FakeClock, steps: int) -> None:
     open_ids: list[str] = []
     for step in range(steps):
         action = rng.random()
@@ -139,7 +132,7 @@ def _drive(c: Campaign, rng: np.random.Generator, clock: Clock, steps: int) -> N
 
 def test_rebuilt_state_equals_live_state(db_url: str) -> None:
     store = EventStore(db_url)
-    clock = Clock()
+    clock = FakeClock(1000.0)
     live = Campaign.create(
         _items(12), budget=60, ttl=20, policy="kg-random", clock=clock, store=store
     )

@@ -28,6 +28,7 @@ from crowdbudget.engine.loop import StopAtSpend, drive
 from crowdbudget.registry import registered_policies
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, Problem, StepResult
+from service_helpers import FakeClock
 
 #: worker-aware variants (parameters of registered ids) the issue names explicitly
 VARIANTS = (
@@ -39,14 +40,6 @@ VARIANTS = (
 N_ITEMS, BUDGET = 12, 30
 #: the exact DP's state space grows as budget^(2·items): a smaller campaign for it
 SIZES = {"dp": (4, 8)}
-
-
-@dataclass
-class FakeClock:
-    now: float = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _policies() -> list[str]:

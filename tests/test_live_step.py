@@ -25,6 +25,7 @@ from crowdbudget.engine.loop import StopAtSpend, drive
 from crowdbudget.policies.base import ScoringPolicy
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.types import Assignment, CampaignState, LabelEvent, StepResult
+from service_helpers import FakeClock
 
 WORKERS = ["w0", "w1", "w2", "w3"]
 PRICES = {"w1": 0.5, "w3": 1.5}
@@ -95,18 +96,10 @@ def _rules(**extra: Any) -> LiveRules:
     )
 
 
-@dataclass
-class _FakeClock:
-    now: float = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _live_run(policy: str, n_items: int, script: _Script) -> tuple[list[tuple], Campaign]:
     """The campaign live: events in time order, labels at their completion times, expiries
     when the campaign's housekeeping finds them."""
-    clock = _FakeClock()
+    clock = FakeClock()
     campaign = _create(policy, n_items, clock)
     given: list[tuple] = []
     completions: list[tuple[float, int, str, int, int]] = []
@@ -186,7 +179,7 @@ class _ScriptClock:
 def _simulated_run(policy: str, n_items: int, script: _Script) -> tuple[list[tuple], CampaignState]:
     """The same campaign through ``drive``: the live campaign's own policy and state as built
     (a twin created the same way), the live rules by worker index."""
-    twin = _create(policy, n_items, _FakeClock())
+    twin = _create(policy, n_items, FakeClock())
     rules = _rules()
     crowd = _Crowd(script)
     crowd.reset()
@@ -271,7 +264,7 @@ PUSH_POLICIES = ["opt-kg:posterior=one-coin", "kg:posterior=two-coin", "kos", "b
 def _live_push_run(policy: str, n_items: int, script: _Script) -> tuple[list[tuple], Campaign]:
     """Push mode live: at each arrival time one assignment is asked for (the policy chooses
     the worker); labels at their completion times, expiries by the housekeeping."""
-    clock = _FakeClock()
+    clock = FakeClock()
     campaign = _create(policy, n_items, clock, mode="push")
     given: list[tuple] = []
     completions: list[tuple[float, int, str, int, int]] = []
@@ -303,7 +296,7 @@ def test_a_simulated_push_campaign_under_the_live_rules_decides_as_the_live_camp
     n_items = 6
     script = _Script.draw(n_items, seed=12)
     live_given, campaign = _live_push_run(policy, n_items, script)
-    twin = _create(policy, n_items, _FakeClock(), mode="push")
+    twin = _create(policy, n_items, FakeClock(), mode="push")
     rules = _rules(pair_of=twin._pair)
     crowd = _Crowd(script)
     crowd.reset()

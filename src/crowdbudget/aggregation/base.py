@@ -26,7 +26,8 @@ every E-step the posterior of a known item is its one-hot truth, so the M-step l
 worker's parameters from their control answers as definite successes / failures (a worker
 seen only on control items starts from evidence) and the class proportions count the known
 items at their true class; ``probas_`` of a known item is its one-hot truth. Such a class
-implements :meth:`Aggregator._fit_probas_known`. Every other aggregator (the vote rules,
+implements :meth:`Aggregator._fit_probas_known` — most through
+:class:`KnownTruthAggregator`'s one fit for both cases. Every other aggregator (the vote rules,
 and the methods listed in docs/calibration.md "With control tasks" as not reading it)
 ignores ``known_truth``: its fit is the one without it. ``known_truth=None`` (or an empty
 mapping) is the fit without it, bit for bit.
@@ -231,3 +232,23 @@ class Aggregator(ABC):
             index = pd.Index(self.data_.item_ids, name="task")
             return pd.DataFrame(self.probas_, index=index, columns=list(self.data_.classes))
         return self.probas_
+
+
+class KnownTruthAggregator(Aggregator):
+    """Base of an aggregator that reads known truth (module docstring) with one fit for both
+    cases, :meth:`_fit`: ``known=None`` is the fit without it; with it, every known item's
+    row of the result is set to its one-hot truth (the EM fits already hold it so in every
+    step: setting the same 0.0 and 1.0 again changes no bit)."""
+
+    reads_known_truth: ClassVar[bool] = True
+
+    @abstractmethod
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """Class probabilities (n_items, n_classes) for integer-coded ``data``, ``known``
+        items (if any) of known class."""
+
+    def _fit_probas(self, data: LabelData) -> FloatArray:
+        return self._fit(data, None)
+
+    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
+        return known.clamp(self._fit(data, known))

@@ -65,7 +65,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, logsumexp, roots_jacobi
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
+from crowdbudget.aggregation.base import FloatArray, KnownTruth, KnownTruthAggregator
 from crowdbudget.aggregation.dawid_skene import check_iterations, softmax_rows
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
@@ -83,7 +83,7 @@ def beta_quadrature(alpha: float, beta: float, n_nodes: int) -> tuple[FloatArray
     return np.asarray(q, dtype=float), w / w.sum()
 
 
-class BeliefPropagation(Aggregator):
+class BeliefPropagation(KnownTruthAggregator):
     """Sum-product BP on the item–worker graph with Beta(α, β) worker reliabilities.
 
     Args:
@@ -138,15 +138,7 @@ class BeliefPropagation(Aggregator):
             )
         return n_iter, tol
 
-    reads_known_truth = True
-
-    def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._propagate(data, None)
-
-    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return known.clamp(self._propagate(data, known))
-
-    def _propagate(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         """The message passing of the module docstring; a label on a ``known`` item sends
         its worker the message "z = truth" (1 if the label is the truth, else 0)."""
         n_iter, tol = self._validate()

@@ -37,7 +37,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth, vote_counts
+from crowdbudget.aggregation.base import (
+    FloatArray,
+    KnownTruth,
+    KnownTruthAggregator,
+    vote_counts,
+)
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -77,7 +82,7 @@ def softmax_rows(log_scores: FloatArray) -> FloatArray:
     return np.asarray(expd / expd.sum(axis=1, keepdims=True), dtype=float)
 
 
-class DawidSkene(Aggregator):
+class DawidSkene(KnownTruthAggregator):
     """Dawid–Skene EM with one full confusion matrix per worker (see the module docstring).
 
     Args:
@@ -121,15 +126,7 @@ class DawidSkene(Aggregator):
         log_e = np.log(errors).transpose(0, 2, 1).reshape(n_workers * C, C)  # [(j, l), c]
         return np.asarray(counts_matrix @ log_e, dtype=float) + np.log(np.maximum(priors, _EPS))
 
-    reads_known_truth = True
-
-    def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._em(data, None)
-
-    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return self._em(data, known)
-
-    def _em(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         """The EM of the module docstring; ``known`` items (if any) keep their one-hot truth
         as posterior in every step (semi-supervised EM, Dawid & Skene 1979 §4)."""
         n_iter, tol = check_iterations(self.n_iter, self.tol, type(self).__name__)

@@ -46,13 +46,13 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
+from crowdbudget.aggregation.base import FloatArray, KnownTruth, KnownTruthAggregator
 from crowdbudget.aggregation.dawid_skene import check_iterations, softmax_rows
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
 
-class GLAD(Aggregator):
+class GLAD(KnownTruthAggregator):
     """GLAD (Whitehill et al. 2009; module docstring).
 
     Args:
@@ -98,15 +98,7 @@ class GLAD(Aggregator):
             )
         return prior / prior.sum()
 
-    reads_known_truth = True
-
-    def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._em(data, None)
-
-    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return self._em(data, known)
-
-    def _em(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         """The EM of the module docstring; ``known`` items keep their one-hot truth as
         posterior (their labels are then definite evidence of expertise and difficulty)."""
         n_iter, tol = check_iterations(self.n_iter, self.tol, "GLAD")

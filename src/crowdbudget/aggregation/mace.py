@@ -90,7 +90,7 @@ import numpy as np
 from scipy.special import digamma, logsumexp
 
 from crowdbudget._random import as_generator
-from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
+from crowdbudget.aggregation.base import FloatArray, KnownTruth, KnownTruthAggregator
 from crowdbudget.aggregation.bayesian_dawid_skene import polya_prior
 from crowdbudget.aggregation.dawid_skene import check_iterations
 from crowdbudget.datasets.loaders import LabelData
@@ -116,7 +116,7 @@ def _variational_normalize(counts: FloatArray, prior: FloatArray | float) -> Flo
     )
 
 
-class MACE(Aggregator):
+class MACE(KnownTruthAggregator):
     """MACE (Hovy et al. 2013; module docstring).
 
     Args:
@@ -289,15 +289,7 @@ class MACE(Aggregator):
         C = T.shape[1]
         return np.asarray(np.log((T.sum(axis=0) + 1.0) / (T.shape[0] + C)), dtype=float)
 
-    reads_known_truth = True
-
-    def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._fit_restarts(data, None)
-
-    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return self._fit_restarts(data, known)
-
-    def _fit_restarts(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         """The restarts of the module docstring; ``known`` items keep their one-hot truth."""
         self._check()
         rng = as_generator(self.rng)

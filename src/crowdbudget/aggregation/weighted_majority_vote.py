@@ -27,13 +27,18 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth, vote_counts
+from crowdbudget.aggregation.base import (
+    FloatArray,
+    KnownTruth,
+    KnownTruthAggregator,
+    vote_counts,
+)
 from crowdbudget.aggregation.majority_vote import MajorityVote
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
 
-class WeightedMajorityVote(Aggregator):
+class WeightedMajorityVote(KnownTruthAggregator):
     """Majority vote with per-worker weights (see the module docstring).
 
     Args:
@@ -52,8 +57,6 @@ class WeightedMajorityVote(Aggregator):
     ) -> None:
         super().__init__(rng=rng)
         self.weights = weights
-
-    reads_known_truth = True
 
     def _worker_weights(self, data: LabelData, known: KnownTruth | None = None) -> FloatArray:
         if self.weights is None:
@@ -86,13 +89,7 @@ class WeightedMajorityVote(Aggregator):
             raise InvalidParameterError("weights must be finite numbers >= 0")
         return weights
 
-    def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._weighted(data, None)
-
-    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return known.clamp(self._weighted(data, known))
-
-    def _weighted(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         weights = self._worker_weights(data, known)
         self.weights_ = weights
         votes = vote_counts(data, weights[data.workers])

@@ -38,10 +38,10 @@ import numpy as np
 
 from crowdbudget._random import as_generator
 from crowdbudget.aggregation.base import (
-    Aggregator,
     FloatArray,
     IntArray,
     KnownTruth,
+    KnownTruthAggregator,
     argmax_random_ties,
     vote_counts,
 )
@@ -69,8 +69,8 @@ class Wawa(WeightedMajorityVote):
         majority = break_ties(shares, self.ties, as_generator(self.rng))
         return agreement(data, majority if known is None else with_truth(majority, known))
 
-    def _weighted(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
-        probas = super()._weighted(data, known)
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        probas = super()._fit(data, known)
         self.skills_ = self.weights_
         return probas
 
@@ -109,7 +109,7 @@ def agreement(data: LabelData, labels: IntArray) -> FloatArray:
     return np.bincount(data.workers, weights=hit, minlength=data.n_workers) / np.maximum(n, 1)
 
 
-class ZeroBasedSkill(Aggregator):
+class ZeroBasedSkill(KnownTruthAggregator):
     """Zero-Based Skill (crowd-kit's ``ZeroBasedSkill``; module docstring).
 
     Args:
@@ -157,15 +157,7 @@ class ZeroBasedSkill(Aggregator):
                 f"{name}: lr_reduce_factor must be in (0, 1], got {factor!r}"
             )
 
-    reads_known_truth = True
-
-    def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._fit_skills(data, None)
-
-    def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return known.clamp(self._fit_skills(data, known))
-
-    def _fit_skills(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+    def _fit(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         """The skill steps of the module docstring; ``known`` items' ``ŷ`` is their truth."""
         self._check()
         rng = as_generator(self.rng)

@@ -198,7 +198,8 @@ class Terminated(KeyboardInterrupt):
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Inside the block, SIGTERM raises :class:`Terminated` in the main thread (the default
     would end this process at once and leave its pool workers running on to the end of
-    their queue); the previous handler is back afterwards."""
+    their queue); the previous handler is back afterwards (:func:`main` then sends the
+    signal again to this process)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -254,7 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "crowdbudget: interrupted (SIGTERM): stopped at once, with any worker processes",
             file=sys.stderr,
+            flush=True,
         )
+        # the clean-up done, SIGTERM again under the handler found on entry (restored on
+        # leaving the block): by default the process ends by the signal, as its sender
+        # expects (a shell shows 143), also when main() runs inside another program
+        signal.raise_signal(signal.SIGTERM)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print(

@@ -3,7 +3,6 @@ the DP on tiny problems (Chen, Lin, Zhou 2013, §2–3)."""
 
 from __future__ import annotations
 
-import copy
 import itertools
 
 import numpy as np
@@ -13,9 +12,9 @@ from crowdbudget.bounds import ExactDPSolution, solve_exact_dp
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments import run_experiment
 from crowdbudget.posteriors.beta_bernoulli import error_probability, kg_reward
-from crowdbudget.registry import make_policy
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
-from crowdbudget.types import CampaignState, LabelEvent, Problem
+from crowdbudget.types import Problem
+from reference.exact_value import TINY, exact_policy_value
 
 
 def test_hand_derived_values() -> None:
@@ -70,55 +69,16 @@ def test_kg_is_dp_optimal_with_one_label_left() -> None:
         assert kg_choice in sol.optimal_actions(counts, 1).tolist()
 
 
-def _exact_policy_value(policy_id: str, problem: Problem) -> float:
-    """Expected number of correct Bayes-rule labels under a deterministic policy, by
-    enumerating every label outcome (the predictive of the prior, as in the MDP)."""
-    policy = make_policy(policy_id)
-    policy.reset(problem, np.random.default_rng(0))
-    prior = problem.prior_array
-    d = problem.threshold_array
-
-    def recurse(pol: object, state: CampaignState) -> float:
-        assignment = pol.select(state)  # type: ignore[attr-defined]
-        if assignment is None:
-            a = prior[:, 1] + state.label_counts[:, 1]
-            b = prior[:, 0] + state.label_counts[:, 0]
-            return float(np.sum(1 - error_probability(a, b, d)))
-        i = assignment.item
-        a = prior[i, 1] + state.label_counts[i, 1]
-        b = prior[i, 0] + state.label_counts[i, 0]
-        total = 0.0
-        for label, prob in ((1, a / (a + b)), (0, b / (a + b))):
-            p2 = copy.deepcopy(pol)
-            s2 = copy.deepcopy(state)
-            s2.record_assignment(assignment)
-            event = LabelEvent(item=i, worker=0, label=label)
-            s2.record_label(event, assignment)
-            p2.observe(event)  # type: ignore[attr-defined]
-            total += prob * recurse(p2, s2)
-        return total
-
-    return recurse(policy, CampaignState.initial(problem))
-
-
-TINY = [
-    Problem(n_items=2, budget=5),
-    Problem(n_items=3, budget=6),
-    Problem(n_items=3, budget=8, prior=np.array([[1.0, 1.0], [2.0, 1.0], [0.7, 1.6]])),
-    Problem(n_items=2, budget=7, prior=np.array([1.5, 2.5]), thresholds=np.array([0.4, 0.6])),
-]
-
-
 @pytest.mark.parametrize("problem", TINY, ids=lambda p: f"K{p.n_items}T{p.budget:g}")
 @pytest.mark.parametrize("policy_id", ["round-robin", "kg", "opt-kg", "cvar-kg:alpha=0.3"])
 def test_no_deterministic_policy_beats_dp(problem: Problem, policy_id: str) -> None:
-    value = _exact_policy_value(policy_id, problem)
+    value = exact_policy_value(policy_id, problem)
     assert value <= solve_exact_dp(problem).value + 1e-12
 
 
 def test_dp_policy_attains_dp_value_exactly() -> None:
     for problem in TINY:
-        assert _exact_policy_value("dp", problem) == pytest.approx(
+        assert exact_policy_value("dp", problem) == pytest.approx(
             solve_exact_dp(problem).value, abs=1e-12
         )
 

@@ -4,7 +4,6 @@ lazy argmax, no policy above the exact DP, and the on-disk cache."""
 
 from __future__ import annotations
 
-import copy
 import itertools
 import multiprocessing
 import os
@@ -31,6 +30,7 @@ from crowdbudget.posteriors.beta_bernoulli import error_probability, kg_reward
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation import SyntheticBernoulliEnvironment
 from crowdbudget.types import CampaignState, LabelEvent, Problem
+from reference.exact_value import TINY, exact_policy_value
 
 
 @pytest.fixture(autouse=True)
@@ -190,46 +190,10 @@ def test_lazy_argmax_picks_the_largest_index() -> None:
     assert policy.select(state) is None
 
 
-def _exact_policy_value(policy_id: str, problem: Problem) -> float:
-    """Expected number of correct labels of a deterministic policy (every label path)."""
-    policy = make_policy(policy_id)
-    policy.reset(problem, np.random.default_rng(0))
-    prior, d = problem.prior_array, problem.threshold_array
-
-    def recurse(pol: object, state: CampaignState) -> float:
-        assignment = pol.select(state)  # type: ignore[attr-defined]
-        if assignment is None:
-            a = prior[:, 1] + state.label_counts[:, 1]
-            b = prior[:, 0] + state.label_counts[:, 0]
-            return float(np.sum(1 - error_probability(a, b, d)))
-        i = assignment.item
-        a = prior[i, 1] + state.label_counts[i, 1]
-        b = prior[i, 0] + state.label_counts[i, 0]
-        total = 0.0
-        for label, prob in ((1, a / (a + b)), (0, b / (a + b))):
-            p2, s2 = copy.deepcopy(pol), copy.deepcopy(state)
-            s2.record_assignment(assignment)
-            event = LabelEvent(item=i, worker=0, label=label)
-            s2.record_label(event, assignment)
-            p2.observe(event)  # type: ignore[attr-defined]
-            total += prob * recurse(p2, s2)
-        return total
-
-    return recurse(policy, CampaignState.initial(problem))
-
-
-TINY = [
-    Problem(n_items=2, budget=5),
-    Problem(n_items=3, budget=6),
-    Problem(n_items=3, budget=8, prior=np.array([[1.0, 1.0], [2.0, 1.0], [0.7, 1.6]])),
-    Problem(n_items=2, budget=7, prior=np.array([1.5, 2.5]), thresholds=np.array([0.4, 0.6])),
-]
-
-
 @pytest.mark.parametrize("problem", TINY, ids=lambda p: f"K{p.n_items}T{p.budget:g}")
 @pytest.mark.parametrize("policy_id", ["gittins", "gittins-inf", "gittins:solver=bisection"])
 def test_no_gittins_policy_beats_exact_dp(problem: Problem, policy_id: str) -> None:
-    value = _exact_policy_value(policy_id, problem)
+    value = exact_policy_value(policy_id, problem)
     optimum = solve_exact_dp(problem).value
     assert value <= optimum + 1e-12
     # and they are sensible: at least as good as asking nothing more than one label per item

@@ -160,6 +160,23 @@ def verdict_note(defaulted: dict[str, str], width: int = 118) -> list[str]:
     )
 
 
+def add_budget_arguments(parser: argparse.ArgumentParser, budget_help: str) -> None:
+    """The budget grid and the replications a run command takes (read by
+    :func:`label_budgets`): ``--budget`` (``budget_help``), ``--budget-per-item``,
+    ``--reps`` and ``--mode``."""
+    parser.add_argument("--budget", type=float_list, default=None, help=budget_help)
+    parser.add_argument(
+        "--budget-per-item",
+        type=float_list,
+        default=None,
+        help="budgets in labels per item, r1,r2,… (e.g. 1,2,4: T = r × the number of items K)",
+    )
+    parser.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
+    parser.add_argument(
+        "--mode", choices=["push", "pull"], default="push", help="interaction mode (push)"
+    )
+
+
 def label_budgets(args: argparse.Namespace, n_items: int) -> list[float]:
     """Label budgets: ``--budget`` whole numbers, or ``--budget-per-item`` r times the number
     of items, rounded down to whole labels (a label is bought whole)."""

@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from crowdbudget.cli.common import (
+    add_budget_arguments,
     add_common_arguments,
     add_verdict_argument,
     default_verdicts,
     emit,
-    float_list,
     label_budgets,
     note_lines,
     policy_list,
-    positive_int,
     run_policies,
     verdict_note,
 )
@@ -48,19 +47,7 @@ def add_data_arguments(p: argparse.ArgumentParser, default_hint: str) -> None:
         "--dataset NAME (or set CROWDBUDGET_DATA_DIR)",
     )
     add_validation_arguments(p)
-    p.add_argument(
-        "--budget", type=float_list, default=None, help="budgets in labels, T1,T2,… (e.g. 800,1600)"
-    )
-    p.add_argument(
-        "--budget-per-item",
-        type=float_list,
-        default=None,
-        help="budgets in labels per item, r1,r2,… (e.g. 1,2,4: T = r × the number of items K)",
-    )
-    p.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
-    p.add_argument(
-        "--mode", choices=["push", "pull"], default="push", help="interaction mode (push)"
-    )
+    add_budget_arguments(p, "budgets in labels, T1,T2,… (e.g. 800,1600)")
     p.add_argument(
         "--quality",
         action="store_true",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crowdbudget.cli.common import (
+    add_budget_arguments,
     add_common_arguments,
     add_verdict_argument,
     default_verdicts,
@@ -252,22 +253,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--threshold", type=float, default=None, help="threshold d (default 0.5)")
     p.add_argument("--policies", type=policy_list, required=True, help="comma-separated policy ids")
-    p.add_argument(
-        "--budget",
-        type=float_list,
-        default=None,
-        help="budgets in labels, T1,T2,… (money when the workers have prices)",
-    )
-    p.add_argument(
-        "--budget-per-item",
-        type=float_list,
-        default=None,
-        help="budgets in labels per item, r1,r2,… (e.g. 1,2,4: T = r × the number of items K)",
-    )
-    p.add_argument("--reps", type=positive_int, default=20, help="replications (default 20)")
-    p.add_argument(
-        "--mode", choices=["push", "pull"], default="push", help="interaction mode (push)"
-    )
+    add_budget_arguments(p, "budgets in labels, T1,T2,… (money when the workers have prices)")
     p.add_argument("--plot", default=None, help="write a PNG plot of accuracy to this path")
     add_control_arguments(p)
     add_verdict_argument(p)

@@ -281,10 +281,12 @@ def _one_coin_best_after(q: FloatArray, mu: FloatArray) -> FloatArray:
     return best
 
 
-class _KnownItems:
-    """Control answers for the categorical worker posteriors: an item of known class has
-    fixed beliefs, so every label on it updates its worker as a definite right or wrong
-    answer. The host class has ``q`` and ``_q0`` (n_items, n_classes), ``n_classes`` and
+class _CategoricalItemBeliefs:
+    """The item side shared by the categorical worker posteriors
+    (:class:`OneCoinCategoricalPosterior`, :class:`ConfusionPosterior`): the beliefs ``q``
+    and their prior ``_q0``, shape (n_items, n_classes), read as final labels and confidence;
+    control answers (an item of known class has fixed beliefs, so every label on it updates
+    its worker as a definite right or wrong answer). The host class has ``n_classes`` and
     ``update``."""
 
     q: FloatArray
@@ -305,8 +307,20 @@ class _KnownItems:
         self.know(event.item, truth)
         self.update(event)
 
+    def class_probabilities(self) -> FloatArray:
+        """q, shape (n_items, K) (a copy)."""
+        return self.q.copy()
 
-class OneCoinCategoricalPosterior(_KnownItems):
+    def predict(self) -> IntArray:
+        """The most probable class (first on ties), shape (n_items,)."""
+        return np.argmax(self.q, axis=1).astype(np.int64)
+
+    def confidence(self) -> FloatArray:
+        """max_k q_i(k): the probability that the predicted class is right, shape (n_items,)."""
+        return np.asarray(self.q.max(axis=1), dtype=float)
+
+
+class OneCoinCategoricalPosterior(_CategoricalItemBeliefs):
     """Categorical item beliefs and one-coin worker Betas, any K ≥ 2 (module docstring).
 
     Args:
@@ -403,18 +417,6 @@ class OneCoinCategoricalPosterior(_KnownItems):
         c, d = self.c[worker], self.d[worker]
         return _one_coin_best_after(self.q[items], np.asarray(c / (c + d), dtype=float))
 
-    def class_probabilities(self) -> FloatArray:
-        """q, shape (n_items, K) (a copy)."""
-        return self.q.copy()
-
-    def predict(self) -> IntArray:
-        """The most probable class (first on ties), shape (n_items,)."""
-        return np.argmax(self.q, axis=1).astype(np.int64)
-
-    def confidence(self) -> FloatArray:
-        """max_k q_i(k): the probability that the predicted class is right."""
-        return np.asarray(self.q.max(axis=1), dtype=float)
-
     def worker_reliability(self) -> FloatArray:
         """Posterior mean of ρ_j, shape (n_workers,)."""
         return np.asarray(self.c / (self.c + self.d), dtype=float)
@@ -440,7 +442,7 @@ def _soft_count(alpha: FloatArray, label: int, w: FloatArray) -> FloatArray:
     return out
 
 
-class ConfusionPosterior(_KnownItems):
+class ConfusionPosterior(_CategoricalItemBeliefs):
     """Categorical item beliefs and a Dirichlet confusion matrix per worker (module
     docstring), any K ≥ 2.
 
@@ -540,18 +542,6 @@ class ConfusionPosterior(_KnownItems):
         unnorm = q[:, None, :] * np.swapaxes(mean, 1, 2)
         z = unnorm.sum(axis=2)
         return Lookahead(z / z.sum(axis=1, keepdims=True), unnorm / z[:, :, None])
-
-    def class_probabilities(self) -> FloatArray:
-        """q, shape (n_items, K) (a copy)."""
-        return self.q.copy()
-
-    def predict(self) -> IntArray:
-        """The most probable class (first on ties), shape (n_items,)."""
-        return np.argmax(self.q, axis=1).astype(np.int64)
-
-    def confidence(self) -> FloatArray:
-        """max_k q_i(k)."""
-        return np.asarray(self.q.max(axis=1), dtype=float)
 
     def confusion_matrices(self) -> FloatArray:
         """Posterior mean confusion matrices E[π_j], shape (n_workers, K, K), rows sum to 1."""

@@ -94,6 +94,26 @@ def test_label_errors_and_idempotency() -> None:
         c.record_label(b.assignment_id, "dog")
 
 
+@pytest.mark.parametrize(
+    ("budget", "words"),
+    [
+        (-1, "budget must be a number > 0, got -1"),
+        (0, "budget must be a number > 0, got 0"),
+        (float("inf"), "budget must be a finite number > 0, got inf"),
+        (float("nan"), "budget must be a finite number > 0, got nan"),
+        ("x", "budget must be a number > 0, got 'x'"),
+    ],
+)
+def test_a_bad_budget_is_named_as_everywhere_else(budget: object, words: str) -> None:
+    """The campaign checks its budget as the library does (one check, one wording)."""
+    from crowdbudget._validation import check_budget
+
+    for check in (lambda: Campaign.create(_items(2), budget=budget), lambda: check_budget(budget)):
+        with pytest.raises(BudgetError) as refused:
+            check()
+        assert str(refused.value) == words
+
+
 def test_bad_configuration_is_refused_before_any_write() -> None:
     store = EventStore("sqlite://")
     with pytest.raises(BudgetError, match="budget must be a number > 0"):

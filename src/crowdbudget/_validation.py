@@ -39,8 +39,10 @@ def check_budget(value: Any, name: str = "budget") -> float:
         budget = float(value)
     except (TypeError, ValueError):
         raise BudgetError(f"{name} must be a number > 0, got {value!r}") from None
-    if not math.isfinite(budget) or budget <= 0:
+    if not math.isfinite(budget):
         raise BudgetError(f"{name} must be a finite number > 0, got {value!r}")
+    if budget <= 0:
+        raise BudgetError(f"{name} must be a number > 0, got {value!r}")
     return budget
 
 

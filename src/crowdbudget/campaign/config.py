@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from crowdbudget._validation import clip_text, short_repr
-from crowdbudget.exceptions import BudgetError, DataFormatError, InvalidParameterError
+from crowdbudget._validation import check_budget, clip_text, short_repr
+from crowdbudget.exceptions import DataFormatError, InvalidParameterError
 from crowdbudget.policies.base import check_push_capable
 from crowdbudget.policies.verdict import POSTERIOR, check_verdict
 from crowdbudget.registry import make_policy, parse_policy, split_verdict
@@ -201,7 +201,7 @@ def checked_config(
     classes_ = check_ids(classes, "class")
     if len(classes_) < 2:
         raise InvalidParameterError(f"a campaign needs at least 2 classes, got {classes_}")
-    budget_ = _check_campaign_budget(budget)
+    budget_ = check_budget(budget)
     prior_ = None
     if prior is not None:
         prior_ = [float(p) for p in prior]
@@ -239,17 +239,6 @@ def checked_config(
         pairs=pairs_,
         **attributes,
     )
-
-
-def _check_campaign_budget(budget: Any) -> float:
-    """``budget`` as a float, a finite number > 0 (BudgetError otherwise)."""
-    try:
-        value = float(budget)
-    except (TypeError, ValueError):
-        raise BudgetError(f"budget must be a number > 0, got {budget!r}") from None
-    if not np.isfinite(value) or value <= 0:
-        raise BudgetError(f"budget must be a number > 0, got {budget!r}")
-    return value
 
 
 def _check_workers(

@@ -1,12 +1,14 @@
 """Set-up shared by the HTTP service's tests: a ``TestClient`` on a fresh SQLite database
 (:class:`Api`; :class:`CampaignApi` with one campaign already created), the bearer header,
 and the database checksum that shows a refused request stored nothing; and the fake clock
-a campaign's tests move by hand (:class:`FakeClock`)."""
+a campaign's tests move by hand (:class:`FakeClock`); the live children of a process
+(:func:`live_children`, :func:`alive`: a server's compute helpers, a command's pool workers)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,32 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def live_children(pid: int) -> list[int]:
+    """Every live (not zombie) process whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so after the last ')'
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def bearer(key: str | None) -> dict[str, str]:

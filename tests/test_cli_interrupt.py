@@ -14,32 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from service_helpers import alive, live_children
+
 LINUX = sys.platform.startswith("linux")
-
-
-def _children(pid: int) -> list[int]:
-    """The live (not zombie) processes whose parent is ``pid``, from /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
-                state, ppid = stat.read().rsplit(")", 1)[1].split()[:2]
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(ppid) == pid and state != "Z":
-            found.append(int(entry))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
@@ -61,13 +38,13 @@ def test_a_stopped_compare_leaves_no_worker_process(tmp_path: Path, signum: int)
         deadline = time.monotonic() + 60
         while len(workers) < 2 and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.05)
-            workers = _children(process.pid)
+            workers = live_children(process.pid)
         assert len(workers) == 2, f"the pool did not start: {workers}"
         process.send_signal(signum)
         sent = time.monotonic()
         _, err = process.communicate(timeout=30)
         time.sleep(max(0.0, sent + 2.0 - time.monotonic()))
-        survivors = [pid for pid in workers if _alive(pid)]
+        survivors = [pid for pid in workers if alive(pid)]
         assert not survivors, f"workers {survivors} still run 2 s after the signal"
         # SIGINT: status 130; SIGTERM: the clean-up done, the process ends by the signal
         assert process.returncode == (130 if signum == signal.SIGINT else -signum), err
@@ -80,7 +57,7 @@ def test_a_stopped_compare_leaves_no_worker_process(tmp_path: Path, signum: int)
             process.kill()
             process.wait()
         for pid in workers:  # never leave a worker behind a failed test
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 

@@ -23,7 +23,7 @@ import pytest
 from crowdbudget.registry import check_network_verdict
 from crowdbudget.service.local import free_port
 from crowdbudget.service.settings import ServiceSettings
-from service_helpers import OPERATOR, Api, bearer, db_checksum
+from service_helpers import OPERATOR, Api, alive, bearer, db_checksum, live_children
 
 LINUX = sys.platform.startswith("linux")
 
@@ -293,29 +293,13 @@ class Server:
 
     def helpers(self) -> list[int]:
         """Process ids of the server's compute helpers (its children)."""
-        return _children(self.process.pid)
+        return live_children(self.process.pid)
 
     def stop(self) -> None:
         self.client.close()
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-
-
-def _children(pid: int) -> list[int]:
-    """Every live process whose parent is ``pid`` (Linux /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(entry))
-    return found
 
 
 def _rss_bytes(pid: int) -> int:
@@ -327,14 +311,6 @@ def _rss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
@@ -381,10 +357,10 @@ def test_sigterm_stops_the_server_within_seconds_with_the_heaviest_work_running(
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # both fits running in their children
             helpers = server.helpers()
-            if len(helpers) == 2 and all(_children(h) for h in helpers):
+            if len(helpers) == 2 and all(live_children(h) for h in helpers):
                 break
             time.sleep(0.1)
-        computing = [child for h in helpers for child in _children(h)]
+        computing = [child for h in helpers for child in live_children(h)]
         assert len(computing) == 2, "the heavy fits did not start"
         start = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
@@ -393,7 +369,7 @@ def test_sigterm_stops_the_server_within_seconds_with_the_heaviest_work_running(
         print(f"SIGTERM with two fits running: the server exited in {took:.2f} s")  # pytest -s
         assert took < 5.0, f"SIGTERM took {took:.1f} s"
         time.sleep(0.2)
-        assert not any(_alive(pid) for pid in [*helpers, *computing])  # no orphan computes
+        assert not any(alive(pid) for pid in [*helpers, *computing])  # no orphan computes
         for thread in threads:
             thread.join(timeout=5)
     finally:
@@ -479,8 +455,8 @@ def test_hostile_load_leaves_a_normal_client_fast_and_stores_nothing(tmp_path: P
 
         def watch() -> None:
             while not stop.is_set():
-                helpers = _children(server.process.pid)
-                children = [c for h in helpers for c in _children(h)]
+                helpers = live_children(server.process.pid)
+                children = [c for h in helpers for c in live_children(h)]
                 peak["rss"] = max(peak["rss"], _rss_bytes(server.process.pid))
                 peak["child"] = max([peak["child"], *(_rss_bytes(c) for c in children)])
                 time.sleep(0.05)

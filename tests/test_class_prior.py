@@ -253,3 +253,22 @@ def test_more_classes_keep_the_problem_prior() -> None:
     ]
     assert len(logs[0]) == 120
     assert logs[0] == logs[1]
+
+
+def test_the_default_class_prior_is_set_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crowdbudget.policies import _refit_schedule
+
+    def prior_of(pid: str) -> str:
+        return make_policy(pid).class_prior  # type: ignore[attr-defined,no-any-return]
+
+    assert prior_of("opt-kg:posterior=one-coin") == _refit_schedule.DEFAULT_CLASS_PRIOR
+    monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "gated")
+    assert prior_of("opt-kg:posterior=one-coin") == "gated"
+    # with the incremental refit's defaults, and with the full refit named
+    policy = make_policy("opt-kg:posterior=one-coin")
+    assert policy.refit_tol == _refit_schedule.DEFAULT_REFIT_TOL  # type: ignore[attr-defined]
+    assert prior_of("opt-kg:posterior=one-coin:refit-tol=0") == "gated"
+    # named, KG and CVaR-KG, and the exact item step keep their own
+    assert prior_of("opt-kg:posterior=one-coin:class-prior=none") == "none"
+    assert prior_of("kg:posterior=one-coin") == "none"
+    assert prior_of("opt-kg:posterior=one-coin:refit-items=exact") == "none"

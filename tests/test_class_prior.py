@@ -4,11 +4,14 @@ as the reference path once the unlabelled items' shared state moves at refits.""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.stress import StressCell, make_crowd
+from crowdbudget.policies import _class_prior
 from crowdbudget.policies._class_prior import (
     GateMemory,
     beta_for_share,
@@ -97,7 +100,13 @@ def test_shared_prior_keeps_known_rows() -> None:
 
 @pytest.mark.parametrize(
     ("suffix", "message"),
-    [(":class-prior=gated:refit=0", "needs refit"), (":class-prior=gated:refit-tol=0.01", "refit")],
+    [
+        (":class-prior=gated:refit=0", "needs refit"),
+        (
+            ":class-prior=gated:refit-tol=0.01:refit-exact-until=0:refit-exact-growth=0",
+            "needs full refits",
+        ),
+    ],
 )
 def test_class_prior_is_validated(suffix: str, message: str) -> None:
     with pytest.raises(InvalidParameterError, match=message):
@@ -133,6 +142,86 @@ def test_fast_path_decides_as_reference_with_a_moving_prior(mode: str) -> None:
         np.testing.assert_array_equal(fast._scores[live], ref._scores[live])  # type: ignore[attr-defined]
 
 
+#: the prior with the incremental refit: full refits up to 60 labels, then incremental ones
+#: with a full one whenever the labels grew by 30 % (the prior moves at those only)
+INCREMENTAL = GATED + ":refit-tol=0.01:refit-exact-until=60:refit-exact-growth=0.3"
+
+
+@pytest.mark.parametrize("mode", ["push", "pull"])
+def test_fast_path_decides_as_reference_with_the_incremental_refit(mode: str) -> None:
+    env = _imbalanced()
+    for seed in (0, 1):
+        runs = []
+        for reference in (False, True):
+            policy = make_policy(INCREMENTAL)
+            policy.reference = reference  # type: ignore[attr-defined]
+            moves: list[int] = []
+            update = policy._update_class_prior  # type: ignore[attr-defined]
+
+            def watch(policy=policy, update=update, moves=moves):  # type: ignore[no-untyped-def]
+                row = policy._shared_row
+                update()
+                if policy._shared_row != row:
+                    moves.append(policy._n_log)
+
+            policy._update_class_prior = watch  # type: ignore[attr-defined]
+            log, acc = run_recorded(policy, env, [150.0, 300.0], seed, mode)
+            runs.append((log, acc, policy, moves))
+        (fast_log, fast_acc, fast, fast_moves), (ref_log, ref_acc, ref, ref_moves) = runs
+        assert fast_log == ref_log
+        assert fast_acc == ref_acc
+        assert fast_moves == ref_moves
+        # incremental refits ran, and the prior moved at a full refit past refit_exact_until
+        assert fast._incremental is not None  # type: ignore[attr-defined]
+        assert any(n > 60 for n in fast_moves), fast_moves
+        if fast._lazy:  # type: ignore[attr-defined]
+            fast._flush(None)  # type: ignore[attr-defined]
+        live = ref._remaining > 0  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(fast._scores[live], ref._scores[live])  # type: ignore[attr-defined]
+
+
+def test_prior_moves_at_full_refits_only_with_the_incremental_refit() -> None:
+    env = _imbalanced()
+    policy = make_policy(INCREMENTAL)
+    full: list[int] = []
+    update = policy._update_class_prior  # type: ignore[attr-defined]
+
+    def watch() -> None:
+        full.append(policy._n_log)  # type: ignore[attr-defined]
+        update()
+
+    policy._update_class_prior = watch  # type: ignore[attr-defined]
+    run_recorded(policy, env, [300.0], 0)
+    # every refit up to the first past 60 labels is a full one; after it, only those at
+    # 1.3 times the last full one's labels
+    past = [n for n in full if n > 70]
+    assert past and all(b >= 1.3 * a for a, b in itertools.pairwise([70, *past]))
+
+
+def test_a_shut_gate_fits_again_only_after_the_labels_grew() -> None:
+    # balanced: the gate stays shut, and the fit runs at the refits 10, 20, ..., then at
+    # those past 1.1 times the last fit's labels
+    cell = StressCell("t-50-50", (0.5, 0.5), 6, 30, n_items=150)
+    env = ReplayEnvironment.from_label_data(make_crowd(cell, 0))
+    fits: list[int] = []
+    original = _class_prior.gated_class_prior
+
+    def counted(items, *args, **kwargs):  # type: ignore[no-untyped-def]
+        fits.append(items.shape[0])
+        return original(items, *args, **kwargs)
+
+    _class_prior.gated_class_prior = counted  # type: ignore[assignment]
+    try:
+        policy = make_policy(GATED)
+        run_recorded(policy, env, [600.0], 0)
+    finally:
+        _class_prior.gated_class_prior = original  # type: ignore[assignment]
+    assert policy._shared_row == (1.0, 1.0)  # type: ignore[attr-defined]
+    assert fits[:10] == list(range(10, 110, 10))
+    assert all(b >= 1.1 * a for a, b in itertools.pairwise(fits))
+    assert len(fits) < 40  # 60 refits
+
+
 def test_gated_prior_leaves_items_unlabelled_on_an_imbalanced_weak_crowd() -> None:
     # the mechanism: a first label cannot overturn the prior, so the budget goes to second
     # labels and some items keep the common class (docs/stress-bed.md)
@@ -164,3 +253,22 @@ def test_more_classes_keep_the_problem_prior() -> None:
     ]
     assert len(logs[0]) == 120
     assert logs[0] == logs[1]
+
+
+def test_the_default_class_prior_is_set_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crowdbudget.policies import _refit_schedule
+
+    def prior_of(pid: str) -> str:
+        return make_policy(pid).class_prior  # type: ignore[attr-defined,no-any-return]
+
+    assert prior_of("opt-kg:posterior=one-coin") == _refit_schedule.DEFAULT_CLASS_PRIOR
+    monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "gated")
+    assert prior_of("opt-kg:posterior=one-coin") == "gated"
+    # with the incremental refit's defaults, and with the full refit named
+    policy = make_policy("opt-kg:posterior=one-coin")
+    assert policy.refit_tol == _refit_schedule.DEFAULT_REFIT_TOL  # type: ignore[attr-defined]
+    assert prior_of("opt-kg:posterior=one-coin:refit-tol=0") == "gated"
+    # named, KG and CVaR-KG, and the exact item step keep their own
+    assert prior_of("opt-kg:posterior=one-coin:class-prior=none") == "none"
+    assert prior_of("kg:posterior=one-coin") == "none"
+    assert prior_of("opt-kg:posterior=one-coin:refit-items=exact") == "none"

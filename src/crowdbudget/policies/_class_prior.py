@@ -37,6 +37,15 @@ biased workers) the one-coin item model with a skewed prior mis-reads the worker
 worker answering the common class always looks reliable, gets asked, and the labels bought
 say the common class — so the prior is given only where it changes what a first label is
 worth, and a share that runs away after the gate opened locks it shut (:class:`GateMemory`).
+
+**When it runs.** At every full refit of the policy (:meth:`ClassPriorSteps._update_class_prior`,
+one call at the start of its rounds) — but while the gate is shut, only once the labels have
+grown by :data:`SHUT_GROWTH` since the last fit (a balanced crowd never opens it; the fit at
+every refit of a 3,200-label RTE replay cost about 0.5 s of CPU, on its growth points 0.05 s).
+With the incremental refit (``refit_tol`` > 0) the prior moves at the full refits only
+(``refit_exact_until``, ``refit_exact_growth``): the incremental refits between them re-read
+their items with the prior of the last full one, and its statistics are synchronised after
+each full one with the new prior in place.
 Measurements: docs/stress-bed.md, "a learned class prior in the worker-aware allocation".
 """
 
@@ -72,6 +81,12 @@ GATE_QUANTILE = 0.10
 #: a share whose odds grow by more than this factor after the gate opened locks it shut
 #: (:class:`GateMemory`)
 RUNAWAY = 4.0
+
+#: while the gate is shut, the fit runs again only once the labels have grown by this share
+#: since the last fit (:class:`GateMemory`; at the refits of the policy in between the prior
+#: stays the problem's): a balanced crowd never opens it, and its fit at every refit was
+#: most of what the option cost (docs/stress-bed.md)
+SHUT_GROWTH = 0.1
 
 #: EM stops when neither π nor any accuracy moved by more than this in an iteration
 _TOL = 1e-7
@@ -155,10 +170,22 @@ def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:
 @dataclass
 class GateMemory:
     """What the gate remembers between refits: the share's log-odds when it last opened
-    (None: shut), and whether a runaway share locked it shut for the campaign."""
+    (None: shut), whether a runaway share locked it shut for the campaign, and, while shut,
+    the label count before which the fit does not run again (:data:`SHUT_GROWTH`)."""
 
     opened_at: float | None = None
     locked: bool = False
+    next_fit: int = 0
+
+    def skips(self, n_labels: int) -> bool:
+        """Whether the gate stays shut at ``n_labels`` without a fit: locked, or shut at the
+        last fit and the labels have not yet grown by :data:`SHUT_GROWTH` since it."""
+        return self.locked or n_labels < self.next_fit
+
+    def fitted(self, n_labels: int, is_open: bool) -> None:
+        """After a fit at ``n_labels``: open, the next refit fits again; shut, the first
+        refit at ``n_labels · (1 + SHUT_GROWTH)`` labels or later."""
+        self.next_fit = 0 if is_open else int(np.ceil(n_labels * (1.0 + SHUT_GROWTH)))
 
 
 def gated_class_prior(
@@ -255,15 +282,24 @@ def unlabelled_state(
     item_error[where] = error[0]
 
 
-def check_class_prior(class_prior: str, refit: int, refit_tol: float) -> None:
-    """One-line errors for a ``class_prior`` the policy cannot run."""
+def check_class_prior(class_prior: str, refit: int, refit_tol: float, full: bool) -> None:
+    """One-line errors for a ``class_prior`` the policy cannot run. With ``refit_tol`` > 0
+    the prior moves at the full refits only (``full``: ``refit_exact_until`` or
+    ``refit_exact_growth`` > 0); an incremental refit re-reads the items with the prior of the
+    last full one (its fit costs O(labels) — at every incremental refit it would undo what
+    the incremental refit saves)."""
     if class_prior not in CLASS_PRIORS:
         raise InvalidParameterError(
             f"class_prior must be one of {', '.join(CLASS_PRIORS)}, got {class_prior!r}"
         )
-    if class_prior != "none" and not (refit and not refit_tol):
+    if class_prior == "none":
+        return
+    if not refit:
+        raise InvalidParameterError("class_prior needs refit > 0 (one-coin)")
+    if refit_tol and not full:
         raise InvalidParameterError(
-            "class_prior needs refit > 0 and the full refit (refit_tol=0; one-coin)"
+            "class_prior with refit_tol > 0 needs full refits "
+            "(refit_exact_until > 0 or refit_exact_growth > 0)"
         )
 
 
@@ -311,11 +347,14 @@ class ClassPriorSteps:
         (``_prior_moved``: it changed)."""
         if self.class_prior == "none" or self._shared_row is None or not self._n_log:
             return
+        if self._gate.skips(self._n_log):
+            return  # shut (the problem's prior), too few new labels to fit again
         log = self._log[: self._n_log]
         n_items = self.problem_.n_items
         state = gated_class_prior(
             log[:, 0], log[:, 1], log[:, 2], n_items, self.worker_prior, memory=self._gate
         )
+        self._gate.fitted(self._n_log, state is not None)
         base = self.problem_.prior_array[0]
         row = (float(base[0]), float(base[1])) if state is None else (state[1], state[0])
         if row != self._shared_row:

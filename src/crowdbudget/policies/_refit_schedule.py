@@ -135,18 +135,27 @@ DEFAULT_REFIT_TOL = 0.01
 DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact_growth": 0.1}
 
 
+#: the registry's ``class_prior`` of the binary one-coin Opt-KG with a refit (sequential item
+#: step) when the id names none (policies._class_prior; measurements: docs/stress-bed.md,
+#: "the class prior as the default")
+DEFAULT_CLASS_PRIOR = "none"
+
+
 def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[str, Any]:
-    """The registry's incremental-refit options of a binary one-coin refit that ``named`` (the
-    id's parameters) leaves out: none with the exact item step or a zero ``refit_tol``, else
+    """The registry's refit options of a binary one-coin refit that ``named`` (the id's
+    parameters) leaves out: none with the exact item step; else :data:`DEFAULT_CLASS_PRIOR`
+    if not named (and ``default_tol``: Opt-KG's defaults), and, unless ``refit_tol`` is zero,
     :data:`DEFAULT_REFIT_TOL` if not named (and ``default_tol``; else 0) and
-    :data:`DEFAULT_REFIT_EXACT`'s not named; none with a class prior and no ``refit_tol``."""
+    :data:`DEFAULT_REFIT_EXACT`'s not named."""
     if named.get("refit_items", "sequential") != "sequential":
         return {}
-    if named.get("class_prior", "none") != "none" and "refit_tol" not in named:
-        return {}  # a learned class prior runs on the full refit (policies._class_prior)
+    out: dict[str, Any] = {}
+    if default_tol and "class_prior" not in named:
+        out["class_prior"] = DEFAULT_CLASS_PRIOR
     tol = named.get("refit_tol", DEFAULT_REFIT_TOL if default_tol else 0.0)
     if not tol:
-        return {}
-    out: dict[str, Any] = {} if "refit_tol" in named else {"refit_tol": tol}
+        return out
+    if "refit_tol" not in named:
+        out["refit_tol"] = tol
     out.update({key: value for key, value in DEFAULT_REFIT_EXACT.items() if key not in named})
     return out

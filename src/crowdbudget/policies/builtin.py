@@ -356,7 +356,7 @@ _KG_PARAMS = {
         "class-prior",
         str,
         "posterior=one-coin, two classes: the items' prior — none (uniform classes) or gated "
-        "(a class prior learned from the labels at every refit, where a lone label cannot "
+        "(a class prior learned from the labels at the full refits, where a lone label cannot "
         "overturn the common class)",
         choices=CLASS_PRIORS,
     ),

@@ -155,7 +155,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         class_prior: ``"none"`` (the problem's item prior throughout) or ``"gated"``: at
             every refit the items' prior becomes a class prior learned from the labels where
             a lone label cannot overturn the common class
-            (:mod:`~crowdbudget.policies._class_prior`; needs ``refit`` and the full refit).
+            (:mod:`~crowdbudget.policies._class_prior`; needs ``refit``; with ``refit_tol``
+            it moves at the full refits only).
 
     Fitted attributes:
         posterior_: the :class:`OneCoinPosterior` (item and worker Betas).
@@ -222,7 +223,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
             check_probability(self.alpha, "alpha")
         check_refit_tol(self.refit_tol, self.refit, self.worker_model, self.refit_items)
         check_refit_exact(self.refit_exact_until, self.refit_exact_growth, self.refit_tol)
-        check_class_prior(self.class_prior, self.refit, self.refit_tol)
+        full = bool(self.refit_exact_until or self.refit_exact_growth)  # full refits with refit_tol
+        check_class_prior(self.class_prior, self.refit, self.refit_tol, full)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:

@@ -24,6 +24,7 @@ from crowdbudget.simulation.replay import ReplayEnvironment
 from decision_log import run_recorded
 
 GATED = "opt-kg:posterior=one-coin:class-prior=gated"
+PLAIN = "opt-kg:posterior=one-coin:class-prior=none"
 
 
 def _one_coin_labels(
@@ -226,7 +227,7 @@ def test_gated_prior_leaves_items_unlabelled_on_an_imbalanced_weak_crowd() -> No
     # the mechanism: a first label cannot overturn the prior, so the budget goes to second
     # labels and some items keep the common class (docs/stress-bed.md)
     env = _imbalanced()
-    plain, gated = make_policy("opt-kg:posterior=one-coin"), make_policy(GATED)
+    plain, gated = make_policy(PLAIN), make_policy(GATED)
     logs = [run_recorded(p, env, [150.0], 0)[0] for p in (plain, gated)]
     labelled = [len({i for i, _, _ in log}) for log in logs]
     assert labelled[0] == 150
@@ -247,10 +248,7 @@ def test_more_classes_keep_the_problem_prior() -> None:
     # the categorical delegate has no class prior: the same campaign as the default
     cell = StressCell("t-3", (0.8, 0.15, 0.05), 4, 20, n_items=60)
     env = ReplayEnvironment.from_label_data(make_crowd(cell, 0))
-    logs = [
-        run_recorded(make_policy(pid), env, [120.0], 0)[0]
-        for pid in ("opt-kg:posterior=one-coin", GATED)
-    ]
+    logs = [run_recorded(make_policy(pid), env, [120.0], 0)[0] for pid in (PLAIN, GATED)]
     assert len(logs[0]) == 120
     assert logs[0] == logs[1]
 
@@ -262,8 +260,10 @@ def test_the_default_class_prior_is_set_in_one_place(monkeypatch: pytest.MonkeyP
         return make_policy(pid).class_prior  # type: ignore[attr-defined,no-any-return]
 
     assert prior_of("opt-kg:posterior=one-coin") == _refit_schedule.DEFAULT_CLASS_PRIOR
-    monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "gated")
     assert prior_of("opt-kg:posterior=one-coin") == "gated"
+    monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "none")
+    assert prior_of("opt-kg:posterior=one-coin") == "none"
+    monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "gated")
     # with the incremental refit's defaults, and with the full refit named
     policy = make_policy("opt-kg:posterior=one-coin")
     assert policy.refit_tol == _refit_schedule.DEFAULT_REFIT_TOL  # type: ignore[attr-defined]
@@ -272,3 +272,13 @@ def test_the_default_class_prior_is_set_in_one_place(monkeypatch: pytest.MonkeyP
     assert prior_of("opt-kg:posterior=one-coin:class-prior=none") == "none"
     assert prior_of("kg:posterior=one-coin") == "none"
     assert prior_of("opt-kg:posterior=one-coin:refit-items=exact") == "none"
+
+
+def test_the_default_class_prior_steps_aside_without_full_refits() -> None:
+    # an id asking for incremental refits only is run, with the problem's prior, not refused
+    policy = make_policy(
+        "opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=0:refit-exact-growth=0"
+    )
+    assert policy.class_prior == "none"  # type: ignore[attr-defined]
+    with pytest.raises(InvalidParameterError, match="needs full refits"):
+        make_policy(GATED + ":refit-tol=0.01:refit-exact-until=0:refit-exact-growth=0")

@@ -138,24 +138,28 @@ DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact
 #: the registry's ``class_prior`` of the binary one-coin Opt-KG with a refit (sequential item
 #: step) when the id names none (policies._class_prior; measurements: docs/stress-bed.md,
 #: "the class prior as the default")
-DEFAULT_CLASS_PRIOR = "none"
+DEFAULT_CLASS_PRIOR = "gated"
 
 
 def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[str, Any]:
     """The registry's refit options of a binary one-coin refit that ``named`` (the id's
     parameters) leaves out: none with the exact item step; else :data:`DEFAULT_CLASS_PRIOR`
-    if not named (and ``default_tol``: Opt-KG's defaults), and, unless ``refit_tol`` is zero,
+    if not named (and ``default_tol``: Opt-KG's defaults; ``"none"`` when the options leave
+    no full refit, where the class prior cannot move), and, unless ``refit_tol`` is zero,
     :data:`DEFAULT_REFIT_TOL` if not named (and ``default_tol``; else 0) and
     :data:`DEFAULT_REFIT_EXACT`'s not named."""
     if named.get("refit_items", "sequential") != "sequential":
         return {}
     out: dict[str, Any] = {}
-    if default_tol and "class_prior" not in named:
-        out["class_prior"] = DEFAULT_CLASS_PRIOR
     tol = named.get("refit_tol", DEFAULT_REFIT_TOL if default_tol else 0.0)
-    if not tol:
-        return out
-    if "refit_tol" not in named:
-        out["refit_tol"] = tol
-    out.update({key: value for key, value in DEFAULT_REFIT_EXACT.items() if key not in named})
+    if tol:
+        if "refit_tol" not in named:
+            out["refit_tol"] = tol
+        out.update({key: value for key, value in DEFAULT_REFIT_EXACT.items() if key not in named})
+    if default_tol and "class_prior" not in named:
+        # the class prior moves at full refits only: an id that names none (incremental
+        # refits throughout) keeps the problem's prior rather than being refused
+        exact = {**out, **named}
+        full_refits = not tol or exact.get("refit_exact_until") or exact.get("refit_exact_growth")
+        out["class_prior"] = DEFAULT_CLASS_PRIOR if full_refits else "none"
     return out

@@ -357,7 +357,7 @@ _KG_PARAMS = {
         str,
         "posterior=one-coin, two classes: the items' prior — none (uniform classes) or gated "
         "(a class prior learned from the labels at the full refits, where a lone label cannot "
-        "overturn the common class)",
+        "overturn the common class; Opt-KG's default; KG and CVaR-KG: none)",
         choices=CLASS_PRIORS,
     ),
 }

@@ -67,9 +67,11 @@ stronger worker prior for the refit"); this class's own default is the paper's (
 
 The registry's default is read by the default verdict
 (:data:`~crowdbudget.aggregation.registry.DEFAULT_VERDICT`; docs/stress-bed.md): the allocation
-assumes one-coin workers and uniform classes (or, with ``class_prior="gated"``, a learned class
-prior), the verdict reads the same labels with per-worker confusion matrices and a learned class
-prior (``OneCoinAnyClassKnowledgeGradient.default_verdict``).
+assumes one-coin workers and, with ``class_prior="gated"`` (the registry's default for Opt-KG
+on two classes), a class prior learned from the labels where a lone label cannot overturn the
+common class (uniform classes otherwise); the verdict reads the same labels with per-worker
+confusion matrices and a learned class prior
+(``OneCoinAnyClassKnowledgeGradient.default_verdict``).
 
 Push mode chooses the pair; pull mode (``select(state, worker=j)``) chooses the item for the
 arriving worker. On a replay only pairs with an unused recorded label are candidates

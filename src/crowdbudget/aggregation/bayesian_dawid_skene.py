@@ -72,21 +72,19 @@ Lone labels (``lone_labels``). A label that is the only one of its item makes th
 posterior by itself, and the mean-field update then credits its worker with it: the label
 enters row ``c`` of the worker's counts with the weight ``T_ic`` it gave itself. With a learned
 class prior this confirms itself. On the worker-aware default's trec campaigns at one label per
-item (13,000 of 19,033 items with one label, 2,800 with two or three), a worker saying the rarer
-class on 40 % or more of its labels had its lone rare labels moved to the common class — its
-common-class row took them as errors, which made the next move likelier, and the class prior
-followed (0.8 common against 0.63 of the labels): 3,092 of 4,903 lone class-0 labels moved,
-73 % of them wrongly on the gold items, 0.59 against majority vote's 0.65
-(docs/stress-bed.md, 2026-12-07). ``"skip"`` leaves a lone label out of its worker's counts
-(and of the per-iteration prior fit of ``prior_fit="every"``): a worker is judged by the labels
-that something else can check — a partner on the item, or the item's known truth — while the
-item's posterior still reads every label. The start prior (``prior_fit="start"``) is still fitted
-on every label, so a worker seen only alone keeps the crowd's trusting prior and its label
-still decides its item. When fewer than two workers have a partnered label (one label per item
-everywhere) nothing can be checked and ``"skip"`` counts every label as before;
-``"skip-always"`` skips them even then (every worker at the crowd prior: the lone labels decide,
-with a lower NLL, and a class prior no longer moves them). ``"count"`` (the default of
-:class:`BayesianDawidSkene`; ``bds-oc`` uses ``"skip"``) counts every label.
+item (about 13,000 of 19,033 items with one label, 2,800 with two or three), the workers saying
+the rarer class on 40 % or more of their labels had their lone rare labels moved to the common
+class — each moved label an error in its worker's common-class row, which made the next move
+likelier, and the class prior followed (0.80 common against 0.63 of the labels): 3,092 of 4,903
+lone class-0 labels moved, 73 % of them wrongly on the gold items; accuracy 0.59 against
+majority vote's 0.66 (docs/stress-bed.md, 2026-12-07). ``"skip"`` leaves the lone labels out
+of the workers' counts and of the empirical-Bayes prior's fit: workers, and the crowd's prior
+over them, are estimated from the labels something else can check — a partner on the item, or
+the item's known truth — while every item's posterior still reads all its labels. A worker
+seen only alone keeps the crowd's prior, so its label still decides its item unless the class
+prior outweighs that prior's doubt. When fewer than two workers have a partnered label (one
+label per item everywhere) nothing can be checked, and ``"skip"`` counts every label, as
+``"count"`` (the default of :class:`BayesianDawidSkene`; ``bds-oc`` uses ``"skip"``) does.
 
 ``confusion_prior=(diagonal, off_diagonal)`` fixes it instead (Kim & Ghahramani use
 hand-set values). ``ν₀ = class_prior`` (1: uniform).
@@ -158,7 +156,7 @@ PRIOR_FORMS = ("confusion", "one-coin")
 
 #: whether a lone label (the only label of its item) counts in its worker's model
 #: (``lone_labels``; module docstring)
-LONE_LABELS = ("count", "skip", "skip-always")
+LONE_LABELS = ("count", "skip")
 
 
 def polya_prior(counts: FloatArray, start: FloatArray, n_steps: int = 20) -> FloatArray:
@@ -233,9 +231,9 @@ class BayesianDawidSkene(Aggregator):
             ``"one-coin"`` (one crowd accuracy for every row) — module docstring.
         prior_floor: lower bound (>= 0) of every empirical-Bayes prior pseudo-count
             (default 0: the fit's own bound 1e-3) — module docstring.
-        lone_labels: whether a label alone on its item counts in its worker's model:
-            ``"count"`` (default), ``"skip"`` (not when at least two workers have a label
-            with a partner) or ``"skip-always"`` — module docstring.
+        lone_labels: whether a label alone on its item counts in its worker's model and the
+            prior: ``"count"`` (default) or ``"skip"`` (not when at least two workers have a
+            label with a partner) — module docstring.
         rng: seed or generator for ties.
 
     Fitted attributes:
@@ -375,10 +373,10 @@ class BayesianDawidSkene(Aggregator):
     def _worker_evidence(
         self, data: LabelData, matrix: sp.csr_matrix, known: KnownTruth | None
     ) -> sp.csr_matrix:
-        """The incidence (n_items, n_workers·C) whose labels feed the workers' counts: every
-        label of ``matrix`` (``"count"``), or only the labels with a partner — another label
-        of their item, or its known truth (``"skip-always"``; ``"skip"``: the same when at
-        least two workers have a partnered label, else every label) — module docstring."""
+        """The incidence (n_items, n_workers·C) whose labels feed the workers' counts and the
+        empirical-Bayes prior: every label of ``matrix`` (``"count"``, or ``"skip"`` when
+        fewer than two workers have a partnered label), else only the labels with a partner
+        — another label of their item, or its known truth (module docstring)."""
         if self.lone_labels == "count":
             return matrix
         per_item = np.asarray(matrix.sum(axis=1)).reshape(-1)  # labels per item, (n_items,)
@@ -386,9 +384,8 @@ class BayesianDawidSkene(Aggregator):
         if known is not None:
             partnered_item |= known.mask(matrix.shape[0])
         partnered = partnered_item[data.items]  # (n_labels,)
-        checked = np.unique(data.workers[partnered]).size
-        if self.lone_labels == "skip" and checked < 2:
-            return matrix
+        if np.unique(data.workers[partnered]).size < 2:
+            return matrix  # nothing can be checked: every label, as "count"
         C = data.n_classes
         return sp.csr_matrix(
             (partnered.astype(np.float64), (data.items, data.workers * C + data.labels)),
@@ -420,13 +417,11 @@ class BayesianDawidSkene(Aggregator):
         every = fixed is None and self.prior_fit == "every"
         if fixed is None and not every:
             # two-stage empirical Bayes: the prior of the majority-vote start, then held
-            # on every label: a lone label agreeing with itself keeps the crowd's prior a
-            # trusting one, so a worker seen only alone still decides its items (docstring)
-            start = np.asarray(matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
+            start = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration = 0
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
-            # [j, c, l]: the workers' expected counts, on their partnered labels with "skip"
+            # [j, c, l]: the workers' expected counts (partnered labels only with "skip")
             counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             if every:
                 # warm start: a few steps

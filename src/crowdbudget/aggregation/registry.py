@@ -413,8 +413,8 @@ BDS_ROWS = (
     _row(
         "lone-labels",
         str,
-        "a label alone on its item counts in its worker's model (count), not when two workers "
-        "have partnered labels (skip), or never (skip-always)",
+        "a label alone on its item counts in its worker's model and the prior (count), or not "
+        "when two workers have a label with a partner (skip)",
         choices=LONE_LABELS,
     ),
 )

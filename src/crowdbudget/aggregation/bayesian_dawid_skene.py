@@ -78,13 +78,15 @@ class — each moved label an error in its worker's common-class row, which made
 likelier, and the class prior followed (0.80 common against 0.63 of the labels): 3,092 of 4,903
 lone class-0 labels moved, 73 % of them wrongly on the gold items; accuracy 0.59 against
 majority vote's 0.66 (docs/stress-bed.md, 2026-12-07). ``"skip"`` leaves the lone labels out
-of the workers' counts and of the empirical-Bayes prior's fit: workers, and the crowd's prior
-over them, are estimated from the labels something else can check — a partner on the item, or
-the item's known truth — while every item's posterior still reads all its labels. A worker
-seen only alone keeps the crowd's prior, so its label still decides its item unless the class
-prior outweighs that prior's doubt. When fewer than two workers have a partnered label (one
-label per item everywhere) nothing can be checked, and ``"skip"`` counts every label, as
-``"count"`` (the default of :class:`BayesianDawidSkene`; ``bds-oc`` uses ``"skip"``) does.
+of the workers' counts: a worker is judged by the labels something else can check — a partner
+on the item, or the item's known truth — while every item's posterior still reads all its
+labels. The start prior (``prior_fit="start"``) is still fitted on every label, where a lone
+label agrees with itself: the crowd's prior stays a trusting one, so a worker seen only alone
+still decides its item. ``"skip-prior"`` fits that prior on the partnered labels too (and is
+then at the mercy of how few they are: measured, not the default). When fewer than two
+workers have a partnered label (one label per item everywhere) nothing can be checked, and
+both count every label, as ``"count"`` (the default of :class:`BayesianDawidSkene`; ``bds-oc``
+uses ``"skip"``) does.
 
 ``confusion_prior=(diagonal, off_diagonal)`` fixes it instead (Kim & Ghahramani use
 hand-set values). ``ν₀ = class_prior`` (1: uniform).
@@ -156,7 +158,7 @@ PRIOR_FORMS = ("confusion", "one-coin")
 
 #: whether a lone label (the only label of its item) counts in its worker's model
 #: (``lone_labels``; module docstring)
-LONE_LABELS = ("count", "skip")
+LONE_LABELS = ("count", "skip", "skip-prior")
 
 
 def polya_prior(counts: FloatArray, start: FloatArray, n_steps: int = 20) -> FloatArray:
@@ -231,9 +233,9 @@ class BayesianDawidSkene(Aggregator):
             ``"one-coin"`` (one crowd accuracy for every row) — module docstring.
         prior_floor: lower bound (>= 0) of every empirical-Bayes prior pseudo-count
             (default 0: the fit's own bound 1e-3) — module docstring.
-        lone_labels: whether a label alone on its item counts in its worker's model and the
-            prior: ``"count"`` (default) or ``"skip"`` (not when at least two workers have a
-            label with a partner) — module docstring.
+        lone_labels: whether a label alone on its item counts in its worker's model:
+            ``"count"`` (default), ``"skip"`` (not when at least two workers have a label
+            with a partner) or ``"skip-prior"`` (nor in the prior's fit) — module docstring.
         rng: seed or generator for ties.
 
     Fitted attributes:
@@ -373,10 +375,10 @@ class BayesianDawidSkene(Aggregator):
     def _worker_evidence(
         self, data: LabelData, matrix: sp.csr_matrix, known: KnownTruth | None
     ) -> sp.csr_matrix:
-        """The incidence (n_items, n_workers·C) whose labels feed the workers' counts and the
-        empirical-Bayes prior: every label of ``matrix`` (``"count"``, or ``"skip"`` when
-        fewer than two workers have a partnered label), else only the labels with a partner
-        — another label of their item, or its known truth (module docstring)."""
+        """The incidence (n_items, n_workers·C) whose labels feed the workers' counts: every
+        label of ``matrix`` (``"count"``, or when fewer than two workers have a partnered
+        label), else only the labels with a partner — another label of their item, or its
+        known truth (module docstring)."""
         if self.lone_labels == "count":
             return matrix
         per_item = np.asarray(matrix.sum(axis=1)).reshape(-1)  # labels per item, (n_items,)
@@ -416,8 +418,10 @@ class BayesianDawidSkene(Aggregator):
         prior = fixed if fixed is not None else np.where(np.eye(C, dtype=bool), 2.0, 1.0)
         every = fixed is None and self.prior_fit == "every"
         if fixed is None and not every:
-            # two-stage empirical Bayes: the prior of the majority-vote start, then held
-            start = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
+            # two-stage empirical Bayes: the prior of the majority-vote start, then held; on
+            # every label but with "skip-prior" (module docstring, "Lone labels")
+            start_matrix = workers_matrix if self.lone_labels == "skip-prior" else matrix
+            start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration = 0
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below

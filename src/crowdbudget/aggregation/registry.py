@@ -413,8 +413,8 @@ BDS_ROWS = (
     _row(
         "lone-labels",
         str,
-        "a label alone on its item counts in its worker's model and the prior (count), or not "
-        "when two workers have a label with a partner (skip)",
+        "a label alone on its item counts in its worker's model (count), or not when two "
+        "workers have a label with a partner (skip; skip-prior: nor in the prior's fit)",
         choices=LONE_LABELS,
     ),
 )

@@ -36,9 +36,11 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``mmsr`` | :class:`MMSR` (Ma & Olshevsky 2020) | ``n-iter``, ``tol`` |
 | ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
-|  |  | ``prior-fit``, ``temperature``, ``prior-form``, ``prior-floor`` |
+|  |  | ``prior-fit``, ``temperature``, ``prior-form``, ``prior-floor``, |
+|  |  | ``lone-labels`` |
 | ``bds-oc`` | :class:`BayesianDawidSkene`, ``prior_form="one-coin"``, | as ``bds`` |
-|  | ``prior_floor=0.1`` (one crowd accuracy at the prior's level; the default verdict) | |
+|  | ``prior_floor=0.1``, ``lone_labels="skip"`` (one crowd accuracy at the prior's | |
+|  | level, workers judged by partnered labels; the default verdict) | |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
@@ -71,6 +73,7 @@ from typing import Any
 
 from crowdbudget.aggregation.base import Aggregator
 from crowdbudget.aggregation.bayesian_dawid_skene import (
+    LONE_LABELS,
     PRIOR_FITS,
     PRIOR_FORMS,
     BayesianDawidSkene,
@@ -407,6 +410,13 @@ BDS_ROWS = (
         choices=PRIOR_FORMS,
     ),
     _row("prior-floor", float, "lower bound of every empirical-Bayes prior pseudo-count", low=0),
+    _row(
+        "lone-labels",
+        str,
+        "a label alone on its item counts in its worker's model (count), or not when two "
+        "workers have a label with a partner (skip; skip-prior: nor in the prior's fit)",
+        choices=LONE_LABELS,
+    ),
 )
 
 
@@ -616,10 +626,10 @@ for _spec in (
         "bds-oc",
         BayesianDawidSkene,
         "Bayesian Dawid-Skene whose empirical-Bayes prior is one-coin (one crowd accuracy "
-        "for every class), prior pseudo-counts at least 0.1",
+        "for every class), prior pseudo-counts at least 0.1, workers judged by partnered labels",
         *BDS_ROWS,
         paper="Kim & Ghahramani 2012, Bayesian classifier combination; prior by type-II ML",
-        defaults={"prior_form": "one-coin", "prior_floor": 0.1},
+        defaults={"prior_form": "one-coin", "prior_floor": 0.1, "lone_labels": "skip"},
     ),
 ):
     register_aggregator(_spec)

@@ -27,6 +27,7 @@ from crowdbudget.engine.blocked import BlockedLabelsVerdict
 from crowdbudget.engine.control import ControlLedger, ControlTasks, control_seed, expected_right
 from crowdbudget.engine.live import LiveRules
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
+from crowdbudget.engine import replay_push
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.executors import (
     EXECUTORS,
@@ -178,7 +179,10 @@ def run_campaign(
             calibrate=control.calibrate,
         )
     if ledger is None:
-        drive(policy, env, state, clock, recorder)
+        if replay_push.supports(policy, env, clock, recorder):
+            replay_push.drive_replay_push(policy, env, state, recorder)  # drive's, compiled
+        else:
+            drive(policy, env, state, clock, recorder)
         return recorder.rows + recorder.reader_rows
     if ledger.tasks.agreement:
         ledger.agreement_source = _agreement_source(verdict, policy, state, ledger)

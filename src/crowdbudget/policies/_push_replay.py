@@ -185,10 +185,13 @@ def push_replay_labels(
 
 def replay_ready(policy: Any, state: CampaignState) -> bool:
     """Whether :func:`take_labels` may take ``policy``'s next labels: the binary one-coin
-    worker-aware policy (exactly that class) whose push choices read the bounds (a first
-    choice made them), no item or worker shut by live rules, no capacities, one price."""
+    worker-aware policy (exactly that class, ``select`` and ``observe`` not replaced on the
+    instance) whose push choices read the bounds (a first choice made them), no item or
+    worker shut by live rules, no capacities, one price."""
     if type(policy) not in _SEGMENT_POLICIES or getattr(policy, "multiclass_", None) is not None:
         return False
+    if "select" in vars(policy) or "observe" in vars(policy):
+        return False  # wrapped on the instance (a recording test, a conformance check)
     if not getattr(policy, "_push_active", False):
         return False
     availability = state.availability

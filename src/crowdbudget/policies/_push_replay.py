@@ -186,15 +186,20 @@ def push_replay_labels(
 def replay_ready(policy: Any, state: CampaignState) -> bool:
     """Whether :func:`take_labels` may take ``policy``'s next labels: the binary one-coin
     worker-aware policy (exactly that class, ``select`` and ``observe`` not replaced on the
-    instance) whose push choices read the bounds (a first choice made them), no item or
-    worker shut by live rules, no capacities, one price."""
+    instance) whose push choices read the bounds (``_bounded``; its pairs are built here if
+    they are not yet, as its first ``select`` would), no item or worker shut by live rules,
+    no capacities, one price."""
     if type(policy) not in _SEGMENT_POLICIES or getattr(policy, "multiclass_", None) is not None:
         return False
     if "select" in vars(policy) or "observe" in vars(policy):
         return False  # wrapped on the instance (a recording test, a conformance check)
-    if not getattr(policy, "_push_active", False):
-        return False
     availability = state.availability
+    if availability.closed or availability.last:
+        return False
+    if not policy._pairs_built:
+        policy._build_pairs(state)  # what the first select does first (no draw)
+    if not (policy._bounded and policy.compiled_replay):
+        return False
     return not (
         availability.closed
         or availability.last
@@ -301,6 +306,7 @@ def _settle(
 ) -> None:
     """The Python side after :func:`push_replay_labels` (see :func:`take_labels`)."""
     if n_taken or stop & FELL_BACK:  # a choice read the lists (as _choose_push_bounded)
+        policy._push_active = True
         policy._push_rebuild = False
         policy._push_dirty = []
         policy._push_stale = []

@@ -309,25 +309,6 @@ class LabelLog:
         self._costs[n] = event.cost
         self._n = n + 1
 
-    def extend(self, items: IntArray, workers: IntArray, labels: IntArray, costs: FloatArray) -> None:
-        """Add the labels of these columns (each shape (k,)) at the end, in order: what k
-        :meth:`append` calls add."""
-        n, k = self._n, int(items.shape[0])
-        capacity = self._items.shape[0]
-        while capacity < n + k:
-            capacity *= 2
-        if capacity != self._items.shape[0]:
-            for name in ("_items", "_workers", "_labels", "_costs"):
-                old = getattr(self, name)
-                grown = np.empty(capacity, dtype=old.dtype)
-                grown[:n] = old[:n]
-                setattr(self, name, grown)
-        self._items[n : n + k] = items
-        self._workers[n : n + k] = workers
-        self._labels[n : n + k] = labels
-        self._costs[n : n + k] = costs
-        self._n = n + k
-
     def extend(
         self, items: IntArray, workers: IntArray, labels: IntArray, costs: FloatArray
     ) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, Outcome
 from crowdbudget.policies._push_replay import replay_ready, take_labels
+from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
 from crowdbudget.types import CampaignState
 
@@ -37,10 +38,11 @@ def supports(policy: Any, env: Any, clock: Any, recorder: Any) -> bool:
 
 
 def drive_replay_push(
-    policy: Any, env: ReplayEnvironment, state: CampaignState, recorder: CheckpointRecorder
+    policy: Any, env: LabelingEnvironment, state: CampaignState, recorder: CheckpointRecorder
 ) -> Outcome:
     """:func:`~crowdbudget.engine.loop.drive` for :func:`supports`'s campaigns (module
     docstring): the same labels, states and draws."""
+    assert isinstance(env, ReplayEnvironment)  # supports() said so
     handed = 0
     while True:
         if recorder.before_decision(state):

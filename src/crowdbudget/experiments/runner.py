@@ -23,11 +23,11 @@ import pandas as pd
 from scipy import stats
 
 from crowdbudget._validation import check_budget, check_positive_int
+from crowdbudget.engine import replay_push
 from crowdbudget.engine.blocked import BlockedLabelsVerdict
 from crowdbudget.engine.control import ControlLedger, ControlTasks, control_seed, expected_right
 from crowdbudget.engine.live import LiveRules
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, MetricsHook, drive
-from crowdbudget.engine import replay_push
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.executors import (
     EXECUTORS,

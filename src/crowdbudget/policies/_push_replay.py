@@ -108,7 +108,7 @@ def push_replay_labels(
     records = world[2:]
     eligible, label_counts, pending = campaign
     out_items, out_workers, out_labels, fresh, n_fresh, pending_change = out
-    pair_items, pair_workers = csr[4], csr[5]
+    pair_items = csr[4]
     budget, price = money[0], money[4]
     n_taken = 0
     dirty_one = np.empty(1, dtype=np.int64)
@@ -273,14 +273,21 @@ def take_labels(
             np.array(stale, dtype=np.int64) if stale else _NOTHING,
         ),
         (
-            (post.a, post.b, post.c, post.d, policy._moments, policy._reliability,
-             policy._item_error),
+            (
+                post.a,
+                post.b,
+                post.c,
+                post.d,
+                policy._moments,
+                policy._reliability,
+                policy._item_error,
+            ),
             policy._log,
             policy._labeled,
             policy._labeled_items,
             (policy._state_ids, policy._stale),
             policy._observe_csr,
-        ),  # fmt: skip
+        ),
         world,
         (state.eligible, state.label_counts, state.pending),
         out,

@@ -23,7 +23,6 @@ import pandas as pd
 from scipy import stats
 
 from crowdbudget._validation import check_budget, check_positive_int
-from crowdbudget.engine import replay_push
 from crowdbudget.engine.blocked import BlockedLabelsVerdict
 from crowdbudget.engine.control import ControlLedger, ControlTasks, control_seed, expected_right
 from crowdbudget.engine.live import LiveRules
@@ -179,10 +178,14 @@ def run_campaign(
             calibrate=control.calibrate,
         )
     if ledger is None:
-        if replay_push.supports(policy, env, clock, recorder):
-            replay_push.drive_replay_push(policy, env, state, recorder)  # drive's, compiled
-        else:
-            drive(policy, env, state, clock, recorder)
+        if getattr(policy, "compiled_replay", False):
+            # imported here: the worker-aware kernels' modules only where they run
+            from crowdbudget.engine import replay_push
+
+            if replay_push.supports(policy, env, clock, recorder):
+                replay_push.drive_replay_push(policy, env, state, recorder)  # drive's, compiled
+                return recorder.rows + recorder.reader_rows
+        drive(policy, env, state, clock, recorder)
         return recorder.rows + recorder.reader_rows
     if ledger.tasks.agreement:
         ledger.agreement_source = _agreement_source(verdict, policy, state, ledger)

@@ -292,6 +292,10 @@ class CheckpointRecorder:
             return self._next == len(self.checkpoints)
         return False
 
+    def next_checkpoint(self) -> float:
+        """The spend at which :meth:`before_decision` records next (after it said go on)."""
+        return float(self.checkpoints[self._next])
+
     def finish(self, state: CampaignState) -> None:
         self._record(state, float("inf"))
 

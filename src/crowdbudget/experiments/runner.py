@@ -178,13 +178,32 @@ def run_campaign(
             calibrate=control.calibrate,
         )
     if ledger is None:
-        drive(policy, env, state, clock, recorder)
+        _drive(policy, env, state, clock, recorder)
         return recorder.rows + recorder.reader_rows
     if ledger.tasks.agreement:
         ledger.agreement_source = _agreement_source(verdict, policy, state, ledger)
     counted = _ControlColumns(recorder, ledger)
     drive(policy, env, state, clock, counted, live=live)
     return recorder.rows + recorder.reader_rows
+
+
+def _drive(
+    policy: AllocationPolicy,
+    env: LabelingEnvironment,
+    state: CampaignState,
+    clock: Clock,
+    recorder: CheckpointRecorder,
+) -> None:
+    """:func:`~crowdbudget.engine.loop.drive`, or its compiled runs on a push-mode replay of a
+    policy that offers them (:mod:`crowdbudget.engine.replay_push`: the same campaign)."""
+    if getattr(policy, "compiled_replay", False):
+        # imported here: the worker-aware kernels' modules only where they run
+        from crowdbudget.engine import replay_push
+
+        if replay_push.supports(policy, env, clock, recorder):
+            replay_push.drive_replay_push(policy, env, state, recorder)
+            return
+    drive(policy, env, state, clock, recorder)
 
 
 def _agreement_source(

@@ -152,12 +152,14 @@ def refresh_items(
 
 
 @njit(cache=True, nogil=True)
-def _error_after(g: FloatArray, r: float, omr: float) -> float:
-    """The error probability after a label of a worker of mean reliability r on the item
-    orientation whose moments are ``g`` (``_score_fused``'s operations, d = 1/2)."""
-    z1 = g[0] * r + g[1] * omr
-    mean = (g[2] * r + g[4] * omr) / z1
-    second = (g[3] * r + g[5] * omr) / z1
+def _error_after(moments: FloatArray, i: int, o: int, r: float, omr: float) -> float:
+    """The error probability after a label of a worker of mean reliability r on item i's
+    orientation o, whose moments are ``moments[i, o]`` (``_score_fused``'s operations,
+    d = 1/2). Read in place: a view ``moments[i, o]`` per call takes and drops a reference
+    to the array — two atomic operations, a tenth of a push replay's time."""
+    z1 = moments[i, o, 0] * r + moments[i, o, 1] * omr
+    mean = (moments[i, o, 2] * r + moments[i, o, 4] * omr) / z1
+    second = (moments[i, o, 3] * r + moments[i, o, 5] * omr) / z1
     spread = mean * (1.0 - mean)
     var = _maximum(second - mean * mean, spread * 1e-15)
     s = _maximum(spread / var - 1.0, _S_FLOOR)
@@ -212,17 +214,51 @@ def rescore_pairs(
 ) -> int:
     """``scores[pairs]`` = the canonical Opt-KG (``optimistic``) or KG score of each pair at
     d = 1/2; returns the number of ``betainc`` evaluations (distinct ``(ta, tb, r)``)."""
-    k = pairs.shape[0]
     # sized by the distinct keys, not the pairs (a few thousand against 10^5 pairs on trec:
-    # a small table stays in cache), doubled when half full
+    # a small table stays in cache), doubled when half full — between runs of
+    # :func:`_rescore_run`, so that no loop rebinds the table: Numba takes and drops a
+    # reference to an array a loop may rebind at every pass (two atomic operations; a
+    # tenth of a push replay's time when the table was grown inside the loop)
     size = 1024
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
+    start = 0
+    evaluated = 0
+    while True:
+        start, evaluated = _rescore_run(
+            start, evaluated, pairs, pair_items, pair_workers, a, b, moments, reliability,
+            item_error, optimistic, scores, keys, errors,
+        )  # fmt: skip
+        if start == pairs.shape[0]:
+            return evaluated
+        keys, errors = _grown(keys, errors, 2 * keys.shape[0])
+
+
+@njit(cache=True, nogil=True)
+def _rescore_run(
+    start: int,
+    evaluated: int,
+    pairs: IntArray,
+    pair_items: IntArray,
+    pair_workers: IntArray,
+    a: FloatArray,
+    b: FloatArray,
+    moments: FloatArray,
+    reliability: FloatArray,
+    item_error: FloatArray,
+    optimistic: bool,
+    scores: FloatArray,
+    keys: IntArray,
+    errors: FloatArray,
+) -> tuple[int, int]:
+    """:func:`rescore_pairs` from ``pairs[start]`` on, until a new key would fill the table
+    ``(keys, errors)`` past half; returns where it stopped (that pair not scored: it starts
+    the next run, which finds its keys already in the table) and the evaluations so far."""
+    size = keys.shape[0]
     a_bits = a.view(np.int64)
     b_bits = b.view(np.int64)
     r_bits = reliability.view(np.int64)
-    evaluated = 0
-    for n in range(k):
+    for n in range(start, pairs.shape[0]):
         p = pairs[n]
         i = pair_items[p]
         w = pair_workers[p]
@@ -237,33 +273,39 @@ def rescore_pairs(
             h = _slot(keys, ta, tb, r_bits[w])
             if keys[h, 0] == -1:
                 if 2 * (evaluated + 1) > size:
-                    size *= 2
-                    keys, errors = _grown(keys, errors, size)
-                    h = _slot(keys, ta, tb, r_bits[w])
+                    return n, evaluated
                 keys[h, 0] = ta
                 keys[h, 1] = tb
                 keys[h, 2] = r_bits[w]
-                errors[h] = _error_after(moments[i, o], r, omr)
+                errors[h] = _error_after(moments, i, o, r, omr)
                 evaluated += 1
             if o == 0:
                 err0 = errors[h]
             else:
                 err1 = errors[h]
-        scores[p] = _pair_score(moments[i, 1], r, omr, item_error[i], err0, err1, optimistic)
-    return evaluated
+        scores[p] = _pair_score(moments, i, r, omr, item_error[i], err0, err1, optimistic)
+    return pairs.shape[0], evaluated
 
 
 @njit(cache=True, nogil=True)
 def _pair_score(
-    g1: FloatArray, r: float, omr: float, now: float, err0: float, err1: float, optimistic: bool
+    moments: FloatArray,
+    i: int,
+    r: float,
+    omr: float,
+    now: float,
+    err0: float,
+    err1: float,
+    optimistic: bool,
 ) -> float:
-    """The canonical score of a pair from the item's current error ``now`` and its errors
-    after a label 0 / 1 (``err0``, ``err1``); ``g1`` the item's label-1 moments (KG's P(1))."""
+    """The canonical score of a pair of item i from its current error ``now`` and its errors
+    after a label 0 / 1 (``err0``, ``err1``); ``moments[i, 1]`` its label-1 moments (KG's
+    P(1); read in place, as :func:`_error_after`)."""
     r0 = now - err0
     r1 = now - err1
     if optimistic:
         return canonical(_maximum(r1, r0))
-    p1 = g1[0] * r + g1[1] * omr
+    p1 = moments[i, 1, 0] * r + moments[i, 1, 1] * omr
     return canonical(p1 * r1 + (1.0 - p1) * r0)
 
 
@@ -343,12 +385,13 @@ def choose_for_worker(
         s = state_ids[i]
         if not done[s]:
             state_score[s] = _pair_score(
-                moments[i, 1],
+                moments,
+                i,
                 reliability,
                 omr,
                 item_error[i],
-                _error_after(moments[i, 0], reliability, omr),
-                _error_after(moments[i, 1], reliability, omr),
+                _error_after(moments, i, 0, reliability, omr),
+                _error_after(moments, i, 1, reliability, omr),
                 optimistic,
             )
             done[s] = True

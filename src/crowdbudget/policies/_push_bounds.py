@@ -248,18 +248,48 @@ def _agreeing_errors(
     two errors after, so ``h(now) − out`` is the pair's Opt-KG score (the test grid: never
     below it by more than the candidate slack). One ``betainc`` per distinct (oriented state,
     reliability), the table of :func:`~crowdbudget.policies._one_coin_kernel.rescore_pairs`."""
-    # a power of two above twice the keys at most (doubled if ever half full): a label
-    # re-reads a bound or two, and a 24 KB table per label was most of that
+    # a power of two above twice the keys at most (doubled if ever half full, between runs
+    # of _agreeing_run: no loop rebinds the table, see rescore_pairs): a label re-reads a
+    # bound or two, and a 24 KB table per label was most of that
     size = 16
     while size < 2 * n_todo + 2 and size < 1024:
         size *= 2
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
+    start = 0
+    evaluated = 0
+    while True:
+        start, evaluated = _agreeing_run(
+            start, evaluated, items, workers, n_todo, a, b, moments, reliability, out, keys,
+            errors,
+        )  # fmt: skip
+        if start == n_todo:
+            return
+        keys, errors = _grown(keys, errors, 2 * keys.shape[0])
+
+
+@njit(cache=True, nogil=True)
+def _agreeing_run(
+    start: int,
+    evaluated: int,
+    items: IntArray,
+    workers: IntArray,
+    n_todo: int,
+    a: FloatArray,
+    b: FloatArray,
+    moments: FloatArray,
+    reliability: FloatArray,
+    out: FloatArray,
+    keys: IntArray,
+    errors: FloatArray,
+) -> tuple[int, int]:
+    """:func:`_agreeing_errors` from ``start`` on, until a new key would fill the table past
+    half; returns where it stopped and the evaluations so far."""
+    size = keys.shape[0]
     a_bits = a.view(np.int64)
     b_bits = b.view(np.int64)
     r_bits = reliability.view(np.int64)
-    evaluated = 0
-    for n in range(n_todo):
+    for n in range(start, n_todo):
         i = items[n]
         w = workers[n]
         r = reliability[w]
@@ -269,15 +299,14 @@ def _agreeing_errors(
         h = _slot(keys, ta, tb, r_bits[w])
         if keys[h, 0] == -1:
             if 2 * (evaluated + 1) > size:
-                size *= 2
-                keys, errors = _grown(keys, errors, size)
-                h = _slot(keys, ta, tb, r_bits[w])
+                return n, evaluated
             keys[h, 0] = ta
             keys[h, 1] = tb
             keys[h, 2] = r_bits[w]
-            errors[h] = _error_after(moments[i, o], r, 1.0 - r)
+            errors[h] = _error_after(moments, i, o, r, 1.0 - r)
             evaluated += 1
         out[n] = errors[h]
+    return n_todo, evaluated
 
 
 @njit(cache=True, nogil=True)
@@ -470,7 +499,12 @@ def _reused_ties(
                 candidates[n_candidates] = i
                 n_candidates += 1
         _score_candidates(candidates, n_candidates, csr, beliefs, moments, valid)
-        extra = np.empty(16, dtype=np.int64)
+        # room for every pair of the candidates: an array no loop rebinds (see
+        # _one_coin_kernel.rescore_pairs)
+        n_pairs = 0
+        for n in range(n_candidates):
+            n_pairs += item_ptr[candidates[n] + 1] - item_ptr[candidates[n]]
+        extra = np.empty(n_pairs, dtype=np.int64)
         n_extra = 0
         above = False
         for n in range(n_candidates):
@@ -482,10 +516,6 @@ def _reused_ties(
                 if scores[p] > best:
                     above = True
                 elif scores[p] == best:
-                    if n_extra == extra.shape[0]:
-                        grown = np.empty(2 * n_extra, dtype=np.int64)
-                        grown[:n_extra] = extra
-                        extra = grown
                     extra[n_extra] = p
                     n_extra += 1
         if not above:

@@ -143,6 +143,11 @@ class IncrementalPairScores:
     #: same choices; False: the per-worker bests (the reference it is tested against); set on
     #: an instance before ``reset``
     bounded_push = True
+    #: True: on a push-mode replay the campaign loop may take the labels between two refits in
+    #: one compiled call once push choices read the bounds (:mod:`~crowdbudget.policies.
+    #: _push_replay`, :mod:`crowdbudget.engine.replay_push`) — the same campaign; False: one
+    #: label at a time through ``select`` and ``observe`` (the reference it is tested against)
+    compiled_replay = True
 
     # the one-coin look-ahead fused: per item the Beta moments of both orientations are kept
     # (they change only with the item), per worker the mean reliability; a rescoring is then

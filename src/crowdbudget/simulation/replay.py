@@ -217,6 +217,34 @@ class ReplayEnvironment(LabelingEnvironment):
         )
         return StepResult(event, terminated=self._n_used == self.n_records)
 
+    def record_arrays(self) -> tuple[np.ndarray, ...]:
+        """What a compiled push step reads and writes in place
+        (:func:`~crowdbudget.policies._push_replay.push_replay_labels`, the steps of
+        :meth:`step` with a worker): the records' workers, labels, items and pairs, the item
+        and pair CSR, the kept permutation and positions, the used flags, the unused counts
+        per pair and per item, the eligible items, then the used records' count as a (1,)
+        array — written back by :meth:`records_used`."""
+        return (
+            self.workers,
+            self.labels,
+            self.items,
+            self._record_pair,
+            self._item_ptr,
+            self._pair_ptr,
+            self._pair_perm,
+            self._perm,
+            self._slot_of,
+            self._used,
+            self._pair_unused,
+            self._unused,
+            self._eligible,
+            np.array([self._n_used], dtype=np.int64),
+        )
+
+    def records_used(self, arrays: tuple[np.ndarray, ...]) -> None:
+        """The used records' count after a compiled step on :meth:`record_arrays`."""
+        self._n_used = int(arrays[-1][0])
+
     def arriving_worker(self) -> int:
         """Pull mode: a worker with unused records, chosen uniformly among the records left
         (so a worker arrives as often as they have labels to give)."""

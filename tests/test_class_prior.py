@@ -282,3 +282,18 @@ def test_the_default_class_prior_steps_aside_without_full_refits() -> None:
     assert policy.class_prior == "none"  # type: ignore[attr-defined]
     with pytest.raises(InvalidParameterError, match="needs full refits"):
         make_policy(GATED + ":refit-tol=0.01:refit-exact-until=0:refit-exact-growth=0")
+
+
+def test_the_compiled_em_is_the_numpy_em() -> None:
+    from crowdbudget.policies._class_prior import share_and_accuracy
+    from reference.two_coin_em import share_and_accuracy_numpy
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        n, n_items, n_workers = (int(rng.integers(1, k)) for k in (2000, 500, 40))
+        items, workers = rng.integers(0, n_items, n), rng.integers(0, n_workers, n)
+        labels = (rng.random(n) < rng.random()).astype(np.int64)
+        prior = [(16.0, 4.0), (4.0, 1.0), (1.0, 1.0), (0.5, 0.7)][trial % 4]
+        got = share_and_accuracy(items, workers, labels, n_items, prior)
+        want = share_and_accuracy_numpy(items, workers, labels, n_items, prior)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

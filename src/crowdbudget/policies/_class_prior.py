@@ -41,7 +41,8 @@ worth, and a share that runs away after the gate opened locks it shut (:class:`G
 **When it runs.** At every full refit of the policy (:meth:`ClassPriorSteps._update_class_prior`,
 one call at the start of its rounds) — but while the gate is shut, only once the labels have
 grown by :data:`SHUT_GROWTH` since the last fit (a balanced crowd never opens it; the fit at
-every refit of a 3,200-label RTE replay cost about 0.5 s of CPU, on its growth points 0.05 s).
+every refit of a 3,200-label RTE replay cost about 0.5 s of CPU, on its growth points 0.05 s,
+compiled 0.014 s).
 With the incremental refit (``refit_tol`` > 0) the prior moves at the full refits only
 (``refit_exact_until``, ``refit_exact_growth``): the incremental refits between them re-read
 their items with the prior of the last full one, and its statistics are synchronised after
@@ -52,10 +53,12 @@ Measurements: docs/stress-bed.md, "a learned class prior in the worker-aware all
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 from scipy import special
 
 from crowdbudget.exceptions import InvalidParameterError
@@ -114,44 +117,95 @@ def share_and_accuracy(
     iterations (stops when no rate and not π moved by more than 1e-7)."""
     c0, d0 = worker_prior
     _, item, counts = np.unique(items, return_inverse=True, return_counts=True)
-    item = item.reshape(-1)
     _, worker = np.unique(workers, return_inverse=True)
-    worker = worker.reshape(-1)
-    n_w = int(worker.max()) + 1
-    one = labels == 1
     # MAP of each rate under Beta(c0, d0): c0, d0 > 1 in the registry (16, 4), so the mode
     # is inside (0, 1); with c0 ≤ 1 or d0 ≤ 1 the posterior mean keeps it there
     shift = 1.0 if (c0 > 1.0 and d0 > 1.0) else 0.0
+    pi, right_mean, right2, n2 = _two_coin_em(
+        item.reshape(-1).astype(np.int64),
+        worker.reshape(-1).astype(np.int64),
+        np.asarray(labels == 1),
+        counts.astype(np.int64),
+        float(c0),
+        float(d0),
+        shift,
+        n_iter,
+        _TOL,
+    )
+    return float(pi), float(right_mean), float(right2), float(n2)
+
+
+@njit(cache=True, nogil=True)
+def _two_coin_em(
+    item: IntArray,
+    worker: IntArray,
+    one: np.ndarray,
+    counts: IntArray,
+    c0: float,
+    d0: float,
+    shift: float,
+    n_iter: int,
+    tol: float,
+) -> tuple[float, float, float, float]:
+    """:func:`share_and_accuracy`'s EM, compiled: ``item``, ``worker`` (n,) dense indices,
+    ``one`` (n,) the labels that say 1, ``counts`` (n_seen,) labels per item. One pass over
+    the labels per half-step (the fit runs at the policy's refits: a NumPy loop paid a
+    dozen array calls per iteration, most of the option's cost on a balanced crowd)."""
+    n, n_seen = item.shape[0], counts.shape[0]
+    n_w = 0
+    for t in range(n):
+        n_w = max(n_w, worker[t] + 1)
     sens = np.full(n_w, c0 / (c0 + d0))  # P(label 1 | class 1), per worker
     spec = sens.copy()  # P(label 0 | class 0)
+    log_s1, log_s0 = np.empty(n_w), np.empty(n_w)
+    x, p = np.empty(n_seen), np.full(n_seen, 0.5)
+    num_s, den_s = np.empty(n_w), np.empty(n_w)
+    num_q, den_q = np.empty(n_w), np.empty(n_w)
     pi = 0.5
-    p = np.full(counts.shape[0], 0.5)
     for _ in range(n_iter):
-        s_, q_ = np.clip(sens, 1e-9, 1.0 - 1e-9), np.clip(spec, 1e-9, 1.0 - 1e-9)
-        # each label's log-likelihood ratio class 1 : class 0
-        s_, q_ = s_[worker], q_[worker]
-        ratio = np.where(one, np.log(s_ / (1.0 - q_)), np.log((1.0 - s_) / q_))
-        x = special.logit(pi) + np.bincount(item, weights=ratio)
-        p = special.expit(np.clip(x, -700.0, 700.0))  # clipped: exp never overflows
-        pt = p[item]
-        new_sens = (np.bincount(worker, weights=pt * one, minlength=n_w) + c0 - shift) / (
-            np.bincount(worker, weights=pt, minlength=n_w) + c0 + d0 - 2.0 * shift
-        )
-        new_spec = (np.bincount(worker, weights=(1.0 - pt) * ~one, minlength=n_w) + c0 - shift) / (
-            np.bincount(worker, weights=1.0 - pt, minlength=n_w) + c0 + d0 - 2.0 * shift
-        )
-        new_pi = (float(p.sum()) + 1.0) / (counts.shape[0] + 2.0)
-        moved = max(
-            float(np.abs(new_sens - sens).max()),
-            float(np.abs(new_spec - spec).max()),
-            abs(new_pi - pi),
-        )
-        sens, spec, pi = new_sens, new_spec, new_pi
-        if moved < _TOL:
+        for j in range(n_w):
+            # rates clipped off 0 and 1: every log below is finite
+            s_ = min(max(sens[j], 1e-9), 1.0 - 1e-9)
+            q_ = min(max(spec[j], 1e-9), 1.0 - 1e-9)
+            log_s1[j] = math.log(s_ / (1.0 - q_))  # a label 1's log-likelihood ratio
+            log_s0[j] = math.log((1.0 - s_) / q_)  # a label 0's
+        x[:] = 0.0
+        for t in range(n):
+            x[item[t]] += log_s1[worker[t]] if one[t] else log_s0[worker[t]]
+        prior = math.log(pi / (1.0 - pi))
+        total = 0.0
+        for i in range(n_seen):
+            # clipped: exp never overflows
+            p[i] = 1.0 / (1.0 + math.exp(-min(max(prior + x[i], -700.0), 700.0)))
+            total += p[i]
+        num_s[:], den_s[:], num_q[:], den_q[:] = 0.0, 0.0, 0.0, 0.0
+        for t in range(n):
+            j, pt = worker[t], p[item[t]]
+            den_s[j] += pt
+            den_q[j] += 1.0 - pt
+            if one[t]:
+                num_s[j] += pt
+            else:
+                num_q[j] += 1.0 - pt
+        moved = 0.0
+        for j in range(n_w):
+            new_s = (num_s[j] + c0 - shift) / (den_s[j] + c0 + d0 - 2.0 * shift)
+            new_q = (num_q[j] + c0 - shift) / (den_q[j] + c0 + d0 - 2.0 * shift)
+            moved = max(moved, abs(new_s - sens[j]), abs(new_q - spec[j]))
+            sens[j], spec[j] = new_s, new_q
+        new_pi = (total + 1.0) / (n_seen + 2.0)
+        moved = max(moved, abs(new_pi - pi))
+        pi = new_pi
+        if moved < tol:
             break
-    right = np.where(one, p[item], 1.0 - p[item])
-    several = counts[item] >= 2
-    return float(pi), float(right.mean()), float(right[several].sum()), float(several.sum())
+    right_total, right2, n2 = 0.0, 0.0, 0.0
+    for t in range(n):
+        right = p[item[t]] if one[t] else 1.0 - p[item[t]]
+        right_total += right
+        if counts[item[t]] >= 2:
+            right2 += right
+            n2 += 1.0
+    return pi, right_total / n, right2, n2
 
 
 def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:

@@ -76,6 +76,8 @@ import numpy as np
 from crowdbudget._validation import check_probability
 from crowdbudget.aggregation.registry import DEFAULT_VERDICT
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies._class_prior import CLASS_PRIORS, GateMemory
+from crowdbudget.policies._class_prior_multiclass import gated_class_prior
 from crowdbudget.policies._index import TieBreak, canonical_scores, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest, representatives
 from crowdbudget.policies._refit_schedule import check_refit_growth, next_refit_at
@@ -134,6 +136,11 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         refit_growth: a growing refit schedule (0: every ``refit`` labels): after a refit at
             n labels the next one is at n + max(refit, ⌈refit_growth · n⌉) labels (module
             docstring, "Refit schedule").
+        class_prior: ``"none"`` (the problem's item prior throughout) or ``"gated"``: at
+            every refit the prior of every item not known becomes the class shares a
+            Dawid–Skene fit of the labels gives, where a lone label cannot decide the item
+            (:mod:`~crowdbudget.policies._class_prior_multiclass`; needs ``refit`` > 0 and
+            one prior shared by every item). The unlabelled items keep sharing one state.
 
     Fitted attributes:
         posterior_: the one-coin or confusion posterior
@@ -148,6 +155,10 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
     #: beliefs (False: the binary refit's choice; kept to measure against)
     refit_from_prior = True
 
+    #: score every pair on its own (no score shared by the unlabelled items or by the workers
+    #: without a label): the reference the fast path is tested against
+    reference = False
+
     def __init__(
         self,
         worker_model: str = "one-coin",
@@ -157,6 +168,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         alpha: float | None = None,
         refit: int = 0,
         refit_growth: float = 0.0,
+        class_prior: str = "none",
     ) -> None:
         self.worker_model = worker_model
         self.optimistic = optimistic
@@ -165,6 +177,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         self.alpha = alpha
         self.refit = refit
         self.refit_growth = refit_growth
+        self.class_prior = class_prior
 
     def validate_params(self) -> None:
         if self.worker_model not in CATEGORICAL_WORKER_MODELS:
@@ -185,6 +198,12 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
                 f"refit must be an integer >= 0 (0: never), got {self.refit!r}"
             )
         check_refit_growth(self.refit_growth, self.refit)
+        if self.class_prior not in CLASS_PRIORS:
+            raise InvalidParameterError(
+                f"class_prior must be one of {', '.join(CLASS_PRIORS)}, got {self.class_prior!r}"
+            )
+        if self.class_prior != "none" and not self.refit:
+            raise InvalidParameterError("class_prior needs refit > 0")
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:
@@ -208,6 +227,14 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
                 confusion_prior(problem.n_classes, c, d),
             )
         self._pairs_built = False
+        # the state every item still at its prior shares (module docstring, "Cost per label"),
+        # which a learned class prior moves at refits; the items known (control answers) keep
+        # their own prior row
+        self._at_prior = prior[:1] / prior[:1].sum(axis=1, keepdims=True)
+        self._base_prior = self._at_prior
+        self._same_prior = bool(np.all(prior == prior[0]))
+        self._known = np.zeros(problem.n_items, dtype=bool)
+        self._gate = GateMemory()
         # the labels so far (for refit): rows (item, worker, label), grown by doubling
         self._log = np.empty((64, 3), dtype=np.int64)
         self._n_log = 0
@@ -234,10 +261,8 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         self._item_error = 1.0 - q.max(axis=1)
         # items still at the prior share one score per worker when every item has the same
         # prior (bit for bit: the score is a function of the q row and the worker)
-        prior = problem.prior_array
-        self._share = bool(np.all(prior == prior[0]))
-        at_prior = prior[:1] / prior[:1].sum(axis=1, keepdims=True)
-        self._fresh = np.all(q == at_prior, axis=1) & self._share
+        self._share = self._same_prior and not self.reference
+        self._fresh = np.all(q == self._at_prior, axis=1) & self._share
         # scores; -inf for a pair that can never be asked again (its item left the eligible
         # set, or its recorded labels are used up: both are for good)
         self._scores = np.full(self._pair_items.shape[0], -np.inf)
@@ -384,6 +409,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         (the posterior's ``know``), then the label is observed — a definite right or wrong
         answer of its worker."""
         self.posterior_.know(event.item, truth)
+        self._known[event.item] = True
         self.observe(event)
 
     def observe(self, event: LabelEvent) -> None:
@@ -423,14 +449,13 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         """Re-read every label (module docstring, "Refit"), then rescore every live pair in
         one pass and recompute every worker's best."""
         log = self._log[: self._n_log]
+        self._update_class_prior(log)
         self.posterior_.refit(log[:, 0], log[:, 1], log[:, 2], from_prior=self.refit_from_prior)
         if not self._pairs_built:
             return
         q = self.posterior_.q
         self._item_error = 1.0 - q.max(axis=1)
-        prior = self.problem_.prior_array
-        at_prior = prior[:1] / prior[:1].sum(axis=1, keepdims=True)
-        self._fresh = np.all(q == at_prior, axis=1) & self._share
+        self._fresh = np.all(q == self._at_prior, axis=1) & self._share
         # pairs dropped stay dropped; used-up pairs are dropped now; the rest are rescored
         live = np.flatnonzero(self._scores > -np.inf)
         if self._remaining is not None:
@@ -441,13 +466,34 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         # every such worker, so its pairs' score is a function of the item alone: one score per
         # item for all of them (millionaire: 37,332 players, most never asked)
         answered = np.bincount(log[:, 1], minlength=self._best.best.shape[0]) > 0
-        known = answered[self._pair_workers[live]]
+        known = answered[self._pair_workers[live]] | self.reference
         self._rescore(live[known])
         unknown = live[~known]
         if unknown.shape[0]:
             first, inverse = representatives(self._pair_items[unknown], self.posterior_.q.shape[0])
             self._scores[unknown] = self._score_pairs(unknown[first])[inverse]
         self._best.refresh(np.arange(self._best.best.shape[0], dtype=np.int64))
+
+    def _update_class_prior(self, log: IntArray) -> None:
+        """``class_prior="gated"``: before a refit re-reads the labels, the prior row of every
+        item not known becomes :func:`~crowdbudget.policies._class_prior_multiclass.
+        gated_class_prior`'s (the problem's when the gate is shut): one row for all, so the
+        unlabelled items, which the refit restarts from it, still share one state."""
+        if self.class_prior == "none" or not self._same_prior or not log.shape[0]:
+            return
+        row = gated_class_prior(
+            log[:, 0],
+            log[:, 1],
+            log[:, 2],
+            self.problem_.n_classes,
+            self.worker_prior,
+            memory=self._gate,
+        )
+        new = self._base_prior if row is None else row[None, :]
+        if np.array_equal(new, self._at_prior):
+            return
+        self.posterior_._q0[~self._known] = new
+        self._at_prior = new
 
     def final_labels(self, state: CampaignState) -> IntArray:
         return self.posterior_.predict()
@@ -467,9 +513,9 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             ``worker_prior`` is Beta(16, 4) for the binary refit (the stronger prior helps the
             binary refit, not the multi-class one; docs/decisions.md, docs/reproductions.md,
             "A stronger worker prior for the refit").
-        class_prior: the binary policy's (``"gated"``: a learned class prior,
-            :mod:`~crowdbudget.policies._class_prior`); more than two classes keep the
-            problem's item prior (the categorical delegate has none).
+        class_prior: ``"gated"``: a learned class prior — on two classes the binary rule
+            (:mod:`~crowdbudget.policies._class_prior`), on more the categorical delegate's
+            (:mod:`~crowdbudget.policies._class_prior_multiclass`).
 
     Fitted attributes:
         multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,
@@ -539,6 +585,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             refit=self.refit,
             # the parent's constructor argument (worker_aware.OneCoinKnowledgeGradient)
             refit_growth=getattr(self, "refit_growth", 0.0),
+            class_prior=self.class_prior,
         )
         delegate.reset(problem, rng)
         self.multiclass_ = delegate

@@ -32,9 +32,10 @@ the Dirichlet posterior on the side of the uniform share (a few agreeing early l
 open it). Open: every item not known gets the prior π (clipped to at least
 :data:`SHARE_FLOOR` per class, renormalised); shut: the problem's. Common-class odds
 π_max / (1 − π_max) that grow more than :data:`~crowdbudget.policies._class_prior.RUNAWAY`
-times after the gate opened lock it shut for the campaign (the binary rule's
-:class:`~crowdbudget.policies._class_prior.GateMemory`: with the prior on, the allocation's
-own labels can run the share away).
+times after the gate opened (the near credible bound now against the far one at opening, so
+that an estimate firming up from a few labels does not count) lock it shut for the campaign
+(the binary rule's :class:`~crowdbudget.policies._class_prior.GateMemory`: with the prior on,
+the allocation's own labels can run the share away).
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ def gated_class_prior(
 ) -> FloatArray | None:
     """The class prior (K,) every item not known gets at a refit (module docstring), or None
     (the problem's prior: a lone label can decide, or no label yet). ``memory`` (updated in
-    place) remembers the common class's log-odds logit π_max when the gate opened; log-odds
-    that run more than log RUNAWAY beyond them lock the gate shut."""
+    place) remembers the common class's log-odds logit π_max when the gate opened (at the
+    far credible bound); log-odds (at the near bound) that run more than log RUNAWAY beyond
+    them lock the gate shut."""
     if items.shape[0] == 0 or (memory is not None and memory.locked):
         return None
     K = int(n_classes)
@@ -139,7 +141,8 @@ def gated_class_prior(
     # the Dirichlet(1 + n_soft) posterior's marginals: Beta(1 + n_k, K − 1 + n − n_k)
     total = float(n_soft.sum())
     top, low = int(np.argmax(pi)), int(np.argmin(pi))
-    near_max = float(special.betaincinv(1.0 + n_soft[top], K - 1.0 + total - n_soft[top], quantile))
+    top_beta = (1.0 + n_soft[top], K - 1.0 + total - n_soft[top])
+    near_max = float(special.betaincinv(*top_beta, quantile))
     near_min = float(
         special.betaincinv(1.0 + n_soft[low], K - 1.0 + total - n_soft[low], 1.0 - quantile)
     )
@@ -150,11 +153,13 @@ def gated_class_prior(
     if memory is not None:
         # the common class's odds π_max / (1 − π_max), as the binary rule's |logit π| (not
         # π_max / π_min: a class the crowd hardly ever names has π_min ≈ 1/n, which runs away
-        # with every label whatever the allocation does)
-        odds = float(special.logit(pi[top]))
+        # with every label whatever the allocation does), read at credible bounds: at opening
+        # the far one (what the labels then still allowed), later the near one — an estimate
+        # firming up from a few labels stays within the first; one the allocation's own
+        # labels run away goes beyond
         if memory.opened_at is None:
-            memory.opened_at = odds
-        elif odds > memory.opened_at + float(np.log(RUNAWAY)):
+            memory.opened_at = float(special.logit(special.betaincinv(*top_beta, 1.0 - quantile)))
+        elif float(special.logit(near_max)) > memory.opened_at + float(np.log(RUNAWAY)):
             memory.locked, memory.opened_at = True, None
             return None
     prior = np.maximum(pi, SHARE_FLOOR)

@@ -21,7 +21,7 @@ from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
 from decision_log import run_recorded
 
-GATED = "opt-kg:posterior=one-coin:class-prior=gated"
+GATED = "opt-kg:posterior=one-coin:multiclass-class-prior=gated"
 
 
 def _one_coin_labels(
@@ -87,6 +87,12 @@ def test_class_prior_is_validated() -> None:
         CategoricalWorkerKnowledgeGradient(class_prior="learned").validate_params()
     with pytest.raises(InvalidParameterError, match="refit"):
         CategoricalWorkerKnowledgeGradient(class_prior="gated", refit=0).validate_params()
+    with pytest.raises(InvalidParameterError, match="refit"):
+        make_policy(GATED + ":refit=0")
+    with pytest.raises(InvalidParameterError, match="multiclass-class-prior"):
+        make_policy("opt-kg:posterior=one-coin:multiclass-class-prior=learned")
+    with pytest.raises(InvalidParameterError, match="posterior=one-coin"):
+        make_policy("opt-kg:multiclass-class-prior=gated")
 
 
 def _skewed() -> ReplayEnvironment:
@@ -126,7 +132,7 @@ def test_fast_path_decides_as_reference_with_a_moving_prior(mode: str, model: st
 def test_gated_prior_changes_a_three_class_campaign_and_none_does_not() -> None:
     env = _skewed()
     plain, gated = make_policy("opt-kg:posterior=one-coin"), make_policy(GATED)
-    none = make_policy("opt-kg:posterior=one-coin:class-prior=none")
+    none = make_policy("opt-kg:posterior=one-coin:multiclass-class-prior=none")
     logs = [run_recorded(p, env, [150.0], 0)[0] for p in (plain, none, gated)]
     assert logs[0] == logs[1]
     assert logs[0] != logs[2]

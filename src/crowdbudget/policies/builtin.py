@@ -101,6 +101,7 @@ _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 #: refit variants of the binary one-coin policy, passed only when given
 _ONE_COIN_REFIT_PARAMS: tuple[str, ...] = ("refit_items", "refit_rounds", "refit_final")
 _ONE_COIN_REFIT_PARAMS += ("refit_tol", "refit_exact_until", "refit_exact_growth", "class_prior")
+_ONE_COIN_REFIT_PARAMS += ("multiclass_class_prior",)
 #: the worker models whose refit takes ``refit-growth``
 GROWING_REFITS = ("one-coin", "confusion")
 
@@ -358,6 +359,14 @@ _KG_PARAMS = {
         "posterior=one-coin, two classes: the items' prior — none (uniform classes) or gated "
         "(a class prior learned from the labels at the full refits, where a lone label cannot "
         "overturn the common class; Opt-KG's default; KG and CVaR-KG: none)",
+        choices=CLASS_PRIORS,
+    ),
+    "multiclass-class-prior": Param(
+        "multiclass-class-prior",
+        str,
+        "posterior=one-coin, more than two classes: the items' prior — none (the problem's) or "
+        "gated (class shares fitted from the labels at every refit, where a lone label cannot "
+        "decide an item)",
         choices=CLASS_PRIORS,
     ),
 }

@@ -513,9 +513,13 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             ``worker_prior`` is Beta(16, 4) for the binary refit (the stronger prior helps the
             binary refit, not the multi-class one; docs/decisions.md, docs/reproductions.md,
             "A stronger worker prior for the refit").
-        class_prior: ``"gated"``: a learned class prior — on two classes the binary rule
-            (:mod:`~crowdbudget.policies._class_prior`), on more the categorical delegate's
-            (:mod:`~crowdbudget.policies._class_prior_multiclass`).
+        class_prior: the binary policy's (``"gated"``: a learned class prior,
+            :mod:`~crowdbudget.policies._class_prior`); more than two classes read
+            ``multiclass_class_prior`` instead.
+        multiclass_class_prior: the categorical delegate's ``class_prior`` on more than two
+            classes: ``"none"`` (the default: the problem's item prior) or ``"gated"``
+            (:mod:`~crowdbudget.policies._class_prior_multiclass`; an option, measured in
+            docs/stress-bed.md, "a learned class prior for more than two classes").
 
     Fitted attributes:
         multiclass_: the :class:`CategoricalWorkerKnowledgeGradient` running a K > 2 campaign,
@@ -551,6 +555,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
         refit_exact_until: int = 0,
         refit_exact_growth: float = 0.0,
         class_prior: str = "none",
+        multiclass_class_prior: str = "none",
     ) -> None:
         super().__init__(
             optimistic=optimistic,
@@ -568,6 +573,17 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             class_prior=class_prior,
         )
         self.multiclass_worker_prior = multiclass_worker_prior
+        self.multiclass_class_prior = multiclass_class_prior
+
+    def validate_params(self) -> None:
+        super().validate_params()
+        if self.multiclass_class_prior not in CLASS_PRIORS:
+            raise InvalidParameterError(
+                f"multiclass_class_prior must be one of {', '.join(CLASS_PRIORS)}, "
+                f"got {self.multiclass_class_prior!r}"
+            )
+        if self.multiclass_class_prior != "none" and not self.refit:
+            raise InvalidParameterError("multiclass_class_prior needs refit > 0")
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         self.multiclass_: CategoricalWorkerKnowledgeGradient | None = None
@@ -585,7 +601,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             refit=self.refit,
             # the parent's constructor argument (worker_aware.OneCoinKnowledgeGradient)
             refit_growth=getattr(self, "refit_growth", 0.0),
-            class_prior=self.class_prior,
+            class_prior=self.multiclass_class_prior,
         )
         delegate.reset(problem, rng)
         self.multiclass_ = delegate

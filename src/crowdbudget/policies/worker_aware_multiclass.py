@@ -478,9 +478,14 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
         """``class_prior="gated"``: before a refit re-reads the labels, the prior row of every
         item not known becomes :func:`~crowdbudget.policies._class_prior_multiclass.
         gated_class_prior`'s (the problem's when the gate is shut): one row for all, so the
-        unlabelled items, which the refit restarts from it, still share one state."""
+        unlabelled items, which the refit restarts from it, still share one state. While the
+        gate is shut the fit runs again only once the labels have grown by
+        :data:`~crowdbudget.policies._class_prior.SHUT_GROWTH` (the binary rule's
+        :class:`~crowdbudget.policies._class_prior.GateMemory`)."""
         if self.class_prior == "none" or not self._same_prior or not log.shape[0]:
             return
+        if self._gate.skips(log.shape[0]):
+            return  # shut (the problem's prior), too few new labels to fit again
         row = gated_class_prior(
             log[:, 0],
             log[:, 1],
@@ -489,6 +494,7 @@ class CategoricalWorkerKnowledgeGradient(AllocationPolicy):
             self.worker_prior,
             memory=self._gate,
         )
+        self._gate.fitted(log.shape[0], row is not None)
         new = self._base_prior if row is None else row[None, :]
         if np.array_equal(new, self._at_prior):
             return

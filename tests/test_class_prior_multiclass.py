@@ -131,15 +131,16 @@ def test_fast_path_decides_as_reference_with_a_moving_prior(mode: str, model: st
 
 def test_gated_prior_changes_a_three_class_campaign_and_none_does_not() -> None:
     env = _skewed()
-    plain, gated = make_policy("opt-kg:posterior=one-coin"), make_policy(GATED)
+    default, gated = make_policy("opt-kg:posterior=one-coin"), make_policy(GATED)
     none = make_policy("opt-kg:posterior=one-coin:multiclass-class-prior=none")
-    logs = [run_recorded(p, env, [150.0], 0)[0] for p in (plain, none, gated)]
-    assert logs[0] == logs[1]
-    assert logs[0] != logs[2]
+    logs = [run_recorded(p, env, [150.0], 0)[0] for p in (default, none, gated)]
+    # the registry's default is the gated prior (_refit_schedule.DEFAULT_MULTICLASS_CLASS_PRIOR)
+    assert logs[0] == logs[2]
+    assert logs[1] != logs[2]
     assert gated.multiclass_ is not None  # type: ignore[attr-defined]
     assert gated.multiclass_.class_prior == "gated"  # type: ignore[attr-defined]
     # the mechanism: a lone label cannot overturn the common class, so the budget goes to
     # second labels and some items keep the common class unlabelled
     labelled = [len({i for i, _, _ in log}) for log in logs]
-    assert labelled[0] == 150
+    assert labelled[1] == 150
     assert labelled[2] < 150

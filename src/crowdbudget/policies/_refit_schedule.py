@@ -141,6 +141,11 @@ DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact
 DEFAULT_CLASS_PRIOR = "gated"
 
 
+#: the same for more than two classes (the categorical delegate's ``class_prior``;
+#: policies._class_prior_multiclass; measurements: docs/stress-bed.md)
+DEFAULT_MULTICLASS_CLASS_PRIOR = "gated"
+
+
 def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[str, Any]:
     """The registry's refit options of a binary one-coin refit that ``named`` (the id's
     parameters) leaves out: none with the exact item step; else :data:`DEFAULT_CLASS_PRIOR`
@@ -156,6 +161,8 @@ def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[
         if "refit_tol" not in named:
             out["refit_tol"] = tol
         out.update({key: value for key, value in DEFAULT_REFIT_EXACT.items() if key not in named})
+    if default_tol and "multiclass_class_prior" not in named:
+        out["multiclass_class_prior"] = DEFAULT_MULTICLASS_CLASS_PRIOR
     if default_tol and "class_prior" not in named:
         # the class prior moves at full refits only: an id that names none (incremental
         # refits throughout) keeps the problem's prior rather than being refused

@@ -366,7 +366,7 @@ _KG_PARAMS = {
         str,
         "posterior=one-coin, more than two classes: the items' prior — none (the problem's) or "
         "gated (class shares fitted from the labels at every refit, where a lone label cannot "
-        "decide an item)",
+        "decide an item; Opt-KG's default; KG and CVaR-KG: none)",
         choices=CLASS_PRIORS,
     ),
 }

@@ -17,18 +17,7 @@ def share_and_accuracy_numpy(
     worker_prior: tuple[float, float],
     n_iter: int = 100,
 ) -> tuple[float, float, float, float]:
-    """(π, a, r2, n2) of the labels ``(items[t], workers[t], labels[t])`` (shapes (n,),
-    labels in {0, 1}; ``n_items`` is the problem's, unused by the fit): the class-1 share π
-    of a two-class Dawid–Skene model fitted by EM (module docstring) — per worker a
-    sensitivity and a specificity, each MAP under Beta(c0, d0) = ``worker_prior``, Beta(1, 1)
-    on π (its posterior mean over the labelled items) — with ``a`` the mean probability per
-    label that it is right (the crowd as the allocation asked it), and the expected right
-    answers ``r2`` among the ``n2`` labels of items with two or more labels (a lone label
-    says nothing about the accuracy: only the share of labels 1 is identified from lone
-    labels). Per worker and two-coin: the allocation asks the workers it believes reliable,
-    so one crowd accuracy would read the share from whoever it asked most. Deterministic;
-    O(n log n) once (the grouping), then O(n + n_workers) per iteration, at most ``n_iter``
-    iterations (stops when no rate and not π moved by more than 1e-7)."""
+    """What ``share_and_accuracy`` returns for the same arguments, by array operations."""
     c0, d0 = worker_prior
     _, item, counts = np.unique(items, return_inverse=True, return_counts=True)
     item = item.reshape(-1)
@@ -36,8 +25,6 @@ def share_and_accuracy_numpy(
     worker = worker.reshape(-1)
     n_w = int(worker.max()) + 1
     one = labels == 1
-    # MAP of each rate under Beta(c0, d0): c0, d0 > 1 in the registry (16, 4), so the mode
-    # is inside (0, 1); with c0 ≤ 1 or d0 ≤ 1 the posterior mean keeps it there
     shift = 1.0 if (c0 > 1.0 and d0 > 1.0) else 0.0
     sens = np.full(n_w, c0 / (c0 + d0))  # P(label 1 | class 1), per worker
     spec = sens.copy()  # P(label 0 | class 0)

@@ -565,18 +565,25 @@ def reestimate(
     answered = np.zeros(n_workers, dtype=np.int64)
     for n in range(workers.shape[0]):
         answered[workers[n]] += 1
+    reliability = np.empty(n_workers)
+    mean = np.empty(a.shape[0])
+    right = np.empty(n_workers)
     for _ in range(n_rounds):
-        reliability = c / (c + d)
-        a = prior_a.copy()
-        b = prior_b.copy()
+        for w in range(n_workers):
+            reliability[w] = c[w] / (c[w] + d[w])
+        a[:] = prior_a
+        b[:] = prior_b
         for n in range(items.shape[0]):
             i = items[n]
             a[i], b[i] = match_label(a[i], b[i], reliability[workers[n]], labels[n] == 1)
-        right = np.zeros(n_workers)
+        # an item's mean once per item, not once per label (the same division on the same
+        # bits, so the same sums)
+        for i in range(a.shape[0]):
+            mean[i] = a[i] / (a[i] + b[i])
+        right[:] = 0.0
         for n in range(items.shape[0]):
-            i = items[n]
-            mean = a[i] / (a[i] + b[i])
-            right[workers[n]] += mean if labels[n] == 1 else 1.0 - mean
+            m = mean[items[n]]
+            right[workers[n]] += m if labels[n] == 1 else 1.0 - m
         c = c0 + right
         d = d0 + (answered - right)
     return a, b, c, d

@@ -228,32 +228,19 @@ def take_labels(
         cap = max(1, min(cap, policy._next_refit - policy._n_log))
         while policy._log.shape[0] < policy._n_log + cap:
             policy._log = np.concatenate([policy._log, np.empty_like(policy._log)])
-    money = np.array(
-        [state.problem.budget, state.spent, state.committed, stop_spend, _price(state)]
-    )
-    counts = np.array(
-        [
-            policy._n_log,
-            policy._n_labeled,
-            policy._n_states,
-            2 * policy._state_ids.shape[0] + 64,
-            policy._next_refit if policy.refit else 0,
-            int(policy._incremental is None),
-            int(policy.tie_break == "random"),
-            world[2].shape[0],
-            int(policy._push_rebuild),
-            cap,
-        ],
-        dtype=np.int64,
-    )
-    out = (
-        np.empty(cap, dtype=np.int64),
-        np.empty(cap, dtype=np.int64),
-        np.empty(cap, dtype=np.int64),
-        np.empty(policy._stale.shape[0], dtype=np.int64),
-        np.zeros(1, dtype=np.int64),
-        np.full(2, -1, dtype=np.int64),
-    )
+    money, counts, out = _buffers(policy, cap)
+    money[0], money[1], money[2] = state.problem.budget, state.spent, state.committed
+    money[3], money[4] = stop_spend, _price(state)
+    counts[0], counts[1], counts[2] = policy._n_log, policy._n_labeled, policy._n_states
+    counts[3] = 2 * policy._state_ids.shape[0] + 64
+    counts[4] = policy._next_refit if policy.refit else 0
+    counts[5] = policy._incremental is None
+    counts[6] = policy.tie_break == "random"
+    counts[7] = world[2].shape[0]
+    counts[8] = policy._push_rebuild
+    counts[9] = cap
+    out[4][0] = 0
+    out[5][:] = -1
     dirty, stale = policy._push_dirty, policy._push_stale
     n_taken, stop = push_replay_labels(
         money,
@@ -295,6 +282,31 @@ def take_labels(
     )
     _settle(policy, state, n_taken, stop, money, counts, out)
     return n_taken, bool(stop & WORLD_DONE)
+
+
+def _buffers(policy: Any, cap: int) -> tuple[FloatArray, IntArray, tuple[IntArray, ...]]:
+    """The call's money and counts and its ``out`` arrays (:func:`push_replay_labels`),
+    allocated once per policy and campaign (every entry is written before the call reads
+    it: the counts and money above, the label buffers up to the labels taken, ``fresh`` up
+    to its counter), so a call between two refits allocates none."""
+    buffers = getattr(policy, "_replay_buffers", None)
+    n_workers = policy._stale.shape[0]
+    if buffers is None or buffers[2][0].shape[0] < cap or buffers[2][3].shape[0] != n_workers:
+        size = max(cap, 64)
+        buffers = (
+            np.empty(5),
+            np.empty(10, dtype=np.int64),
+            (
+                np.empty(size, dtype=np.int64),
+                np.empty(size, dtype=np.int64),
+                np.empty(size, dtype=np.int64),
+                np.empty(n_workers, dtype=np.int64),
+                np.zeros(1, dtype=np.int64),
+                np.full(2, -1, dtype=np.int64),
+            ),
+        )
+        policy._replay_buffers = buffers
+    return buffers
 
 
 def _price(state: CampaignState) -> float:

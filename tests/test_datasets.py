@@ -87,6 +87,22 @@ def test_adult_reports_its_unlabeled_gold_and_keeps_repeats_by_declaration() -> 
         load_dataset("adult", duplicates="error")
 
 
+def test_a_user_copy_of_a_bundled_set_takes_its_declared_duplicates(tmp_path: Path) -> None:
+    """The source copy of fact_eval in a data folder is fact_eval (its repeats are kept); one
+    byte changed and it is a set of the user's own, whose repeats are an error."""
+    folder = tmp_path / "fact_eval"
+    folder.mkdir()
+    with bundled_files("fact_eval")["labels"].open("rb") as fh:
+        raw = gzip.decompress(fh.read())
+    (folder / "labels.csv").write_bytes(raw)
+    copy = load_dataset("fact_eval", data_dir=tmp_path)
+    assert copy.n_labels == load_dataset("fact_eval").n_labels
+    (folder / "labels.csv").write_bytes(raw + b"\n")
+    with pytest.raises(DataFormatError, match="more than once"):
+        load_dataset("fact_eval", data_dir=tmp_path)
+    assert load_dataset("fact_eval", data_dir=tmp_path, duplicates="keep").n_labels == copy.n_labels
+
+
 @pytest.mark.parametrize("name", FEATURE_SETS)
 def test_every_feature_set_loads_offline(name: str) -> None:
     data = load_feature_set(name)

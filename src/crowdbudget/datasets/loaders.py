@@ -420,6 +420,15 @@ def file_sha256(path: Any) -> str:
     return digest.hexdigest()
 
 
+def _declared_duplicates(name: str, labels_file: Path) -> str:
+    """The duplicates policy of a user's labels file: the bundled set's declared one when the
+    file is that set's labels byte for byte, else ``"error"``."""
+    declared = BUNDLED_DUPLICATES.get(name)
+    if declared is None or file_sha256(labels_file) != BUNDLED_SHA256.get(f"{name}/labels.csv"):
+        return "error"
+    return declared
+
+
 def default_data_dir() -> Path | None:
     """The folder of the user's own data sets: ``$CROWDBUDGET_DATA_DIR``, or None."""
     env = os.environ.get("CROWDBUDGET_DATA_DIR")
@@ -535,6 +544,9 @@ def load_dataset(
 
     ``duplicates`` (:data:`DUPLICATE_POLICIES`) defaults to the bundled set's declared policy
     (:data:`BUNDLED_DUPLICATES`), else ``"error"``; ``classes`` as for :func:`from_frame`.
+    A user folder whose labels file is byte for byte the bundled set's (its SHA-256 is the
+    :data:`BUNDLED_SHA256` entry: e.g. the source copy the package was built from) is that
+    set, so it takes the same declared policy.
 
     Raises:
         DataFormatError: an unknown name (the message says how to add a set), or bad data.
@@ -551,7 +563,7 @@ def load_dataset(
             contexts=contexts_file,
             classes=classes,
             name=name,
-            duplicates=duplicates or "error",
+            duplicates=duplicates or _declared_duplicates(name, labels_file),
         )
     if name not in BUNDLED:
         raise _unknown(name, "labels", data_dir)

@@ -87,6 +87,25 @@ def test_adult_reports_its_unlabeled_gold_and_keeps_repeats_by_declaration() -> 
         load_dataset("adult", duplicates="error")
 
 
+@pytest.mark.parametrize(
+    ("header", "hint"),
+    [
+        ("task_id,worker_id,answer", "rename task_id→task, worker_id→worker, answer→label"),
+        ("HITId,WorkerId,Answer.topic", "rename hitid→task, workerid→worker, answer.topic→label"),
+        ("INPUT:url,OUTPUT:result,ASSIGNMENT:worker_id", "rename input:url→task"),
+        ("task\tworker\tlabel", "the header is tab-separated: save the file with commas"),
+    ],
+)
+def test_a_missing_column_error_names_the_columns_to_rename(
+    tmp_path: Path, header: str, hint: str
+) -> None:
+    path = tmp_path / "labels.csv"
+    path.write_text(header + "\n" + ",".join(["a"] * 3) + "\n")
+    with pytest.raises(DataFormatError, match="lacks column") as caught:
+        read_labels_csv(path)
+    assert str(caught.value).endswith(hint) or hint + "," in str(caught.value)
+
+
 def test_a_user_copy_of_a_bundled_set_takes_its_declared_duplicates(tmp_path: Path) -> None:
     """The source copy of fact_eval in a data folder is fact_eval (its repeats are kept); one
     byte changed and it is a set of the user's own, whose repeats are an error."""

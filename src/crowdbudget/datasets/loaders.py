@@ -134,6 +134,32 @@ def _source_name(source: Any) -> str:
     return str(getattr(source, "name", source))
 
 
+#: column names that other tools export for ours (crowd-kit's names are ours; Toloka writes
+#: ``INPUT:…``/``OUTPUT:…``/``ASSIGNMENT:worker_id``, MTurk ``HITId``/``WorkerId``/``Answer.…``)
+_COLUMN_ALIASES = {
+    "task": ("task_id", "taskid", "item", "item_id", "hitid", "question", "input:"),
+    "worker": ("worker_id", "workerid", "assignment:worker_id", "annotator", "user", "user_id"),
+    "label": ("answer", "response", "annotation", "output:", "answer."),
+}
+
+
+def _column_hint(found: list[str], missing: list[str]) -> str:
+    """A clause for the missing-column error: the found columns that look like the missing ones
+    (``; rename task_id→task, answer→label``), or that the header holds tabs."""
+    if len(found) == 1 and "\t" in found[0]:
+        return "; the header is tab-separated: save the file with commas"
+    renames = []
+    for column in missing:
+        for name in found:
+            if any(
+                name == a or (a.endswith((":", ".")) and name.startswith(a))
+                for a in _COLUMN_ALIASES.get(column, ())
+            ):
+                renames.append(f"{name}→{column}")
+                break
+    return f"; rename {', '.join(renames)}" if renames else ""
+
+
 def _read_csv(source: Any, required: tuple[str, ...], what: str) -> pd.DataFrame:
     """Read a CSV of strings (a path, or a binary file object; ``.gz`` names are gunzipped)."""
     compression: Literal["gzip", "infer"] = (
@@ -170,6 +196,7 @@ def _read_csv(source: Any, required: tuple[str, ...], what: str) -> pd.DataFrame
         raise DataFormatError(
             f"{what} file {source} lacks column(s) {', '.join(missing)}; "
             f"expected columns {','.join(required)} (found {','.join(frame.columns)})"
+            + _column_hint(list(frame.columns), missing)
         )
     for column in required:
         stripped = frame[column].str.strip()

@@ -40,9 +40,10 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  |  | ``lone-labels``, ``asymmetry`` |
 | ``bds-oc`` | :class:`BayesianDawidSkene`, ``prior_form="one-coin"``, | as ``bds`` |
 |  | ``prior_floor=0.1``, ``lone_labels="skip"`` (one crowd accuracy at the prior's | |
-|  | level, workers judged by partnered labels; the default verdict) | |
-| ``bds-ev`` | ``bds-oc`` with ``asymmetry="evidence"`` (each worker symmetric or free | as ``bds`` |
-|  | as its marginal likelihood decides; :mod:`.worker_asymmetry`) | |
+|  | level, workers judged by partnered labels) | |
+| ``bds-ev`` | ``bds-oc``, ``asymmetry="evidence"`` (each worker symmetric or free | as ``bds`` |
+|  | as its marginal likelihood decides: :mod:`.worker_asymmetry`; the default | |
+|  | verdict) | |
 | ``bds-sym`` | ``bds-oc`` with ``asymmetry="none"`` (every worker one accuracy) | as ``bds`` |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
@@ -102,7 +103,7 @@ from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param
 #: per item (the smallest worst accuracy shortfall to the best method of each crowd, ties by
 #: the next-worst, then NLL) — ``crowdbudget stress --per-item 1,2,3,5 --reps 3``; the table
 #: and its numbers: docs/stress-bed.md.
-DEFAULT_VERDICT = "bds-oc"
+DEFAULT_VERDICT = "bds-ev"
 
 
 # --------------------------------------------------------------------------- parameter rows

@@ -58,7 +58,7 @@ from crowdbudget.registry import split_verdict
 from crowdbudget.simulation.replay import ReplayEnvironment
 
 DEFAULT_POLICY = "opt-kg:posterior=one-coin"
-VERDICTS = ("mv", "ds", "bds", "bds-oc", "mace-eb-cp")
+VERDICTS = ("mv", "ds", "bds", "bds-oc", "bds-ev", "mace-eb-cp")
 MARGIN = 0.005
 
 

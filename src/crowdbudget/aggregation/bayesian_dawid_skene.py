@@ -91,6 +91,15 @@ uses ``"skip"``) does.
 ``confusion_prior=(diagonal, off_diagonal)`` fixes it instead (Kim & Ghahramani use
 hand-set values). ``ν₀ = class_prior`` (1: uniform).
 
+Asymmetry (``asymmetry``). ``"free"`` (the default): every worker has a full confusion matrix,
+one accuracy per class. ``"none"``: every worker has one accuracy for every class (its wrong
+labels' distribution per class still free). ``"evidence"``: each worker is one or the other as
+the marginal likelihood of its expected counts decides, the crowd's share of symmetric workers
+fitted by type-II ML (:mod:`~crowdbudget.aggregation.worker_asymmetry`, where the derivation
+is). When nothing can be checked (fewer than two workers with a partnered label) a worker's
+counts are its labels' agreement with themselves, no evidence of how its accuracy depends on
+the class, and ``"evidence"`` keeps the free workers.
+
 Hierarchical pooling (``pool_below=k``): workers with fewer than k labels share one confusion
 matrix (one "rest of the crowd" worker), so on sets where most workers give 1–2 labels (trec,
 live campaigns early on) their labels count with the crowd's estimated reliability instead of
@@ -143,6 +152,7 @@ from scipy.special import digamma
 
 from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
 from crowdbudget.aggregation.dawid_skene import check_iterations, incidence, initial_shares
+from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY, worker_model
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -236,6 +246,9 @@ class BayesianDawidSkene(Aggregator):
         lone_labels: whether a label alone on its item counts in its worker's model:
             ``"count"`` (default), ``"skip"`` (not when at least two workers have a label
             with a partner) or ``"skip-prior"`` (nor in the prior's fit) — module docstring.
+        asymmetry: each worker's confusion matrix free (``"free"``, default), symmetric
+            (``"none"``: one accuracy) or either, as its marginal likelihood decides
+            (``"evidence"``) — :mod:`~crowdbudget.aggregation.worker_asymmetry`.
         rng: seed or generator for ties.
 
     Fitted attributes:
@@ -246,6 +259,9 @@ class BayesianDawidSkene(Aggregator):
             workers share their pool's).
         priors_: posterior mean class proportions, shape (C,).
         temperature_: τ used.
+        symmetric_: ``q(s_j = 1)``, each worker's probability of being symmetric, shape
+            (n_workers,) (0 with ``"free"``, 1 with ``"none"``).
+        symmetric_share_: the crowd's fitted share of symmetric workers ``w``.
         n_iter_: iterations run.
     """
 
@@ -261,9 +277,11 @@ class BayesianDawidSkene(Aggregator):
         prior_form: str = "confusion",
         prior_floor: float = 0.0,
         lone_labels: str = "count",
+        asymmetry: str = "free",
         rng: int | np.random.Generator | None = 0,
     ) -> None:
         super().__init__(rng=rng)
+        self.asymmetry = asymmetry
         self.prior_fit = prior_fit
         self.prior_form = prior_form
         self.prior_floor = prior_floor
@@ -366,27 +384,40 @@ class BayesianDawidSkene(Aggregator):
                 f"BayesianDawidSkene: lone_labels must be one of {', '.join(LONE_LABELS)}, "
                 f"got {self.lone_labels!r}"
             )
+        if self.asymmetry not in ASYMMETRY:
+            raise InvalidParameterError(
+                f"BayesianDawidSkene: asymmetry must be one of {', '.join(ASYMMETRY)}, "
+                f"got {self.asymmetry!r}"
+            )
         floor = self.prior_floor
         if isinstance(floor, bool) or not isinstance(floor, int | float) or not floor >= 0:
             raise InvalidParameterError(
                 f"BayesianDawidSkene: prior_floor must be a number >= 0, got {floor!r}"
             )
 
-    def _worker_evidence(
-        self, data: LabelData, matrix: sp.csr_matrix, known: KnownTruth | None
-    ) -> sp.csr_matrix:
-        """The incidence (n_items, n_workers·C) whose labels feed the workers' counts: every
-        label of ``matrix`` (``"count"``, or when fewer than two workers have a partnered
-        label), else only the labels with a partner — another label of their item, or its
-        known truth (module docstring)."""
-        if self.lone_labels == "count":
-            return matrix
+    @staticmethod
+    def _partnered(
+        data: LabelData, matrix: sp.csr_matrix, known: KnownTruth | None
+    ) -> np.ndarray | None:
+        """Which labels have a partner — another label of their item, or its known truth —
+        shape (n_labels,); None when fewer than two workers have one (nothing can be checked:
+        module docstring, "Lone labels")."""
         per_item = np.asarray(matrix.sum(axis=1)).reshape(-1)  # labels per item, (n_items,)
         partnered_item = per_item >= 2
         if known is not None:
             partnered_item |= known.mask(matrix.shape[0])
         partnered = partnered_item[data.items]  # (n_labels,)
         if np.unique(data.workers[partnered]).size < 2:
+            return None
+        return partnered
+
+    def _worker_evidence(
+        self, matrix: sp.csr_matrix, data: LabelData, partnered: np.ndarray | None
+    ) -> sp.csr_matrix:
+        """The incidence (n_items, n_workers·C) whose labels feed the workers' counts: every
+        label of ``matrix`` (``"count"``, or when nothing can be checked), else only the
+        ``partnered`` labels (module docstring)."""
+        if self.lone_labels == "count" or partnered is None:
             return matrix  # nothing can be checked: every label, as "count"
         C = data.n_classes
         return sp.csr_matrix(
@@ -409,7 +440,11 @@ class BayesianDawidSkene(Aggregator):
         matrix: sp.csr_matrix = incidence(model_data)
         J = model_data.n_workers
         self._check()
-        workers_matrix = self._worker_evidence(model_data, matrix, known)
+        partnered = self._partnered(model_data, matrix, known)
+        workers_matrix = self._worker_evidence(matrix, model_data, partnered)
+        # with nothing to check, a worker's counts are its labels' agreement with themselves:
+        # no evidence of its accuracy, nor of how that accuracy depends on the class
+        asymmetry = self.asymmetry if partnered is not None else "free"
         floor = self.prior_floor
         fit_prior = one_coin_polya_prior if self.prior_form == "one-coin" else polya_prior
         T = initial_shares(data)
@@ -423,15 +458,15 @@ class BayesianDawidSkene(Aggregator):
             start_matrix = workers_matrix if self.lone_labels == "skip-prior" else matrix
             start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
-        iteration = 0
+        iteration, share = 0, 0.5
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
             # [j, c, l]: the workers' expected counts (partnered labels only with "skip")
             counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             if every:
                 # warm start: a few steps
                 prior = np.maximum(fit_prior(counts, prior, n_steps=3), float(floor))
-            alpha = prior[None, :, :] + counts
-            expected_log_e = digamma(alpha) - digamma(alpha.sum(axis=2, keepdims=True))
+            workers = worker_model(counts, prior, asymmetry, share)
+            expected_log_e, share = workers.expected_log_e, workers.share
             nu = float(nu0) + T.sum(axis=0)
             expected_log_pi = digamma(nu) - digamma(nu.sum())
             log_e = expected_log_e.transpose(0, 2, 1).reshape(J * C, C)  # [(j, l), c]
@@ -446,8 +481,8 @@ class BayesianDawidSkene(Aggregator):
             if change <= tol:
                 break
         counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
-        alpha = prior[None, :, :] + counts
-        errors = alpha / alpha.sum(axis=2, keepdims=True)
+        workers = worker_model(counts, prior, asymmetry, share)
+        errors = workers.errors
         log_T = np.log(np.maximum(T, 1e-300))  # T > 0 (softmax of finite scores) up to underflow
         tau = self._temperature(model_data, log_T, expected_log_e, errors)
         if tau != 1.0:
@@ -460,6 +495,8 @@ class BayesianDawidSkene(Aggregator):
         self.temperature_ = tau
         self.confusion_prior_ = prior
         self.errors_ = errors[mapping]
+        self.symmetric_ = workers.symmetric[mapping]
+        self.symmetric_share_ = workers.share
         nu = float(nu0) + T.sum(axis=0)
         self.priors_ = nu / nu.sum()
         self.n_iter_ = iteration

@@ -37,10 +37,14 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``bds`` | :class:`BayesianDawidSkene` (Kim & Ghahramani 2012, VB, empirical-Bayes prior) | |
 |  |  | ``n-iter``, ``tol``, ``class-prior``, ``confusion-prior``, ``pool-below``, |
 |  |  | ``prior-fit``, ``temperature``, ``prior-form``, ``prior-floor``, |
-|  |  | ``lone-labels`` |
+|  |  | ``lone-labels``, ``asymmetry`` |
 | ``bds-oc`` | :class:`BayesianDawidSkene`, ``prior_form="one-coin"``, | as ``bds`` |
 |  | ``prior_floor=0.1``, ``lone_labels="skip"`` (one crowd accuracy at the prior's | |
-|  | level, workers judged by partnered labels; the default verdict) | |
+|  | level, workers judged by partnered labels) | |
+| ``bds-ev`` | ``bds-oc``, ``asymmetry="evidence"`` (each worker symmetric or free | as ``bds`` |
+|  | as its marginal likelihood decides: :mod:`.worker_asymmetry`; the default | |
+|  | verdict) | |
+| ``bds-sym`` | ``bds-oc`` with ``asymmetry="none"`` (every worker one accuracy) | as ``bds`` |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
@@ -89,6 +93,7 @@ from crowdbudget.aggregation.mmsr import MMSR
 from crowdbudget.aggregation.model_choice import HeldOutLabelChoice
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
+from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY
 from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param, Spec, parse
@@ -98,7 +103,7 @@ from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param
 #: per item (the smallest worst accuracy shortfall to the best method of each crowd, ties by
 #: the next-worst, then NLL) — ``crowdbudget stress --per-item 1,2,3,5 --reps 3``; the table
 #: and its numbers: docs/stress-bed.md.
-DEFAULT_VERDICT = "bds-oc"
+DEFAULT_VERDICT = "bds-ev"
 
 
 # --------------------------------------------------------------------------- parameter rows
@@ -417,6 +422,13 @@ BDS_ROWS = (
         "workers have a label with a partner (skip; skip-prior: nor in the prior's fit)",
         choices=LONE_LABELS,
     ),
+    _row(
+        "asymmetry",
+        str,
+        "each worker's confusion matrix free, symmetric (none: one accuracy) or either as its "
+        "marginal likelihood decides (evidence)",
+        choices=ASYMMETRY,
+    ),
 )
 
 
@@ -630,6 +642,34 @@ for _spec in (
         *BDS_ROWS,
         paper="Kim & Ghahramani 2012, Bayesian classifier combination; prior by type-II ML",
         defaults={"prior_form": "one-coin", "prior_floor": 0.1, "lone_labels": "skip"},
+    ),
+    _aggregator(
+        "bds-ev",
+        BayesianDawidSkene,
+        "bds-oc whose workers are each symmetric (one accuracy) or free (a full confusion "
+        "matrix) as their marginal likelihood decides, the crowd's share fitted by type-II ML",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination; a one-coin / confusion "
+        "mixture of workers by variational Bayes",
+        defaults={
+            "prior_form": "one-coin",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence",
+        },
+    ),
+    _aggregator(
+        "bds-sym",
+        BayesianDawidSkene,
+        "bds-oc whose workers are symmetric: one accuracy each, errors spread evenly",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination; one-coin workers",
+        defaults={
+            "prior_form": "one-coin",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "none",
+        },
     ),
 ):
     register_aggregator(_spec)

@@ -261,8 +261,8 @@ def add_aggregate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--method",
         default=DEFAULT_VERDICT,
-        help=f"aggregator id, parameters after colons (default {DEFAULT_VERDICT}, the "
-        f"best-calibrated verdict of docs/calibration.md): {_methods_help()}",
+        help=f"aggregator id, parameters after colons (default {DEFAULT_VERDICT}, chosen by "
+        f"its worst case on the stress bed, docs/stress-bed.md): {_methods_help()}",
     )
     p.add_argument(
         "--out",

@@ -109,3 +109,18 @@ def test_half_error_is_the_scalar_kernel_bit_for_bit() -> None:
     # other thresholds: table=True is ignored (SciPy's formula)
     d = np.full(a.shape, 0.3)
     assert np.array_equal(error_probability(a, b, d, table=True), error_probability(a, b, d))
+
+
+def test_importing_it_compiles_nothing() -> None:
+    """The ufunc is built at the first NumPy-path call, not at import (an eager build loads
+    Numba's compiler into every process, the homogeneous policies' included)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import crowdbudget._betainc_half_table as t, crowdbudget.policies.worker_aware\n"
+        "assert t._half_ufunc.cache_info().currsize == 0\n"
+        "t.half_error(2.0, 1.0)\n"
+        "assert t._half_ufunc.cache_info().currsize == 1\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

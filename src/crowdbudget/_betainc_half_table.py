@@ -34,6 +34,7 @@ importers pay for it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -104,11 +105,18 @@ def betainc_half_small(p: float, q: float) -> float:
     return value
 
 
-@vectorize(["float64(float64, float64)"], cache=True, nopython=True)
-def _betainc_half_small_ufunc(p: float, q: float) -> float:  # pragma: no cover (compiled)
-    """:func:`betainc_half_small` elementwise, a NumPy ufunc (broadcasting, any shapes): the
-    same compiled operations, so the same bits as the scalar kernel."""
+def _elementwise(p: float, q: float) -> float:  # pragma: no cover (compiled)
+    """:func:`betainc_half_small` of one pair: the body of :func:`_half_ufunc`."""
     return betainc_half_small(p, q)
+
+
+@functools.cache
+def _half_ufunc() -> Any:
+    """:func:`betainc_half_small` elementwise, a NumPy ufunc (broadcasting, any shapes): the
+    same compiled operations, so the same bits as the scalar kernel. Built at the first call,
+    not at import: an eager ``vectorize`` would load Numba's compiler (about 0.3 s and 50 MB)
+    in every process that imports this module, the homogeneous policies' included."""
+    return vectorize(["float64(float64, float64)"], cache=True, nopython=True)(_elementwise)
 
 
 def half_error(a: Any, b: Any) -> Any:
@@ -121,5 +129,5 @@ def half_error(a: Any, b: Any) -> Any:
     per item."""
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
-    tail = _betainc_half_small_ufunc(np.maximum(a, b), np.minimum(a, b))
+    tail = _half_ufunc()(np.maximum(a, b), np.minimum(a, b))
     return np.asarray(np.where(a == b, 0.5, tail), dtype=float)

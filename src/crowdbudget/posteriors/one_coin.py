@@ -208,6 +208,8 @@ def one_coin_rewards(
     d: ArrayLike,
     threshold: ArrayLike = 0.5,
     now: ArrayLike | None = None,
+    *,
+    table: bool = False,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Stage rewards of asking worker (c, d) about item (a, b): ``(R1, R0, p1)``.
 
@@ -216,13 +218,17 @@ def one_coin_rewards(
     the item's accuracy counts in the reward (the final objective is labeling accuracy).
     ``now``, if given, is ``error_probability(a, b, threshold)`` computed by the caller (a
     policy keeps it per item, so scoring many workers for one item does not recompute it).
+    ``table``: :func:`error_probability`'s table kernel at d = 1/2 (the worker-aware one-coin
+    policies' scores, :attr:`BinaryItemBeliefs.half_table`).
     """
     a, b, c, d = (np.asarray(x, dtype=float) for x in (a, b, c, d))
-    now = error_probability(a, b, threshold) if now is None else np.asarray(now, dtype=float)
+    if now is None:
+        now = error_probability(a, b, threshold, table=table)
+    now = np.asarray(now, dtype=float)
     a1, b1, _, _, p1 = one_coin_update(a, b, c, d, 1)
     a0, b0, _, _, _ = one_coin_update(a, b, c, d, 0)
-    r1 = now - error_probability(a1, b1, threshold)
-    r0 = now - error_probability(a0, b0, threshold)
+    r1 = now - error_probability(a1, b1, threshold, table=table)
+    r0 = now - error_probability(a0, b0, threshold, table=table)
     return r1, r0, p1
 
 

@@ -80,3 +80,47 @@ def test_the_whole_table_is_needed() -> None:
     cut = np.array([polyval2d(u[n], v[n], _TABLE[i[n], j[n], :7, :7]) for n in range(p.shape[0])])
     assert np.max(np.abs(full - _all(p, q)) / reference) < 1e-14
     assert np.max(np.abs(cut - reference) / reference) > 1e-13
+
+
+def test_half_error_is_the_scalar_kernel_bit_for_bit() -> None:
+    """The NumPy form (a ufunc over the same compiled kernel, what the worker-aware policies'
+    NumPy paths call) gives the scalar kernel's bits — in the region, outside it, on ties
+    (exactly 1/2) and on mirrored states (the same value) — and error_probability's
+    ``table=True`` is it at d = 1/2, while its default keeps SciPy's bits."""
+    from crowdbudget._betainc_half_table import half_error
+    from crowdbudget.posteriors.beta_bernoulli import error_probability
+
+    rng = np.random.default_rng(5)
+    a = np.concatenate([rng.uniform(0.3, 3.0, 50_000), rng.gamma(2.0, 5.0, 5_000), [1.5, 2.0]])
+    b = np.concatenate([rng.uniform(0.3, 3.0, 50_000), rng.gamma(1.0, 3.0, 5_000), [1.5, 1.0]])
+    b[:1000] = a[:1000]  # ties
+    hi, lo = np.maximum(a, b), np.minimum(a, b)
+    expected = np.where(a == b, 0.5, _all(hi, lo))
+    bits = expected.view(np.int64)
+    assert np.array_equal(half_error(a, b).view(np.int64), bits)
+    assert np.array_equal(half_error(b, a).view(np.int64), bits)  # mirrored: same bits
+    assert np.all(half_error(a[:1000], b[:1000]) == 0.5)
+    table = error_probability(a, b, 0.5, table=True)
+    assert np.array_equal(table.view(np.int64), bits)
+    assert half_error(a[:10].reshape(5, 2), b[:2]).shape == (5, 2)  # broadcasting
+    scipy_bits = np.where(a == b, 0.5, special.betainc(hi, lo, 0.5))
+    assert np.array_equal(error_probability(a, b, 0.5).view(np.int64), scipy_bits.view(np.int64))
+    assert not np.array_equal(table, scipy_bits)  # the table's bits are its own
+    # other thresholds: table=True is ignored (SciPy's formula)
+    d = np.full(a.shape, 0.3)
+    assert np.array_equal(error_probability(a, b, d, table=True), error_probability(a, b, d))
+
+
+def test_importing_it_compiles_nothing() -> None:
+    """The ufunc is built at the first NumPy-path call, not at import (an eager build loads
+    Numba's compiler into every process, the homogeneous policies' included)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import crowdbudget._betainc_half_table as t, crowdbudget.policies.worker_aware\n"
+        "assert t._half_ufunc.cache_info().currsize == 0\n"
+        "t.half_error(2.0, 1.0)\n"
+        "assert t._half_ufunc.cache_info().currsize == 1\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -75,6 +75,14 @@ def test_lookahead_gives_the_direct_rewards_bit_for_bit(thresholds: str) -> None
     # the class probabilities say the same as error_after
     accuracy = look.class_probabilities.max(axis=-1)
     np.testing.assert_allclose(1.0 - accuracy, look.error_after, atol=1e-12)
+    # with the table kernel of I_{1/2} (the worker-aware one-coin policies' scoring) likewise
+    one.half_table = True
+    now_table = error_probability(one.a[i], one.b[i], one.thresholds[i], table=True)
+    table_rewards = kg_rewards(one.lookahead(j, items=i), now_table)
+    args = (one.a[i], one.b[i], one.c[j], one.d[j], one.thresholds[i], now_table)
+    t1, t0, _ = one_coin_rewards(*args, table=True)
+    assert np.array_equal(table_rewards[:, 1], t1) and np.array_equal(table_rewards[:, 0], t0)
+    one.half_table = False
     look = two.lookahead(j, items=i)
     r1, r0, p1 = two_coin_rewards(
         two.a[i], two.b[i], two.c1[j], two.d1[j], two.c2[j], two.d2[j], two.thresholds[i], now
@@ -109,9 +117,12 @@ def test_incremental_scores_equal_a_full_rescoring(policy_id: str) -> None:
     )
     post = policy.posterior_
     i, j = policy._pair_items, policy._pair_workers
-    now = error_probability(post.a, post.b, post.thresholds)
+    # the one-coin policy scores with the table kernel of I_{1/2} (OneCoinPosterior.half_table)
+    table = isinstance(post, OneCoinPosterior)
+    now = error_probability(post.a, post.b, post.thresholds, table=table)
     if isinstance(post, OneCoinPosterior):
-        r1, r0, p1 = one_coin_rewards(post.a[i], post.b[i], post.c[j], post.d[j], 0.5, now[i])
+        args = (post.a[i], post.b[i], post.c[j], post.d[j], 0.5, now[i])
+        r1, r0, p1 = one_coin_rewards(*args, table=True)
     else:
         r1, r0, p1 = two_coin_rewards(
             post.a[i], post.b[i], post.c1[j], post.d1[j], post.c2[j], post.d2[j], 0.5, now[i]

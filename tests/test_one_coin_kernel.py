@@ -54,11 +54,16 @@ def _states(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def test_item_errors_are_error_probability_at_one_half() -> None:
+@pytest.mark.parametrize("high", [40.0, 3.0])  # 3: most states in the table kernel's region
+def test_item_errors_are_error_probability_at_one_half(high: float) -> None:
     a, b = _states(np.random.default_rng(1), 3000)
+    a, b = a * (high / 40.0), b * (high / 40.0)
     out = np.empty(a.shape[0])
     evaluated = item_errors(a, b, out)
-    assert _same_bits(out, error_probability(a, b, 0.5))
+    # the table kernel of I_{1/2}: error_probability's table=True, not SciPy's bits
+    assert _same_bits(out, error_probability(a, b, 0.5, table=True))
+    if high < 40.0:
+        assert not _same_bits(out, error_probability(a, b, 0.5))
     assert evaluated < a.shape[0]  # the shared and mirrored states were evaluated once
 
 
@@ -77,7 +82,7 @@ def test_every_pair_score_is_the_numpy_fused_score(policy_id: str) -> None:
     post.c[:10], post.d[:10] = 4.0, 1.0  # workers sharing the prior's reliability
     policy._pair_items = np.repeat(np.arange(n_items, dtype=np.int64), n_workers)
     policy._pair_workers = np.tile(np.arange(n_workers, dtype=np.int64), n_items)
-    policy._item_error = error_probability(post.a, post.b, 0.5)
+    policy._item_error = error_probability(post.a, post.b, 0.5, table=True)
     policy._prepare_fused()
     moments = policy._moments.copy()
     # fill_moments gave _prepare_fused its moments; the NumPy formula gives the same bits

@@ -24,16 +24,21 @@ over the region, ``tests/test_betainc_half_table.py``; degree 6 gives 1e-12, 7 g
 The power basis of degree 8 on [−1, 1] loses nothing that matters here (the coefficients
 fall off; the sum is Horner's).
 
-Not used by the policies yet: switching them changes the last bits of every worker-aware
-one-coin score (golden digests and reproduction tables then re-checked under the project's
-rules for new bits). Built at import (15,552 betainc values of SciPy, a few milliseconds), so
-only its importers pay for it.
+Used by the worker-aware one-coin policies at d = 1/2 (the compiled kernels
+:mod:`~crowdbudget.policies._one_coin_kernel` and :mod:`~crowdbudget.policies._push_bounds`
+call :func:`betainc_half_small`; their NumPy paths call :func:`half_error`, the same kernel
+as a ufunc, so both give the same bits); every other user of the incomplete beta keeps SciPy's
+bits. Built at import (15,552 betainc values of SciPy, a few milliseconds), so only its
+importers pay for it.
 """
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
-from numba import njit
+from numba import njit, vectorize
 
 from crowdbudget._compiled_special import betainc
 
@@ -98,3 +103,31 @@ def betainc_half_small(p: float, q: float) -> float:
             row = row * v + _TABLE[i, j, k, m]
         value = value * u + row
     return value
+
+
+def _elementwise(p: float, q: float) -> float:  # pragma: no cover (compiled)
+    """:func:`betainc_half_small` of one pair: the body of :func:`_half_ufunc`."""
+    return betainc_half_small(p, q)
+
+
+@functools.cache
+def _half_ufunc() -> Any:
+    """:func:`betainc_half_small` elementwise, a NumPy ufunc (broadcasting, any shapes): the
+    same compiled operations, so the same bits as the scalar kernel. Built at the first call,
+    not at import: an eager ``vectorize`` would load Numba's compiler (about 0.3 s and 50 MB)
+    in every process that imports this module, the homogeneous policies' included."""
+    return vectorize(["float64(float64, float64)"], cache=True, nopython=True)(_elementwise)
+
+
+def half_error(a: Any, b: Any) -> Any:
+    """The Bayes error min(I, 1 − I) of Beta(a, b) beliefs at d = 1/2, elementwise over
+    broadcastable arrays (result of their broadcast shape, float): 1/2 exactly where a = b
+    (mirrored states and ties stay exact), else I_{1/2}(max, min) by
+    :func:`betainc_half_small` — the rule of
+    :func:`~crowdbudget.posteriors.beta_bernoulli.error_probability` at d = 1/2 with this
+    kernel in place of SciPy's ``betainc``, bit for bit what the compiled kernels compute
+    per item."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    tail = _half_ufunc()(np.maximum(a, b), np.minimum(a, b))
+    return np.asarray(np.where(a == b, 0.5, tail), dtype=float)

@@ -14,7 +14,9 @@ states and reliabilities in ``tests/test_push_bounds.py`` (never off by more tha
 below), and the choices against the per-worker bests on whole replays. So an item's best
 pair is the one of its most or least reliable live worker (``extremes``), and ``bound[item]``
 = ``h(now) −`` the error after that worker's agreeing label (one ``betainc``, not two), the
-larger of the two extremes when the item has workers on both sides of 1/2.
+larger of the two extremes when the item has workers on both sides of 1/2. Every I_{1/2}
+here is the table kernel's (:func:`~crowdbudget._betainc_half_table.betainc_half_small`, the
+bits of the policy's scores; the monotonicity above holds for it within the slack below).
 
 A max segment tree over the bounds gives the largest, M. The items whose bound is at least
 ``margin_below(M)`` (a few; at the start every fresh item) have their live pairs scored
@@ -53,7 +55,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from crowdbudget._compiled_special import betainc as _betainc
+from crowdbudget._betainc_half_table import betainc_half_small as _betainc_half
 from crowdbudget.policies._one_coin_kernel import (
     _error_after,
     _grown,
@@ -699,11 +701,12 @@ def observe_pushed(
             return -1
     ai = a[i]
     bi = b[i]
-    # error_probability at d = 1/2 of one item (the policy's scalar rule: 1/2 on a tie)
+    # error_probability at d = 1/2 of one item (the policy's scalar rule: 1/2 on a tie; the
+    # table kernel of I_{1/2}, as every error of the one-coin scoring)
     if ai == bi:
         item_error[i] = 0.5
     else:
-        item_error[i] = _betainc(bi if bi > ai else ai, bi if bi < ai else ai, 0.5, 0)
+        item_error[i] = _betainc_half(bi if bi > ai else ai, bi if bi < ai else ai)
     fill_item_moments(i, a, b, moments)
     r = c[j] / (c[j] + d[j])
     moved = 1 if reliability[j] != r else 0

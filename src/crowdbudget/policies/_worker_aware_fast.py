@@ -68,6 +68,7 @@ from collections.abc import Collection
 import numpy as np
 from scipy import special
 
+from crowdbudget._betainc_half_table import betainc_half_small, half_error
 from crowdbudget.policies._index import TieBreak, canonical_scores
 from crowdbudget.policies._one_coin_kernel import (
     choose_for_worker,
@@ -127,6 +128,7 @@ class IncrementalPairScores:
     _worker_order: IntArray
     _scores: FloatArray
     _item_error: FloatArray
+    _half_table: bool  # the table kernel of I_{1/2} for the errors at d = 1/2 (one-coin)
     _best: WorkerBest
     _stale: np.ndarray
     _stale_list: list[int]
@@ -248,7 +250,7 @@ class IncrementalPairScores:
         var = np.maximum(second - mean * mean, spread * 1e-15)
         s = np.maximum(spread / var - 1.0, _S_FLOOR)
         na, nb = mean * s, (1.0 - mean) * s
-        err = np.where(na == nb, 0.5, special.betainc(np.maximum(na, nb), np.minimum(na, nb), 0.5))
+        err = self._half_errors(na, nb)
         now = self._item_error[items]
         r0 = now - err[inverse[:k]]
         r1 = now - err[inverse[k:]]
@@ -647,6 +649,32 @@ class IncrementalPairScores:
         """The per-item moments of one item (Python floats, the same operations)."""
         self._moments[item] = [_orientation_moments(ta, tb) for ta, tb in ((b, a), (a, b))]
 
+    def _current_errors(self) -> FloatArray:
+        """Every item's current error, shape (n_items,): ``error_probability`` of the item
+        Betas, with the table kernel of I_{1/2} at d = 1/2 when the policy scores with it
+        (``_half_table``: one-coin)."""
+        post = self.posterior_
+        return error_probability(post.a, post.b, post.thresholds, table=self._half_table)
+
+    def _half_error_of(self, a: float, b: float) -> float:
+        """One item's error at d = 1/2 (:meth:`_current_errors`'s value, without its array
+        machinery): 1/2 where a = b, else I_{1/2}(max, min) by the table kernel or SciPy."""
+        if a == b:
+            return 0.5
+        if self._half_table:
+            return float(betainc_half_small(max(a, b), min(a, b)))
+        return float(special.betainc(max(a, b), min(a, b), 0.5))
+
+    def _half_errors(self, na: FloatArray, nb: FloatArray) -> FloatArray:
+        """``error_probability`` at d = 1/2 of the look-ahead's Betas (na, nb), any common
+        shape: 1/2 where na = nb, else I_{1/2}(max, min) — from the table kernel
+        (:func:`~crowdbudget._betainc_half_table.half_error`, the compiled kernels' bits)
+        when the policy scores with it (``_half_table``), else SciPy's ``betainc``."""
+        if self._half_table:
+            return np.asarray(half_error(na, nb), dtype=float)
+        tail = special.betainc(np.maximum(na, nb), np.minimum(na, nb), 0.5)
+        return np.asarray(np.where(na == nb, 0.5, tail), dtype=float)
+
     def _score_fused(self, pairs: IntArray) -> FloatArray:
         """:meth:`_score_pairs` of the one-coin model, bit for bit (see ``_fused``)."""
         items = self._pair_items[pairs]
@@ -661,9 +689,7 @@ class IncrementalPairScores:
         s = np.maximum(spread / var - 1.0, _S_FLOOR)
         na, nb = mean * s, (1.0 - mean) * s
         if self._uniform_half:
-            err = np.where(
-                na == nb, 0.5, special.betainc(np.maximum(na, nb), np.minimum(na, nb), 0.5)
-            )
+            err = self._half_errors(na, nb)
         else:
             # the posterior after a label 0 is the swapped one: (a', b') = (nb, na)
             after_a, after_b = na.copy(), nb.copy()

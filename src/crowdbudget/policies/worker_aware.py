@@ -96,7 +96,6 @@ import copy
 from collections.abc import Collection
 
 import numpy as np
-from scipy import special
 
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
@@ -236,6 +235,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
             )
         self._rng = rng
         self.posterior_: OneCoinPosterior | TwoCoinPosterior = self._make_posterior(problem)
+        post = self.posterior_  # one-coin: the table kernel of I_{1/2} (_make_posterior)
+        self._half_table = isinstance(post, OneCoinPosterior) and post.half_table
         self._pairs_built = False
         # the labels so far (for refit): rows (item, worker, label), grown by doubling
         self._log = np.empty((64, 3), dtype=np.int64)
@@ -263,9 +264,11 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
     def _make_posterior(self, problem: Problem) -> OneCoinPosterior | TwoCoinPosterior:
         assert problem.n_workers is not None
         c, d = self.worker_prior
-        return OneCoinPosterior(
+        post = OneCoinPosterior(
             problem.prior_array, (d, c), problem.n_items, problem.n_workers, problem.threshold_array
         )
+        post.half_table = True  # the scoring's errors at d = 1/2: the compiled kernels' bits
+        return post
 
     def _build_pairs(self, state: CampaignState) -> None:
         problem = state.problem
@@ -288,7 +291,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
             self._item_ptr, self._item_order = csr_groups(self._pair_items, problem.n_items)
             self._worker_ptr, self._worker_order = csr_groups(self._pair_workers, problem.n_workers)
         post = self.posterior_
-        self._item_error = error_probability(post.a, post.b, post.thresholds)
+        self._item_error = self._current_errors()
         # Pairs of items in the same state (a, b) with the same worker have the same score bit
         # for bit — when every item has the same threshold: error_probability picks its
         # formula once per call, by all thresholds of the call, so with mixed thresholds a
@@ -469,7 +472,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         a, b = float(post.a[i]), float(post.b[i])
         if self._half:
             # error_probability at d = 1/2 for one item, without its array machinery
-            self._item_error[i] = 0.5 if a == b else special.betainc(max(a, b), min(a, b), 0.5)
+            self._item_error[i] = self._half_error_of(a, b)
         else:
             self._item_error[i] = error_probability(a, b, post.thresholds[i])
         if self._fast:
@@ -587,7 +590,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
             self._item_error = self._compiled_item_errors()
             self._number_states()
         else:
-            self._item_error = error_probability(post.a, post.b, post.thresholds)
+            self._item_error = self._current_errors()
         if self._fast:
             self._rescore_all()
             self._best.refresh(np.arange(post.n_workers, dtype=np.int64))

@@ -165,7 +165,11 @@ def _theta_after(
 
 
 def beta_lookahead(
-    a_after: FloatArray, b_after: FloatArray, p1: FloatArray, threshold: FloatArray
+    a_after: FloatArray,
+    b_after: FloatArray,
+    p1: FloatArray,
+    threshold: FloatArray,
+    table: bool = False,
 ) -> Lookahead:
     """The :class:`~crowdbudget.posteriors.base.Lookahead` of k binary items from their Beta
     posteriors after each label: ``a_after``, ``b_after`` and ``threshold`` of shape (2k,)
@@ -174,10 +178,10 @@ def beta_lookahead(
     ``error_after`` is :func:`error_probability` of each posterior, one call for both labels
     (with one threshold for every item it is elementwise, so the values equal separate calls);
     ``label_probabilities`` is ``[1 − p1, p1]``; ``class_probabilities`` is computed on first
-    access.
+    access. ``table``: :func:`error_probability`'s table kernel at d = 1/2.
     """
     k = p1.shape[0]
-    err = error_probability(a_after, b_after, threshold)
+    err = error_probability(a_after, b_after, threshold, table=table)
 
     def classes() -> FloatArray:
         positive = decide_positive(a_after, b_after, threshold)
@@ -204,6 +208,8 @@ def one_coin_rewards(
     d: ArrayLike,
     threshold: ArrayLike = 0.5,
     now: ArrayLike | None = None,
+    *,
+    table: bool = False,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Stage rewards of asking worker (c, d) about item (a, b): ``(R1, R0, p1)``.
 
@@ -212,13 +218,17 @@ def one_coin_rewards(
     the item's accuracy counts in the reward (the final objective is labeling accuracy).
     ``now``, if given, is ``error_probability(a, b, threshold)`` computed by the caller (a
     policy keeps it per item, so scoring many workers for one item does not recompute it).
+    ``table``: :func:`error_probability`'s table kernel at d = 1/2 (the worker-aware one-coin
+    policies' scores, :attr:`BinaryItemBeliefs.half_table`).
     """
     a, b, c, d = (np.asarray(x, dtype=float) for x in (a, b, c, d))
-    now = error_probability(a, b, threshold) if now is None else np.asarray(now, dtype=float)
+    if now is None:
+        now = error_probability(a, b, threshold, table=table)
+    now = np.asarray(now, dtype=float)
     a1, b1, _, _, p1 = one_coin_update(a, b, c, d, 1)
     a0, b0, _, _, _ = one_coin_update(a, b, c, d, 0)
-    r1 = now - error_probability(a1, b1, threshold)
-    r0 = now - error_probability(a0, b0, threshold)
+    r1 = now - error_probability(a1, b1, threshold, table=table)
+    r0 = now - error_probability(a0, b0, threshold, table=table)
     return r1, r0, p1
 
 
@@ -231,6 +241,11 @@ class BinaryItemBeliefs:
     b: FloatArray
     thresholds: FloatArray
     update: Callable[[LabelEvent], None]
+    #: True: the one-coin look-ahead's errors at d = 1/2 from the table kernel of I_{1/2}
+    #: (:func:`error_probability` with ``table=True``; set by the worker-aware one-coin
+    #: policies, whose compiled kernels use it). The posteriors' own outputs (class
+    #: probabilities, confidence) and the two-coin look-ahead keep SciPy's bits.
+    half_table = False
 
     def know(self, item: int, truth: int) -> None:
         """Item ``item`` is known to be of class ``truth`` (a control item): its Beta becomes
@@ -335,7 +350,7 @@ class OneCoinPosterior(BinaryItemBeliefs):
         na, nb, z1 = _theta_after(np.concatenate([b, a]), np.concatenate([a, b]), np.tile(r1, 2))
         a_after = np.concatenate([nb[:k], na[k:]])
         b_after = np.concatenate([na[:k], nb[k:]])
-        return beta_lookahead(a_after, b_after, z1[k:], np.tile(thresholds, 2))
+        return beta_lookahead(a_after, b_after, z1[k:], np.tile(thresholds, 2), self.half_table)
 
     def worker_reliability(self) -> FloatArray:
         """Posterior mean of ρ_j, shape (n_workers,)."""

@@ -124,15 +124,17 @@ class _Breakdown:
             setattr(owner, name, original)
 
 
-def _breakdown(policy_id: str, env: ReplayEnvironment, budget: int, args: object) -> None:
+def _breakdown(
+    policy_id: str, env: ReplayEnvironment, budget: int, args: argparse.Namespace
+) -> None:
     """Print the median thread CPU (ms) of each part of a campaign over ``--reps`` runs."""
-    reps = int(getattr(args, "reps"))
+    reps = int(args.reps)
     runs: list[dict[str, float]] = []
     for rep in range(reps):
         timer = _Breakdown()
         start = time.thread_time()
         try:
-            _run(policy_id, env, budget, rep, getattr(args, "mode"))
+            _run(policy_id, env, budget, rep, args.mode)
         finally:
             timer.close()
         timer.totals["campaign"] = time.thread_time() - start

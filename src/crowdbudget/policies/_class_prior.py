@@ -191,9 +191,7 @@ def _grouped_em(
     grouping was most of a fit's time at the policy's refits (two sorts per fit)."""
     item, counts = _dense_ranks(items)
     worker, _ = _dense_ranks(workers)
-    pi, right_mean, right2, n2 = _two_coin_em(
-        item, worker, one, counts, c0, d0, shift, n_iter, tol
-    )
+    pi, right_mean, right2, n2 = _two_coin_em(item, worker, one, counts, c0, d0, shift, n_iter, tol)
     return pi, right_mean, right2, n2, counts.shape[0]
 
 

@@ -100,8 +100,10 @@ from scipy import special
 
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies import _class_prior, _one_coin_kernel, _push_bounds, _refit_incremental
 from crowdbudget.policies._class_prior import ClassPriorSteps, check_class_prior
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
+from crowdbudget.policies._lean_load import lean_loads
 from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._push_bounds import observe_pushed
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
@@ -127,6 +129,9 @@ from crowdbudget.posteriors.one_coin import (
 )
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
+
+# the cached kernels load without Numba's whole target set-up (_lean_load: the same code)
+lean_loads(_one_coin_kernel, _push_bounds, _refit_incremental, _class_prior)
 
 
 class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, AllocationPolicy):

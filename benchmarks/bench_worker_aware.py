@@ -9,7 +9,7 @@ root:
 
     python benchmarks/bench_worker_aware.py [--policy opt-kg:posterior=one-coin ...]
         [--budget 3200] [--reps 5] [--mode push|pull] [--profile] [--json out.json]
-        [--dataset trec] [--budget-per-item 4] [--no-bounded-push]
+        [--dataset trec] [--budget-per-item 4] [--no-bounded-push] [--breakdown]
 
 Each row also gives the CPU seconds of a campaign (``time.process_time``: best and median),
 and its ratio to the first policy's best (the homogeneous ``opt-kg`` by default) — the
@@ -17,6 +17,11 @@ figure to compare on a shared machine. ``--dataset`` replays another bundled set
 under ``CROWDBUDGET_DATA_DIR``), ``--budget-per-item`` sets the budget as a multiple of its
 items, ``--no-bounded-push`` runs worker-aware Opt-KG's push choice from the per-worker bests
 instead of the per-item bounds (``bounded_push=False``: the code before them, same choices).
+``--breakdown`` adds, per policy, the thread CPU of a campaign's parts (the median over the
+``--reps`` campaigns, ms): the refit and its pieces (class prior, ``reestimate``,
+``refresh_items``, the rest of the refit's Python), the compiled runs (``push_replay_labels``)
+and the Python around them (``take_labels`` without its compiled call), each call timed by
+``time.thread_time`` around it (a wrapper per call, about a microsecond each, is included).
 
 To compare with another version of the code, run the same command with ``PYTHONPATH``
 pointing at that version's ``src`` (e.g. an unpacked ``git archive``), alternating the two.
@@ -68,6 +73,77 @@ def _run(
     )
 
 
+#: (module, attribute, part): the calls --breakdown times; a part's time excludes the
+#: parts nested in it (a stack of open timers)
+_PARTS = [
+    ("crowdbudget.policies.worker_aware", "OneCoinKnowledgeGradient._refit_now", "refit"),
+    ("crowdbudget.policies._class_prior", "ClassPriorSteps._update_class_prior", "class prior"),
+    ("crowdbudget.policies._one_coin_kernel", "reestimate", "reestimate"),
+    ("crowdbudget.policies._worker_aware_fast", "refresh_items", "refresh_items"),
+    ("crowdbudget.policies._push_replay", "take_labels", "take_labels (Python)"),
+    ("crowdbudget.policies._push_replay", "push_replay_labels", "compiled runs"),
+    ("crowdbudget.engine.replay_push", "take_labels", "take_labels (Python)"),
+]
+
+
+class _Breakdown:
+    """Thread CPU per part (:data:`_PARTS`), exclusive of the nested parts."""
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.totals: dict[str, float] = {}
+        self._stack: list[float] = []  # per open timer: the time of its nested parts
+        self._undo: list[tuple[object, str, object]] = []
+        for module_name, attr, part in _PARTS:
+            owner: object = importlib.import_module(module_name)
+            *path, name = attr.split(".")
+            for step in path:
+                owner = getattr(owner, step)
+            original = getattr(owner, name)
+            self._undo.append((owner, name, original))
+            setattr(owner, name, self._timed(original, part))
+
+    def _timed(self, fn: object, part: str) -> object:
+        def wrapper(*args: object, **kwargs: object) -> object:
+            self._stack.append(0.0)
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                spent = time.thread_time() - start
+                nested = self._stack.pop()
+                self.totals[part] = self.totals.get(part, 0.0) + spent - nested
+                if self._stack:
+                    self._stack[-1] += spent
+
+        return wrapper
+
+    def close(self) -> None:
+        for owner, name, original in reversed(self._undo):
+            setattr(owner, name, original)
+
+
+def _breakdown(
+    policy_id: str, env: ReplayEnvironment, budget: int, args: argparse.Namespace
+) -> None:
+    """Print the median thread CPU (ms) of each part of a campaign over ``--reps`` runs."""
+    reps = int(args.reps)
+    runs: list[dict[str, float]] = []
+    for rep in range(reps):
+        timer = _Breakdown()
+        start = time.thread_time()
+        try:
+            _run(policy_id, env, budget, rep, args.mode)
+        finally:
+            timer.close()
+        timer.totals["campaign"] = time.thread_time() - start
+        runs.append(timer.totals)
+    parts = list(dict.fromkeys(key for run in runs for key in run))
+    cells = [f"{p} {1e3 * float(np.median([r.get(p, 0.0) for r in runs])):.1f}" for p in parts]
+    print(f"  breakdown, ms (median of {reps}): " + ", ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", action="append", default=None)
@@ -79,6 +155,7 @@ def main() -> None:
     parser.add_argument("--dataset", default="rte")
     parser.add_argument("--budget-per-item", type=float, default=None)
     parser.add_argument("--no-bounded-push", action="store_true")
+    parser.add_argument("--breakdown", action="store_true")
     args = parser.parse_args()
     warnings.simplefilter("ignore", FutureWarning)  # the old spellings, on purpose
     env = ReplayEnvironment.from_label_data(load_dataset(args.dataset))
@@ -112,6 +189,8 @@ def main() -> None:
             f"  CPU best {min(cpu):7.3f} s median {float(np.median(cpu)):7.3f} s"
             f"  ({min(cpu) / first_cpu:.2f}× the first)"
         )
+        if args.breakdown:
+            _breakdown(policy_id, env, budget, args)
         if args.profile:
             profiler = cProfile.Profile()
             profiler.runcall(_run, policy_id, env, budget, 0, args.mode, bounded)

@@ -297,3 +297,36 @@ def test_the_compiled_em_is_the_numpy_em() -> None:
         got = share_and_accuracy(items, workers, labels, n_items, prior)
         want = share_and_accuracy_numpy(items, workers, labels, n_items, prior)
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_the_grouping_in_the_kernel_is_np_unique_bit_for_bit() -> None:
+    """The compiled fit groups the ids itself (``_dense_ranks``): the EM then reads the
+    arrays ``np.unique`` gave before, so every result has the same bits."""
+    from crowdbudget.policies._class_prior import _dense_ranks, _share_fit, _two_coin_em
+
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        n, n_items, n_workers = (int(rng.integers(1, k)) for k in (3000, 900, 60))
+        items, workers = rng.integers(0, n_items, n), rng.integers(0, n_workers, n)
+        labels = (rng.random(n) < rng.random()).astype(np.int64)
+        _, item, counts = np.unique(items, return_inverse=True, return_counts=True)
+        _, worker = np.unique(workers, return_inverse=True)
+        dense, got_counts = _dense_ranks(items)
+        np.testing.assert_array_equal(dense, item.reshape(-1))
+        np.testing.assert_array_equal(got_counts, counts)
+        c0, d0 = [(16.0, 4.0), (4.0, 1.0), (0.5, 0.7)][trial % 3]
+        shift = 1.0 if (c0 > 1.0 and d0 > 1.0) else 0.0
+        want = _two_coin_em(
+            item.reshape(-1).astype(np.int64),
+            worker.reshape(-1).astype(np.int64),
+            labels == 1,
+            counts.astype(np.int64),
+            c0,
+            d0,
+            shift,
+            100,
+            1e-7,
+        )
+        got = _share_fit(items, workers, labels, (c0, d0))
+        assert got[:4] == tuple(float(x) for x in want)  # the same bits
+        assert got[4] == float(counts.shape[0])

@@ -12,7 +12,11 @@ from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.policies._one_coin_kernel import reestimate
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
-from crowdbudget.policies._refit_schedule import DEFAULT_REFIT_EXACT, DEFAULT_REFIT_TOL
+from crowdbudget.policies._refit_schedule import (
+    DEFAULT_REFIT_EXACT,
+    DEFAULT_REFIT_TOL,
+    exact_phase,
+)
 from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
@@ -146,11 +150,11 @@ def test_refit_tol_is_validated(kwargs: dict, message: str) -> None:
 
 
 def test_the_full_refit_up_to_the_exact_phase() -> None:
-    # every refit up to the first past refit_exact_until labels is the full one: the same
-    # decisions and draws as refit-tol=0 (campaigns of rte and temp, <= 8,000 labels, are
-    # wholly inside the registry's 10,000)
+    # every refit up to the first past the exact phase is the full one: the same decisions
+    # and draws as refit-tol=0 (on rte the registry's phase is 2,000 labels)
     policy = make_policy("opt-kg:posterior=one-coin:refit-tol=0.01")
     assert (policy.refit_exact_until, policy.refit_exact_growth) == (10_000, 0.1)
+    assert policy.refit_exact_items == 1.0
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
     full = _decisions(_FULL, env, 1600.0, 3)
     assert _decisions("opt-kg:posterior=one-coin:refit-tol=0.01", env, 1600.0, 3) == full
@@ -212,18 +216,21 @@ def test_statistics_follow_a_full_refit() -> None:
 @pytest.mark.parametrize(
     ("policy_id", "expected"),
     [
-        ("opt-kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1)),
-        ("opt-kg:posterior=one-coin:refit-tol=0.002", (0.002, 10_000, 0.1)),
-        ("opt-kg:posterior=one-coin:refit-tol=0", (0.0, 0, 0.0)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1, 1.0)),
+        ("opt-kg:posterior=one-coin:refit-tol=0.002", (0.002, 10_000, 0.1, 1.0)),
+        ("opt-kg:posterior=one-coin:refit-tol=0", (0.0, 0, 0.0, 0.0)),
         ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-items=exact", None),
-        ("opt-kg:posterior=one-coin:refit-items=exact", (0.0, 0, 0.0)),
-        ("opt-kg:posterior=one-coin:refit=0", (0.0, 0, 0.0)),
-        ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=0", (0.01, 0, 0.1)),
+        ("opt-kg:posterior=one-coin:refit-items=exact", (0.0, 0, 0.0, 0.0)),
+        ("opt-kg:posterior=one-coin:refit=0", (0.0, 0, 0.0, 0.0)),
+        # a named exact phase keeps its meaning (that many labels: no per-item default)
+        ("opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=0", (0.01, 0, 0.1, 0.0)),
+        ("opt-kg:posterior=one-coin:refit-exact-until=600", (0.01, 600, 0.1, 0.0)),
+        ("opt-kg:posterior=one-coin:refit-exact-items=2", (0.01, 10_000, 0.1, 2.0)),
         ("opt-kg:posterior=one-coin", "default"),
-        ("opt-kg:posterior=one-coin", (0.01, 10_000, 0.1)),
-        ("kg:posterior=one-coin", (0.0, 0, 0.0)),
-        ("cvar-kg:posterior=one-coin:alpha=0.5", (0.0, 0, 0.0)),
-        ("kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1)),
+        ("opt-kg:posterior=one-coin", (0.01, 10_000, 0.1, 1.0)),
+        ("kg:posterior=one-coin", (0.0, 0, 0.0, 0.0)),
+        ("cvar-kg:posterior=one-coin:alpha=0.5", (0.0, 0, 0.0, 0.0)),
+        ("kg:posterior=one-coin:refit-tol=0.01", (0.01, 10_000, 0.1, 1.0)),
     ],
 )
 def test_registry_defaults_of_the_incremental_refit(policy_id: str, expected: object) -> None:
@@ -232,8 +239,40 @@ def test_registry_defaults_of_the_incremental_refit(policy_id: str, expected: ob
             make_policy(policy_id)
         return
     if expected == "default":
-        exact = tuple(DEFAULT_REFIT_EXACT.values()) if DEFAULT_REFIT_TOL else (0, 0.0)
+        keys = ("refit_exact_until", "refit_exact_growth", "refit_exact_items")
+        exact = tuple(DEFAULT_REFIT_EXACT[k] for k in keys) if DEFAULT_REFIT_TOL else (0, 0.0, 0.0)
         expected = (DEFAULT_REFIT_TOL, *exact)
     policy = make_policy(policy_id)
     policy.validate_params()
-    assert (policy.refit_tol, policy.refit_exact_until, policy.refit_exact_growth) == expected
+    got = (policy.refit_tol, policy.refit_exact_until, policy.refit_exact_growth)
+    assert (*got, policy.refit_exact_items) == expected
+
+
+def test_the_exact_phase_by_the_problem_size() -> None:
+    # min(until, max(2000, items per item x n_items)); items 0: until labels; until 0: no cap
+    assert exact_phase(10_000, 1.0, 800) == 2_000  # rte
+    assert exact_phase(10_000, 1.0, 462) == 2_000  # temp
+    assert exact_phase(10_000, 1.0, 19_033) == 10_000  # trec: as before
+    assert exact_phase(10_000, 1.0, 5_000) == 5_000
+    assert exact_phase(10_000, 0.0, 800) == 10_000
+    assert exact_phase(0, 1.0, 19_033) == 19_033
+    assert exact_phase(0, 0.0, 800) == 0
+    assert exact_phase(10_000, 2.5, 1_001) == 2_503  # rounded up
+    policy = make_policy("opt-kg:posterior=one-coin")
+    env = ReplayEnvironment.from_label_data(load_dataset("rte"))
+    run_recorded(policy, env, [50.0], 0)
+    assert policy._exact_until == 2_000  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"refit": 10, "refit_tol": 0.01, "refit_exact_items": -1.0}, "refit_exact_items must"),
+        ({"refit": 10, "refit_tol": 0.01, "refit_exact_items": float("nan")}, "refit_exact_items"),
+        ({"refit": 10, "refit_exact_items": 1.0}, "refit_exact_items needs refit_tol"),
+    ],
+)
+def test_refit_exact_items_is_validated(kwargs: dict, message: str) -> None:
+    policy = OneCoinKnowledgeGradient(**kwargs)
+    with pytest.raises(InvalidParameterError, match=message):
+        policy.validate_params()

@@ -16,10 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, Outcome
+from crowdbudget.policies import _push_replay
+from crowdbudget.policies._lean_load import lean_loads
 from crowdbudget.policies._push_replay import replay_ready, take_labels
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment
 from crowdbudget.types import CampaignState
+
+# the compiled runs' kernel loads without Numba's whole target set-up (the same code)
+lean_loads(_push_replay)
 
 
 def supports(policy: Any, env: Any, clock: Any, recorder: Any) -> bool:

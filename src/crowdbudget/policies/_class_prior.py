@@ -113,26 +113,86 @@ def share_and_accuracy(
     says nothing about the accuracy: only the share of labels 1 is identified from lone
     labels). Per worker and two-coin: the allocation asks the workers it believes reliable,
     so one crowd accuracy would read the share from whoever it asked most. Deterministic;
-    O(n log n) once (the grouping), then O(n + n_workers) per iteration, at most ``n_iter``
+    O(n + max id) once (the grouping), then O(n + n_workers) per iteration, at most ``n_iter``
     iterations (stops when no rate and not π moved by more than 1e-7)."""
+    pi, right_mean, right2, n2, _ = _share_fit(items, workers, labels, worker_prior, n_iter)
+    return pi, right_mean, right2, n2
+
+
+def _share_fit(
+    items: IntArray,
+    workers: IntArray,
+    labels: IntArray,
+    worker_prior: tuple[float, float],
+    n_iter: int = 100,
+) -> tuple[float, float, float, float, float]:
+    """:func:`share_and_accuracy`'s (π, a, r2, n2) and the number of distinct items
+    labelled (the gate's n for π's posterior), by one compiled call (:func:`_grouped_em`)."""
     c0, d0 = worker_prior
-    _, item, counts = np.unique(items, return_inverse=True, return_counts=True)
-    _, worker = np.unique(workers, return_inverse=True)
     # MAP of each rate under Beta(c0, d0): c0, d0 > 1 in the registry (16, 4), so the mode
     # is inside (0, 1); with c0 ≤ 1 or d0 ≤ 1 the posterior mean keeps it there
     shift = 1.0 if (c0 > 1.0 and d0 > 1.0) else 0.0
-    pi, right_mean, right2, n2 = _two_coin_em(
-        item.reshape(-1).astype(np.int64),
-        worker.reshape(-1).astype(np.int64),
-        np.asarray(labels == 1),
-        counts.astype(np.int64),
+    pi, right_mean, right2, n2, n_seen = _grouped_em(
+        np.ascontiguousarray(items, dtype=np.int64),
+        np.ascontiguousarray(workers, dtype=np.int64),
+        np.ascontiguousarray(np.asarray(labels) == 1),
         float(c0),
         float(d0),
         shift,
-        n_iter,
+        int(n_iter),
         _TOL,
     )
-    return float(pi), float(right_mean), float(right2), float(n2)
+    return float(pi), float(right_mean), float(right2), float(n2), float(n_seen)
+
+
+@njit(cache=True, nogil=True)
+def _dense_ranks(ids: IntArray) -> tuple[IntArray, IntArray]:
+    """For ids (n,) ≥ 0: each id's rank among the distinct ids in increasing order (n,) and
+    the count of each distinct id (n_distinct,) — ``np.unique(ids, return_inverse=True,
+    return_counts=True)``'s inverse and counts, by one pass over a table of max(ids) + 1
+    flags instead of a sort (O(n + max id))."""
+    top = 0
+    for t in range(ids.shape[0]):
+        top = max(top, ids[t] + 1)
+    rank = np.zeros(top, dtype=np.int64)
+    for t in range(ids.shape[0]):
+        rank[ids[t]] += 1  # the id's count, for now
+    n_distinct = 0
+    for k in range(top):
+        if rank[k]:
+            n_distinct += 1
+    counts = np.empty(n_distinct, dtype=np.int64)
+    r = 0
+    for k in range(top):
+        if rank[k]:
+            counts[r] = rank[k]
+            rank[k] = r
+            r += 1
+    dense = np.empty(ids.shape[0], dtype=np.int64)
+    for t in range(ids.shape[0]):
+        dense[t] = rank[ids[t]]
+    return dense, counts
+
+
+@njit(cache=True, nogil=True)
+def _grouped_em(
+    items: IntArray,
+    workers: IntArray,
+    one: np.ndarray,
+    c0: float,
+    d0: float,
+    shift: float,
+    n_iter: int,
+    tol: float,
+) -> tuple[float, float, float, float, int]:
+    """:func:`_two_coin_em` on the raw ids ``items``, ``workers`` (n,), grouped first by
+    :func:`_dense_ranks` (the dense indices ``np.unique`` gives: the same arrays, so the
+    same sums in the same order, the same bits); also the number of distinct items. The
+    grouping was most of a fit's time at the policy's refits (two sorts per fit)."""
+    item, counts = _dense_ranks(items)
+    worker, _ = _dense_ranks(workers)
+    pi, right_mean, right2, n2 = _two_coin_em(item, worker, one, counts, c0, d0, shift, n_iter, tol)
+    return pi, right_mean, right2, n2, counts.shape[0]
 
 
 @njit(cache=True, nogil=True)
@@ -265,13 +325,12 @@ def gated_class_prior(
     class, and the labels it buys say the common class: docs/stress-bed.md)."""
     if items.shape[0] == 0 or (memory is not None and memory.locked):
         return None
-    pi, a, right2, n2 = share_and_accuracy(items, workers, labels, n_items, worker_prior)
+    pi, a, right2, n2, n_seen = _share_fit(items, workers, labels, worker_prior)
     near = pi  # the share the gate reads: the credible one nearest ½
     if quantile is not None:
         c0, d0 = worker_prior
         a = min(a, float(special.betaincinv(c0 + right2, d0 + n2 - right2, quantile)))
         # π's posterior Beta(1 + Σ p, 1 + n − Σ p) over the n labelled items (π: its mean)
-        n_seen = float(np.unique(items).shape[0])
         ones = pi * (n_seen + 2.0) - 1.0
         level = 1.0 - quantile if pi < 0.5 else quantile
         near = float(special.betaincinv(1.0 + ones, 1.0 + n_seen - ones, level))

@@ -126,13 +126,49 @@ def check_refit_exact(until: object, growth: object, refit_tol: object) -> None:
 
 #: the registry's ``refit_tol`` of a binary one-coin refit (sequential item step) when the id
 #: names none (0: the full refit at every refit; derivation and measurements:
-#: policies/worker_aware.py, docs/decisions.md, "the incremental refit past 10^4 labels")
+#: policies/worker_aware.py, docs/decisions.md, "the incremental refit past 10^4 labels" and
+#: "an exact phase by the problem's size")
 DEFAULT_REFIT_TOL = 0.01
 #: with ``refit_tol`` > 0, the registry's exact-refit options when the id names none: full
-#: refits while they are cheap — up to the first refit past ``refit_exact_until`` labels —
-#: then the incremental refit, and a full one again whenever the labels have grown by
-#: ``refit_exact_growth`` since the last
-DEFAULT_REFIT_EXACT: dict[str, Any] = {"refit_exact_until": 10_000, "refit_exact_growth": 0.1}
+#: refits up to the first refit past the exact phase (:func:`exact_phase`: at most
+#: ``refit_exact_until`` labels, with ``refit_exact_items`` labels per item but at least
+#: :data:`EXACT_FLOOR`), then the incremental refit, and a full one again whenever the labels
+#: have grown by ``refit_exact_growth`` since the last
+DEFAULT_REFIT_EXACT: dict[str, Any] = {
+    "refit_exact_until": 10_000,
+    "refit_exact_growth": 0.1,
+    "refit_exact_items": 1.0,
+}
+
+#: with ``refit_exact_items`` > 0, the exact phase lasts at least this many labels: the early
+#: refits (undoing a lucky start) decide most, and below it a campaign's full refits cost
+#: little. The smallest measured within one standard error of the full refit on every rte and
+#: temp budget (500, 1,000 and 1,500 were not; docs/decisions.md)
+EXACT_FLOOR = 2_000
+
+
+def exact_phase(until: int, items: float, n_items: int) -> int:
+    """The label count of a campaign's exact phase (full refits up to the first refit past it):
+    ``until`` when ``items`` is 0, else ``min(until, max(EXACT_FLOOR, ⌈items · n_items⌉))``
+    (``until`` 0: no cap). The registry's (10^4, 1 per item): rte (800 items) and temp (462)
+    2,000 labels, trec (19,033 items) 10^4 as before."""
+    if not items:
+        return int(until)
+    phase = max(EXACT_FLOOR, math.ceil(round(float(items) * n_items, 9)))
+    return min(int(until), phase) if until else phase
+
+
+def check_refit_exact_items(items: object, refit_tol: object) -> None:
+    """Refuse a ``refit_exact_items`` that is not a finite number >= 0, or one > 0 without
+    ``refit_tol`` > 0, in one line."""
+    if not _finite_nonnegative(items):
+        raise InvalidParameterError(
+            f"refit_exact_items must be a finite number >= 0 (labels per item), got {items!r}"
+        )
+    if float(items) and not float(refit_tol):  # type: ignore[arg-type]
+        raise InvalidParameterError(
+            "refit_exact_items needs refit_tol > 0 (with refit_tol=0 every refit is a full one)"
+        )
 
 
 #: the registry's ``class_prior`` of the binary one-coin Opt-KG with a refit (sequential item
@@ -152,7 +188,8 @@ def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[
     if not named (and ``default_tol``: Opt-KG's defaults; ``"none"`` when the options leave
     no full refit, where the class prior cannot move), and, unless ``refit_tol`` is zero,
     :data:`DEFAULT_REFIT_TOL` if not named (and ``default_tol``; else 0) and
-    :data:`DEFAULT_REFIT_EXACT`'s not named."""
+    :data:`DEFAULT_REFIT_EXACT`'s not named (``refit_exact_items`` not when the id names
+    ``refit_exact_until``: a named exact phase is that many labels, as before)."""
     if named.get("refit_items", "sequential") != "sequential":
         return {}
     out: dict[str, Any] = {}
@@ -161,12 +198,19 @@ def refit_tol_defaults(named: dict[str, Any], default_tol: bool = True) -> dict[
         if "refit_tol" not in named:
             out["refit_tol"] = tol
         out.update({key: value for key, value in DEFAULT_REFIT_EXACT.items() if key not in named})
+        if "refit_exact_until" in named and "refit_exact_items" not in named:
+            out.pop("refit_exact_items")  # a named phase keeps its meaning: that many labels
     if default_tol and "multiclass_class_prior" not in named:
         out["multiclass_class_prior"] = DEFAULT_MULTICLASS_CLASS_PRIOR
     if default_tol and "class_prior" not in named:
         # the class prior moves at full refits only: an id that names none (incremental
         # refits throughout) keeps the problem's prior rather than being refused
         exact = {**out, **named}
-        full_refits = not tol or exact.get("refit_exact_until") or exact.get("refit_exact_growth")
+        full_refits = (
+            not tol
+            or exact.get("refit_exact_until")
+            or exact.get("refit_exact_growth")
+            or exact.get("refit_exact_items")
+        )
         out["class_prior"] = DEFAULT_CLASS_PRIOR if full_refits else "none"
     return out

@@ -101,7 +101,7 @@ _FEATURE_PARAMS = ("prior_var", "reward", "standardize", "intercept")
 #: refit variants of the binary one-coin policy, passed only when given
 _ONE_COIN_REFIT_PARAMS: tuple[str, ...] = ("refit_items", "refit_rounds", "refit_final")
 _ONE_COIN_REFIT_PARAMS += ("refit_tol", "refit_exact_until", "refit_exact_growth", "class_prior")
-_ONE_COIN_REFIT_PARAMS += ("multiclass_class_prior",)
+_ONE_COIN_REFIT_PARAMS += ("multiclass_class_prior", "refit_exact_items")
 #: the worker models whose refit takes ``refit-growth``
 GROWING_REFITS = ("one-coin", "confusion")
 
@@ -333,24 +333,26 @@ _KG_PARAMS = {
     "refit-tol": Param(
         "refit-tol",
         float,
-        "posterior=one-coin, two classes: 0 (the full refit) or an incremental refit that "
-        "re-reads only the new labels' items and those of workers whose reliability moved by "
-        "more than this (opt-kg's default 0.01 with the sequential item step, with "
-        "refit-exact-until and refit-exact-growth; 0: every refit a full one)",
+        "one-coin, two classes: 0 (every refit a full one) or incremental refits re-reading the "
+        "new labels' items and those of workers whose reliability moved more (opt-kg: 0.01)",
         low=0.0,
     ),
     "refit-exact-until": Param(
         "refit-exact-until",
         int,
-        "posterior=one-coin, two classes, refit-tol > 0: refits are full ones up to the first "
-        "past this many labels (default 10000), incremental after",
+        "refit-tol > 0: refits are full ones up to the first past this many labels (10000)",
         low=0,
+    ),
+    "refit-exact-items": Param(
+        "refit-exact-items",
+        float,
+        "refit-tol > 0: the exact phase per item, within [2000, refit-exact-until] (default 1)",
+        low=0.0,
     ),
     "refit-exact-growth": Param(
         "refit-exact-growth",
         float,
-        "posterior=one-coin, two classes, refit-tol > 0: a full refit whenever the labels grew "
-        "by this fraction since the last full one (default 0.1; 0: none)",
+        "refit-tol > 0: a full refit whenever the labels grew by this share (0.1; 0: none)",
         low=0.0,
     ),
     "class-prior": Param(

@@ -44,22 +44,21 @@ Refit variants (ours, non-default; what each was measured to do: docs/decisions.
   and matched to one Beta once (:func:`~crowdbudget.posteriors.one_coin.exact_item_beliefs`).
 - ``refit_rounds`` (default 3), ``refit_final``: the Args below.
 - ``refit_tol=t`` (t > 0): the incremental refit (:mod:`~crowdbudget.policies._refit_incremental`:
-  per-worker sufficient statistics; a refit re-reads only the items with a new label and those
-  of workers whose mean reliability moved by more than t, warm-started; between refits a label
-  moves its item but not its worker). O(changed labels) per refit; the beliefs differ from the
-  full refit's by up to t in the reliabilities the items were read with.
-- ``refit_exact_until=N0``, ``refit_exact_growth=g`` (with ``refit_tol`` > 0): the full refit up
-  to N0 labels, then incremental, with a full refit again whenever the labels grew by g since
-  the last full one: O(log(T/N0)/log(1 + g)) full refits after N0.
+  a refit re-reads only the items with a new label and those of workers whose mean reliability
+  moved by more than t, warm-started; between refits a label moves its item, not its worker):
+  O(changed labels) per refit, beliefs within t of the full refit's reliabilities.
+- ``refit_exact_until=N0``, ``refit_exact_growth=g``, ``refit_exact_items=r`` (with
+  ``refit_tol`` > 0): full refits up to the exact phase — N0 labels, or with r > 0
+  ``min(N0, max(2000, r · n_items))`` (``_refit_schedule.exact_phase``) — then incremental,
+  and a full refit again whenever the labels grew by g since the last full one.
 
 The registry's ``opt-kg:posterior=one-coin`` on two classes (sequential item step) has
-``refit_tol=0.01``, ``refit_exact_until=10000``, ``refit_exact_growth=0.1``
-(``policies._refit_schedule``; ``refit-tol=0``: every refit a full one; KG and CVaR-KG keep the
-full refit unless ``refit-tol`` is named). Why: the full refit every 10 labels costs O(T²/10)
-over T labels; below 10^4 labels its whole cost is small, so every campaign up to 10^4 labels
-is the full refit's decision for decision, and past it the incremental refit with periodic
-full ones keeps the fit from drifting (measured against the full refit: docs/decisions.md,
-"the incremental refit past 10^4 labels").
+``refit_tol=0.01``, ``refit_exact_until=10000``, ``refit_exact_items=1``,
+``refit_exact_growth=0.1`` (``refit-tol=0``: every refit a full one; KG and CVaR-KG keep the
+full refit unless ``refit-tol`` is named). The full refit every 10 labels costs O(T²/10) over
+T labels, most of a 3,200-label RTE replay's time, while the early refits decide most: every
+campaign up to its exact phase is the full refit's decision for decision (measured against
+the full refit on rte, temp and trec: docs/decisions.md, "an exact phase by the problem's size").
 
 The registry's default worker prior with a refit on two classes is Beta(16, 4), the paper's
 mean worth 20 labels (``policies.builtin.REFIT_WORKER_PRIOR``; docs/reproductions.md, "A
@@ -99,15 +98,19 @@ import numpy as np
 
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.policies import _class_prior, _one_coin_kernel, _push_bounds, _refit_incremental
 from crowdbudget.policies._class_prior import ClassPriorSteps, check_class_prior
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
+from crowdbudget.policies._lean_load import lean_loads
 from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._push_bounds import observe_pushed
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
 from crowdbudget.policies._refit_schedule import (
     check_refit_exact,
+    check_refit_exact_items,
     check_refit_options,
     check_refit_tol,
+    exact_phase,
     next_refit_at,
     refit_schedule,
 )
@@ -126,6 +129,9 @@ from crowdbudget.posteriors.one_coin import (
 )
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
+
+# the cached kernels load without Numba's whole target set-up (_lean_load: the same code)
+lean_loads(_one_coin_kernel, _push_bounds, _refit_incremental, _class_prior)
 
 
 class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, AllocationPolicy):
@@ -149,10 +155,9 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
             since the last refit.
         refit_tol: 0 (the full refit), or > 0: the incremental refit with this tolerance on a
             worker's mean reliability (module docstring).
-        refit_exact_until: with ``refit_tol`` > 0, every refit up to the first past this many
-            labels is the full one (0: incremental from the first refit).
-        refit_exact_growth: with ``refit_tol`` > 0, a full refit at the first refit whose
-            label count is at least (1 + this) times the last full one's (0: none).
+        refit_exact_until, refit_exact_items, refit_exact_growth: with ``refit_tol`` > 0, the
+            exact phase (full refits up to the first refit past it; 0: none) and the growth of
+            the labels since the last full refit that makes a full one (module docstring).
         class_prior: ``"none"`` (the problem's item prior throughout) or ``"gated"``: at
             every refit the items' prior becomes a class prior learned from the labels where
             a lone label cannot overturn the common class
@@ -195,6 +200,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         refit_exact_until: int = 0,
         refit_exact_growth: float = 0.0,
         class_prior: str = "none",
+        refit_exact_items: float = 0.0,
     ) -> None:
         self.optimistic = optimistic
         self.worker_prior = worker_prior
@@ -209,6 +215,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         self.refit_exact_until = refit_exact_until
         self.refit_exact_growth = refit_exact_growth
         self.class_prior = class_prior
+        self.refit_exact_items = refit_exact_items
 
     def validate_params(self) -> None:
         check_tie_break(self.tie_break)
@@ -224,7 +231,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
             check_probability(self.alpha, "alpha")
         check_refit_tol(self.refit_tol, self.refit, self.worker_model, self.refit_items)
         check_refit_exact(self.refit_exact_until, self.refit_exact_growth, self.refit_tol)
-        full = bool(self.refit_exact_until or self.refit_exact_growth)  # full refits with refit_tol
+        check_refit_exact_items(self.refit_exact_items, self.refit_tol)
+        full = bool(self.refit_exact_until or self.refit_exact_growth or self.refit_exact_items)
         check_class_prior(self.class_prior, self.refit, self.refit_tol, full)
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
@@ -254,8 +262,10 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         self._incremental: IncrementalRefitState | None = None
         # the label count of the last full refit (refit_exact_growth)
         self._last_full = 0
-        # with refit_exact_until the state is made at the first full refit past it
-        if self.refit and self.refit_tol and not self.refit_exact_until:
+        # full refits up to the exact phase; the state is made at the first refit past it
+        n0, items = self.refit_exact_until, self.refit_exact_items
+        self._exact_until = exact_phase(n0, items, problem.n_items)
+        if self.refit and self.refit_tol and not self._exact_until:
             c, d = self.worker_prior
             self._incremental = IncrementalRefitState(
                 problem.n_items, problem.n_workers, float(c), float(d)
@@ -645,10 +655,10 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
 
     def _sync_incremental(self) -> None:
         """After a full refit with ``refit_tol``: the incremental refit's statistics set to
-        its beliefs (made here at the first full refit past ``refit_exact_until``; from then
+        its beliefs (made here at the first full refit past the exact phase; from then
         on a label moves its worker at the refits only), so the next incremental refit starts
         from the full one's fit."""
-        if not self.refit_tol or self._n_log <= self.refit_exact_until:
+        if not self.refit_tol or self._n_log <= self._exact_until:
             return
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)

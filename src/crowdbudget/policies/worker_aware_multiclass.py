@@ -562,6 +562,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
         refit_exact_growth: float = 0.0,
         class_prior: str = "none",
         multiclass_class_prior: str = "none",
+        refit_exact_items: float = 0.0,
     ) -> None:
         super().__init__(
             optimistic=optimistic,
@@ -577,6 +578,7 @@ class OneCoinAnyClassKnowledgeGradient(OneCoinKnowledgeGradient):
             refit_exact_until=refit_exact_until,
             refit_exact_growth=refit_exact_growth,
             class_prior=class_prior,
+            refit_exact_items=refit_exact_items,
         )
         self.multiclass_worker_prior = multiclass_worker_prior
         self.multiclass_class_prior = multiclass_class_prior

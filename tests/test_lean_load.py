@@ -1,0 +1,96 @@
+"""The lean load of the policies' cached Numba kernels (``policies._lean_load``).
+
+Each check runs in fresh processes (the first makes sure the kernel is in the on-disk cache,
+the second loads it): a lean load must leave Numba's lowering modules unimported, give the
+values Numba's own loader gives, and leave compilation working afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crowdbudget.policies import _lean_load
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+_SCRIPT = """
+import json, sys
+import numpy as np
+lean = sys.argv[1] == "lean"
+if lean:
+    import crowdbudget.policies.worker_aware  # gives the kernels the lean loader
+from crowdbudget.policies import _one_coin_kernel as k
+a = np.array([1.0, 2.5, 3.0, 1.25]); b = np.array([1.0, 1.5, 0.75, 2.0])
+out = np.empty(4)
+k.item_errors(a, b, out)
+moments = np.empty((4, 2, 6))
+k.fill_moments(a, b, moments)
+loaded = "numba.np.linalg" in sys.modules
+import numba
+norm = numba.njit(lambda x: np.linalg.norm(x))(np.array([3.0, 4.0]))  # compiles after it
+print(json.dumps({
+    "errors": out.tolist(), "moments": moments.ravel().tolist(), "lowering": loaded,
+    "norm": float(norm), "cache": type(k.item_errors._cache).__name__,
+}))
+"""
+
+
+def _run(mode: str) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("NUMBA_DISABLE_JIT", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=600,
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.skipif(not _lean_load._AVAILABLE, reason="this Numba has no lean loader to test")
+def test_lean_load_skips_the_lowering_registries_and_gives_the_same_values() -> None:
+    _run("plain")  # the kernels compiled and cached if they were not
+    plain, lean = _run("plain"), _run("lean")
+    assert plain["lowering"] is True  # Numba's own loader imports the lowering modules
+    assert lean["lowering"] is False  # the lean loader does not
+    assert lean["cache"] == "LeanFunctionCache"
+    assert lean["errors"] == plain["errors"]  # the same machine code: the same bits
+    assert lean["moments"] == plain["moments"]
+    assert lean["norm"] == plain["norm"] == 5.0  # a compilation after a lean load works
+
+
+def _plus_one(x: float) -> float:
+    return x + 1.0
+
+
+def test_lean_loads_changes_only_disk_caches() -> None:
+    from numba import njit
+
+    from crowdbudget.policies import _class_prior
+
+    class Module:  # a namespace with a cached, an uncached and a plain function
+        pass
+
+    namespace = Module()
+    namespace.cached = njit(cache=True)(_plus_one)  # type: ignore[attr-defined]
+    namespace.uncached = njit(_plus_one)  # type: ignore[attr-defined]
+    namespace.plain = len  # type: ignore[attr-defined]
+    before = type(namespace.uncached._cache)  # type: ignore[attr-defined]
+    assert _lean_load.lean_loads(namespace) == 1  # type: ignore[arg-type]
+    assert type(namespace.uncached._cache) is before  # type: ignore[attr-defined]
+    assert type(namespace.cached._cache).__name__ == "LeanFunctionCache"  # type: ignore[attr-defined]
+    assert namespace.cached(np.float64(1.0)) == 2.0  # type: ignore[attr-defined]
+    # the policy modules' kernels have it once the policy is imported (and it is idempotent)
+    import crowdbudget.policies.worker_aware  # noqa: F401
+
+    assert _lean_load.lean_loads(_class_prior) >= 1

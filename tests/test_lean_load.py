@@ -69,6 +69,45 @@ def test_lean_load_skips_the_lowering_registries_and_gives_the_same_values() -> 
     assert lean["norm"] == plain["norm"] == 5.0  # a compilation after a lean load works
 
 
+_FALLBACK_SCRIPT = """
+import sys
+import numba.core.caching as caching
+from crowdbudget.policies import _lean_load
+own = caching.Cache._load_overload
+def needs_refresh(self, sig, target_context):  # a Numba whose cached load needs the refresh
+    if "numba.np.linalg" not in sys.modules:
+        raise RuntimeError("the target context was not refreshed")
+    return own(self, sig, target_context)
+caching.Cache._load_overload = needs_refresh  # the lean path fails; Numba's own loader runs
+import crowdbudget.policies.worker_aware
+from crowdbudget.policies import _one_coin_kernel as k
+import numpy as np
+out = np.empty(1)
+k.item_errors(np.array([2.5]), np.array([1.5]), out)
+print(repr(float(out[0])), "numba.np.linalg" in sys.modules)
+"""
+
+
+@pytest.mark.skipif(not _lean_load._AVAILABLE, reason="this Numba has no lean loader to test")
+def test_a_failing_lean_load_falls_back_to_numbas_own_loader() -> None:
+    """A Numba whose cached load fails without the target context's refresh: the lean path
+    raises, Numba's own loader refreshes and loads, and the kernel gives the same value."""
+    plain = _run("plain")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("NUMBA_DISABLE_JIT", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _FALLBACK_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=600,
+    )
+    value, lowering = done.stdout.split()
+    assert float(value) == plain["errors"][1]  # type: ignore[index]
+    assert lowering == "True"
+
+
 def _plus_one(x: float) -> float:
     return x + 1.0
 

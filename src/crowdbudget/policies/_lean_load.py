@@ -48,10 +48,15 @@ _LEAN_CLASSES: dict[type, type] = {}
 def _load_overload_lean(self: Any, sig: Any, target_context: Any) -> Any:
     """``Cache.load_overload`` without the target context's refresh: the runtime
     initialised (idempotent), then Numba's own ``_load_overload`` (None on a miss: the
-    dispatcher then compiles, refreshing the contexts first)."""
-    rtsys.initialize(target_context)
-    with self._guard_against_spurious_io_errors():
-        return self._load_overload(sig, target_context)
+    dispatcher then compiles, refreshing the contexts first). Should that raise — a Numba
+    whose cached load needs the refreshed context — Numba's own loader loads it instead, so
+    the lean path can cost a refresh but never a kernel."""
+    try:
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+    except Exception:  # any failure of the lean path: Numba's own loader
+        return Cache.load_overload(self, sig, target_context)
     return None  # the guard swallowed an error (Windows): a miss, as Numba's loader
 
 

@@ -30,8 +30,7 @@ paper's own model: (items) every item restarts from its prior and takes its labe
 order by the paper's moment matching with the worker Betas held fixed; (workers) every worker's
 Beta becomes prior + expected agreements with a noiseless worker, ``c_j = c0 + Σ P(agree)``,
 ``d_j = d0 + n_j − Σ P(agree)`` with P(agree) = E[θ_i] for a label 1 and 1 − E[θ_i] for a 0.
-Then every available pair is rescored. Cost per refit: O(labels so far) vectorised plus one
-scoring pass over the pairs.
+Then every available pair is rescored. Cost per refit: O(labels so far) plus one scoring pass.
 
 ``refit_growth=g`` (``refit-growth``; ours, default 0): after a refit at n labels the next is at
 ``n + max(N, ceil(g · n))`` (``refit_schedule``), so the refits re-read O(N/g² + T/g) labels in
@@ -130,8 +129,7 @@ from crowdbudget.posteriors.one_coin import (
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
 
-# the cached kernels load without Numba's whole target set-up (_lean_load: the same code)
-lean_loads(_one_coin_kernel, _push_bounds, _refit_incremental, _class_prior)
+lean_loads(_one_coin_kernel, _push_bounds, _refit_incremental, _class_prior)  # _lean_load
 
 
 class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, AllocationPolicy):

@@ -120,7 +120,10 @@ def test_kg_nonnegative_and_cvar_endpoints(a: float, b: float, d: float) -> None
 @given(ab, ab, dd, st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 def test_cvar_monotone_in_alpha(a: float, b: float, d: float, x: float, y: float) -> None:
     lo, hi = sorted((x, y))
-    assert float(cvar_reward(a, b, d, alpha=lo)) >= float(cvar_reward(a, b, d, alpha=hi)) - 1e-15
+    low, high = float(cvar_reward(a, b, d, alpha=lo)), float(cvar_reward(a, b, d, alpha=hi))
+    # a reward is a difference of two h(I) values near 1/2 each good to ~1e-16: relative to a
+    # small reward its rounding is larger (seen: 1.3e-15 on 0.0095 with the oldest NumPy)
+    assert low >= high - 1e-12 * abs(high) - 1e-15
 
 
 def test_kg_exact_zero_when_one_label_cannot_flip() -> None:

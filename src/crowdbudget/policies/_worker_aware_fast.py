@@ -68,8 +68,10 @@ from collections.abc import Collection
 import numpy as np
 from scipy import special
 
+from crowdbudget import _betainc_half_table
 from crowdbudget._betainc_half_table import betainc_half_small, half_error
 from crowdbudget.policies._index import TieBreak, canonical_scores
+from crowdbudget.policies._lean_load import lean_loads
 from crowdbudget.policies._one_coin_kernel import (
     choose_for_worker,
     fill_item_moments,
@@ -87,6 +89,8 @@ from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import _S_FLOOR, OneCoinPosterior, _beta_moments, _Real
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import CampaignState, FloatArray, IntArray
+
+lean_loads(_betainc_half_table)  # the NumPy path's loop over the table kernel (_lean_load)
 
 #: what the compiled pull choice returns when the scan of ``_choose`` must decide
 SCAN = -1

@@ -465,7 +465,7 @@ class BayesianDawidSkene(Aggregator):
             if every:
                 # warm start: a few steps
                 prior = np.maximum(fit_prior(counts, prior, n_steps=3), float(floor))
-            workers = worker_model(counts, prior, asymmetry, share)
+            workers = worker_model(counts, prior, asymmetry, share, means=False)
             expected_log_e, share = workers.expected_log_e, workers.share
             nu = float(nu0) + T.sum(axis=0)
             expected_log_pi = digamma(nu) - digamma(nu.sum())
@@ -483,6 +483,7 @@ class BayesianDawidSkene(Aggregator):
         counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
         workers = worker_model(counts, prior, asymmetry, share)
         errors = workers.errors
+        assert errors is not None  # means=True
         log_T = np.log(np.maximum(T, 1e-300))  # T > 0 (softmax of finite scores) up to underflow
         tau = self._temperature(model_data, log_T, expected_log_e, errors)
         if tau != 1.0:

@@ -85,13 +85,14 @@ class WorkerModel:
 
     Attributes:
         expected_log_e: ``E[log e_jcl]``, shape (J, C, C).
-        errors: posterior mean ``E[e_jcl]``, shape (J, C, C).
+        errors: posterior mean ``E[e_jcl]``, shape (J, C, C); None when not asked for
+            (``worker_model(..., means=False)``: the verdict's iterations read only the logs).
         symmetric: ``q(s_j = 1)``, shape (J,).
         share: the crowd's share of symmetric workers ``w``.
     """
 
     expected_log_e: FloatArray
-    errors: FloatArray
+    errors: FloatArray | None
     symmetric: FloatArray
     share: float
 
@@ -102,9 +103,10 @@ def _one_coin_summary(prior: FloatArray) -> tuple[float, float]:
     return diagonal, float(np.mean(prior.sum(axis=1))) - diagonal
 
 
-def log_evidence(counts: FloatArray, prior: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``(log Z_sym, log Z_free)`` per worker, each shape (J,), of the expected counts
-    ``counts[j, c, l]`` (J, C, C) under the prior ``prior`` (C, C) (module docstring)."""
+def _log_evidence(
+    counts: FloatArray, prior: FloatArray, log_gamma_alpha: FloatArray, agree: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """:func:`log_evidence` given ``lnΓ(α₀ + N)`` (J, C, C) and the agreeing counts (J,)."""
     C = prior.shape[0]
     eye = np.eye(C, dtype=bool)
     a, b = _one_coin_summary(prior)
@@ -113,9 +115,8 @@ def log_evidence(counts: FloatArray, prior: FloatArray) -> tuple[FloatArray, Flo
     n_jc = counts.sum(axis=2)  # (J, C)
     d_jc = n_jc - np.diagonal(counts, axis1=1, axis2=2)  # row c's errors, (J, C)
     # all Γ arguments are >= the prior's pseudo-counts > 0: every term is finite
-    cells = gammaln(prior + counts) - gammaln(prior)  # (J, C, C)
+    cells = log_gamma_alpha - gammaln(prior)  # (J, C, C)
     free = np.sum(gammaln(totals) - gammaln(totals + n_jc), axis=1) + np.sum(cells, axis=(1, 2))
-    agree = np.trace(counts, axis1=1, axis2=2)
     disagree = d_jc.sum(axis=1)
     wrong_label = np.sum(gammaln(off_totals) - gammaln(off_totals + d_jc), axis=1) + np.sum(
         np.where(eye, 0.0, cells), axis=(1, 2)
@@ -124,8 +125,40 @@ def log_evidence(counts: FloatArray, prior: FloatArray) -> tuple[FloatArray, Flo
     return symmetric, free
 
 
+def log_evidence(counts: FloatArray, prior: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(log Z_sym, log Z_free)`` per worker, each shape (J,), of the expected counts
+    ``counts[j, c, l]`` (J, C, C) under the prior ``prior`` (C, C) (module docstring)."""
+    agree = np.trace(counts, axis1=1, axis2=2)
+    return _log_evidence(counts, prior, gammaln(prior + counts), agree)
+
+
+def fit_share(difference: FloatArray, share: float) -> float:
+    """The crowd's share ``w`` of symmetric workers: the EM fixed point of the two-component
+    mixture (module docstring), started at ``share``.
+
+    Args:
+        difference: ``log Z_sym − log Z_free`` of the workers with a count, shape (J',).
+        share: the start (the last iteration's ``w``: a warm start).
+
+    Returns:
+        ``w`` within :data:`SHARE_BOUNDS`; ``share`` (clipped) when no worker has a count.
+    """
+    low, high = SHARE_BOUNDS
+    w = min(max(float(share), low), high)
+    if difference.size == 0:
+        return w
+    size = difference.size
+    for _ in range(200):
+        # q_j at the current w, then their mean (np.mean's own sum and division)
+        new_w = min(max(float(np.add.reduce(expit(logit(w) + difference))) / size, low), high)
+        if abs(new_w - w) < 1e-10:
+            return new_w
+        w = new_w
+    return w
+
+
 def worker_model(
-    counts: FloatArray, prior: FloatArray, asymmetry: str, share: float
+    counts: FloatArray, prior: FloatArray, asymmetry: str, share: float, means: bool = True
 ) -> WorkerModel:
     """The workers' expected log confusion under ``asymmetry`` (one of :data:`ASYMMETRY`).
 
@@ -135,6 +168,7 @@ def worker_model(
         asymmetry: ``"free"`` (every worker free: the Dawid–Skene worker), ``"none"`` (every
             worker symmetric) or ``"evidence"`` (the mixture; ``share`` re-fitted).
         share: the current ``w`` (the start of its fixed point with ``"evidence"``).
+        means: whether to compute the posterior means ``errors`` too.
 
     Returns:
         The :class:`WorkerModel`.
@@ -142,8 +176,9 @@ def worker_model(
     C = prior.shape[0]
     alpha = prior[None, :, :] + counts
     row_totals = alpha.sum(axis=2, keepdims=True)
-    free_log = digamma(alpha) - digamma(row_totals)
-    free_mean = alpha / row_totals
+    digamma_alpha = digamma(alpha)
+    free_log = digamma_alpha - digamma(row_totals)
+    free_mean = alpha / row_totals if means else None
     J = counts.shape[0]
     if asymmetry == "free":
         return WorkerModel(free_log, free_mean, np.zeros(J), 0.0)
@@ -159,28 +194,19 @@ def worker_model(
     total = digamma(a + b + n_j)
     on = (digamma(a + agree) - total)[:, None, None]
     off = (digamma(b + disagree) - total)[:, None, None]
-    wrong_log = digamma(np.where(eye, 1.0, beta)) - digamma(beta_totals)
-    sym_log = np.where(eye, on, off + wrong_log)
-    right = ((a + agree) / (a + b + n_j))[:, None, None]
-    sym_mean = np.where(eye, right, (1.0 - right) * beta / beta_totals)
+    # ψ(β) off the diagonal is ψ(α) there (the same numbers); the diagonal is masked
+    sym_log = np.where(eye, on, off + (digamma_alpha - digamma(beta_totals)))
+    sym_mean = None
+    if means:
+        right = ((a + agree) / (a + b + n_j))[:, None, None]
+        sym_mean = np.where(eye, right, (1.0 - right) * beta / beta_totals)
     if asymmetry == "none":
         return WorkerModel(sym_log, sym_mean, np.ones(J), 1.0)
-    log_sym, log_free = log_evidence(counts, prior)
+    log_sym, log_free = _log_evidence(counts, prior, gammaln(alpha), agree)
     difference = log_sym - log_free  # (J,)
-    seen = n_j > 1e-9
-    w = float(np.clip(share, *SHARE_BOUNDS))
-    for _ in range(200):
-        # the EM fixed point of the mixture weight: q_j at the current w, then their mean
-        q = expit(logit(w) + difference)
-        new_w = float(np.clip(np.mean(q[seen]), *SHARE_BOUNDS)) if seen.any() else w
-        if abs(new_w - w) < 1e-10:
-            w = new_w
-            break
-        w = new_w
+    w = fit_share(difference[n_j > 1e-9], share)
     q = expit(logit(w) + difference)[:, None, None]
-    return WorkerModel(
-        q * sym_log + (1.0 - q) * free_log,
-        q * sym_mean + (1.0 - q) * free_mean,
-        q[:, 0, 0],
-        w,
-    )
+    mixed_mean = None
+    if sym_mean is not None and free_mean is not None:
+        mixed_mean = q * sym_mean + (1.0 - q) * free_mean
+    return WorkerModel(q * sym_log + (1.0 - q) * free_log, mixed_mean, q[:, 0, 0], w)

@@ -11,12 +11,13 @@ import pytest
 
 from crowdbudget.aggregation.mace import MACE
 from crowdbudget.aggregation.model_choice import (
+    DEFAULT_CANDIDATES,
     HeldOutLabelChoice,
     held_out_log_likelihood,
     label_folds,
     partnered_labels,
 )
-from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.aggregation.registry import DEFAULT_VERDICT, make_aggregator
 from crowdbudget.cli import main
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.stress import StressCell, make_crowd
@@ -98,6 +99,20 @@ def test_an_item_with_few_labels_keeps_them_in_one_fold_and_is_not_scored() -> N
     loose = partnered_labels(data, label_folds(data, 3, 7))
     assert loose[per_item[data.items] == 2].any()
     assert not loose[per_item[data.items] == 1].any()
+
+
+def test_auto_prefers_the_default_verdict_first() -> None:
+    """``auto``'s first candidate is the project's default verdict, read from the registry
+    (not a copy of its id), and no candidate is listed twice."""
+    assert DEFAULT_CANDIDATES[0] == DEFAULT_VERDICT
+    assert len(set(DEFAULT_CANDIDATES)) == len(DEFAULT_CANDIDATES)
+    assert make_aggregator("auto").get_params()["candidates"].split(",")[0] == DEFAULT_VERDICT
+    from crowdbudget.experiments.stress import subsample_per_item
+
+    crowd = subsample_per_item(make_crowd(IMBALANCED, 0), 1, np.random.default_rng(1))
+    choice = make_aggregator("auto").fit(crowd)  # nothing can be scored: the first candidate
+    assert choice.chosen_ == DEFAULT_VERDICT
+    assert np.array_equal(choice.probas_, make_aggregator(DEFAULT_VERDICT).fit(crowd).probas_)
 
 
 @pytest.mark.parametrize("per_item", [1, 2])
@@ -200,7 +215,7 @@ def test_a_live_campaign_reports_what_auto_chose_and_chooses_again_as_labels_arr
     campaign.results(verdict="ds")  # another verdict: not the campaign's
     choice = campaign.status()["verdict_choice"]
     # 12 items × 3 labels: fewer than 30 labels can be scored, so the first candidate
-    assert choice["chosen"] == "bds-oc" and choice["scores"] == {}
+    assert choice["chosen"] == DEFAULT_VERDICT and choice["scores"] == {}
     assert choice["at_labels"] == n and choice["reason"]
     json.dumps(choice)  # JSON-ready, as the service sends it
     assignment = campaign.next_assignment("eve")
@@ -236,4 +251,4 @@ def test_the_service_status_shows_auto_s_choice_fitted_in_a_child(tmp_path: obje
         choice = api.get(f"/v1/campaigns/{cid}/status", headers=boss).json()["verdict_choice"]
         assert choice is not None and choice["at_labels"] == 8
         # 8 labels on 4 items: too few to score, so the first candidate, and it says so
-        assert choice["chosen"] == "bds-oc" and "first in the order" in choice["reason"]
+        assert choice["chosen"] == DEFAULT_VERDICT and "first in the order" in choice["reason"]

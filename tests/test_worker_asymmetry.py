@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from crowdbudget.aggregation import BayesianDawidSkene, make_aggregator
-from crowdbudget.aggregation.worker_asymmetry import log_evidence, worker_model
+from crowdbudget.aggregation.worker_asymmetry import (
+    SHARE_BOUNDS,
+    evidence_difference,
+    fit_share,
+    log_evidence,
+    worker_model,
+)
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.labels import LabelData
 
@@ -50,6 +56,63 @@ def test_log_evidence_is_the_chain_rule(C: int) -> None:
         want_sym, want_free = sequential_log_evidence(counts[j], prior)
         assert sym[j] == pytest.approx(want_sym, rel=1e-10, abs=1e-10)
         assert free[j] == pytest.approx(want_free, rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.parametrize("C", [2, 3, 5])
+def test_evidence_difference_is_the_two_evidences_difference(C: int) -> None:
+    """The verdict's difference (the shared cells cancelled) is ``log Z_sym − log Z_free`` of
+    :func:`log_evidence`, on soft counts from none to hundreds of labels per row."""
+    rng = np.random.default_rng(10 + C)
+    prior = np.where(np.eye(C, dtype=bool), 6.0, 0.3) + rng.random((C, C))
+    counts = rng.random((40, C, C)) * rng.choice([0.0, 0.2, 3.0, 300.0], size=(40, 1, 1))
+    counts = counts.transpose(0, 2, 1)  # the verdict's layout: a transposed view
+    right = np.diagonal(counts, axis1=1, axis2=2)
+    difference = evidence_difference(prior, counts.sum(axis=2), right)
+    sym, free = log_evidence(counts, prior)
+    assert np.allclose(difference, sym - free, rtol=1e-9, atol=1e-9)
+    assert np.all(difference[counts.sum(axis=(1, 2)) == 0] == 0.0)
+
+
+def mixture_evidence(w: float, difference: np.ndarray) -> float:
+    """``Σ_j log(w e^{d_j} + 1 − w)``: the crowd's evidence up to ``Σ_j log Z_free,j``."""
+    return float(np.sum(np.logaddexp(np.log(w) + difference, np.log1p(-w))))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fit_share_maximises_the_mixture_evidence(seed: int) -> None:
+    """From any start, :func:`fit_share` (EM) lands on the maximum of the crowd's evidence:
+    no grid point beats it, and inside the bounds it is the fixed point ``w = mean q``."""
+    rng = np.random.default_rng(seed)
+    difference = rng.normal(rng.uniform(-4, 4), rng.uniform(0.5, 6), size=rng.integers(3, 300))
+    grid = np.linspace(SHARE_BOUNDS[0], SHARE_BOUNDS[1], 2001)
+    best_on_grid = max(mixture_evidence(float(w), difference) for w in grid)
+    for start in (SHARE_BOUNDS[0], 0.03, 0.5, 0.97, SHARE_BOUNDS[1]):
+        w = fit_share(difference, start)
+        assert SHARE_BOUNDS[0] <= w <= SHARE_BOUNDS[1]
+        assert mixture_evidence(w, difference) >= best_on_grid - 1e-9
+        if SHARE_BOUNDS[0] < w < SHARE_BOUNDS[1]:
+            q = 1.0 / (1.0 + np.exp(-(np.log(w / (1 - w)) + difference)))
+            assert np.mean(q) == pytest.approx(w, rel=1e-7, abs=1e-12)
+
+
+def test_fit_share_at_the_bounds_and_without_workers() -> None:
+    assert fit_share(np.array([30.0, 5.0, 800.0]), 0.5) == SHARE_BOUNDS[1]
+    assert fit_share(np.array([-30.0, -5.0, -800.0]), 0.5) == SHARE_BOUNDS[0]
+    assert fit_share(np.zeros(0), 0.25) == 0.25
+    assert fit_share(np.zeros(0), 2.0) == SHARE_BOUNDS[1]
+
+
+def test_the_iterations_skip_the_means() -> None:
+    """``means=False`` (the verdict's iterations) gives the same logs and no means."""
+    rng = np.random.default_rng(4)
+    counts = rng.random((9, 3, 3)) * 5
+    prior = np.where(np.eye(3, dtype=bool), 4.0, 0.5)
+    for asymmetry in ("free", "none", "evidence"):
+        full = worker_model(counts, prior, asymmetry, 0.5)
+        lean = worker_model(counts, prior, asymmetry, 0.5, means=False)
+        assert lean.errors is None and full.errors is not None
+        assert np.array_equal(lean.expected_log_e, full.expected_log_e)
+        assert lean.share == full.share
 
 
 def two_coin_crowd(

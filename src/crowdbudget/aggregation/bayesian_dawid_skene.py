@@ -458,15 +458,19 @@ class BayesianDawidSkene(Aggregator):
             start_matrix = workers_matrix if self.lone_labels == "skip-prior" else matrix
             start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
-        iteration, share = 0, 0.5
+        iteration, share, evidence = 0, 0.5, None
         for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
             # [j, c, l]: the workers' expected counts (partnered labels only with "skip")
             counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             if every:
                 # warm start: a few steps
                 prior = np.maximum(fit_prior(counts, prior, n_steps=3), float(floor))
-            workers = worker_model(counts, prior, asymmetry, share)
-            expected_log_e, share = workers.expected_log_e, workers.share
+            workers = worker_model(counts, prior, asymmetry, share, False, evidence)
+            expected_log_e, share, evidence = (
+                workers.expected_log_e,
+                workers.share,
+                workers.evidence,
+            )
             nu = float(nu0) + T.sum(axis=0)
             expected_log_pi = digamma(nu) - digamma(nu.sum())
             log_e = expected_log_e.transpose(0, 2, 1).reshape(J * C, C)  # [(j, l), c]
@@ -481,8 +485,9 @@ class BayesianDawidSkene(Aggregator):
             if change <= tol:
                 break
         counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
-        workers = worker_model(counts, prior, asymmetry, share)
+        workers = worker_model(counts, prior, asymmetry, share, True, evidence)
         errors = workers.errors
+        assert errors is not None  # means=True
         log_T = np.log(np.maximum(T, 1e-300))  # T > 0 (softmax of finite scores) up to underflow
         tau = self._temperature(model_data, log_T, expected_log_e, errors)
         if tau != 1.0:

@@ -67,13 +67,18 @@ import pandas as pd
 
 from crowdbudget._random import as_generator
 from crowdbudget.aggregation.base import Aggregator, FloatArray, IntArray
+from crowdbudget.aggregation.defaults import DEFAULT_VERDICT
 from crowdbudget.exceptions import CrowdBudgetError, InvalidParameterError
 from crowdbudget.labels import LabelData
 from crowdbudget.types import BoolArray
 
 #: the candidates of ``auto``, in order of preference (docs/stress-bed.md says why these):
-#: the default verdict first, so ``auto`` leaves it only on strong evidence
-DEFAULT_CANDIDATES = ("bds-oc", "mace-eb-cp", "mace-eb")
+#: the default verdict (:data:`~crowdbudget.aggregation.defaults.DEFAULT_VERDICT`) first, so
+#: ``auto`` leaves it only on strong evidence, then MACE with and without a learned class prior
+DEFAULT_CANDIDATES = (
+    DEFAULT_VERDICT,
+    *(c for c in ("mace-eb-cp", "mace-eb") if c != DEFAULT_VERDICT),
+)
 
 
 def label_folds(data: LabelData, n_folds: int, seed: int, together_up_to: int = 0) -> IntArray:

@@ -57,8 +57,9 @@ words of the class's own check (``aggregator 'ds': n-iter=0 is out of range (n_i
 an integer >= 1)``).
 
 :data:`DEFAULT_VERDICT` is the id of the default verdict (``aggregate``'s default method,
-``compare``'s ``verdict=`` policy and the worker-aware default policy's verdict), chosen by
-the worst-case rule on the stress bed (docs/stress-bed.md, ``crowdbudget stress``).
+``compare``'s ``verdict=`` policy, the worker-aware default policy's verdict and ``auto``'s
+first candidate), chosen by the worst-case rule on the stress bed (docs/stress-bed.md,
+``crowdbudget stress``); it is set in :mod:`~crowdbudget.aggregation.defaults`.
 
 Example:
     >>> make_aggregator("ds:n-iter=50")
@@ -84,6 +85,7 @@ from crowdbudget.aggregation.bayesian_dawid_skene import (
 )
 from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.dawid_skene import DawidSkene
+from crowdbudget.aggregation.defaults import DEFAULT_VERDICT as DEFAULT_VERDICT
 from crowdbudget.aggregation.glad import GLAD
 from crowdbudget.aggregation.kos import KOS
 from crowdbudget.aggregation.mace import CLASS_PRIORS, MACE, METHODS
@@ -97,14 +99,6 @@ from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY
 from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.registry import AGGREGATORS, Capabilities, ComponentSpec, Param, Spec, parse
-
-#: The default verdict: the aggregator that :func:`crowdbudget.experiments.stress.choose_verdict`
-#: selects on the stress bed and every bundled crowd set, all labels and 1 / 2 / 3 / 5 labels
-#: per item (the smallest worst accuracy shortfall to the best method of each crowd, ties by
-#: the next-worst, then NLL) — ``crowdbudget stress --per-item 1,2,3,5 --reps 3``; the table
-#: and its numbers: docs/stress-bed.md.
-DEFAULT_VERDICT = "bds-ev"
-
 
 # --------------------------------------------------------------------------- parameter rows
 

@@ -397,3 +397,23 @@ def test_policy_list_keeps_a_pair_parameter_whole() -> None:
         ["replay", "--dataset", "rte", "--policies", "opt-kg:worker-prior=2,1,kg", "--budget", "9"]
     )
     assert args.policies == ["opt-kg:worker-prior=2,1", "kg"]
+
+
+def test_a_replay_does_not_import_scipy_stats() -> None:
+    """``scipy.stats`` costs about 0.6 s to import; a replay (homogeneous or worker-aware, its
+    summary's confidence intervals included) needs none of it: the modules that use it for
+    control tasks or Requallo's test import it where they call it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from crowdbudget.cli import main\n"
+        "for policy in ('opt-kg', 'opt-kg:posterior=one-coin'):\n"
+        "    sys.argv = ['crowdbudget', 'replay', '--dataset', 'rte', '--budget', '100',"
+        " '--reps', '2', '--jobs', '1', '--no-progress', '--policies', policy]\n"
+        "    try:\n        main()\n    except SystemExit:\n        pass\n"
+        "print('STATS', 'scipy.stats' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "STATS False"

@@ -140,7 +140,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from crowdbudget._random import child_seed
 from crowdbudget.engine.crowd_prior import (
@@ -638,6 +637,8 @@ class ControlLedger:
         if self.tasks.prior_fit == "crowd":
             crowd = self.crowd()
             return crowd.below(crowd.posterior(worker, correct, answered), level)
+        from scipy import stats  # here, not at import: scipy.stats costs 0.6 s to import
+
         alpha, beta = self.tasks.prior
         return float(stats.beta.cdf(level, alpha + correct, beta + answered - correct))
 

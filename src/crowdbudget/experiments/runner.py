@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from crowdbudget._validation import check_budget, check_positive_int
 from crowdbudget.engine.blocked import BlockedLabelsVerdict
@@ -647,7 +647,7 @@ def summarize(runs: pd.DataFrame, policy_order: Sequence[str] | None = None) -> 
         mean = grouped[metric].mean().to_numpy()
         std = grouped[metric].std(ddof=1).fillna(0.0).to_numpy()
         n = out["reps"].to_numpy()
-        half = np.where(n > 1, stats.t.ppf(0.975, np.maximum(n - 1, 1)) * std / np.sqrt(n), 0.0)
+        half = np.where(n > 1, special.stdtrit(np.maximum(n - 1, 1), 0.975) * std / np.sqrt(n), 0.0)
         out[f"{metric}_mean"] = mean
         out[f"{metric}_std"] = std
         out[f"{metric}_ci_low"] = mean - half

@@ -39,7 +39,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies.bandits.bbta import _PairIndex, check_unit_prices
@@ -57,7 +57,7 @@ def upper_interval(
         mean = np.asarray(total, dtype=float) / n
         var = (np.asarray(total_sq, dtype=float) - n * mean**2) / (n - 1.0)
         std = np.sqrt(np.maximum(var, 0.0))
-        crit = stats.t.ppf(1.0 - alpha / 2.0, np.maximum(n - 1.0, 1.0))
+        crit = special.stdtrit(np.maximum(n - 1.0, 1.0), 1.0 - alpha / 2.0)  # = stats.t.ppf
         ui = mean + crit * std / np.sqrt(n)
     return np.asarray(np.where(n >= 2, ui, np.inf), dtype=float)
 

@@ -8,7 +8,15 @@ import pytest
 from numba import njit
 from scipy import special
 
-from crowdbudget._compiled_special import betainc, betainc_half, maximum, minimum, ndtr
+from crowdbudget._compiled_special import (
+    betainc,
+    betainc_half,
+    expit,
+    logit,
+    maximum,
+    minimum,
+    ndtr,
+)
 
 
 @njit(cache=False)
@@ -47,6 +55,30 @@ def test_ndtr_is_scipys_bit_for_bit() -> None:
         ]
     )
     assert np.array_equal(_ndtr_all(x), special.ndtr(x), equal_nan=True)
+
+
+@njit(cache=False)
+def _logistic_all(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    up = np.empty_like(x)
+    down = np.empty_like(x)
+    for i in range(x.shape[0]):
+        up[i] = expit(x[i], 0)
+        down[i] = logit(up[i], 0)
+    return up, down
+
+
+def test_expit_and_logit_are_scipys_bit_for_bit() -> None:
+    rng = np.random.default_rng(3)
+    x = np.concatenate(
+        [
+            rng.normal(scale=4.0, size=20_000),
+            rng.normal(scale=300.0, size=2_000),
+            np.array([0.0, -0.0, 36.0, -36.0, 710.0, -745.0, np.inf, -np.inf, np.nan]),
+        ]
+    )
+    up, down = _logistic_all(x)
+    assert np.array_equal(up, special.expit(x), equal_nan=True)
+    assert np.array_equal(down, special.logit(special.expit(x)), equal_nan=True)
 
 
 def test_betainc_is_scipys_bit_for_bit() -> None:
@@ -97,7 +129,7 @@ def test_the_double_specialisation_is_picked_by_its_signature() -> None:
     name_of = ctypes.pythonapi.PyCapsule_GetName
     name_of.restype = ctypes.c_char_p
     name_of.argtypes = [ctypes.py_object]
-    for function, n_doubles in [("betainc", 3), ("ndtr", 1), ("expit", 1)]:
+    for function, n_doubles in [("betainc", 3), ("ndtr", 1), ("expit", 1), ("logit", 1)]:
         capi_name = double_specialisation(function, n_doubles)
         assert capi_name.endswith(function)
         signature = name_of(cython_special.__pyx_capi__[capi_name]).decode()

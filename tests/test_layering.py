@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["_cache", "_random", "_validation", "exceptions", "types", "labels"], 0),
     "_compiled_special": 0,  # SciPy special functions for the Numba kernels (no package import)
     "_betainc_half_table": 0,  # a table kernel of I_{1/2}(p, q) (imports _compiled_special only)
+    "_lean_load": 0,  # cached Numba kernels loaded without the whole target set-up (no import)
     "registry": 0,
     **dict.fromkeys(["posteriors", "aggregation", "bounds"], 1),
     **dict.fromkeys(["priors", "requirements", "datasets"], 1),

@@ -1,4 +1,4 @@
-"""The lean load of the policies' cached Numba kernels (``policies._lean_load``).
+"""The lean load of the policies' cached Numba kernels (``crowdbudget._lean_load``).
 
 Each check runs in fresh processes (the first makes sure the kernel is in the on-disk cache,
 the second loads it): a lean load must leave Numba's lowering modules unimported, give the
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crowdbudget.policies import _lean_load
+from crowdbudget import _lean_load
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -72,7 +72,7 @@ def test_lean_load_skips_the_lowering_registries_and_gives_the_same_values() -> 
 _FALLBACK_SCRIPT = """
 import sys
 import numba.core.caching as caching
-from crowdbudget.policies import _lean_load
+from crowdbudget import _lean_load
 own = caching.Cache._load_overload
 def needs_refresh(self, sig, target_context):  # a Numba whose cached load needs the refresh
     if "numba.np.linalg" not in sys.modules:

@@ -198,3 +198,36 @@ def test_deterministic_known_truth_and_refusals() -> None:
     assert make_aggregator("bds-ev").get_params()["asymmetry"] == "evidence"
     assert make_aggregator("bds-sym").get_params()["asymmetry"] == "none"
     assert make_aggregator("bds-oc").get_params()["asymmetry"] == "free"
+
+
+def _fit_share_numpy(difference: np.ndarray, share: float) -> float:
+    """The share's fixed point in NumPy: the reference the compiled loop must equal."""
+    from scipy.special import expit, logit
+
+    from crowdbudget.aggregation.worker_asymmetry import SHARE_BOUNDS
+
+    low, high = SHARE_BOUNDS
+    w = min(max(float(share), low), high)
+    if difference.size == 0:
+        return w
+    for _ in range(200):
+        new_w = min(
+            max(float(np.add.reduce(expit(logit(w) + difference))) / difference.size, low), high
+        )
+        if abs(new_w - w) < 1e-10:
+            return new_w
+        w = new_w
+    return w
+
+
+def test_the_compiled_share_fit_is_the_numpy_fixed_point_bit_for_bit() -> None:
+    """Crowds of 1 to 50,000 workers (past NumPy's summation chunk), evidence differences
+    from near 0 to ±100 nats, starts at both bounds and inside."""
+    from crowdbudget.aggregation.worker_asymmetry import fit_share
+
+    rng = np.random.default_rng(5)
+    sizes = [*range(1, 300, 7), 1000, 8191, 8192, 8193, 20000, 37332, 50000]
+    for size in sizes:
+        for share in (0.5, 1e-9, 1.0, 0.3):
+            difference = rng.normal(rng.normal(0.0, 3.0), rng.uniform(0.1, 30.0), size)
+            assert fit_share(difference, share) == _fit_share_numpy(difference, share)

@@ -9,7 +9,7 @@ double-precision specialisation is picked by its C signature (checked in
 
 - :data:`betainc` ``(a, b, x, 0)``: the regularised incomplete beta function (Boost ``ibeta``).
 - :data:`ndtr` ``(x, 0)``: the standard normal CDF.
-- :data:`expit` ``(x, 0)``: the logistic sigmoid.
+- :data:`expit` ``(x, 0)``: the logistic sigmoid; :data:`logit` ``(p, 0)``: its inverse.
 
 The trailing ``0`` is Cython's ``skip_dispatch`` flag of the exported function.
 
@@ -70,6 +70,7 @@ def _scipy_special(symbol: str, function: str, n_double_arguments: int) -> Any:
 betainc: Any = _scipy_special("crowdbudget_betainc", "betainc", 3)
 ndtr: Any = _scipy_special("crowdbudget_ndtr", "ndtr", 1)
 expit: Any = _scipy_special("crowdbudget_expit", "expit", 1)
+logit: Any = _scipy_special("crowdbudget_logit", "logit", 1)
 
 
 @njit(cache=True, nogil=True)

@@ -70,12 +70,17 @@ moving (millionaire: 93–99 % of its 37,332 workers from the third iteration on
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.special import betaln, digamma, expit, gammaln, logit
 
+from crowdbudget import _compiled_special
+from crowdbudget._lean_load import lean_loads
 from crowdbudget.aggregation.base import FloatArray
+from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK, pairwise_sum
 
 #: bounds of the crowd's share of symmetric workers ``w`` (module docstring)
 SHARE_BOUNDS = (1e-6, 1.0 - 1e-6)
@@ -185,10 +190,27 @@ def fit_share(difference: FloatArray, share: float) -> float:
     w = min(max(float(share), low), high)
     if difference.size == 0:
         return w
-    size = difference.size
+    values = np.ascontiguousarray(difference, dtype=np.float64)
+    return float(_share_fixed_point(values, w, low, high, NUMPY_SUM_CHUNK))
+
+
+@njit(cache=True, nogil=True)
+def _share_fixed_point(
+    difference: FloatArray, w: float, low: float, high: float, sum_chunk: int
+) -> float:  # pragma: no cover (compiled; tests/test_worker_asymmetry.py checks it bit for bit)
+    """The loop of :func:`fit_share`, compiled: each step is the NumPy expression
+    ``min(max(np.add.reduce(expit(logit(w) + difference)) / J, low), high)`` with the same
+    bits — SciPy's own ``logit`` and ``expit`` (:mod:`crowdbudget._compiled_special`), the
+    sum in NumPy's pairwise order (:func:`~crowdbudget.posteriors._logistic_kernel.
+    pairwise_sum`) — without the ~3 µs of NumPy's dispatch per array operation, which made
+    this loop (up to 200 steps at each VB iteration) most of a fit's time on small crowds."""
+    size = difference.shape[0]
+    q = np.empty(size)
     for _ in range(200):
-        # the mean of the q_j at the current w (np.mean's own sum, then the division)
-        new_w = min(max(float(np.add.reduce(expit(logit(w) + difference))) / size, low), high)
+        shift = _compiled_special.logit(w, 0)
+        for j in range(size):
+            q[j] = _compiled_special.expit(shift + difference[j], 0)
+        new_w = min(max(pairwise_sum(q, 0, size, sum_chunk) / size, low), high)
         if abs(new_w - w) < 1e-10:
             return new_w
         w = new_w
@@ -368,3 +390,7 @@ def worker_model(
         right = ((a + agree) / (a + b + n_j))[:, None, None]
         sym_mean = np.where(eye, right, (1.0 - right) * beta / beta_totals)
     return WorkerModel(sym_log, sym_mean, np.ones(J), 1.0)  # "none"
+
+
+# the share fit's cached kernel loads without Numba's whole target set-up (crowdbudget._lean_load)
+lean_loads(sys.modules[__name__])

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from crowdbudget._lean_load import lean_loads
 from crowdbudget.engine.loop import CheckpointRecorder, Clock, Outcome
 from crowdbudget.policies import _push_replay
-from crowdbudget.policies._lean_load import lean_loads
 from crowdbudget.policies._push_replay import replay_ready, take_labels
 from crowdbudget.simulation.environment import LabelingEnvironment
 from crowdbudget.simulation.replay import ReplayEnvironment

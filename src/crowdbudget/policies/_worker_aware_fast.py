@@ -70,8 +70,8 @@ from scipy import special
 
 from crowdbudget import _betainc_half_table
 from crowdbudget._betainc_half_table import betainc_half_small, half_error
+from crowdbudget._lean_load import lean_loads
 from crowdbudget.policies._index import TieBreak, canonical_scores
-from crowdbudget.policies._lean_load import lean_loads
 from crowdbudget.policies._one_coin_kernel import (
     choose_for_worker,
     fill_item_moments,

@@ -95,12 +95,12 @@ from collections.abc import Collection
 
 import numpy as np
 
+from crowdbudget._lean_load import lean_loads
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.policies import _class_prior, _one_coin_kernel, _push_bounds, _refit_incremental
 from crowdbudget.policies._class_prior import ClassPriorSteps, check_class_prior
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
-from crowdbudget.policies._lean_load import lean_loads
 from crowdbudget.policies._pair_scores import WorkerBest
 from crowdbudget.policies._push_bounds import observe_pushed
 from crowdbudget.policies._refit_incremental import IncrementalRefitState

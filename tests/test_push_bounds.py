@@ -24,7 +24,7 @@ from crowdbudget.policies._push_bounds import (
 from crowdbudget.posteriors.one_coin import _one_coin_update_scalar
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
-from decision_log import run_recorded
+from decision_log import PUSH_POLICIES, adversarial_world, run_recorded
 
 
 def _scores_on_grid(a: np.ndarray, b: np.ndarray, reliability: np.ndarray) -> np.ndarray:
@@ -110,16 +110,7 @@ def _decisions(policy_id: str, env: ReplayEnvironment, budget: float, seed: int,
     return (*run_recorded(policy, env, [budget], seed), policy)
 
 
-@pytest.mark.parametrize(
-    "policy_id",
-    [
-        "opt-kg:posterior=one-coin",
-        "opt-kg:posterior=one-coin:tie-break=first",
-        "opt-kg:posterior=one-coin:refit=0",
-        "opt-kg:posterior=one-coin:refit=25:refit-growth=0.2",
-        "opt-kg:posterior=one-coin:refit-tol=0.01",
-    ],
-)
+@pytest.mark.parametrize("policy_id", PUSH_POLICIES)
 def test_rte_push_replay_same_choices_as_worker_bests(policy_id: str) -> None:
     # the bounded path's labels go through the compiled observe (observe_pushed), the
     # per-worker bests' through the policy's Python observe: same choices, same beliefs
@@ -155,15 +146,7 @@ def test_compiled_label_update_has_the_scalar_update_bits() -> None:
 def test_adversarial_workers_same_choices() -> None:
     # a replay whose workers include adversaries (reliability < 1/2): an item's bound is
     # then the larger of its most and least reliable workers' pair scores
-    rng = np.random.default_rng(3)
-    n_items, n_workers = 120, 14
-    truth = rng.integers(2, size=n_items)
-    accuracy = np.concatenate([rng.uniform(0.6, 0.95, 10), rng.uniform(0.05, 0.3, 4)])
-    items = np.repeat(np.arange(n_items), 6)
-    workers = np.concatenate([rng.choice(n_workers, 6, replace=False) for _ in range(n_items)])
-    right = rng.random(items.shape[0]) < accuracy[workers]
-    labels = np.where(right, truth[items], 1 - truth[items])
-    env = ReplayEnvironment(items, workers, labels, truth, n_workers=n_workers)
+    env = adversarial_world(120, 14, 4)
     for policy_id in ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:refit=0"):
         for seed in (0, 1):
             log, acc, _ = _decisions(policy_id, env, 500.0, seed, True)

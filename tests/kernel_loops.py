@@ -22,4 +22,4 @@ def elementwise(kernel: Callable[[float, float], float]) -> Callable[..., np.nda
             out[n] = kernel(p[n], q[n])
         return out
 
-    return loop  # type: ignore[no-any-return]
+    return loop

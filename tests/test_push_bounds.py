@@ -7,12 +7,7 @@ import numpy as np
 import pytest
 
 from crowdbudget.datasets import load_dataset
-from crowdbudget.policies._one_coin_kernel import (
-    canonical,
-    fill_moments,
-    item_errors,
-    rescore_pairs,
-)
+from crowdbudget.policies._one_coin_kernel import canonical, rescore_pairs
 from crowdbudget.policies._push_bounds import (
     _agreeing_errors,
     margin_below,
@@ -25,15 +20,13 @@ from crowdbudget.posteriors.one_coin import _one_coin_update_scalar
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
 from decision_log import PUSH_POLICIES, adversarial_world, run_recorded
+from kernel_loops import state_arrays
 
 
 def _scores_on_grid(a: np.ndarray, b: np.ndarray, reliability: np.ndarray) -> np.ndarray:
     """The compiled Opt-KG score of every (state, reliability), shape (states, reliabilities)."""
     n_states, n_r = a.shape[0], reliability.shape[0]
-    moments = np.empty((n_states, 2, 6))
-    fill_moments(a, b, moments)
-    error = np.empty(n_states)
-    item_errors(a, b, error)
+    moments, error = state_arrays(a, b)
     pair_items = np.repeat(np.arange(n_states), n_r)
     pair_workers = np.tile(np.arange(n_r), n_states)
     scores = np.empty(n_states * n_r)
@@ -71,10 +64,7 @@ def test_agreeing_label_gives_the_pair_score() -> None:
     b = np.ascontiguousarray(np.concatenate([b, grid, grid, grid]))
     reliability = np.concatenate([np.linspace(0.0, 1.0, 201), [1e-9, 1 - 1e-9, 0.5 + 1e-12]])
     scores = _scores_on_grid(a, b, reliability)
-    moments = np.empty((a.shape[0], 2, 6))
-    fill_moments(a, b, moments)
-    now = np.empty(a.shape[0])
-    item_errors(a, b, now)
+    moments, now = state_arrays(a, b)
     n_states, n_r = scores.shape
     items = np.repeat(np.arange(n_states), n_r)
     workers = np.tile(np.arange(n_r), n_states)

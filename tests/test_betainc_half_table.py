@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from numpy.polynomial.polynomial import polyval2d
 from scipy import special
 
@@ -17,14 +16,9 @@ from crowdbudget._betainc_half_table import (
     SUM_STEP,
     betainc_half_small,
 )
+from kernel_loops import elementwise
 
-
-@njit(cache=False)
-def _all(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    out = np.empty_like(p)
-    for n in range(p.shape[0]):
-        out[n] = betainc_half_small(p[n], q[n])
-    return out
+_all = elementwise(betainc_half_small)  # the scalar kernel at every point
 
 
 def _region_grid() -> tuple[np.ndarray, np.ndarray]:
@@ -116,17 +110,9 @@ def test_the_default_policy_loads_no_compiler() -> None:
     small replay without Numba's target set-up (its lowering registries, e.g. numba.np.linalg,
     which any compilation — a ufunc's build included — loads): its kernels come from the
     on-disk cache (a first run fills it) through the lean loader."""
-    import subprocess
-    import sys
+    from fresh_process import imported_by_cli
 
-    code = (
-        "import sys\n"
-        "from crowdbudget.cli import main\n"
-        "sys.argv = ['crowdbudget', 'replay', '--dataset', 'rte', '--budget', '200', '--reps',"
-        " '1', '--jobs', '1', '--no-progress', '--policies', 'opt-kg:posterior=one-coin']\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', 'numba.np.linalg' in sys.modules)\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)  # fills
-    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert done.stdout.strip().splitlines()[-1] == "LOADED False"
+    replay = ["replay", "--dataset", "rte", "--budget", "200", "--reps", "1", "--jobs", "1"]
+    replay += ["--no-progress", "--policies", "opt-kg:posterior=one-coin"]
+    imported_by_cli([replay], "numba.np.linalg")  # fills the on-disk cache
+    assert not imported_by_cli([replay], "numba.np.linalg")

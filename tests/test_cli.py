@@ -403,17 +403,9 @@ def test_a_replay_does_not_import_scipy_stats() -> None:
     """``scipy.stats`` costs about 0.6 s to import; a replay (homogeneous or worker-aware, its
     summary's confidence intervals included) needs none of it: the modules that use it for
     control tasks or Requallo's test import it where they call it."""
-    import subprocess
-    import sys
+    from fresh_process import imported_by_cli
 
-    code = (
-        "import sys\n"
-        "from crowdbudget.cli import main\n"
-        "for policy in ('opt-kg', 'opt-kg:posterior=one-coin'):\n"
-        "    sys.argv = ['crowdbudget', 'replay', '--dataset', 'rte', '--budget', '100',"
-        " '--reps', '2', '--jobs', '1', '--no-progress', '--policies', policy]\n"
-        "    try:\n        main()\n    except SystemExit:\n        pass\n"
-        "print('STATS', 'scipy.stats' in sys.modules)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert done.stdout.strip().splitlines()[-1] == "STATS False"
+    replay = ["replay", "--dataset", "rte", "--budget", "100", "--reps", "2", "--jobs", "1"]
+    replay += ["--no-progress", "--policies"]
+    policies = ("opt-kg", "opt-kg:posterior=one-coin")
+    assert not imported_by_cli([[*replay, policy] for policy in policies], "scipy.stats")

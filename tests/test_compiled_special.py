@@ -17,6 +17,7 @@ from crowdbudget._compiled_special import (
     minimum,
     ndtr,
 )
+from kernel_loops import elementwise
 
 
 @njit(cache=False)
@@ -140,12 +141,7 @@ def test_the_double_specialisation_is_picked_by_its_signature() -> None:
         double_specialisation("betainc", 2)  # no two-argument betainc
 
 
-@njit(cache=False)
-def _betainc_half_all(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    out = np.empty_like(a)
-    for i in range(a.shape[0]):
-        out[i] = betainc_half(a[i], b[i])
-    return out
+_betainc_half_all = elementwise(betainc_half)
 
 
 def _dense_half_grid() -> tuple[np.ndarray, np.ndarray]:

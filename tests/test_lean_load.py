@@ -8,17 +8,12 @@ values Numba's own loader gives, and leave compilation working afterwards.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from crowdbudget import _lean_load
-
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+from fresh_process import run_python
 
 _SCRIPT = """
 import json, sys
@@ -43,17 +38,8 @@ print(json.dumps({
 
 
 def _run(mode: str) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("NUMBA_DISABLE_JIT", None)
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, mode],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-        timeout=600,
-    )
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    last = run_python(_SCRIPT, mode, jit=True).strip().splitlines()[-1]
+    result: dict[str, object] = json.loads(last)
     return result
 
 
@@ -93,17 +79,7 @@ def test_a_failing_lean_load_falls_back_to_numbas_own_loader() -> None:
     """A Numba whose cached load fails without the target context's refresh: the lean path
     raises, Numba's own loader refreshes and loads, and the kernel gives the same value."""
     plain = _run("plain")
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("NUMBA_DISABLE_JIT", None)
-    done = subprocess.run(
-        [sys.executable, "-c", _FALLBACK_SCRIPT],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-        timeout=600,
-    )
-    value, lowering = done.stdout.split()
+    value, lowering = run_python(_FALLBACK_SCRIPT, jit=True).split()
     assert float(value) == plain["errors"][1]  # type: ignore[index]
     assert lowering == "True"
 

@@ -19,6 +19,7 @@ from crowdbudget.policies._one_coin_kernel import (
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.registry import make_policy
 from crowdbudget.types import Problem
+from kernel_loops import state_arrays
 
 
 def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
@@ -154,10 +155,7 @@ def test_choose_for_worker_is_the_masked_scan_of_rescored_pairs(
     n_items, n_workers, worker = 600, 3, 1
     a, b = _states(rng, n_items)
     a[: n_items // 5 : 2], b[: n_items // 5 : 2] = 2.0, 1.0  # a second shared state
-    moments = np.empty((n_items, 2, 6))
-    fill_moments(a, b, moments)
-    errors = np.empty(n_items)
-    item_errors(a, b, errors)
+    moments, errors = state_arrays(a, b)
     state_ids = np.empty(n_items, dtype=np.int64)
     n_states = number_states(np.arange(n_items, dtype=np.int64), a, b, state_ids, 0)
     assert n_states <= n_items - n_items // 5 + 2  # the two shared states, one number each
@@ -215,10 +213,7 @@ def test_a_refit_refreshes_what_a_full_pass_gives() -> None:
     )
     assert policy._last_refit == 400 and policy._n_labeled < env.n_items
     post = policy.posterior_
-    moments = np.empty_like(policy._moments)
-    fill_moments(post.a, post.b, moments)
-    errors = np.empty(post.n_items)
-    item_errors(post.a, post.b, errors)
+    moments, errors = state_arrays(post.a, post.b)
     assert _same_bits(policy._moments, moments)
     assert _same_bits(policy._item_error, errors)
     ids = policy._state_ids

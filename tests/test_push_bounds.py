@@ -7,12 +7,7 @@ import numpy as np
 import pytest
 
 from crowdbudget.datasets import load_dataset
-from crowdbudget.policies._one_coin_kernel import (
-    canonical,
-    fill_moments,
-    item_errors,
-    rescore_pairs,
-)
+from crowdbudget.policies._one_coin_kernel import canonical, rescore_pairs
 from crowdbudget.policies._push_bounds import (
     _agreeing_errors,
     margin_below,
@@ -24,16 +19,14 @@ from crowdbudget.policies._push_bounds import (
 from crowdbudget.posteriors.one_coin import _one_coin_update_scalar
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
-from decision_log import run_recorded
+from decision_log import PUSH_POLICIES, adversarial_world, run_recorded
+from kernel_loops import state_arrays
 
 
 def _scores_on_grid(a: np.ndarray, b: np.ndarray, reliability: np.ndarray) -> np.ndarray:
     """The compiled Opt-KG score of every (state, reliability), shape (states, reliabilities)."""
     n_states, n_r = a.shape[0], reliability.shape[0]
-    moments = np.empty((n_states, 2, 6))
-    fill_moments(a, b, moments)
-    error = np.empty(n_states)
-    item_errors(a, b, error)
+    moments, error = state_arrays(a, b)
     pair_items = np.repeat(np.arange(n_states), n_r)
     pair_workers = np.tile(np.arange(n_r), n_states)
     scores = np.empty(n_states * n_r)
@@ -71,10 +64,7 @@ def test_agreeing_label_gives_the_pair_score() -> None:
     b = np.ascontiguousarray(np.concatenate([b, grid, grid, grid]))
     reliability = np.concatenate([np.linspace(0.0, 1.0, 201), [1e-9, 1 - 1e-9, 0.5 + 1e-12]])
     scores = _scores_on_grid(a, b, reliability)
-    moments = np.empty((a.shape[0], 2, 6))
-    fill_moments(a, b, moments)
-    now = np.empty(a.shape[0])
-    item_errors(a, b, now)
+    moments, now = state_arrays(a, b)
     n_states, n_r = scores.shape
     items = np.repeat(np.arange(n_states), n_r)
     workers = np.tile(np.arange(n_r), n_states)
@@ -110,16 +100,7 @@ def _decisions(policy_id: str, env: ReplayEnvironment, budget: float, seed: int,
     return (*run_recorded(policy, env, [budget], seed), policy)
 
 
-@pytest.mark.parametrize(
-    "policy_id",
-    [
-        "opt-kg:posterior=one-coin",
-        "opt-kg:posterior=one-coin:tie-break=first",
-        "opt-kg:posterior=one-coin:refit=0",
-        "opt-kg:posterior=one-coin:refit=25:refit-growth=0.2",
-        "opt-kg:posterior=one-coin:refit-tol=0.01",
-    ],
-)
+@pytest.mark.parametrize("policy_id", PUSH_POLICIES)
 def test_rte_push_replay_same_choices_as_worker_bests(policy_id: str) -> None:
     # the bounded path's labels go through the compiled observe (observe_pushed), the
     # per-worker bests' through the policy's Python observe: same choices, same beliefs
@@ -155,15 +136,7 @@ def test_compiled_label_update_has_the_scalar_update_bits() -> None:
 def test_adversarial_workers_same_choices() -> None:
     # a replay whose workers include adversaries (reliability < 1/2): an item's bound is
     # then the larger of its most and least reliable workers' pair scores
-    rng = np.random.default_rng(3)
-    n_items, n_workers = 120, 14
-    truth = rng.integers(2, size=n_items)
-    accuracy = np.concatenate([rng.uniform(0.6, 0.95, 10), rng.uniform(0.05, 0.3, 4)])
-    items = np.repeat(np.arange(n_items), 6)
-    workers = np.concatenate([rng.choice(n_workers, 6, replace=False) for _ in range(n_items)])
-    right = rng.random(items.shape[0]) < accuracy[workers]
-    labels = np.where(right, truth[items], 1 - truth[items])
-    env = ReplayEnvironment(items, workers, labels, truth, n_workers=n_workers)
+    env = adversarial_world(120, 14, 4)
     for policy_id in ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:refit=0"):
         for seed in (0, 1):
             log, acc, _ = _decisions(policy_id, env, 500.0, seed, True)

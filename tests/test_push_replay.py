@@ -15,6 +15,7 @@ from crowdbudget.engine.loop import CheckpointRecorder
 from crowdbudget.experiments.runner import run_campaign
 from crowdbudget.registry import make_policy
 from crowdbudget.simulation.replay import ReplayEnvironment
+from decision_log import PUSH_POLICIES, adversarial_world
 
 
 def _campaign(
@@ -83,14 +84,7 @@ def _same(policy_id: str, env: ReplayEnvironment, budgets: list[float], seed: in
 
 @pytest.mark.parametrize(
     "policy_id",
-    [
-        "opt-kg:posterior=one-coin",
-        "opt-kg:posterior=one-coin:tie-break=first",
-        "opt-kg:posterior=one-coin:refit=0",
-        "opt-kg:posterior=one-coin:refit=25:refit-growth=0.2",
-        "opt-kg:posterior=one-coin:refit-tol=0.01",
-        "opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=600",
-    ],
+    [*PUSH_POLICIES, "opt-kg:posterior=one-coin:refit-tol=0.01:refit-exact-until=600"],
 )
 def test_rte_campaign_is_the_python_loops(policy_id: str) -> None:
     env = ReplayEnvironment.from_label_data(load_dataset("rte"))
@@ -101,20 +95,10 @@ def test_rte_campaign_is_the_python_loops(policy_id: str) -> None:
 def test_whole_world_and_adversaries_are_the_python_loops() -> None:
     # every record used (the world's end, the bounds' fallback to the scan at the last
     # pairs), workers below 1/2, pairs recorded twice
-    rng = np.random.default_rng(3)
-    n_items, n_workers = 60, 12
-    truth = rng.integers(2, size=n_items)
-    accuracy = np.concatenate([rng.uniform(0.6, 0.95, 9), rng.uniform(0.05, 0.3, 3)])
-    items = np.repeat(np.arange(n_items), 6)
-    workers = np.concatenate([rng.choice(n_workers, 6, replace=False) for _ in range(n_items)])
-    items = np.concatenate([items, items[:40]])  # 40 pairs with a second record
-    workers = np.concatenate([workers, workers[:40]])
-    right = rng.random(items.shape[0]) < accuracy[workers]
-    labels = np.where(right, truth[items], 1 - truth[items])
-    env = ReplayEnvironment(items, workers, labels, truth, n_workers=n_workers)
+    env = adversarial_world(60, 12, 3, repeated=40)  # 40 pairs with a second record
     for policy_id in ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:refit=0"):
         for seed in (0, 1):
-            assert _same(policy_id, env, [150.0, float(items.shape[0])], seed) > 300
+            assert _same(policy_id, env, [150.0, float(env.n_records)], seed) > 300
 
 
 def test_not_taken_where_the_python_loop_must_decide() -> None:

@@ -102,10 +102,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import digamma
+from scipy.special import digamma, logsumexp
 
 from crowdbudget.aggregation.base import FloatArray, KnownTruth
 from crowdbudget.aggregation.bayesian_dawid_skene import (
@@ -118,9 +119,24 @@ from crowdbudget.aggregation.worker_asymmetry import Evidence, worker_model
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
-#: the item model (``difficulty``): every item easy (``"none"``: the parent's fit) or each
-#: item easy or hard (``"mixture"``; module docstring)
-DIFFICULTIES = ("mixture", "none")
+#: the item model (``difficulty``): the mixture when the labels' evidence supports it, else
+#: every item easy (``"evidence"``), each item easy or hard (``"mixture"``), every item easy
+#: (``"none"``: the parent's fit) — module docstring
+DIFFICULTIES = ("evidence", "mixture", "none")
+
+#: the fitted attributes that the evidence's choice takes from the model it chose
+FITTED = (
+    "temperature_",
+    "confusion_prior_",
+    "errors_",
+    "symmetric_",
+    "symmetric_share_",
+    "priors_",
+    "n_iter_",
+    "hard_",
+    "hard_share_",
+    "hard_confusion_",
+)
 
 
 @dataclass
@@ -207,6 +223,27 @@ def bounded_confusion(alpha: FloatArray, easy_rate: FloatArray) -> FloatArray:
     return np.asarray(out)
 
 
+def label_log_likelihood(data: LabelData, fitted: dict[str, Any]) -> float:
+    """``Σ_i log p(labels of i)`` under a fit's posterior means (module docstring,
+    "Evidence"): ``Σ_c π̄_c [(1 − ρ̄) Π_labels ē_jcl + ρ̄ Π_l H_cl^V_il]``, from ``fitted``'s
+    ``priors_`` (C,), ``errors_`` (J, C, C), ``hard_share_`` and ``hard_confusion_`` (C, C)
+    (``hard_share_`` 0 or absent: the easy model alone)."""
+    N, C = data.n_items, data.n_classes
+    # posterior means are > 0 (Dirichlet means; H bounded); the floor guards underflow only
+    log_e = np.log(np.maximum(fitted["errors_"], 1e-300))  # (J, C, C)
+    easy = np.zeros((N, C))
+    np.add.at(easy, data.items, log_e[data.workers, :, data.labels])
+    log_pi = np.log(np.maximum(fitted["priors_"], 1e-300))
+    share = float(fitted.get("hard_share_", 0.0))
+    if share <= 0.0:
+        return float(np.sum(logsumexp(easy + log_pi, axis=1)))
+    votes = np.zeros((N, C))
+    np.add.at(votes, (data.items, data.labels), 1.0)
+    hard = votes @ np.log(fitted["hard_confusion_"]).T
+    both = np.concatenate([easy + log_pi + np.log1p(-share), hard + log_pi + np.log(share)], axis=1)
+    return float(np.sum(logsumexp(both, axis=1)))
+
+
 def hard_prior(C: int) -> FloatArray:
     """``η`` (C, C): 2 on the diagonal, 1 elsewhere (module docstring)."""
     return np.where(np.eye(C, dtype=bool), 2.0, 1.0)
@@ -216,8 +253,10 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
     """``bds-ev`` whose items are each easy or hard (see the module docstring).
 
     Args:
-        difficulty: ``"mixture"`` (default: each item easy or hard) or ``"none"`` (every item
-            easy: the parent's fit, bit for bit).
+        difficulty: ``"evidence"`` (default: the mixture when the labels' likelihood under it
+            beats ``bds-ev``'s by more than BIC's charge, else ``bds-ev``'s fit), ``"mixture"``
+            (each item easy or hard, always) or ``"none"`` (every item easy: ``bds-ev``'s fit,
+            bit for bit).
         accelerate: SQUAREM steps between the plain updates (default; module docstring,
             "Speed"); False runs the plain coordinate updates only.
         n_iter, tol, class_prior, confusion_prior, pool_below, temperature, prior_fit,
@@ -228,7 +267,10 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
     Fitted attributes (besides the parent's; ``errors_`` are the easy items' workers):
         hard_: ``q(h_i = 1)``, each item's probability of being hard, shape (n_items,).
         hard_share_: the posterior mean share of hard items.
-        hard_confusion_: ``E[H_cl]``, the crowd's confusion on hard items, shape (C, C).
+        hard_confusion_: ``H``, the crowd's confusion on hard items, shape (C, C).
+        difficulty_: the item model used: ``"mixture"`` or ``"none"``.
+        evidence_gain_: the mixture's label log-likelihood minus ``bds-ev``'s minus BIC's
+            charge, in nats (> 0: the mixture; 0 when not compared).
     """
 
     def __init__(
@@ -244,7 +286,7 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         prior_floor: float = 0.1,
         lone_labels: str = "skip",
         asymmetry: str = "evidence",
-        difficulty: str = "mixture",
+        difficulty: str = "evidence",
         accelerate: bool = True,
         rng: int | np.random.Generator | None = 0,
     ) -> None:
@@ -283,11 +325,33 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         if self.difficulty == "none" or partnered is None:
             # nothing can be checked (or no mixture asked for): the parent's fit
             T = super()._variational(data, known)
-            self.hard_ = np.zeros(data.n_items)
-            self.hard_share_ = 0.0
-            self.hard_confusion_ = hard_prior(data.n_classes) / (data.n_classes + 1.0)
+            self._no_mixture(data.n_items, data.n_classes)
+            self.difficulty_, self.evidence_gain_ = "none", 0.0
             return T
-        return self._mixture(model_data, mapping, matrix, partnered, known)
+        T = self._mixture(model_data, mapping, matrix, partnered, known)
+        self.difficulty_, self.evidence_gain_ = "mixture", 0.0
+        if self.difficulty == "mixture":
+            return T
+        mixture = {name: getattr(self, name) for name in FITTED}
+        gain = label_log_likelihood(data, mixture)
+        easy = super()._variational(data, known)
+        self._no_mixture(data.n_items, data.n_classes)
+        gain -= label_log_likelihood(data, {name: getattr(self, name) for name in FITTED})
+        C = data.n_classes
+        # BIC's charge for the mixture's extra parameters: H's C(C − 1) and ρ
+        self.evidence_gain_ = gain - 0.5 * (C * (C - 1) + 1) * np.log(data.n_items)
+        if self.evidence_gain_ <= 0:
+            self.difficulty_ = "none"
+            return easy
+        for name, value in mixture.items():
+            setattr(self, name, value)
+        return T
+
+    def _no_mixture(self, n_items: int, C: int) -> None:
+        """The hard side's attributes of a fit without hard items."""
+        self.hard_ = np.zeros(n_items)
+        self.hard_share_ = 0.0
+        self.hard_confusion_ = hard_prior(C) / (C + 1.0)
 
     def _start_prior(self, matrix: sp.csr_matrix, T: FloatArray, J: int, C: int) -> FloatArray:
         """The workers' prior ``α₀`` (C, C): fixed, or ``bds``'s two-stage empirical Bayes on

@@ -678,7 +678,8 @@ for _spec in (
         _row(
             "difficulty",
             str,
-            "each item easy or hard (mixture) or every item easy (none: bds-ev's fit)",
+            "each item easy or hard when the labels' likelihood says so (evidence), always "
+            "(mixture), or every item easy (none: bds-ev)",
             choices=DIFFICULTIES,
         ),
         paper="Kim & Ghahramani 2012, Bayesian classifier combination; an easy / hard mixture "

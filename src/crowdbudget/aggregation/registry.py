@@ -45,6 +45,9 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | as its marginal likelihood decides: :mod:`.worker_asymmetry`; the default | |
 |  | verdict) | |
 | ``bds-sym`` | ``bds-oc`` with ``asymmetry="none"`` (every worker one accuracy) | as ``bds`` |
+| ``bds-hard`` | :class:`ItemDifficultyDawidSkene`: ``bds-ev`` whose items are each | as ``bds``, |
+|  | easy or hard (a hard item's labels follow one crowd confusion: | ``difficulty`` |
+|  | :mod:`.item_difficulty`) | |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
@@ -87,6 +90,7 @@ from crowdbudget.aggregation.belief_propagation import BeliefPropagation
 from crowdbudget.aggregation.dawid_skene import DawidSkene
 from crowdbudget.aggregation.defaults import DEFAULT_VERDICT as DEFAULT_VERDICT
 from crowdbudget.aggregation.glad import GLAD
+from crowdbudget.aggregation.item_difficulty import DIFFICULTIES, ItemDifficultyDawidSkene
 from crowdbudget.aggregation.kos import KOS
 from crowdbudget.aggregation.mace import CLASS_PRIORS, MACE, METHODS
 from crowdbudget.aggregation.mace import PRIOR_FITS as MACE_PRIOR_FITS
@@ -664,6 +668,22 @@ for _spec in (
             "lone_labels": "skip",
             "asymmetry": "none",
         },
+    ),
+    _aggregator(
+        "bds-hard",
+        ItemDifficultyDawidSkene,
+        "bds-ev whose items are each easy (labels by each worker's confusion) or hard (labels "
+        "by one crowd confusion: errors correlated across workers), the hard share learned",
+        *BDS_ROWS,
+        _row(
+            "difficulty",
+            str,
+            "each item easy or hard when the labels' likelihood says so (evidence), always "
+            "(mixture), or every item easy (none: bds-ev)",
+            choices=DIFFICULTIES,
+        ),
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination; an easy / hard mixture "
+        "of items (Whitehill et al. 2009, GLAD) by variational Bayes",
     ),
 ):
     register_aggregator(_spec)

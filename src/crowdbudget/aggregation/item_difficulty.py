@@ -1,0 +1,546 @@
+"""Item difficulty as a source of correlated errors: every item of the Bayesian Dawid–Skene
+(:class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`, Kim & Ghahramani
+2012 §3) is either **easy** — its labels follow each worker's own confusion matrix, as in
+Dawid & Skene (1979) — or **hard** — its labels follow one confusion matrix ``H`` shared by the
+whole crowd, so that on a hard item every worker errs in the same way (the item misleads
+everyone). The share of hard items is learned from the labels.
+
+Why. The Dawid–Skene family reads the labels as independent given the true class. Where
+several workers err *together* on the same items (fact_eval: groups of class-1 items that two
+or three of their five workers call 0), independence makes those items a real class-0 group
+that the other workers miss: the workers' class-0 rows look poor (they "often" say 1 on class
+0), saying 0 on a class-1 item looks rare, and an item split 2 / 3 goes to the two zeros
+(docs/stress-bed.md, the ``bds-ev`` sections). A mixture over items is the simplest model in
+which an item's labels are exchangeable but *not* independent given its class: marginally over
+``h_i`` they are correlated, and an item whose labels disagree more than its workers'
+accuracies allow is read as hard — with the crowd's confusion on such items — instead of as
+evidence against the workers who disagree, and its labels leave the workers' counts. It is a
+two-level case of the item-difficulty model of Whitehill et al. 2009 (GLAD, §3: an item's
+difficulty scales every worker's reliability; here a hard item's labels ignore the workers'
+skill), with the shared-confusion component of community models (Venanzi et al. 2014, §3:
+labels from one confusion matrix of a group — here a group of items).
+
+Model (shapes: N items, J workers, C classes)::
+
+    π ~ Dir(ν₀ 1_C),  ρ ~ Beta(1, 1)                  class proportions (C,), hard share
+    z_i | π ~ Cat(π),  h_i | ρ ~ Bernoulli(ρ)         true class; hard (1) or easy (0)
+    e_jc ~ the workers of bds-ev (worker_asymmetry)   worker j's confusion row c, (C,)
+    H (C, C) within its bounds (below)                the crowd's confusion on hard items
+    l | z_i = c, h_i = 0, worker j ~ Cat(e_jc);   l | z_i = c, h_i = 1 ~ Cat(H_c)
+
+Bounds. Left free, ``H`` is not "hard": a component whose labels follow one crowd confusion
+explains unanimous items better than workers with a few errors each, or, with rows that do
+not depend on the class, turns the hard items' class into a draw of the prior (both seen while
+building this: a hard share of 0.49 on a crowd of independent workers, and slow drifts of it).
+So ``H`` is the point estimate of ``Dir(η + M)`` (``η_cl = 1 + [c = l]``, ``M_cl`` the hard
+items' expected votes) with each row's diagonal kept (i) at least its row's largest other
+entry — a hard item's plurality is still most likely its class — and (ii) at most halfway
+between chance (1/C) and the crowd's agreement rate on the easy items of that class
+(:func:`bounded_confusion`) — a hard item's labels are at most half as informative; the rest
+of the row is scaled to fill it. The rows stay class-dependent: on fact_eval a hard class-1
+item draws about 38 % zeros, a hard class-0 item half (a one-coin ``H`` — one accuracy for
+every row — was measured: fact_eval's hard share falls to 0 and its accuracy to ``bds-ev``'s).
+
+Variational inference (Simpson et al. 2013 §2, the updates of ``bds``), with ``R_i,c+C·h =
+q(z_i = c, h_i = h)`` (N, 2C): columns ``[0, C)`` easy ``E``, ``[C, 2C)`` hard ``D``, and
+``T = E + D`` the class posterior that the verdict reports:
+
+- ``q(e)``: the workers of ``bds-ev`` (:func:`~crowdbudget.aggregation.worker_asymmetry.
+  worker_model`, symmetric or free by their evidence) on the *easy* expected counts
+  ``N_jcl = Σ_{labels (i, j, l)} E_ic``;
+- ``H`` from ``M_cl = Σ_{labels (i, j, l)} D_ic`` and the easy rates ``Σ_j N_jcc / Σ_jl N_jcl``;
+- ``q(π) = Dir(ν₀ + Σ_i T_i)``, ``q(ρ) = Beta(1 + Σ_ic D_ic, 1 + Σ_ic E_ic)``;
+- ``log R_ic = E[log π_c] + E[log(1 − ρ)] + Σ_{labels (i, j, l)} E[log e_jcl]`` (easy) and
+  ``log R_i,c+C = E[log π_c] + E[log ρ] + Σ_l V_il log H_cl`` (hard; ``V`` (N, C) the item's
+  votes), normalised over the 2C cells.
+
+One hard share ``ρ`` for every class: measured with one share per class (``π`` over the 2C
+(class, difficulty) cells), fact_eval's hard items drifted to the common class over hundreds of
+updates (0.8976 at 80, 0.9045 at 400, still moving), the rich-get-richer of a prior, not the
+labels' evidence.
+
+Everything the workers' side of ``bds-ev`` does is kept: its one-coin empirical-Bayes prior
+fitted once on the majority-vote start (``prior_fit="every"`` is refused), the floor, the lone
+labels left out of the workers' counts (and, for the same reason, out of ``M``: a label alone
+on its item agrees with itself), the evidence's share of symmetric workers. When nothing can be
+checked (fewer than two workers with a partnered label: one label per item) no item can look
+hard and the fit is ``bds-ev``'s, bit for bit; ``difficulty="none"`` is ``bds-ev`` too.
+
+Evidence (``difficulty="evidence"``, the default). The variational mixture has optima that
+read a crowd of independent workers worse than ``bds-ev``: where every disagreement is
+common under the easy model (2–3 labels per item, ordinal or spamming crowds) it calls a third
+to all of the items hard (ordinal5-k5 at 3 labels per item: 62 %) and reads them without their
+workers' skill (docs/stress-bed.md: up to 0.13 of accuracy lost). So both are fitted, and the
+mixture is kept only when the labels' log-likelihood under its posterior means,
+:func:`label_log_likelihood` ``Σ_i log Σ_c π̄_c [(1 − ρ̄) Π ē_jcl + ρ̄ Π H_cl^V_il]``, beats
+``bds-ev``'s ``Σ_i log Σ_c π̄_c Π ē_jcl`` by more than BIC's charge for its extra parameters,
+``(C(C − 1) + 1) / 2 · log N`` (Schwarz 1978) — the data choosing the model, as ``bds-ev``'s
+workers are chosen. Measured (gain minus charge): fact_eval at all / 5 labels per item
++1,746 / +1,683 nats, every other row of the verdict table below 0 (ordinal5-k5@3 −167,
+millionaire −7,138), so there the fit is ``bds-ev``'s bit for bit. Cost: both fits,
+1.6–3.6× ``bds-ev`` on the bundled sets (starting the mixture at ``bds-ev``'s posterior
+instead of the vote's was measured: no faster, the same choices).
+
+Start: ``T`` = majority-vote shares, ``q(h_i = 1) = (1 − max_c T_ic) · C / (C − 1)`` (the
+item's disagreement: 0 when its labels agree, 1 at an even split). Stop after ``n_iter``
+updates or when no class share ``T_ic`` moves by more than ``tol`` in an update.
+
+Speed. The plain updates converge linearly and slowly (the hard share settles by a few items
+per update: 141 updates on fact_eval, 114 on rte, against ``bds-ev``'s 39 / 26). Between
+updates the fit takes a SQUAREM step (Varadhan & Roland 2008, "Simple and globally convergent
+methods for accelerating the convergence of any EM algorithm", scheme SqS3): from ``R₀`` and
+two updates ``R₁ = F(R₀)``, ``R₂ = F(R₁)``, ``R' = R₀ − 2αr + α²v`` with ``r = R₁ − R₀``,
+``v = R₂ − 2R₁ + R₀``, ``α = −‖r‖ / ‖v‖`` kept in [−8, −1] (−1 is the plain double update),
+clipped at 0 and renormalised per item; the next update starts from ``R'``. Every update is
+counted in ``n_iter_``. The fixed point is the plain updates' (tested); on the bundled sets
+it takes 10–101 updates.
+
+Cost per update: ``bds-ev``'s, plus two sparse (N, C) products with (C, C) matrices and the
+(N, 2C) softmax.
+
+What it cannot do. A hard item is read without its workers' skill. Where a few reliable
+workers outvote a split crowd on hard items (millionaire: hundreds of audience votes per
+question) that skill is what decides, the worker-weighted reading is better, and the
+evidence keeps ``bds-ev`` (docs/stress-bed.md, "item difficulty and correlated errors").
+
+Tempering (``temperature``) is ``bds``'s, with the leave-one-label-out criterion read off the
+workers' confusions; known truth clamps ``z_i`` and leaves ``h_i`` free.
+
+Example:
+    >>> from crowdbudget.datasets import load_dataset
+    >>> fit = ItemDifficultyDawidSkene().fit(load_dataset("rte"))
+    >>> fit.hard_.shape, fit.hard_confusion_.shape
+    ((800,), (2, 2))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import digamma, logsumexp
+
+from crowdbudget.aggregation.base import FloatArray, KnownTruth
+from crowdbudget.aggregation.bayesian_dawid_skene import (
+    BayesianDawidSkene,
+    one_coin_polya_prior,
+    polya_prior,
+)
+from crowdbudget.aggregation.dawid_skene import check_iterations, incidence, initial_shares
+from crowdbudget.aggregation.worker_asymmetry import Evidence, worker_model
+from crowdbudget.datasets.loaders import LabelData
+from crowdbudget.exceptions import InvalidParameterError
+
+#: the item model (``difficulty``): the mixture when the labels' evidence supports it, else
+#: every item easy (``"evidence"``), each item easy or hard (``"mixture"``), every item easy
+#: (``"none"``: the parent's fit) — module docstring
+DIFFICULTIES = ("evidence", "mixture", "none")
+
+#: the fitted attributes that the evidence's choice takes from the model it chose
+FITTED = (
+    "temperature_",
+    "confusion_prior_",
+    "errors_",
+    "symmetric_",
+    "symmetric_share_",
+    "priors_",
+    "n_iter_",
+    "hard_",
+    "hard_share_",
+    "hard_confusion_",
+)
+
+
+@dataclass
+class _Fit:
+    """The state of the mixture's variational fit (module docstring).
+
+    Attributes:
+        R: ``q(z_i = c, h_i = h)`` at column ``c + C·h``, shape (N, 2C).
+        share: the crowd's share of symmetric workers (``bds-ev``'s ``w``).
+        evidence: the workers' evidence terms of the last iteration (re-used when unmoved).
+        hard_alpha: ``q(H)``'s Dirichlet rows ``η + M``, shape (C, C).
+        hard: the bounded point estimate of ``H`` the items read, shape (C, C).
+    """
+
+    R: FloatArray
+    share: float = 0.5
+    evidence: Evidence | None = None
+    hard_alpha: FloatArray | None = None
+    hard: FloatArray | None = None
+
+
+@dataclass(frozen=True)
+class _Design:
+    """The fixed sparse designs of a fit.
+
+    Attributes:
+        matrix: ``bds``'s incidence (N, J·C): the items' update of the easy component.
+        workers: the incidence whose labels feed the workers' counts (N, J·C).
+        votes: every label's vote (N, C): the items' update of the hard component.
+        checked: the votes that feed ``H``'s counts (N, C) (those of the workers' counts).
+    """
+
+    matrix: sp.csr_matrix
+    workers: sp.csr_matrix
+    votes: sp.csr_matrix
+    checked: sp.csr_matrix
+
+
+def start_responsibilities(T: FloatArray) -> FloatArray:
+    """``R`` (N, 2C) of the start — columns ``[0, C)`` easy, ``[C, 2C)`` hard — : the class
+    shares ``T`` (N, C) split by the items' disagreement ``(1 − max_c T_ic) · C / (C − 1)``
+    in [0, 1] (module docstring)."""
+    C = T.shape[1]
+    hard = (1.0 - _row_max(T)) * (C / max(C - 1, 1))
+    hard = np.clip(hard, 0.0, 1.0)[:, None]
+    return np.ascontiguousarray(np.concatenate([T * (1.0 - hard), T * hard], axis=1))
+
+
+def _row_max(x: FloatArray) -> FloatArray:
+    """``x.max(axis=1)`` of an (N, K) array with few columns, column by column (NumPy's
+    reduction over a short last axis costs several times more)."""
+    out = np.array(x[:, 0], dtype=float)
+    for k in range(1, x.shape[1]):
+        np.maximum(out, x[:, k], out=out)
+    return out
+
+
+def _row_sums(x: FloatArray) -> FloatArray:
+    """``x.sum(axis=1)`` as a product with ones (as :mod:`.worker_asymmetry` does)."""
+    return np.asarray(x @ np.ones(x.shape[1]))
+
+
+def bounded_confusion(alpha: FloatArray, easy_rate: FloatArray) -> FloatArray:
+    """The hard items' confusion ``H`` (C, C): the posterior mean ``α / Σ_l α`` of the
+    Dirichlet rows ``alpha`` (C, C), each row's diagonal kept at least its largest other
+    entry (and 1/C) and at most halfway between chance (1/C) and the crowd's agreement rate
+    on easy items of that class ``easy_rate`` (C,), the rest of the row scaled to fill it
+    (module docstring, "Bounds")."""
+    C = alpha.shape[0]
+    mean = alpha / alpha.sum(axis=1, keepdims=True)  # alpha >= η > 0
+    diagonal = np.diagonal(mean)
+    # the plurality bound: the diagonal d' at which the row's largest other entry m, scaled
+    # by (1 − d') / (1 − d), equals it: d' = m / (1 − d + m) (<= d when d >= m already)
+    largest = np.max(np.where(np.eye(C, dtype=bool), 0.0, mean), axis=1)
+    low = np.maximum(largest / (1.0 - diagonal + largest), 1.0 / C)
+    # "hard": at most halfway between chance and the easy items' agreement rate
+    high = np.maximum((1.0 / C + np.minimum(easy_rate, 1.0)) / 2.0, low)
+    bounded = np.clip(diagonal, low, high)  # < 1: the off-diagonal keeps some mass
+    # off the diagonal: scaled by (1 − new diagonal) / (1 − old diagonal); the old diagonal
+    # is < 1 because every alpha entry is >= η > 0
+    scale = (1.0 - bounded) / (1.0 - diagonal)
+    out = mean * scale[:, None]
+    out[np.arange(C), np.arange(C)] = bounded
+    return np.asarray(out)
+
+
+def label_log_likelihood(data: LabelData, fitted: dict[str, Any]) -> float:
+    """``Σ_i log p(labels of i)`` under a fit's posterior means (module docstring,
+    "Evidence"): ``Σ_c π̄_c [(1 − ρ̄) Π_labels ē_jcl + ρ̄ Π_l H_cl^V_il]``, from ``fitted``'s
+    ``priors_`` (C,), ``errors_`` (J, C, C), ``hard_share_`` and ``hard_confusion_`` (C, C)
+    (``hard_share_`` 0 or absent: the easy model alone)."""
+    N, C = data.n_items, data.n_classes
+    # posterior means are > 0 (Dirichlet means; H bounded); the floor guards underflow only
+    log_e = np.log(np.maximum(fitted["errors_"], 1e-300))  # (J, C, C)
+    easy = np.zeros((N, C))
+    np.add.at(easy, data.items, log_e[data.workers, :, data.labels])
+    log_pi = np.log(np.maximum(fitted["priors_"], 1e-300))
+    share = float(fitted.get("hard_share_", 0.0))
+    if share <= 0.0:
+        return float(np.sum(logsumexp(easy + log_pi, axis=1)))
+    votes = np.zeros((N, C))
+    np.add.at(votes, (data.items, data.labels), 1.0)
+    hard = votes @ np.log(fitted["hard_confusion_"]).T
+    both = np.concatenate([easy + log_pi + np.log1p(-share), hard + log_pi + np.log(share)], axis=1)
+    return float(np.sum(logsumexp(both, axis=1)))
+
+
+def hard_prior(C: int) -> FloatArray:
+    """``η`` (C, C): 2 on the diagonal, 1 elsewhere (module docstring)."""
+    return np.where(np.eye(C, dtype=bool), 2.0, 1.0)
+
+
+class ItemDifficultyDawidSkene(BayesianDawidSkene):
+    """``bds-ev`` whose items are each easy or hard (see the module docstring).
+
+    Args:
+        difficulty: ``"evidence"`` (default: the mixture when the labels' likelihood under it
+            beats ``bds-ev``'s by more than BIC's charge, else ``bds-ev``'s fit), ``"mixture"``
+            (each item easy or hard, always) or ``"none"`` (every item easy: ``bds-ev``'s fit,
+            bit for bit).
+        accelerate: SQUAREM steps between the plain updates (default; module docstring,
+            "Speed"); False runs the plain coordinate updates only.
+        n_iter, tol, class_prior, confusion_prior, pool_below, temperature, prior_fit,
+        prior_form, prior_floor, lone_labels, asymmetry, rng: as
+            :class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`
+            (defaults: ``bds-ev``'s).
+
+    Fitted attributes (besides the parent's; ``errors_`` are the easy items' workers):
+        hard_: ``q(h_i = 1)``, each item's probability of being hard, shape (n_items,).
+        hard_share_: the posterior mean share of hard items.
+        hard_confusion_: ``H``, the crowd's confusion on hard items, shape (C, C).
+        difficulty_: the item model used: ``"mixture"`` or ``"none"``.
+        evidence_gain_: the mixture's label log-likelihood minus ``bds-ev``'s minus BIC's
+            charge, in nats (> 0: the mixture; 0 when not compared).
+    """
+
+    def __init__(
+        self,
+        n_iter: int = 200,
+        tol: float = 1e-6,
+        class_prior: float = 1.0,
+        confusion_prior: Sequence[float] | None = None,
+        pool_below: int = 0,
+        temperature: float | str = 1.0,
+        prior_fit: str = "start",
+        prior_form: str = "one-coin",
+        prior_floor: float = 0.1,
+        lone_labels: str = "skip",
+        asymmetry: str = "evidence",
+        difficulty: str = "evidence",
+        accelerate: bool = True,
+        rng: int | np.random.Generator | None = 0,
+    ) -> None:
+        super().__init__(
+            n_iter=n_iter,
+            tol=tol,
+            class_prior=class_prior,
+            confusion_prior=confusion_prior,
+            pool_below=pool_below,
+            temperature=temperature,
+            prior_fit=prior_fit,
+            prior_form=prior_form,
+            prior_floor=prior_floor,
+            lone_labels=lone_labels,
+            asymmetry=asymmetry,
+            rng=rng,
+        )
+        self.difficulty = difficulty
+        self.accelerate = accelerate
+
+    def _variational(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        if self.difficulty not in DIFFICULTIES:
+            raise InvalidParameterError(
+                f"ItemDifficultyDawidSkene: difficulty must be one of {', '.join(DIFFICULTIES)}, "
+                f"got {self.difficulty!r}"
+            )
+        if self.prior_fit == "every" and self.difficulty == "mixture":
+            raise InvalidParameterError(
+                "ItemDifficultyDawidSkene: prior_fit='every' is not supported with "
+                "difficulty='mixture' (the workers' prior is fitted once, on the start)"
+            )
+        model_data, mapping = self._pooled(data)
+        self._check()
+        matrix: sp.csr_matrix = incidence(model_data)
+        partnered = self._partnered(model_data, matrix, known)
+        if self.difficulty == "none" or partnered is None:
+            # nothing can be checked (or no mixture asked for): the parent's fit
+            T = super()._variational(data, known)
+            self._no_mixture(data.n_items, data.n_classes)
+            self.difficulty_, self.evidence_gain_ = "none", 0.0
+            return T
+        T = self._mixture(model_data, mapping, matrix, partnered, known)
+        self.difficulty_, self.evidence_gain_ = "mixture", 0.0
+        if self.difficulty == "mixture":
+            return T
+        mixture = {name: getattr(self, name) for name in FITTED}
+        gain = label_log_likelihood(data, mixture)
+        easy = super()._variational(data, known)
+        self._no_mixture(data.n_items, data.n_classes)
+        gain -= label_log_likelihood(data, {name: getattr(self, name) for name in FITTED})
+        C = data.n_classes
+        # BIC's charge for the mixture's extra parameters: H's C(C − 1) and ρ
+        self.evidence_gain_ = gain - 0.5 * (C * (C - 1) + 1) * np.log(data.n_items)
+        if self.evidence_gain_ <= 0:
+            self.difficulty_ = "none"
+            return easy
+        for name, value in mixture.items():
+            setattr(self, name, value)
+        return T
+
+    def _no_mixture(self, n_items: int, C: int) -> None:
+        """The hard side's attributes of a fit without hard items."""
+        self.hard_ = np.zeros(n_items)
+        self.hard_share_ = 0.0
+        self.hard_confusion_ = hard_prior(C) / (C + 1.0)
+
+    def _start_prior(self, matrix: sp.csr_matrix, T: FloatArray, J: int, C: int) -> FloatArray:
+        """The workers' prior ``α₀`` (C, C): fixed, or ``bds``'s two-stage empirical Bayes on
+        the majority-vote start ``T`` (N, C), read through ``matrix`` (the labels it counts:
+        every label, or the partnered ones with ``"skip-prior"``)."""
+        fixed = self._fixed_prior(C)
+        if fixed is not None:
+            return fixed
+        fit_prior = one_coin_polya_prior if self.prior_form == "one-coin" else polya_prior
+        start = np.asarray(matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
+        first = np.where(np.eye(C, dtype=bool), 2.0, 1.0)
+        return np.maximum(fit_prior(start, first, n_steps=20), float(self.prior_floor))
+
+    def _design(self, data: LabelData, matrix: sp.csr_matrix, partnered: np.ndarray) -> _Design:
+        """The sparse designs of :class:`_Design` for ``data``."""
+        C, N, K = data.n_classes, data.n_items, data.n_labels
+        checked = (partnered if self.lone_labels != "count" else np.ones(K, bool)).astype(float)
+        return _Design(
+            matrix=matrix,
+            workers=self._worker_evidence(matrix, data, partnered),
+            votes=sp.csr_matrix((np.ones(K), (data.items, data.labels)), shape=(N, C)),
+            checked=sp.csr_matrix((checked, (data.items, data.labels)), shape=(N, C)),
+        )
+
+    def _mixture(
+        self,
+        data: LabelData,
+        mapping: np.ndarray,
+        matrix: sp.csr_matrix,
+        partnered: np.ndarray,
+        known: KnownTruth | None,
+    ) -> FloatArray:
+        """The variational fit of the module docstring on (pooled) ``data``."""
+        n_iter, tol = check_iterations(self.n_iter, self.tol, "ItemDifficultyDawidSkene")
+        nu0 = self.class_prior
+        if isinstance(nu0, bool) or not isinstance(nu0, int | float) or not nu0 > 0:
+            raise InvalidParameterError(
+                f"ItemDifficultyDawidSkene: class_prior must be a number > 0, got {nu0!r}"
+            )
+        C, J = data.n_classes, data.n_workers
+        design = self._design(data, matrix, partnered)
+        T = initial_shares(data)
+        if known is not None:
+            T = known.clamp(T)
+        start_matrix = design.workers if self.lone_labels == "skip-prior" else matrix
+        prior = self._start_prior(start_matrix, T, J, C)
+        fit = _Fit(R=start_responsibilities(T))
+        iteration = self._iterate(fit, prior, design, known, n_iter, tol)
+        counts = np.asarray(design.workers.T @ fit.R[:, :C]).reshape(J, C, C).transpose(0, 2, 1)
+        final = worker_model(counts, prior, self.asymmetry, fit.share, True, fit.evidence)
+        assert final.errors is not None  # means=True
+        T = fit.R[:, :C] + fit.R[:, C:]
+        log_T = np.log(np.maximum(T, 1e-300))  # T > 0 up to underflow
+        tau = self._temperature(data, log_T, final.expected_log_e, final.errors)
+        if tau != 1.0:
+            scores = tau * log_T
+            scores -= scores.max(axis=1, keepdims=True)
+            T = np.exp(scores)
+            T /= T.sum(axis=1, keepdims=True)
+            if known is not None:
+                T = known.clamp(T)
+        self.temperature_ = tau
+        self.confusion_prior_ = prior
+        self.errors_ = final.errors[mapping]
+        self.symmetric_ = final.symmetric[mapping]
+        self.symmetric_share_ = final.share
+        totals = fit.R.sum(axis=0)  # (2C,)
+        self.priors_ = (float(nu0) + totals[:C] + totals[C:]) / (C * float(nu0) + totals.sum())
+        self.hard_ = _row_sums(fit.R[:, C:])
+        self.hard_share_ = float((1.0 + totals[C:].sum()) / (2.0 + totals.sum()))
+        assert fit.hard is not None  # set by every step
+        self.hard_confusion_ = fit.hard
+        self.n_iter_ = iteration
+        return T
+
+    def _iterate(
+        self,
+        fit: _Fit,
+        prior: FloatArray,
+        design: _Design,
+        known: KnownTruth | None,
+        n_iter: int,
+        tol: float,
+    ) -> int:
+        """The coordinate updates until the class shares move by at most ``tol`` or
+        ``n_iter`` updates ran, accelerated by SQUAREM (module docstring, "Speed"); returns
+        the number of updates. ``fit.R`` holds the last update's output."""
+        C = fit.R.shape[1] // 2
+        evaluations = 0
+
+        def update(R: FloatArray) -> tuple[FloatArray, float]:
+            nonlocal evaluations
+            evaluations += 1
+            fit.R = R
+            new = self._step(fit, prior, design)
+            if known is not None:
+                new = _clamp(new, known)
+            moved = (new[:, :C] - R[:, :C]) + (new[:, C:] - R[:, C:])
+            return new, float(np.max(np.abs(moved))) if moved.size else 0.0
+
+        current = fit.R
+        while True:
+            first, change = update(current)
+            if change <= tol or evaluations >= n_iter:
+                fit.R = first
+                return evaluations
+            second, change = update(first)
+            if change <= tol or evaluations >= n_iter or not self.accelerate:
+                fit.R = second
+                if change <= tol or evaluations >= n_iter:
+                    return evaluations
+                current = second
+                continue
+            r = first - current
+            v = second - 2.0 * first + current
+            scale = float(np.sqrt(np.sum(v * v)))
+            if scale == 0.0:
+                current = second
+                continue
+            # SqS3 step length (Varadhan & Roland 2008), at least a plain step, at most 8
+            alpha = min(max(-float(np.sqrt(np.sum(r * r))) / scale, -8.0), -1.0)
+            jump = current - 2.0 * alpha * r + alpha * alpha * v
+            np.maximum(jump, 0.0, out=jump)
+            total = _row_sums(jump)
+            # a row the jump emptied (all entries clipped) keeps the last plain update
+            bad = ~(total > 1e-12)
+            jump[bad] = second[bad]
+            total[bad] = 1.0
+            current = jump / total[:, None]
+            if known is not None:
+                current = _clamp(current, known)
+
+    def _step(self, fit: _Fit, prior: FloatArray, design: _Design) -> FloatArray:
+        """One round of the coordinate updates (module docstring); updates ``fit``'s worker
+        state and ``H`` and returns the new ``R`` (N, 2C)."""
+        N, C = fit.R.shape[0], fit.R.shape[1] // 2
+        J = design.matrix.shape[1] // C
+        easy, hard = fit.R[:, :C], fit.R[:, C:]
+        # [j, c, l]: the workers' expected counts on the easy items
+        counts = np.asarray(design.workers.T @ easy).reshape(J, C, C).transpose(0, 2, 1)
+        workers = worker_model(counts, prior, self.asymmetry, fit.share, False, fit.evidence)
+        fit.share, fit.evidence = workers.share, workers.evidence
+        # [c, l]: the hard items' expected votes M, and H within its bounds
+        fit.hard_alpha = hard_prior(C) + np.asarray(design.checked.T @ hard).T
+        crowd = counts.sum(axis=0)  # (C, C): the easy labels' confusion, summed over workers
+        easy_rate = np.diagonal(crowd) / np.maximum(crowd.sum(axis=1), 1e-300)
+        fit.hard = bounded_confusion(fit.hard_alpha, easy_rate)
+        hard_log = np.log(fit.hard)  # every entry > 0 (bounded_confusion)
+        # q(π) = Dir(ν₀ + Σ_i T_i), q(ρ) = Beta(1 + Σ_i q(easy), 1 + Σ_i q(hard))
+        totals = fit.R.sum(axis=0)  # (2C,)
+        nu = float(self.class_prior) + totals[:C] + totals[C:]
+        rho = 1.0 + np.array([totals[:C].sum(), totals[C:].sum()])
+        log_pi = digamma(nu) - digamma(nu.sum())  # (C,)
+        log_rho = digamma(rho) - digamma(rho.sum())  # (2,)
+        log_e = workers.expected_log_e.transpose(0, 2, 1).reshape(J * C, C)  # [(j, l), c]
+        scores = np.empty((N, 2 * C))
+        scores[:, :C] = np.asarray(design.matrix @ log_e) + (log_pi + log_rho[0])
+        scores[:, C:] = np.asarray(design.votes @ hard_log.T) + (log_pi + log_rho[1])
+        # softmax over the 2C cells of each item: the max subtracted, every exp <= 1
+        scores -= _row_max(scores)[:, None]
+        R = np.exp(scores)
+        R /= _row_sums(R)[:, None]
+        return R
+
+
+def _clamp(R: FloatArray, known: KnownTruth) -> FloatArray:
+    """``R`` (N, 2C) with every known item's class fixed to its truth, its split between
+    easy and hard (within the true class) kept, in place."""
+    C = R.shape[1] // 2
+    easy, hard = R[known.items, known.classes], R[known.items, C + known.classes]
+    total = easy + hard
+    # a row of zeros (underflow) falls back to an even split
+    share = np.where(total > 0, easy / np.where(total > 0, total, 1.0), 0.5)
+    R[known.items] = 0.0
+    R[known.items, known.classes] = share
+    R[known.items, C + known.classes] = 1.0 - share
+    return R

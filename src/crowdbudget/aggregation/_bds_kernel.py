@@ -35,6 +35,7 @@ column of label l of worker j at ``j·C + l``.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -42,7 +43,7 @@ from scipy.special import betaln, gammaln
 
 from crowdbudget import _compiled_special
 from crowdbudget._lean_load import lean_loads
-from crowdbudget.aggregation.base import FloatArray
+from crowdbudget.aggregation.base import FloatArray, KnownTruth
 from crowdbudget.aggregation.worker_asymmetry import (
     SHARE_BOUNDS,
     STALE_COUNTS,
@@ -51,6 +52,8 @@ from crowdbudget.aggregation.worker_asymmetry import (
     _share_fixed_point,
 )
 from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK
+
+_NO_ITEMS = np.empty(0, dtype=np.int64)
 
 
 class EvidenceState:
@@ -85,7 +88,6 @@ class EvidenceState:
         self.off = np.zeros(J)
         self.seen = np.zeros(J, dtype=np.bool_)
         self.expected = np.zeros((J, 2, 2))
-        self.fresh = True  # no evidence yet: every worker's terms computed at the first call
 
     def evidence(self) -> Evidence:
         """The kept evidence as :class:`Evidence` (copies), for ``worker_model``'s
@@ -103,38 +105,49 @@ class EvidenceState:
         )
 
 
-def evidence_scores(
+def evidence_iterations(
     state: EvidenceState,
     shares: FloatArray,
-    log_pi: FloatArray,
     workers_matrix: object,
     matrix: object,
-    share: float,
-) -> tuple[FloatArray, float]:
-    """One iteration up to the items' max-shifted log scores (module docstring).
+    class_prior: float,
+    known: KnownTruth | None,
+    n_iter: int,
+    tol: float,
+) -> tuple[FloatArray, int, float]:
+    """The variational loop of ``BayesianDawidSkene._variational`` (module docstring): at
+    most ``n_iter`` iterations, stopped once no share moves by more than ``tol``.
 
     Args:
-        state: the kept evidence (updated in place; ``state.expected`` gets ``E[log e]``).
-        shares: the items' shares ``T`` (N, 2).
-        log_pi: ``E[log π_c]`` (2,).
+        state: the kept evidence (updated in place; ``state.expected`` gets the last
+            iteration's ``E[log e]``).
+        shares: the items' starting shares ``T`` (N, 2) (known items already one-hot).
         workers_matrix: the incidence whose labels feed the workers' counts, CSR (N, 2J).
         matrix: the incidence of every label, CSR (N, 2J).
-        share: the crowd's symmetric share ``w`` of the last iteration (0.5 at the first).
+        class_prior: ν₀.
+        known: the items of known class, kept one-hot after every update (or None).
+        n_iter: the most iterations (>= 1); ``tol``: the stopping tolerance.
 
     Returns:
-        ``(scores, w)``: ``log T_ic − max_c log T_ic`` (N, 2) and the share fitted here.
+        ``(T, iterations, w)``: the last shares (N, 2), the iterations run and the crowd's
+        symmetric share fitted at the last of them.
     """
     low, high = SHARE_BOUNDS
-    scores = np.empty((shares.shape[0], 2))
-    w = _iteration(
-        np.ascontiguousarray(shares, dtype=np.float64),
-        np.ascontiguousarray(log_pi, dtype=np.float64),
+    T = np.array(shares, dtype=np.float64, order="C")  # updated in place by the kernel
+    exponentials = np.empty_like(T)  # np.exp of the scores: NumPy's own exp (its bits)
+    scores = np.empty_like(T)
+    share = np.array([0.5])
+    items = _NO_ITEMS if known is None else np.asarray(known.items, dtype=np.int64)
+    classes = _NO_ITEMS if known is None else np.asarray(known.classes, dtype=np.int64)
+    arrays = (
         workers_matrix.indptr,  # type: ignore[attr-defined]
         workers_matrix.indices,  # type: ignore[attr-defined]
         workers_matrix.data,  # type: ignore[attr-defined]
         matrix.indptr,  # type: ignore[attr-defined]
         matrix.indices,  # type: ignore[attr-defined]
         matrix.data,  # type: ignore[attr-defined]
+    )
+    evidence = (
         state.prior,
         state.constants,
         state.n_jc,
@@ -145,16 +158,76 @@ def evidence_scores(
         state.on,
         state.off,
         state.seen,
-        state.fresh,
-        min(max(float(share), low), high),
-        low,
-        high,
-        NUMPY_SUM_CHUNK,
         state.expected,
-        scores,
     )
-    state.fresh = False
-    return scores, float(w)
+    settings = np.array([float(class_prior), float(tol), low, high])
+    iteration = 0
+    while not _step(
+        exponentials, T, iteration, n_iter, items, classes, settings, arrays, evidence,
+        share, NUMPY_SUM_CHUNK, scores,
+    ):  # fmt: skip
+        np.exp(scores, out=exponentials)
+        iteration += 1
+    return T, iteration, float(share[0])
+
+
+@njit(cache=True, nogil=True)
+def _step(
+    exponentials: FloatArray,
+    shares: FloatArray,
+    iteration: int,
+    n_iter: int,
+    items: np.ndarray,
+    classes: np.ndarray,
+    settings: FloatArray,
+    arrays: Any,
+    evidence: Any,
+    share: FloatArray,
+    sum_chunk: int,
+    scores: FloatArray,
+) -> bool:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
+    """The end of iteration ``iteration`` (when > 0) and the start of the next: the shares
+    ``exp(scores) / Σ_c exp(scores)`` (``exponentials`` (N, 2), normalised in place), the
+    known items set one-hot, the largest move from ``shares``, which are then replaced by
+    them; True (stop) when that move is within the tolerance or ``n_iter`` iterations are
+    done; else the next iteration's scores (:func:`_iteration`) and False."""
+    n_items = shares.shape[0]
+    if iteration > 0:
+        change = 0.0
+        for i in range(n_items):
+            total = exponentials[i, 0] + exponentials[i, 1]
+            exponentials[i, 0] = exponentials[i, 0] / total
+            exponentials[i, 1] = exponentials[i, 1] / total
+        for k in range(items.shape[0]):  # as KnownTruth.clamp: every row 0, then the ones
+            exponentials[items[k], 0] = 0.0
+            exponentials[items[k], 1] = 0.0
+        for k in range(items.shape[0]):
+            exponentials[items[k], classes[k]] = 1.0
+        for i in range(n_items):
+            for c in range(2):
+                move = abs(exponentials[i, c] - shares[i, c])
+                # np.max: the first entry, then NaN-propagating maxima
+                change = move if i == 0 and c == 0 else _compiled_special.maximum(change, move)
+                shares[i, c] = exponentials[i, c]
+        if change <= settings[1] or iteration == n_iter:
+            return True
+    # E[log π_c] = ψ(ν₀ + Σ_i T_ic) − ψ(Σ_c ν_c), the sum over the items in their order
+    nu0, nu1 = 0.0, 0.0
+    for i in range(n_items):
+        nu0 += shares[i, 0]
+        nu1 += shares[i, 1]
+    nu0 = settings[0] + nu0
+    nu1 = settings[0] + nu1
+    log_pi = np.empty(2)
+    both = _compiled_special.digamma(nu0 + nu1, 0)
+    log_pi[0] = _compiled_special.digamma(nu0, 0) - both
+    log_pi[1] = _compiled_special.digamma(nu1, 0) - both
+    low, high = settings[2], settings[3]
+    share[0] = _iteration(
+        shares, log_pi, *arrays, *evidence[:10], iteration == 0,
+        min(max(share[0], low), high), low, high, sum_chunk, evidence[10], scores,
+    )  # fmt: skip
+    return False
 
 
 @njit(cache=True, nogil=True)

@@ -443,24 +443,12 @@ class BayesianDawidSkene(Aggregator):
         classes with the prior held, each iteration's workers and scores one compiled call
         (:mod:`~crowdbudget.aggregation._bds_kernel`; the same operations, the same bits).
         Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
-        from crowdbudget.aggregation._bds_kernel import EvidenceState, evidence_scores
+        from crowdbudget.aggregation._bds_kernel import EvidenceState, evidence_iterations
 
         state = EvidenceState(prior, workers_matrix.shape[1] // 2)
-        nu0, share, iteration = float(self.class_prior), 0.5, 0
-        for iteration in range(1, n_iter + 1):  # noqa: B007 - returned
-            nu = nu0 + T.sum(axis=0)
-            expected_log_pi = digamma(nu) - digamma(nu.sum())
-            scores, share = evidence_scores(
-                state, T, expected_log_pi, workers_matrix, matrix, share
-            )
-            new_T = np.exp(scores)
-            new_T /= new_T.sum(axis=1, keepdims=True)
-            if known is not None:
-                new_T = known.clamp(new_T)
-            change = float(np.max(np.abs(new_T - T))) if T.size else 0.0
-            T = new_T
-            if change <= tol:
-                break
+        T, iteration, share = evidence_iterations(
+            state, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol
+        )
         return T, iteration, share, state.evidence(), state.expected.copy()
 
     def _variational(self, data: LabelData, known: KnownTruth | None) -> FloatArray:

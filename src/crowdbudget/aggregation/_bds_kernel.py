@@ -223,9 +223,13 @@ def _step(
     log_pi[0] = _compiled_special.digamma(nu0, 0) - both
     log_pi[1] = _compiled_special.digamma(nu1, 0) - both
     low, high = settings[2], settings[3]
+    w_indptr, w_indices, w_data, m_indptr, m_indices, m_data = arrays
+    prior, constants, n_jc, right, difference = evidence[:5]
+    free_total, wrong_total, on, off, seen, expected = evidence[5:]
     share[0] = _iteration(
-        shares, log_pi, *arrays, *evidence[:10], iteration == 0,
-        min(max(share[0], low), high), low, high, sum_chunk, evidence[10], scores,
+        shares, log_pi, w_indptr, w_indices, w_data, m_indptr, m_indices, m_data, prior,
+        constants, n_jc, right, difference, free_total, wrong_total, on, off, seen,
+        iteration == 0, min(max(share[0], low), high), low, high, sum_chunk, expected, scores,
     )  # fmt: skip
     return False
 

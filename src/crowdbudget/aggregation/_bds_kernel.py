@@ -6,10 +6,11 @@ al. 2013 §2, the workers' symmetric / free mixture of
 :mod:`~crowdbudget.aggregation.worker_asymmetry`) is about sixty NumPy and SciPy calls on
 arrays of a few hundred numbers (J workers × 2 × 2), each a few microseconds of dispatch: on
 the worker-aware default's replays (one ``bds-ev`` verdict per campaign, 40–120 iterations
-of 164 workers on RTE) about 0.6 ms an iteration, most of the verdict's time. Here the part
-of an iteration between the items' shares ``T`` and the items' new log scores is one compiled
-call (:func:`evidence_scores`); the softmax and the stopping test stay NumPy's (``np.exp``
-has SIMD code of its own, whose bits a compiled ``exp`` need not share).
+of 164 workers on RTE) about 0.6 ms an iteration, most of the verdict's time. Here an
+iteration is one compiled call (:func:`evidence_iterations` runs the loop, :func:`_step` each
+iteration) and one ``np.exp``: the exponential of the scores stays NumPy's (NumPy has SIMD
+code of its own for it, whose bits a compiled ``exp`` — the C library's — need not share);
+the normalisation, the known items, the stopping move and ``E[log π]`` are compiled.
 
 The same operations in the same order as the NumPy code, so the same bits
 (``tests/test_bds_kernel.py`` compares the fits bit for bit):
@@ -21,7 +22,8 @@ The same operations in the same order as the NumPy code, so the same bits
   (:mod:`crowdbudget._compiled_special`), the share's fixed point the compiled loop of
   :func:`~crowdbudget.aggregation.worker_asymmetry.fit_share`;
 - sums over the two classes are one addition (NumPy's reductions and the product with ones
-  give the same single rounding for two terms — why this path is for two classes only);
+  give the same single rounding for two terms — why this path is for two classes only); the
+  sum over the items (``T.sum(axis=0)``, not NumPy's fast axis) is NumPy's row by row;
 - the workers' evidence is kept per worker and recomputed only for those whose counts moved
   by more than :data:`~crowdbudget.aggregation.worker_asymmetry.STALE_COUNTS`
   (:func:`~crowdbudget.aggregation.worker_asymmetry.updated_evidence`); the numbers that
@@ -59,7 +61,7 @@ _NO_ITEMS = np.empty(0, dtype=np.int64)
 class EvidenceState:
     """The per-worker evidence kept between iterations (the arrays of
     :class:`~crowdbudget.aggregation.worker_asymmetry.Evidence`, updated in place by
-    :func:`evidence_scores`), the prior's constants, and the last iteration's ``E[log e]``.
+    :func:`evidence_iterations`), the prior's constants, and the last iteration's ``E[log e]``.
 
     Args:
         prior: the fit's prior ``α₀`` (2, 2), held for the whole fit.
@@ -300,8 +302,8 @@ def _iteration(
     expected: FloatArray,
     scores: FloatArray,
 ) -> float:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
-    """The compiled iteration of :func:`evidence_scores` (module docstring); ``w`` is the
-    share's start, already clipped. Returns the fitted share."""
+    """An iteration of :func:`_step` up to the max-shifted scores (module docstring); ``w``
+    is the share's start, already clipped. Returns the fitted share."""
     n_items = shares.shape[0]
     J = n_jc.shape[0]
     # the expected counts: csc_matvecs of Wᵀ, y[(j, l), c] += a · T[i, c] in item order

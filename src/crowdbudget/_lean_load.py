@@ -122,7 +122,8 @@ def _unserialize_lean(codegen: Any, state: Any) -> Any:
         return library_class._unserialize(codegen, state)
     object_code, shared_bitcode = data
     symbols = _elf_defined_symbols(object_code)
-    if symbols is None:
+    defined = getattr(getattr(codegen, "_engine", None), "_defined_symbols", None)
+    if symbols is None or not isinstance(defined, set):
         return library_class._unserialize(codegen, state)
     library = codegen.create_library(name)
     library.__class__ = _LeanLibrary
@@ -130,7 +131,7 @@ def _unserialize_lean(codegen: Any, state: Any) -> Any:
     library._set_compiled_object(object_code)
     library._lean_bitcode = shared_bitcode
     library._finalize_final_module()
-    codegen._engine._defined_symbols |= symbols
+    defined |= symbols
     return library
 
 

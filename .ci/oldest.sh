@@ -30,4 +30,4 @@ export NUMBA_CACHE_DIR="$VENV/numba-cache"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
     tests/test_compiled_special.py tests/test_one_coin_kernel.py tests/test_beta_bernoulli.py \
     tests/test_worker_aware_speed.py tests/test_one_coin.py tests/test_feature_kg.py \
-    tests/test_aggregation.py tests/test_lean_load.py
+    tests/test_aggregation.py tests/test_lean_load.py tests/test_bds_kernel.py

@@ -11,7 +11,10 @@ from scipy import special
 from crowdbudget._compiled_special import (
     betainc,
     betainc_half,
+    betaln,
+    digamma,
     expit,
+    gammaln,
     logit,
     maximum,
     minimum,
@@ -82,6 +85,35 @@ def test_expit_and_logit_are_scipys_bit_for_bit() -> None:
     assert np.array_equal(down, special.logit(special.expit(x)), equal_nan=True)
 
 
+@njit(cache=False)
+def _gamma_family_all(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    psi = np.empty_like(x)
+    log_gamma = np.empty_like(x)
+    log_beta = np.empty_like(x)
+    for i in range(x.shape[0]):
+        psi[i] = digamma(x[i], 0)
+        log_gamma[i] = gammaln(x[i], 0)
+        log_beta[i] = betaln(x[i], y[i], 0)
+    return psi, log_gamma, log_beta
+
+
+def test_digamma_gammaln_betaln_are_scipys_bit_for_bit() -> None:
+    rng = np.random.default_rng(4)
+    x = np.concatenate(
+        [
+            rng.random(20_000) * 10.0,
+            rng.random(5_000) * 5_000.0,
+            np.exp(rng.normal(0.0, 6.0, size=5_000)),
+            np.array([0.0, -0.0, 1e-300, -1.5, -2.0, 1e308, np.inf, -np.inf, np.nan]),
+        ]
+    )
+    y = rng.permutation(x)
+    psi, log_gamma, log_beta = _gamma_family_all(x, y)
+    assert np.array_equal(psi, special.digamma(x), equal_nan=True)
+    assert np.array_equal(log_gamma, special.gammaln(x), equal_nan=True)
+    assert np.array_equal(log_beta, special.betaln(x, y), equal_nan=True)
+
+
 def test_betainc_is_scipys_bit_for_bit() -> None:
     rng = np.random.default_rng(1)
     a = rng.gamma(1.0, 20.0, size=10_000) + 1e-3
@@ -130,7 +162,15 @@ def test_the_double_specialisation_is_picked_by_its_signature() -> None:
     name_of = ctypes.pythonapi.PyCapsule_GetName
     name_of.restype = ctypes.c_char_p
     name_of.argtypes = [ctypes.py_object]
-    for function, n_doubles in [("betainc", 3), ("ndtr", 1), ("expit", 1), ("logit", 1)]:
+    for function, n_doubles in [
+        ("betainc", 3),
+        ("ndtr", 1),
+        ("expit", 1),
+        ("logit", 1),
+        ("psi", 1),
+        ("gammaln", 1),
+        ("betaln", 2),
+    ]:
         capi_name = double_specialisation(function, n_doubles)
         assert capi_name.endswith(function)
         signature = name_of(cython_special.__pyx_capi__[capi_name]).decode()

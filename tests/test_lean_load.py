@@ -8,6 +8,7 @@ values Numba's own loader gives, and leave compilation working afterwards.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -109,3 +110,99 @@ def test_lean_loads_changes_only_disk_caches() -> None:
     import crowdbudget.policies.worker_aware  # noqa: F401
 
     assert _lean_load.lean_loads(_class_prior) >= 1
+
+
+_LINK_SCRIPT = """
+import json, sys
+import numpy as np
+import numba
+from crowdbudget import _lean_load
+_lean_load._LEAN_UNSERIALIZE = sys.argv[1] == "lean"
+import crowdbudget.policies.worker_aware  # gives the kernels the lean loader
+from crowdbudget.policies import _one_coin_kernel as k
+a = np.array([1.0, 2.5, 3.0, 1.25]); b = np.array([1.0, 1.5, 0.75, 2.0])
+out = np.empty(4)
+k.item_errors(a, b, out)  # loaded from the cache
+library = k.item_errors.overloads[k.item_errors.signatures[0]].library
+lean_class = type(library).__name__
+parsed_at_load = library._shared_module is not None
+@numba.njit
+def twice(a, b):  # a new compilation that links the loaded kernel's library
+    errors = np.empty(a.shape[0])
+    k.item_errors(a, b, errors)
+    return 2.0 * errors
+print(json.dumps({
+    "errors": out.tolist(), "twice": twice(a, b).tolist(), "class": lean_class,
+    "parsed_at_load": parsed_at_load, "parsed_at_link": library._shared_module is not None,
+}))
+"""
+
+
+@pytest.mark.skipif(
+    not _lean_load._LEAN_UNSERIALIZE or not sys.platform.startswith("linux"),
+    reason="the lean unserialisation reads ELF objects (Linux)",
+)
+def test_the_lean_library_parses_its_bitcode_only_when_linked() -> None:
+    """The cached library is loaded without its shared bitcode parsed; a later compilation
+    that calls the kernel links it (parsing it then) and gets the same values."""
+    _run("plain")  # the kernels compiled and cached if they were not
+    runs = {}
+    for mode in ("plain", "lean"):
+        last = run_python(_LINK_SCRIPT, mode, jit=True).strip().splitlines()[-1]
+        runs[mode] = json.loads(last)
+    plain, lean = runs["plain"], runs["lean"]
+    assert lean["class"] == "_LeanLibrary" and plain["class"] == "JITCodeLibrary"
+    assert lean["parsed_at_load"] is False and plain["parsed_at_load"] is True
+    assert lean["parsed_at_link"] is True
+    assert lean["errors"] == plain["errors"]
+    assert lean["twice"] == plain["twice"] == [2.0 * e for e in plain["errors"]]
+
+
+_SYMBOLS_SCRIPT = """
+import json, sys
+import llvmlite.binding as ll
+import numpy as np
+from numba.core import codegen
+from crowdbudget import _lean_load
+_lean_load._LEAN_UNSERIALIZE = False  # Numba's own unserialisation, whose states we read
+states = []
+own = codegen.JITCodeLibrary._unserialize.__func__
+def keep(cls, cg, state):
+    states.append(state)
+    return own(cls, cg, state)
+codegen.JITCodeLibrary._unserialize = classmethod(keep)
+import crowdbudget.policies.worker_aware
+from crowdbudget.policies import _one_coin_kernel as k
+from crowdbudget.engine import replay_push  # noqa: F401
+a = np.array([1.0, 2.5]); b = np.array([1.0, 1.5])
+k.item_errors(a, b, np.empty(2))
+k.fill_moments(a, b, np.empty((2, 2, 6)))
+same = []
+for name, kind, data in states:
+    if kind != "object":
+        continue
+    object_code, bitcode = data
+    module = ll.parse_bitcode(bitcode)
+    defined = {g.name for group in (module.functions, module.global_variables)
+               for g in group if not g.is_declaration}
+    same.append([name, sorted(_lean_load._elf_defined_symbols(object_code)) == sorted(defined),
+                 len(defined)])
+print(json.dumps(same))
+"""
+
+
+@pytest.mark.skipif(
+    not _lean_load._LEAN_UNSERIALIZE or not sys.platform.startswith("linux"),
+    reason="the lean unserialisation reads ELF objects (Linux)",
+)
+def test_the_objects_symbol_table_names_what_the_ir_defines() -> None:
+    """The defined symbols read from a cached object's ELF symbol table are exactly the
+    functions and globals its IR defines (what Numba's own unserialisation registers)."""
+    _run("plain")
+    last = run_python(_SYMBOLS_SCRIPT, jit=True).strip().splitlines()[-1]
+    checked = json.loads(last)
+    assert len(checked) >= 2
+    for name, same, n_defined in checked:
+        assert same, name
+        assert n_defined > 0
+    assert _lean_load._elf_defined_symbols(b"not an object") is None

@@ -10,6 +10,8 @@ double-precision specialisation is picked by its C signature (checked in
 - :data:`betainc` ``(a, b, x, 0)``: the regularised incomplete beta function (Boost ``ibeta``).
 - :data:`ndtr` ``(x, 0)``: the standard normal CDF.
 - :data:`expit` ``(x, 0)``: the logistic sigmoid; :data:`logit` ``(p, 0)``: its inverse.
+- :data:`digamma` ``(x, 0)`` (SciPy's ``psi``), :data:`gammaln` ``(x, 0)`` and :data:`betaln`
+  ``(a, b, 0)``: ψ, ln|Γ| and ln|B| (the Bayesian Dawid–Skene's compiled iteration).
 
 The trailing ``0`` is Cython's ``skip_dispatch`` flag of the exported function.
 
@@ -71,6 +73,9 @@ betainc: Any = _scipy_special("crowdbudget_betainc", "betainc", 3)
 ndtr: Any = _scipy_special("crowdbudget_ndtr", "ndtr", 1)
 expit: Any = _scipy_special("crowdbudget_expit", "expit", 1)
 logit: Any = _scipy_special("crowdbudget_logit", "logit", 1)
+digamma: Any = _scipy_special("crowdbudget_psi", "psi", 1)
+gammaln: Any = _scipy_special("crowdbudget_gammaln", "gammaln", 1)
+betaln: Any = _scipy_special("crowdbudget_betaln", "betaln", 2)
 
 
 @njit(cache=True, nogil=True)

@@ -152,7 +152,7 @@ from scipy.special import digamma
 
 from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
 from crowdbudget.aggregation.dawid_skene import check_iterations, incidence, initial_shares
-from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY, worker_model
+from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY, Evidence, worker_model
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -425,6 +425,32 @@ class BayesianDawidSkene(Aggregator):
             shape=matrix.shape,
         )
 
+    #: whether ``bds-ev`` on two classes runs its iterations compiled (the same bits; False:
+    #: the NumPy loop, which ``tests/test_bds_kernel.py`` compares it with)
+    _compiled_iteration = True
+
+    def _evidence_iterations(
+        self,
+        T: FloatArray,
+        matrix: sp.csr_matrix,
+        workers_matrix: sp.csr_matrix,
+        prior: FloatArray,
+        known: KnownTruth | None,
+        n_iter: int,
+        tol: float,
+    ) -> tuple[FloatArray, int, float, Evidence, FloatArray]:
+        """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` on two
+        classes with the prior held, each iteration's workers and scores one compiled call
+        (:mod:`~crowdbudget.aggregation._bds_kernel`; the same operations, the same bits).
+        Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
+        from crowdbudget.aggregation._bds_kernel import EvidenceState, evidence_iterations
+
+        state = EvidenceState(prior, workers_matrix.shape[1] // 2)
+        T, iteration, share = evidence_iterations(
+            state, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol
+        )
+        return T, iteration, share, state.evidence(), state.expected.copy()
+
     def _variational(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         """The variational fit of the module docstring; ``known`` items (if any) keep their
         one-hot truth."""
@@ -459,31 +485,36 @@ class BayesianDawidSkene(Aggregator):
             start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration, share, evidence = 0, 0.5, None
-        for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
-            # [j, c, l]: the workers' expected counts (partnered labels only with "skip")
-            counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
-            if every:
-                # warm start: a few steps
-                prior = np.maximum(fit_prior(counts, prior, n_steps=3), float(floor))
-            workers = worker_model(counts, prior, asymmetry, share, False, evidence)
-            expected_log_e, share, evidence = (
-                workers.expected_log_e,
-                workers.share,
-                workers.evidence,
+        if asymmetry == "evidence" and C == 2 and not every and self._compiled_iteration:
+            T, iteration, share, evidence, expected_log_e = self._evidence_iterations(
+                T, matrix, workers_matrix, prior, known, n_iter, tol
             )
-            nu = float(nu0) + T.sum(axis=0)
-            expected_log_pi = digamma(nu) - digamma(nu.sum())
-            log_e = expected_log_e.transpose(0, 2, 1).reshape(J * C, C)  # [(j, l), c]
-            scores = np.asarray(matrix @ log_e) + expected_log_pi
-            scores -= scores.max(axis=1, keepdims=True)
-            new_T = np.exp(scores)
-            new_T /= new_T.sum(axis=1, keepdims=True)
-            if known is not None:
-                new_T = known.clamp(new_T)
-            change = float(np.max(np.abs(new_T - T))) if T.size else 0.0
-            T = new_T
-            if change <= tol:
-                break
+        else:
+            for iteration in range(1, n_iter + 1):  # noqa: B007 - n_iter_ below
+                # [j, c, l]: the workers' expected counts (partnered labels only with "skip")
+                counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
+                if every:
+                    # warm start: a few steps
+                    prior = np.maximum(fit_prior(counts, prior, n_steps=3), float(floor))
+                workers = worker_model(counts, prior, asymmetry, share, False, evidence)
+                expected_log_e, share, evidence = (
+                    workers.expected_log_e,
+                    workers.share,
+                    workers.evidence,
+                )
+                nu = float(nu0) + T.sum(axis=0)
+                expected_log_pi = digamma(nu) - digamma(nu.sum())
+                log_e = expected_log_e.transpose(0, 2, 1).reshape(J * C, C)  # [(j, l), c]
+                scores = np.asarray(matrix @ log_e) + expected_log_pi
+                scores -= scores.max(axis=1, keepdims=True)
+                new_T = np.exp(scores)
+                new_T /= new_T.sum(axis=1, keepdims=True)
+                if known is not None:
+                    new_T = known.clamp(new_T)
+                change = float(np.max(np.abs(new_T - T))) if T.size else 0.0
+                T = new_T
+                if change <= tol:
+                    break
         counts = np.asarray(workers_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
         workers = worker_model(counts, prior, asymmetry, share, True, evidence)
         errors = workers.errors

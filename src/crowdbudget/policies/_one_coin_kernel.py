@@ -587,6 +587,11 @@ def reestimate(
         for n in range(items.shape[0]):
             m = mean[items[n]]
             right[workers[n]] += m if labels[n] == 1 else 1.0 - m
-        c = c0 + right
-        d = d0 + (answered - right)
+        # c0 + right and d0 + (answered − right), elementwise as NumPy's (a loop: an array
+        # expression would make a load of this kernel import Numba's ufunc machinery)
+        c = np.empty(n_workers)
+        d = np.empty(n_workers)
+        for w in range(n_workers):
+            c[w] = c0 + right[w]
+            d[w] = d0 + (float(answered[w]) - right[w])
     return a, b, c, d

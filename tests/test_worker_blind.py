@@ -36,7 +36,7 @@ def test_blind_evidence_is_the_chain_rule(C: int) -> None:
     rng = np.random.default_rng(C)
     prior = np.where(np.eye(C, dtype=bool), 4.0, 0.5)
     gamma = blind_parameters(prior)
-    assert gamma.shape == (C,) and np.allclose(gamma, prior.sum() / C / C)
+    assert gamma.shape == (C,) and np.all(gamma == 1.0)
     labels = [rng.integers(0, C, size=n) for n in (0, 1, 7, 30)]
     counts = np.stack([np.bincount(x, minlength=C) for x in labels]).astype(float)
     got = log_evidence_blind(counts, gamma)

@@ -20,8 +20,11 @@ Model (shapes: J workers, C classes; the two kinds of
     s_j ~ Cat(w_sym, w_free, w_blind)
     s_j = blind:  ξ_j ~ Dir(γ),  e_jc = ξ_j for every class c     (label independent of class)
 
-with ``γ_l = Σ_l α₀_cl / C`` averaged over the rows c: the prior mass of a free worker's row,
-spread evenly (no label preferred a priori). Its marginal likelihood needs only the
+with ``γ = (1, …, 1)``: the uniform Dirichlet, no label preferred and no pseudo-counts
+borrowed from ``α₀`` (whose strength is the class-dependent workers' spread, fitted on the
+majority-vote start: read off it, γ was strong enough that a good worker with two or three
+labels looked as blind as a spammer — measured, docs/stress-bed.md). Its marginal likelihood
+needs only the
 worker's label counts ``M_jl = Σ_c N_jcl`` (which do not depend on the items' shares)::
 
     log Z_blind = lnΓ(Σγ) − lnΓ(Σγ + n_j) + Σ_l [lnΓ(γ_l + M_jl) − lnΓ(γ_l)]
@@ -71,10 +74,9 @@ class BlindEvidence(Evidence):
 
 
 def blind_parameters(prior: FloatArray) -> FloatArray:
-    """``γ`` (C,): the prior's mean row mass ``mean_c Σ_l α₀_cl`` spread evenly over the C
-    labels."""
-    C = prior.shape[0]
-    return np.full(C, float(prior.sum()) / C / C)
+    """``γ`` (C,) for the prior ``α₀`` (C, C): the uniform Dirichlet, all ones (module
+    docstring)."""
+    return np.ones(prior.shape[0])
 
 
 def log_evidence_free(counts: FloatArray, prior: FloatArray) -> FloatArray:

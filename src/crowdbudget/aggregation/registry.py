@@ -44,6 +44,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``bds-ev`` | ``bds-oc``, ``asymmetry="evidence"`` (each worker symmetric or free | as ``bds`` |
 |  | as its marginal likelihood decides: :mod:`.worker_asymmetry`; the default | |
 |  | verdict) | |
+| ``bds-ev-blind`` | ``bds-ev`` whose workers may also be class-blind (spammers, | as ``bds`` |
+|  | one-class workers: :mod:`.worker_blind`) | |
 | ``bds-sym`` | ``bds-oc`` with ``asymmetry="none"`` (every worker one accuracy) | as ``bds`` |
 | ``bds-hard`` | :class:`ItemDifficultyDawidSkene`: ``bds-ev`` whose items are each | as ``bds``, |
 |  | easy or hard (a hard item's labels follow one crowd confusion: | ``difficulty`` |
@@ -654,6 +656,20 @@ for _spec in (
             "prior_floor": 0.1,
             "lone_labels": "skip",
             "asymmetry": "evidence",
+        },
+    ),
+    _aggregator(
+        "bds-ev-blind",
+        BayesianDawidSkene,
+        "bds-ev whose workers may also be class-blind (answers independent of the class: "
+        "spammers, one-class workers), the crowd's three shares by type-II ML",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012; Hovy et al. 2013 (MACE's spammer as a worker kind)",
+        defaults={
+            "prior_form": "one-coin",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence-blind",
         },
     ),
     _aggregator(

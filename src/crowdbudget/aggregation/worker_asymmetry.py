@@ -86,8 +86,9 @@ from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK, pairwise_su
 SHARE_BOUNDS = (1e-6, 1.0 - 1e-6)
 
 #: whether a worker's confusion matrix is free (``"free"``), symmetric (``"none"``) or chosen
-#: by the evidence (``"evidence"``; module docstring)
-ASYMMETRY = ("free", "none", "evidence")
+#: by the evidence (``"evidence"``; module docstring), or among those two and a class-blind
+#: worker (``"evidence-blind"``: :mod:`~crowdbudget.aggregation.worker_blind`)
+ASYMMETRY = ("free", "none", "evidence", "evidence-blind")
 
 
 #: a worker's evidence is computed anew when one of its expected counts has moved by more than
@@ -351,7 +352,8 @@ def worker_model(
         counts: the workers' expected counts ``N_jcl``, shape (J, C, C).
         prior: the Dirichlet prior rows ``α₀`` (C, C), all > 0.
         asymmetry: ``"free"`` (every worker free: the Dawid–Skene worker), ``"none"`` (every
-            worker symmetric) or ``"evidence"`` (the mixture; ``share`` re-fitted).
+            worker symmetric), ``"evidence"`` (the mixture; ``share`` re-fitted) or
+            ``"evidence-blind"`` (with class-blind workers: :mod:`.worker_blind`).
         share: the current ``w`` (the start of its fixed point with ``"evidence"``).
         means: whether to compute the posterior means ``errors`` too.
         previous: the last call's :attr:`WorkerModel.evidence` (``"evidence"``: the workers
@@ -362,6 +364,11 @@ def worker_model(
     """
     if asymmetry == "evidence":
         return _evidence_model(counts, prior, share, means, previous)
+    if asymmetry == "evidence-blind":
+        # imported here: worker_blind builds on this module's evidence
+        from crowdbudget.aggregation.worker_blind import blind_model
+
+        return blind_model(counts, prior, means, previous)
     C = prior.shape[0]
     alpha = prior[None, :, :] + counts
     row_totals = alpha.sum(axis=2, keepdims=True)

@@ -1,0 +1,187 @@
+"""A third kind of worker for the evidence's mixture: **class-blind** workers, whose answers
+do not depend on the item's class — spammers who answer uniformly at random and biased
+workers who give one class always alike (``asymmetry="evidence-blind"`` of
+:class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`; registered as
+``bds-ev-blind``).
+
+Why (docs/stress-bed.md, "the held-out bed"). On crowds of 10 classes with 20 % biased
+workers the Dawid–Skene family collapses: two heavy workers who say class 4 on everything
+make "class 4" a catch-all — a class whose row, for every worker, is that worker's marginal
+label distribution explains any item — and the learned class prior follows it (76 % of the
+items in class 4 where 12 % are). A free worker cannot learn "always 4" fast enough: each of
+its C rows sees a C-th of its labels, and the symmetric worker of
+:mod:`~crowdbudget.aggregation.worker_asymmetry` keeps a wrong-label distribution per row.
+MACE (Hovy et al. 2013 §2), whose workers answer the truth or a class-independent strategy,
+reads such a worker at once; this adds MACE's spammer as a whole-worker type.
+
+Model (shapes: J workers, C classes; the two kinds of
+:mod:`~crowdbudget.aggregation.worker_asymmetry` and a third)::
+
+    s_j ~ Cat(w_sym, w_free, w_blind)
+    s_j = blind:  ξ_j ~ Dir(γ),  e_jc = ξ_j for every class c     (label independent of class)
+
+with ``γ = (1, …, 1)``: the uniform Dirichlet, no label preferred and no pseudo-counts
+borrowed from ``α₀`` (whose strength is the class-dependent workers' spread, fitted on the
+majority-vote start: read off it, γ was strong enough that a good worker with two or three
+labels looked as blind as a spammer — measured, docs/stress-bed.md). Its marginal likelihood
+needs only the
+worker's label counts ``M_jl = Σ_c N_jcl`` (which do not depend on the items' shares)::
+
+    log Z_blind = lnΓ(Σγ) − lnΓ(Σγ + n_j) + Σ_l [lnΓ(γ_l + M_jl) − lnΓ(γ_l)]
+
+(the multinomial coefficient is the same for every kind and cancels). ``log Z_free`` is the
+Pólya evidence of :func:`~crowdbudget.aggregation.worker_asymmetry.log_evidence` and
+``log Z_sym = log Z_free + evidence_difference``. Mean field as in the two-kind mixture:
+``q(s_j = k) ∝ w_k Z_k,j``, and every label enters the items' update through ``Σ_k q_jk
+E_k[log e_jcl]`` with ``E_blind[log e_jcl] = ψ(γ_l + M_jl) − ψ(Σγ + n_j)`` — the same for
+every class c, so a blind worker's label moves no item's posterior (it cancels in the
+normalisation), and a worker with probability ``q_j,blind`` of being blind has its label's
+weight scaled by ``1 − q_j,blind``. The crowd's weights ``w`` maximise the crowd's evidence
+as a three-component mixture, by the EM fixed point ``w_k ← mean_j q_jk`` over the workers
+with a count (each kept at least 1e-6), warm-started at every iteration of the verdict
+(at thirds on the first). Nothing is tuned: a worker is blind when its label counts alone
+explain its labels better than any class-dependent confusion does.
+
+What it costs: the free evidence in full (O(J · C²) lnΓ per iteration, where the two-kind
+mixture needs O(J · C)), and the three-way fixed point in NumPy. A new id, not the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import digamma, gammaln
+
+from crowdbudget.aggregation.base import FloatArray
+from crowdbudget.aggregation.worker_asymmetry import (
+    Evidence,
+    WorkerModel,
+    _one_coin_summary,
+    _worker_terms,
+)
+
+#: lower bound of each of the crowd's three weights (kept away from 0 so logs stay finite)
+WEIGHT_FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class BlindEvidence(Evidence):
+    """:class:`~crowdbudget.aggregation.worker_asymmetry.Evidence` and the crowd's three
+    weights ``(w_sym, w_free, w_blind)``, shape (3,) (the next call's warm start)."""
+
+    weights: FloatArray
+
+
+def blind_parameters(prior: FloatArray) -> FloatArray:
+    """``γ`` (C,) for the prior ``α₀`` (C, C): the uniform Dirichlet, all ones (module
+    docstring)."""
+    return np.ones(prior.shape[0])
+
+
+def log_evidence_free(counts: FloatArray, prior: FloatArray) -> FloatArray:
+    """``log Z_free`` (J,) of the expected counts (J, C, C) under ``prior`` (C, C): the
+    Dawid–Skene worker's Pólya evidence, row by row."""
+    totals = prior.sum(axis=1)  # A_c
+    n_jc = counts.sum(axis=2)
+    # every Γ argument is >= a prior pseudo-count > 0: finite
+    cells = gammaln(prior + counts) - gammaln(prior)
+    return np.asarray(
+        np.sum(gammaln(totals) - gammaln(totals + n_jc), axis=1) + np.sum(cells, axis=(1, 2))
+    )
+
+
+def log_evidence_blind(label_counts: FloatArray, gamma: FloatArray) -> FloatArray:
+    """``log Z_blind`` (J,) of the workers' label counts ``M_jl`` (J, C) under ``Dir(γ)``."""
+    total = float(gamma.sum())
+    n_j = label_counts.sum(axis=1)
+    return np.asarray(
+        gammaln(total)
+        - gammaln(total + n_j)
+        + np.sum(gammaln(gamma + label_counts) - gammaln(gamma), axis=1)
+    )
+
+
+def fit_weights(log_z: FloatArray, start: FloatArray, n_steps: int = 200) -> FloatArray:
+    """The crowd's weights (3,) maximising ``Σ_j log Σ_k w_k Z_jk`` by the EM fixed point
+    ``w_k ← mean_j q_jk`` from ``start``, each at least :data:`WEIGHT_FLOOR`, stopped when no
+    weight moves by more than 1e-10.
+
+    Args:
+        log_z: ``log Z_jk`` of the workers with a count, shape (J', 3), any per-worker shift.
+        start: the first weights, shape (3,), positive.
+    """
+    w = np.maximum(np.asarray(start, dtype=float), WEIGHT_FLOOR)
+    w /= w.sum()
+    if log_z.shape[0] == 0:
+        return w
+    shifted = log_z - log_z.max(axis=1, keepdims=True)  # <= 0: exp does not overflow
+    likelihood = np.exp(shifted)  # (J', 3), each row's largest entry 1
+    for _ in range(n_steps):
+        joint = likelihood * w
+        q = joint / joint.sum(axis=1, keepdims=True)
+        new = np.maximum(q.mean(axis=0), WEIGHT_FLOOR)
+        new /= new.sum()
+        if np.max(np.abs(new - w)) < 1e-10:
+            return new
+        w = new
+    return w
+
+
+def blind_model(
+    counts: FloatArray, prior: FloatArray, means: bool, previous: Evidence | None
+) -> WorkerModel:
+    """The three-kind mixture (module docstring) of the expected counts ``counts`` (J, C, C)
+    under ``prior`` (C, C). ``previous``: the last call's evidence (its weights start the
+    fixed point). Returns the :class:`~crowdbudget.aggregation.worker_asymmetry.WorkerModel`
+    whose ``symmetric`` is ``q(s_j = sym)`` and ``share`` ``w_sym``; the weights ride in its
+    ``evidence`` (a :class:`BlindEvidence`)."""
+    C = prior.shape[0]
+    alpha = prior[None, :, :] + counts
+    right = np.array(np.diagonal(counts, axis1=1, axis2=2))  # (J, C)
+    terms = _worker_terms(prior, counts.sum(axis=2), right)
+    gamma = blind_parameters(prior)
+    label_counts = counts.sum(axis=1)  # M_jl, (J, C)
+    free = log_evidence_free(counts, prior)
+    log_z = np.stack(
+        [free + terms.difference, free, log_evidence_blind(label_counts, gamma)], axis=1
+    )  # (J, 3): sym, free, blind
+    start = previous.weights if isinstance(previous, BlindEvidence) else np.full(3, 1.0 / 3)
+    weights = fit_weights(log_z[terms.seen], start)
+    scores = np.log(weights)[None, :] + log_z
+    scores -= scores.max(axis=1, keepdims=True)
+    q = np.exp(scores)
+    q /= q.sum(axis=1, keepdims=True)  # (J, 3); an unseen worker: the weights
+    q_sym, q_free, q_blind = q[:, 0:1], q[:, 1:2], q[:, 2:3]  # (J, 1) each
+    digamma_alpha = digamma(alpha)  # (J, C, C)
+    free_log = digamma_alpha - terms.free_total[:, :, None]
+    classes = np.arange(C)
+    sym_log = digamma_alpha + (terms.off[:, None] - terms.wrong_total)[:, :, None]
+    sym_log[:, classes, classes] = terms.on[:, None]
+    n_j = label_counts.sum(axis=1)
+    blind_log = digamma(gamma + label_counts) - digamma(float(gamma.sum()) + n_j)[:, None]
+    expected = (
+        q_sym[:, :, None] * sym_log
+        + q_free[:, :, None] * free_log
+        + q_blind[:, :, None] * blind_log[:, None, :]
+    )
+    errors = None
+    if means:
+        a, b = _one_coin_summary(prior)
+        agree = right.sum(axis=1)
+        eye = np.eye(C, dtype=bool)
+        beta = np.where(eye, 0.0, alpha)
+        accuracy = ((a + agree) / (a + b + n_j))[:, None, None]
+        sym_mean = np.where(
+            eye, accuracy, (1.0 - accuracy) * beta / beta.sum(axis=2, keepdims=True)
+        )
+        free_mean = alpha / alpha.sum(axis=2, keepdims=True)
+        blind_mean = (gamma + label_counts) / (float(gamma.sum()) + n_j)[:, None]
+        errors = (
+            q_sym[:, :, None] * sym_mean
+            + q_free[:, :, None] * free_mean
+            + q_blind[:, :, None] * blind_mean[:, None, :]
+        )
+    fields = {name: getattr(terms, name) for name in terms.__dataclass_fields__}
+    evidence = BlindEvidence(**fields, weights=weights)
+    return WorkerModel(expected, errors, q[:, 0], float(weights[0]), evidence)

@@ -1,0 +1,149 @@
+"""Class-blind workers in the evidence's mixture (``asymmetry="evidence-blind"``, ``bds-ev-blind``;
+the worker_blind module docstring; docs/stress-bed.md, "the held-out bed")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crowdbudget.aggregation import make_aggregator
+from crowdbudget.aggregation.worker_asymmetry import log_evidence, worker_model
+from crowdbudget.aggregation.worker_blind import (
+    WEIGHT_FLOOR,
+    BlindEvidence,
+    blind_parameters,
+    fit_weights,
+    log_evidence_blind,
+    log_evidence_free,
+)
+from crowdbudget.experiments.stress import full_bed, make_crowd
+from crowdbudget.labels import LabelData
+
+
+def sequential_blind(labels: np.ndarray, gamma: np.ndarray) -> float:
+    """``log Z_blind`` of one worker's labels by the chain rule (each label's posterior
+    predictive given the ones before): an independent route to the Pólya formula."""
+    seen = np.zeros_like(gamma)
+    total = 0.0
+    for label in labels:
+        total += np.log((gamma[label] + seen[label]) / (gamma.sum() + seen.sum()))
+        seen[label] += 1
+    return total
+
+
+@pytest.mark.parametrize("C", [2, 3, 5])
+def test_blind_evidence_is_the_chain_rule(C: int) -> None:
+    rng = np.random.default_rng(C)
+    prior = np.where(np.eye(C, dtype=bool), 4.0, 0.5)
+    gamma = blind_parameters(prior)
+    assert gamma.shape == (C,) and np.all(gamma == 1.0)
+    labels = [rng.integers(0, C, size=n) for n in (0, 1, 7, 30)]
+    counts = np.stack([np.bincount(x, minlength=C) for x in labels]).astype(float)
+    got = log_evidence_blind(counts, gamma)
+    for j, x in enumerate(labels):
+        assert got[j] == pytest.approx(sequential_blind(x, gamma), rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.parametrize("C", [2, 4])
+def test_free_evidence_is_log_evidence_free(C: int) -> None:
+    rng = np.random.default_rng(20 + C)
+    prior = np.where(np.eye(C, dtype=bool), 5.0, 0.3)
+    counts = rng.random((12, C, C)) * 8
+    _, free = log_evidence(counts, prior)
+    assert np.allclose(log_evidence_free(counts, prior), free, rtol=1e-12, atol=1e-10)
+
+
+def mixture_evidence(w: np.ndarray, log_z: np.ndarray) -> float:
+    return float(np.sum(np.log(np.exp(log_z) @ w)))
+
+
+def test_fit_weights_maximises_the_mixture_evidence() -> None:
+    """30 workers clearly blind, 50 clearly free, 20 clearly symmetric: the weights come out
+    near (0.2, 0.5, 0.3), and no nearby point of the simplex has a higher evidence."""
+    rng = np.random.default_rng(3)
+    kinds = np.repeat([0, 1, 2], [20, 50, 30])
+    log_z = rng.normal(0.0, 0.3, size=(100, 3)) - 12.0
+    log_z[np.arange(100), kinds] += 12.0
+    w = fit_weights(log_z, np.full(3, 1.0 / 3))
+    assert w.sum() == pytest.approx(1.0)
+    assert np.allclose(w, [0.2, 0.5, 0.3], atol=0.01)
+    best = mixture_evidence(w, log_z)
+    for _ in range(50):
+        step = rng.normal(0.0, 0.02, size=3)
+        other = np.clip(w + step - step.mean(), 1e-6, None)
+        other /= other.sum()
+        assert mixture_evidence(other, log_z) <= best + 1e-9
+    # no worker: the start, normalised; a kind nobody has: at the floor
+    assert np.allclose(fit_weights(np.zeros((0, 3)), np.array([1.0, 1.0, 2.0])), [0.25, 0.25, 0.5])
+    only_free = np.tile([-50.0, 0.0, -50.0], (10, 1))
+    assert fit_weights(only_free, np.full(3, 1.0 / 3))[0] < 10 * WEIGHT_FLOOR
+
+
+def test_a_one_class_worker_is_read_blind_and_a_good_one_not() -> None:
+    """Counts at the truth (one-hot shares), C = 4: a worker who says class 2 on 40 items of
+    every class is blind (its label then moves no item: the same expected log for every
+    class); an 80 %-accurate worker is not."""
+    C = 4
+    prior = np.where(np.eye(C, dtype=bool), 6.0, 0.5)
+    rng = np.random.default_rng(0)
+    counts = np.zeros((30, C, C))
+    counts[0, :, 2] = 10.0  # always 2
+    for j in range(1, 30):  # good workers: 80 % right, errors spread
+        for c in range(C):
+            counts[j, c] = rng.multinomial(10, np.where(np.arange(C) == c, 0.8, 0.2 / (C - 1)))
+    model = worker_model(counts, prior, "evidence-blind", 0.5, means=True)
+    assert isinstance(model.evidence, BlindEvidence)
+    weights = model.evidence.weights
+    assert weights.shape == (3,) and weights.sum() == pytest.approx(1.0)
+    log_e = model.expected_log_e
+    spread = log_e[0].max(axis=0) - log_e[0].min(axis=0)  # per label, across classes
+    assert spread[2] < 0.05, spread  # the blind worker's "2" says almost nothing
+    good = log_e[1:, np.arange(C), np.arange(C)].mean()
+    wrong = log_e[1:][:, ~np.eye(C, dtype=bool)].mean()
+    assert good - wrong > 1.5  # the good workers' labels still decide
+    assert model.errors is not None and np.allclose(model.errors.sum(axis=2), 1.0)
+
+
+def collapse_crowd() -> LabelData:
+    """The held-out bed's collapsing draw: ``class10-confusion-biased20-k5``, replication 1
+    of seed 0 (two heavy workers who say class 4 on everything)."""
+    cells = full_bed()
+    index = [c.name for c in cells].index("class10-confusion-biased20-k5")
+    child = np.random.SeedSequence([0, index]).spawn(2)[1]
+    return make_crowd(cells[index], child)
+
+
+def test_the_catch_all_class_does_not_form() -> None:
+    """``bds-ev`` puts most items in class 4 (accuracy 0.326 measured); with class-blind
+    workers the verdict reads the crowd (0.706 measured; majority vote 0.644)."""
+    data = collapse_crowd()
+    assert data.gold is not None
+    ev = make_aggregator("bds-ev").fit(data)
+    blind = make_aggregator("bds-ev-blind").fit(data)
+    assert np.mean(ev.labels_ == data.gold) < 0.45
+    assert np.mean(blind.labels_ == data.gold) > 0.65
+    assert np.mean(blind.labels_ == 4) < 0.3
+
+
+def test_one_label_per_item_is_bds_oc_to_the_bit() -> None:
+    """Nothing can be checked with one label per item: the workers stay free, as ``bds-oc``."""
+    rng = np.random.default_rng(5)
+    n = 200
+    data = LabelData(
+        items=np.arange(n),
+        workers=rng.integers(0, 20, size=n),
+        labels=rng.integers(0, 3, size=n),
+        item_ids=np.array([f"i{i}" for i in range(n)], dtype=object),
+        worker_ids=np.array([f"w{j}" for j in range(20)], dtype=object),
+        classes=("a", "b", "c"),
+    )
+    blind = make_aggregator("bds-ev-blind").fit(data)
+    oc = make_aggregator("bds-oc").fit(data)
+    assert np.array_equal(blind.probas_, oc.probas_)
+
+
+def test_deterministic() -> None:
+    data = collapse_crowd()
+    first = make_aggregator("bds-ev-blind").fit(data).probas_
+    second = make_aggregator("bds-ev-blind").fit(data).probas_
+    assert np.array_equal(first, second)

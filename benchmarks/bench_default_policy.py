@@ -14,7 +14,7 @@ every budget up to 5 per item is a choice of the policy, not the whole crowd. Th
 written to CSV (``--write-crowds DIR``: ``DIR/NAME/labels.csv`` and ``gold.csv``) replays with
 ``crowdbudget replay --data-dir DIR --dataset NAME ...``. Run from the repository root:
 
-    python benchmarks/bench_default_policy.py [--cells all|NAME,...] [--sets rte,temp,...]
+    python benchmarks/bench_default_policy.py [--cells all|full|heldout|NAME,...] [--sets rte,...]
         [--per-item 1,2,3,5] [--reps 5] [--seed 0] [--jobs 1] [--out rows.csv]
         [--policy opt-kg:posterior=one-coin] [--write-crowds DIR]
 
@@ -50,6 +50,7 @@ from crowdbudget.experiments.stress import (
     DEFAULT_BED,
     StressCell,
     draw_crowd,
+    full_bed,
     make_crowd,
     subsample_per_item,
 )
@@ -108,17 +109,47 @@ def gold_items_only(data: LabelData) -> LabelData:
     )
 
 
-def crowds(args: argparse.Namespace) -> list[LabelData]:
-    """The crowds of the run: the chosen bed cells (as pools; written to ``--write-crowds``),
-    then the bundled sets."""
-    out: list[LabelData] = []
-    names = [c.strip() for c in args.cells.split(",") if c.strip()]
-    known = {c.name: c for c in DEFAULT_BED}
-    unknown = [n for n in names if n != "all" and n not in known]
+#: the held-out sample's stride through :func:`full_bed` (:func:`heldout_cells`): 7 is prime
+#: to the binary grid's inner periods (2 worker models, 6 = 3 spammer shares × 2 models) and
+#: the multi-class grid's (2 biased shares, 4 = 2 models × 2), so the stride walks through
+#: every combination of those axes; 6 would keep the worker model and the spammer share fixed
+HELDOUT_STRIDE = 7
+
+
+def heldout_cells() -> list[StressCell]:
+    """The held-out sample of :func:`full_bed` for the default policy (24 of its 148 cells,
+    chosen by this rule before any was run): every :data:`HELDOUT_STRIDE`-th cell (index 0,
+    7, …, 147) except those also in :data:`DEFAULT_BED` (``binary-60-40-k40``: the policy
+    was chosen on it), plus the worker-count cells (5 / 40 / 2,000 workers, indices
+    144–146), which the stride skips."""
+    bed = full_bed()
+    chosen = [c for c in bed[::HELDOUT_STRIDE] if c not in DEFAULT_BED]
+    return chosen + [c for c in bed if "workers-" in c.name and c not in chosen]
+
+
+def chosen_cells(spec: str) -> list[StressCell]:
+    """The cells ``--cells`` names: ``all`` (:data:`DEFAULT_BED`), ``full`` (every cell of
+    :func:`full_bed`), ``heldout`` (:func:`heldout_cells`) or names from either bed,
+    comma-separated ('' : none)."""
+    names = [c.strip() for c in spec.split(",") if c.strip()]
+    groups = {"all": list(DEFAULT_BED), "full": list(full_bed()), "heldout": heldout_cells()}
+    known = {c.name: c for c in (*full_bed(), *DEFAULT_BED)}
+    unknown = [n for n in names if n not in groups and n not in known]
     if unknown:
         raise SystemExit(f"unknown cell(s): {', '.join(unknown)}")
-    cells = list(DEFAULT_BED) if "all" in names else [known[n] for n in names]
-    for cell in cells:
+    cells: list[StressCell] = []
+    for name in names:
+        for cell in groups[name] if name in groups else [known[name]]:
+            if cell not in cells:
+                cells.append(cell)
+    return cells
+
+
+def crowds(args: argparse.Namespace) -> list[LabelData]:
+    """The crowds of the run: the chosen bed cells (:func:`chosen_cells`; as pools; written to
+    ``--write-crowds``), then the bundled sets."""
+    out: list[LabelData] = []
+    for cell in chosen_cells(args.cells):
         out.append(make_crowd(pool_cell(cell, args.pool), 0))
         if args.write_crowds:
             write_crowd(out[-1], Path(args.write_crowds))
@@ -210,6 +241,32 @@ def table_lines(summary: pd.DataFrame, policy: str) -> list[str]:
                 f"| {'yes' if r['above_mv'] else '**no**'} "
                 f"| {r['default_campaign_best']:.4f} ({r['default_campaign_best_verdict']}) |"
             )
+    return lines
+
+
+def tally_lines(summary: pd.DataFrame, policy: str, worst: int = 5) -> list[str]:
+    """The count of rows met and of rows below uniform + mv over every crowd of ``summary``,
+    and the ``worst`` largest shortfalls to uniform + best verdict (crowd @ labels per item:
+    the default ± std against uniform + best)."""
+    rows = [
+        {"crowd": crowd, **r}
+        for crowd in dict.fromkeys(summary["crowd"])
+        for r in compare(summary[summary["crowd"] == crowd], policy)
+    ]
+    below = [f"{r['crowd']}@{r['per_item']:g}" for r in rows if not r["above_mv"]]
+    met = sum(bool(r["met"]) for r in rows)
+    ranked = sorted(rows, key=lambda r: float(r["default"]) - float(r["uniform_best"]))  # type: ignore[arg-type]
+    lines = [
+        f"met (>= uniform + best - {MARGIN}): {met} of {len(rows)} rows; below uniform + mv: "
+        f"{len(below)}{' (' + ', '.join(below) + ')' if below else ''}",
+        "largest shortfalls to uniform + best:",
+    ]
+    for r in ranked[:worst]:
+        lines.append(
+            f"  {r['crowd']}@{r['per_item']:g}: {r['default']:.4f} ± {r['default_std']:.4f} "
+            f"against {r['uniform_best']:.4f} ({r['uniform_best_verdict']}), "
+            f"uniform + mv {r['uniform_mv']:.4f}"
+        )
     return lines
 
 
@@ -359,11 +416,9 @@ def one_label_ceiling(cell: StressCell, reps: int = 5) -> tuple[float, float, fl
 
 def run_ceiling(args: argparse.Namespace) -> int:
     """``--ceiling``: :func:`one_label_ceiling` for every chosen cell."""
-    names = [c.strip() for c in args.cells.split(",") if c.strip()]
-    for cell in DEFAULT_BED:
-        if "all" in names or cell.name in names:
-            bayes, read, common = one_label_ceiling(cell, args.reps)
-            print(f"{cell.name}: Bayes rule {bayes:.4f}, the label {read:.4f}, common {common:.4f}")
+    for cell in chosen_cells(args.cells):
+        bayes, read, common = one_label_ceiling(cell, args.reps)
+        print(f"{cell.name}: Bayes rule {bayes:.4f}, the label {read:.4f}, common {common:.4f}")
     return 0
 
 
@@ -494,7 +549,11 @@ def run_policy_prototype(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cells", default="all", help="bed cells (all, or names; '' none)")
+    p.add_argument(
+        "--cells",
+        default="all",
+        help="bed cells: all (the default bed), full (full_bed()), heldout, or names; '' none",
+    )
     p.add_argument(
         "--sets",
         default="",
@@ -549,7 +608,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_policy_prototype(args)
     if args.table:
         frames = [pd.read_csv(path) for path in args.table]
-        print("\n".join(HEADER + table_lines(pd.concat(frames), args.policy)))
+        frame = pd.concat(frames)
+        print("\n".join(HEADER + table_lines(frame, args.policy)))
+        print("\n".join(tally_lines(frame, args.policy)), file=sys.stderr)
         return 0
     lines = list(HEADER)
     for data in crowds(args):

@@ -67,8 +67,16 @@ from crowdbudget.posteriors.one_coin import OneCoinPosterior
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import FloatArray, IntArray, Problem
 
-#: the item priors of the binary one-coin worker-aware policy (``class-prior=``)
+#: the item priors of the worker-aware policies (``class-prior=``, ``multiclass-class-prior=``)
 CLASS_PRIORS = ("none", "gated")
+
+#: the binary policy's (``class-prior=``): also ``gated-runaway16``, the same gate whose
+#: runaway lock (:class:`GateMemory`) waits for odds 16 times those at the opening instead of
+#: :data:`RUNAWAY` (an option: on a crowd whose rare class is a few per cent, a share first
+#: read at 0.2–0.3 falls to its true 0.05 by odds × 5–9 and the × 4 lock shut the gate for
+#: the campaign; the biased workers' collapse the lock is for runs to 0.017, × 30:
+#: docs/stress-bed.md, "the default policy on held-out cells")
+BINARY_CLASS_PRIORS = (*CLASS_PRIORS, "gated-runaway16")
 
 #: the share π is clipped to [SHARE_FLOOR, 1 − SHARE_FLOOR] before it becomes a prior (a
 #: Beta of total 2 with P(θ ≥ ½) within 0.02 of 0 or 1 has a parameter near 0, where the
@@ -84,6 +92,9 @@ GATE_QUANTILE = 0.10
 #: a share whose odds grow by more than this factor after the gate opened locks it shut
 #: (:class:`GateMemory`)
 RUNAWAY = 4.0
+
+#: the runaway factor of each gated binary class prior (:data:`BINARY_CLASS_PRIORS`)
+RUNAWAYS = {"gated": RUNAWAY, "gated-runaway16": 16.0}
 
 #: while the gate is shut, the fit runs again only once the labels have grown by this share
 #: since the last fit (:class:`GateMemory`; at the refits of the policy in between the prior
@@ -310,6 +321,7 @@ def gated_class_prior(
     worker_prior: tuple[float, float],
     quantile: float | None = GATE_QUANTILE,
     memory: GateMemory | None = None,
+    runaway: float = RUNAWAY,
 ) -> tuple[float, float] | None:
     """The item prior (a0, b0) every item gets at a refit (module docstring), or None
     (Beta(1, 1): a lone label can decide, or no label yet). ``quantile``: the gate reads the
@@ -319,8 +331,8 @@ def gated_class_prior(
     its posterior on the side of ½ (so that a few labels that happen to agree do not open
     it); None: both at their point estimates. The prior given is the point estimate's.
 
-    ``memory`` (updated in place): once open, a share whose odds run more than
-    :data:`RUNAWAY` times further from ½ than when the gate opened locks it shut for good —
+    ``memory`` (updated in place): once open, a share whose odds run more than ``runaway``
+    (:data:`RUNAWAY`) times further from ½ than when the gate opened locks it shut for good —
     the allocation's own doing (with the prior on, it asks the workers who answer the common
     class, and the labels it buys say the common class: docs/stress-bed.md)."""
     if items.shape[0] == 0 or (memory is not None and memory.locked):
@@ -344,7 +356,7 @@ def gated_class_prior(
         odds = abs(float(special.logit(pi)))
         if memory.opened_at is None:
             memory.opened_at = odds
-        elif odds > memory.opened_at + float(np.log(RUNAWAY)):
+        elif odds > memory.opened_at + float(np.log(runaway)):
             memory.locked, memory.opened_at = True, None
             return None
     return beta_for_share(min(max(pi, SHARE_FLOOR), 1.0 - SHARE_FLOOR))
@@ -401,9 +413,9 @@ def check_class_prior(class_prior: str, refit: int, refit_tol: float, full: bool
     ``refit_exact_growth`` > 0); an incremental refit re-reads the items with the prior of the
     last full one (its fit costs O(labels) — at every incremental refit it would undo what
     the incremental refit saves)."""
-    if class_prior not in CLASS_PRIORS:
+    if class_prior not in BINARY_CLASS_PRIORS:
         raise InvalidParameterError(
-            f"class_prior must be one of {', '.join(CLASS_PRIORS)}, got {class_prior!r}"
+            f"class_prior must be one of {', '.join(BINARY_CLASS_PRIORS)}, got {class_prior!r}"
         )
     if class_prior == "none":
         return
@@ -454,7 +466,8 @@ class ClassPriorSteps:
         return None
 
     def _update_class_prior(self) -> None:
-        """``class_prior="gated"``: before a refit's rounds, every item not known takes the
+        """``class_prior="gated"`` (or ``"gated-runaway16"``: its runaway factor,
+        :data:`RUNAWAYS`): before a refit's rounds, every item not known takes the
         prior :func:`gated_class_prior` gives for the labels so far (the problem's when the
         gate is shut); one shared state, so the unlabelled items stay in one state
         (``_prior_moved``: it changed)."""
@@ -465,7 +478,13 @@ class ClassPriorSteps:
         log = self._log[: self._n_log]
         n_items = self.problem_.n_items
         state = gated_class_prior(
-            log[:, 0], log[:, 1], log[:, 2], n_items, self.worker_prior, memory=self._gate
+            log[:, 0],
+            log[:, 1],
+            log[:, 2],
+            n_items,
+            self.worker_prior,
+            memory=self._gate,
+            runaway=RUNAWAYS[self.class_prior],
         )
         self._gate.fitted(self._n_log, state is not None)
         base = self.problem_.prior_array[0]

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, get_args
 
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies._class_prior import CLASS_PRIORS
+from crowdbudget.policies._class_prior import BINARY_CLASS_PRIORS, CLASS_PRIORS
 from crowdbudget.policies._index import DEFAULT_TIE_BREAK, PAPER_TIE_BREAK, TieBreak
 from crowdbudget.policies._refit_schedule import refit_tol_defaults
 from crowdbudget.policies.base import AllocationPolicy
@@ -359,9 +359,9 @@ _KG_PARAMS = {
         "class-prior",
         str,
         "posterior=one-coin, two classes: the items' prior — none (uniform classes) or gated "
-        "(a class prior learned from the labels at the full refits, where a lone label cannot "
-        "overturn the common class; Opt-KG's default; KG and CVaR-KG: none)",
-        choices=CLASS_PRIORS,
+        "(learned at the full refits where a lone label cannot overturn the common class; "
+        "Opt-KG's default; KG, CVaR-KG: none); gated-runaway16: its runaway lock at odds x16",
+        choices=BINARY_CLASS_PRIORS,
     ),
     "multiclass-class-prior": Param(
         "multiclass-class-prior",

@@ -132,3 +132,35 @@ def test_the_default_verdict_takes_the_compiled_loop(monkeypatch: pytest.MonkeyP
     assert calls == [1]
     make_aggregator("bds-ev").fit(load_dataset("wsd"))  # three classes
     assert calls == [1]
+
+
+@pytest.mark.parametrize("dataset", ["rte", "temp"])
+@pytest.mark.parametrize("n_labels", [400, 3200, None])
+def test_the_blind_verdict_compiled_gives_the_numpy_bits(
+    dataset: str, n_labels: int | None
+) -> None:
+    data = load_dataset(dataset)
+    if n_labels is not None:
+        data = subsample(data, min(n_labels, data.n_labels), seed=n_labels)
+    assert assert_same_fit("bds-ev-blind", data) > 2
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "bds-ev-blind:temperature=auto",
+        "bds-ev-blind:lone-labels=count",
+        "bds-ev-blind:pool-below=3",
+        "bds-ev-blind:tol=1e-9:n-iter=500",
+    ],
+)
+def test_every_blind_variant_on_two_classes(spec: str) -> None:
+    data = subsample(load_dataset("rte"), 2000, seed=7)
+    assert_same_fit(spec, data)
+
+
+def test_blind_known_truth() -> None:
+    data = subsample(load_dataset("rte"), 900, seed=3)
+    gold = np.asarray(data.gold)
+    known = {int(i): int(gold[i]) for i in np.flatnonzero(gold >= 0)[:40]}
+    assert_same_fit("bds-ev-blind", data, known)

@@ -53,6 +53,7 @@ from crowdbudget.aggregation.worker_asymmetry import (
     _one_coin_summary,
     _share_fixed_point,
 )
+from crowdbudget.aggregation.worker_blind import _weights_fixed_point
 from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK
 
 _NO_ITEMS = np.empty(0, dtype=np.int64)
@@ -409,7 +410,8 @@ def blind_iterations(
     ``asymmetry="evidence-blind"`` on two classes (arguments as :func:`evidence_iterations`).
     Each iteration is four compiled calls and four NumPy ``exp`` / ``log`` (NumPy's own bits):
     the workers' evidence and ``log Z`` (:func:`_blind_evidence`), ``exp`` of the shifted
-    ``log Z``, the weights' fixed point (:func:`_blind_weights`), ``log`` of the weights,
+    ``log Z``, the weights' fixed point
+    (:func:`~crowdbudget.aggregation.worker_blind._weights_fixed_point`), ``log`` of the weights,
     ``q`` (J, 3) (``exp`` of :func:`_blind_kinds`), ``E[log e]`` and the items' scores
     (:func:`_blind_scores`), ``exp`` of the scores. ``state.weights`` and ``state.expected``
     get the last iteration's.
@@ -461,7 +463,7 @@ def blind_iterations(
             break
         seen_likelihood = likelihood[:n_seen]
         np.exp(seen_likelihood, out=seen_likelihood)
-        _blind_weights(seen_likelihood, state.weights)
+        _weights_fixed_point(seen_likelihood, state.weights, 200)
         np.log(state.weights, out=log_weights)
         _blind_kinds(log_weights, state.log_z, kinds)
         np.exp(kinds, out=kinds)
@@ -572,53 +574,6 @@ def _blind_evidence(
                 shifted[n_seen, k] = log_z[j, k] - top
             n_seen += 1
     return n_seen
-
-
-@njit(cache=True, nogil=True)
-def _blind_weights(
-    likelihood: FloatArray, weights: FloatArray
-) -> None:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
-    """``worker_blind.fit_weights`` from ``weights`` (3,) (updated in place), given its
-    ``exp(shifted)`` (J', 3): the same operations in the same order (the sums over three
-    weights left to right, the mean over the workers row by row, as NumPy's reductions)."""
-    floor = 1e-6  # worker_blind.WEIGHT_FLOOR
-    w = np.empty(3)
-    for k in range(3):
-        w[k] = _compiled_special.maximum(weights[k], floor)
-    total = (w[0] + w[1]) + w[2]
-    for k in range(3):
-        w[k] = w[k] / total
-    size = likelihood.shape[0]
-    if size == 0:
-        weights[:] = w
-        return
-    new = np.empty(3)
-    for _ in range(200):
-        mean = np.zeros(3)
-        for j in range(size):
-            j0 = likelihood[j, 0] * w[0]
-            j1 = likelihood[j, 1] * w[1]
-            j2 = likelihood[j, 2] * w[2]
-            row = (j0 + j1) + j2
-            if j == 0:
-                mean[0], mean[1], mean[2] = j0 / row, j1 / row, j2 / row
-            else:
-                mean[0] += j0 / row
-                mean[1] += j1 / row
-                mean[2] += j2 / row
-        for k in range(3):
-            new[k] = _compiled_special.maximum(mean[k] / size, floor)
-        total = (new[0] + new[1]) + new[2]
-        change = 0.0
-        for k in range(3):
-            new[k] = new[k] / total
-            move = abs(new[k] - w[k])
-            change = move if k == 0 else _compiled_special.maximum(change, move)
-        if change < 1e-10:
-            weights[:] = new
-            return
-        w[:] = new
-    weights[:] = w
 
 
 @njit(cache=True, nogil=True)

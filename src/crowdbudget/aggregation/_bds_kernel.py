@@ -542,18 +542,21 @@ def _blind_evidence(
         n_jc[j, 0] = y[2 * j, 0] + y[2 * j + 1, 0]
         n_jc[j, 1] = y[2 * j, 1] + y[2 * j + 1, 1]
         right[j, 0], right[j, 1] = y[2 * j, 0], y[2 * j + 1, 1]
-        _worker_terms(j, n_jc, right, constants, difference, free_total, wrong_total, on, off, seen)
-        # log_evidence_free: Σ_c [lnΓ(A_c) − lnΓ(A_c + n_jc)] + Σ_cl cells in (c, l) order
-        rows = (blind_constants[0] - _compiled_special.gammaln(constants[4] + n_jc[j, 0], 0)) + (
-            blind_constants[1] - _compiled_special.gammaln(constants[5] + n_jc[j, 1], 0)
+        # the terms of _worker_terms, keeping lnΓ(A_c + n_jc) and lnΓ(α₀_cc + N_jcc): the
+        # free evidence's row and diagonal terms are lnΓ of the very same arguments
+        row_gammaln, diagonal_gammaln = _blind_worker_terms(
+            j, n_jc, right, constants, difference, free_total, wrong_total, on, off, seen
         )
+        # log_evidence_free: Σ_c [lnΓ(A_c) − lnΓ(A_c + n_jc)] + Σ_cl cells in (c, l) order
+        rows = (blind_constants[0] - row_gammaln[0]) + (blind_constants[1] - row_gammaln[1])
         cells = 0.0
         for c in range(2):
             for label in range(2):
-                cell = (
-                    _compiled_special.gammaln(prior[c, label] + y[2 * j + label, c], 0)
-                    - blind_constants[2 + 2 * c + label]
-                )
+                if label == c:
+                    cell_gammaln = diagonal_gammaln[c]
+                else:
+                    cell_gammaln = _compiled_special.gammaln(prior[c, label] + y[2 * j + label, c], 0)
+                cell = cell_gammaln - blind_constants[2 + 2 * c + label]
                 cells = cell if c == 0 and label == 0 else cells + cell
         free = rows + cells
         # log_evidence_blind of M_jl = Σ_c N_jcl
@@ -574,6 +577,49 @@ def _blind_evidence(
                 shifted[n_seen, k] = log_z[j, k] - top
             n_seen += 1
     return n_seen
+
+
+@njit(cache=True, nogil=True)
+def _blind_worker_terms(
+    j: int,
+    n_jc: FloatArray,
+    right: FloatArray,
+    constants: FloatArray,
+    difference: FloatArray,
+    free_total: FloatArray,
+    wrong_total: FloatArray,
+    on: FloatArray,
+    off: FloatArray,
+    seen: np.ndarray,
+) -> tuple[tuple[float, float], tuple[float, float]]:  # pragma: no cover (compiled)
+    """:func:`_worker_terms` (the same operations), returning the lnΓ it computed that the
+    free evidence needs too: ``(lnΓ(A_c + n_jc))_c`` and ``(lnΓ(α₀_cc + N_jcc))_c``."""
+    a, b, ab, beta_term = constants[0], constants[1], constants[2], constants[3]
+    agree = right[j, 0] + right[j, 1]
+    n_j = n_jc[j, 0] + n_jc[j, 1]
+    per_class = 0.0
+    rows = (0.0, 0.0)
+    diagonals = (0.0, 0.0)
+    for c in range(2):
+        totals, off_totals, diagonal = constants[4 + c], constants[6 + c], constants[8 + c]
+        wrong = n_jc[j, c] - right[j, c]
+        row = _compiled_special.gammaln(totals + n_jc[j, c], 0)
+        on_diagonal = _compiled_special.gammaln(diagonal + right[j, c], 0)
+        term = row - _compiled_special.gammaln(off_totals + wrong, 0) - on_diagonal
+        per_class = term if c == 0 else per_class + term
+        if c == 0:
+            rows, diagonals = (row, 0.0), (on_diagonal, 0.0)
+        else:
+            rows, diagonals = (rows[0], row), (diagonals[0], on_diagonal)
+        free_total[j, c] = _compiled_special.digamma(totals + n_jc[j, c], 0)
+        wrong_total[j, c] = _compiled_special.digamma(off_totals + wrong, 0)
+    symmetric_accuracy = _compiled_special.betaln(a + agree, b + (n_j - agree), 0) - beta_term
+    difference[j] = symmetric_accuracy + per_class
+    total = _compiled_special.digamma(ab + n_j, 0)
+    on[j] = _compiled_special.digamma(a + agree, 0) - total
+    off[j] = _compiled_special.digamma(b + (n_j - agree), 0) - total
+    seen[j] = n_j > 1e-9
+    return rows, diagonals
 
 
 @njit(cache=True, nogil=True)

@@ -1,4 +1,5 @@
-"""The variational iteration of ``bds-ev`` on two classes, compiled (the same bits).
+"""The variational iteration of ``bds-ev`` (and ``bds-ev-blind``) on two classes, compiled
+(the same bits).
 
 One iteration of :class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`
 with ``asymmetry="evidence"`` (Kim & Ghahramani 2012 §3, the mean-field updates of Simpson et
@@ -29,6 +30,14 @@ The same operations in the same order as the NumPy code, so the same bits
   (:func:`~crowdbudget.aggregation.worker_asymmetry.updated_evidence`); the numbers that
   depend on the prior only (``a``, ``b``, ``ln B(a, b)`` minus the prior's Γ terms) are
   computed by NumPy once per fit and passed in.
+
+``bds-ev-blind`` (``asymmetry="evidence-blind"``: the class-blind third kind of
+:mod:`~crowdbudget.aggregation.worker_blind`) on two classes: :func:`blind_iterations`, the
+same loop with every worker's terms, free and blind evidence computed anew at each iteration
+(as ``blind_model`` does; the lnΓ the free evidence shares with the worker terms computed
+once), the three weights' fixed point compiled
+(:func:`~crowdbudget.aggregation.worker_blind._weights_fixed_point`), and NumPy's own ``exp``
+and ``log`` between the compiled steps.
 
 Shapes: N items, J workers, C = 2 classes; the incidence matrices are CSR (N, J·C) with the
 column of label l of worker j at ``j·C + l``.

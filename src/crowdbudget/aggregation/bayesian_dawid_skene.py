@@ -425,8 +425,9 @@ class BayesianDawidSkene(Aggregator):
             shape=matrix.shape,
         )
 
-    #: whether ``bds-ev`` on two classes runs its iterations compiled (the same bits; False:
-    #: the NumPy loop, which ``tests/test_bds_kernel.py`` compares it with)
+    #: whether ``bds-ev`` and ``bds-ev-blind`` on two classes run their iterations compiled
+    #: (the same bits; False: the NumPy loop, which ``tests/test_bds_kernel.py`` compares
+    #: them with)
     _compiled_iteration = True
 
     def _evidence_iterations(
@@ -439,8 +440,8 @@ class BayesianDawidSkene(Aggregator):
         n_iter: int,
         tol: float,
     ) -> tuple[FloatArray, int, float, Evidence, FloatArray]:
-        """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` on two
-        classes with the prior held, each iteration's workers and scores one compiled call
+        """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` (or
+        ``"evidence-blind"``) on two classes with the prior held, each iteration's workers and scores one compiled call
         (:mod:`~crowdbudget.aggregation._bds_kernel`; the same operations, the same bits).
         Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
         from crowdbudget.aggregation import _bds_kernel

@@ -564,7 +564,9 @@ def _blind_evidence(
                 if label == c:
                     cell_gammaln = diagonal_gammaln[c]
                 else:
-                    cell_gammaln = _compiled_special.gammaln(prior[c, label] + y[2 * j + label, c], 0)
+                    cell_gammaln = _compiled_special.gammaln(
+                        prior[c, label] + y[2 * j + label, c], 0
+                    )
                 cell = cell_gammaln - blind_constants[2 + 2 * c + label]
                 cells = cell if c == 0 and label == 0 else cells + cell
         free = rows + cells
@@ -639,7 +641,9 @@ def _blind_kinds(
     for j in range(log_z.shape[0]):
         for k in range(3):
             kinds[j, k] = log_weights[k] + log_z[j, k]
-        top = _compiled_special.maximum(_compiled_special.maximum(kinds[j, 0], kinds[j, 1]), kinds[j, 2])
+        top = _compiled_special.maximum(
+            _compiled_special.maximum(kinds[j, 0], kinds[j, 1]), kinds[j, 2]
+        )
         for k in range(3):
             kinds[j, k] = kinds[j, k] - top
 
@@ -675,10 +679,7 @@ def _blind_scores(
             for label in range(2):
                 psi = _compiled_special.digamma(prior[c, label] + y[2 * j + label, c], 0)
                 free_log = psi - free_total[j, c]
-                if label == c:
-                    sym_log = on[j]
-                else:
-                    sym_log = psi + (off[j] - wrong_total[j, c])
+                sym_log = on[j] if label == c else psi + (off[j] - wrong_total[j, c])
                 gamma = gamma0 if label == 0 else gamma1
                 m = m0 if label == 0 else m1
                 blind_log = _compiled_special.digamma(gamma + m, 0) - blind_total

@@ -441,8 +441,9 @@ class BayesianDawidSkene(Aggregator):
         tol: float,
     ) -> tuple[FloatArray, int, float, Evidence, FloatArray]:
         """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` (or
-        ``"evidence-blind"``) on two classes with the prior held, each iteration's workers and scores one compiled call
-        (:mod:`~crowdbudget.aggregation._bds_kernel`; the same operations, the same bits).
+        ``"evidence-blind"``) on two classes with the prior held, each iteration's workers
+        and scores compiled (:mod:`~crowdbudget.aggregation._bds_kernel`; the same
+        operations, the same bits).
         Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
         from crowdbudget.aggregation import _bds_kernel
 

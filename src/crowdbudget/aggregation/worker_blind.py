@@ -43,8 +43,9 @@ with a count (each kept at least 1e-6), warm-started at every iteration of the v
 explain its labels better than any class-dependent confusion does.
 
 What it costs: the free evidence in full (O(J · C²) lnΓ per iteration, where the two-kind
-mixture needs O(J · C)), and the three-way fixed point (compiled: :func:`_weights_fixed_point`). On two classes the
-verdict's whole iteration is compiled (:mod:`~crowdbudget.aggregation._bds_kernel`).
+mixture needs O(J · C)), and the three-way fixed point (compiled:
+:func:`_weights_fixed_point`). On two classes the verdict's whole iteration is compiled
+(:mod:`~crowdbudget.aggregation._bds_kernel`).
 """
 
 from __future__ import annotations

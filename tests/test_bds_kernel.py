@@ -132,3 +132,98 @@ def test_the_default_verdict_takes_the_compiled_loop(monkeypatch: pytest.MonkeyP
     assert calls == [1]
     make_aggregator("bds-ev").fit(load_dataset("wsd"))  # three classes
     assert calls == [1]
+
+
+@pytest.mark.parametrize("dataset", ["rte", "temp"])
+@pytest.mark.parametrize("n_labels", [400, 3200, None])
+def test_the_blind_verdict_compiled_gives_the_numpy_bits(
+    dataset: str, n_labels: int | None
+) -> None:
+    data = load_dataset(dataset)
+    if n_labels is not None:
+        data = subsample(data, min(n_labels, data.n_labels), seed=n_labels)
+    assert assert_same_fit("bds-ev-blind", data) > 2
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "bds-ev-blind:temperature=auto",
+        "bds-ev-blind:lone-labels=count",
+        "bds-ev-blind:pool-below=3",
+        "bds-ev-blind:tol=1e-9:n-iter=500",
+    ],
+)
+def test_every_blind_variant_on_two_classes(spec: str) -> None:
+    data = subsample(load_dataset("rte"), 2000, seed=7)
+    assert_same_fit(spec, data)
+
+
+def test_blind_known_truth() -> None:
+    data = subsample(load_dataset("rte"), 900, seed=3)
+    gold = np.asarray(data.gold)
+    known = {int(i): int(gold[i]) for i in np.flatnonzero(gold >= 0)[:40]}
+    assert_same_fit("bds-ev-blind", data, known)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "binary-50-50-one-coin-spam50-k3",
+        "binary-95-5-two-coin-spam25-k5",
+        "binary-70-30-two-coin-spam50-k10",
+        "binary-88-12-one-coin-spam0-k3",
+    ],
+)
+def test_the_blind_kernel_on_spammer_cells(name: str) -> None:
+    """Cells of the held-out bed (spammers answering uniformly, two-coin workers, 95/5)."""
+    from crowdbudget.experiments.stress import full_bed, make_crowd
+
+    cells = {cell.name: cell for cell in full_bed()}
+    assert_same_fit("bds-ev-blind", make_crowd(cells[name], 1))
+
+
+@pytest.mark.parametrize("biased", [0.2, 0.4])
+def test_the_blind_kernel_with_one_class_workers(biased: float) -> None:
+    """Binary crowds with workers who give one class always (the blind kind's own case)."""
+    from crowdbudget.experiments.stress import StressCell, make_crowd
+
+    cell = StressCell(
+        f"binary-80-20-biased{round(100 * biased)}-k5",
+        (0.8, 0.2),
+        5,
+        60,
+        spammer_share=0.1,
+        biased_share=biased,
+        hard_share=0.2,
+        n_items=400,
+    )
+    data = make_crowd(cell, 3)
+    assert assert_same_fit("bds-ev-blind", data) > 2
+    blind = make_aggregator("bds-ev-blind").fit(data)
+    assert isinstance(blind, BayesianDawidSkene)
+    assert blind.symmetric_share_ < 1.0  # the weights, not the two-kind share
+
+
+def test_the_blind_check_can_fail() -> None:
+    data = subsample(load_dataset("rte"), 1500, seed=5)
+    with pytest.raises(AssertionError):
+        assert_same_fit("bds-ev-blind", data, reference_spec="bds-ev-blind:class-prior=1.000000001")
+
+
+def test_the_blind_verdict_takes_the_compiled_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bds-ev-blind`` on two classes runs the compiled iterations; more classes NumPy's."""
+    from crowdbudget.aggregation import _bds_kernel
+
+    calls: list[int] = []
+    compiled = _bds_kernel.blind_iterations
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return compiled(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_bds_kernel, "blind_iterations", counted)
+    make_aggregator("bds-ev-blind").fit(subsample(load_dataset("rte"), 800, seed=2))
+    assert calls == [1]
+    make_aggregator("bds-ev-blind").fit(load_dataset("wsd"))  # three classes
+    assert calls == [1]

@@ -147,3 +147,33 @@ def test_deterministic() -> None:
     first = make_aggregator("bds-ev-blind").fit(data).probas_
     second = make_aggregator("bds-ev-blind").fit(data).probas_
     assert np.array_equal(first, second)
+
+
+def numpy_fit_weights(log_z: np.ndarray, start: np.ndarray, n_steps: int = 200) -> np.ndarray:
+    """The NumPy expressions ``fit_weights`` compiles (its first form), the reference."""
+    w = np.maximum(np.asarray(start, dtype=float), WEIGHT_FLOOR)
+    w /= w.sum()
+    if log_z.shape[0] == 0:
+        return w
+    likelihood = np.exp(log_z - log_z.max(axis=1, keepdims=True))
+    for _ in range(n_steps):
+        joint = likelihood * w
+        q = joint / joint.sum(axis=1, keepdims=True)
+        new = np.maximum(q.mean(axis=0), WEIGHT_FLOOR)
+        new /= new.sum()
+        if np.max(np.abs(new - w)) < 1e-10:
+            return new
+        w = new
+    return w
+
+
+@pytest.mark.parametrize("J", [0, 1, 7, 164, 5000, 40000])
+@pytest.mark.parametrize("n_steps", [200, 3])
+def test_the_compiled_weights_are_the_numpy_bits(J: int, n_steps: int) -> None:
+    rng = np.random.default_rng(J + n_steps)
+    log_z = rng.normal(size=(J, 3)) * 4 - rng.random((J, 1)) * 50
+    log_z[: J // 5, 2] += 3.0  # some workers read blind
+    for start in (np.full(3, 1.0 / 3), np.array([0.7, 1e-9, 0.3]), rng.random(3)):
+        got = fit_weights(log_z, start, n_steps)
+        want = numpy_fit_weights(log_z, start, n_steps)
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (J, start)

@@ -1,4 +1,5 @@
-"""The variational iteration of ``bds-ev`` on two classes, compiled (the same bits).
+"""The variational iteration of ``bds-ev`` (and ``bds-ev-blind``) on two classes, compiled
+(the same bits).
 
 One iteration of :class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`
 with ``asymmetry="evidence"`` (Kim & Ghahramani 2012 §3, the mean-field updates of Simpson et
@@ -30,6 +31,14 @@ The same operations in the same order as the NumPy code, so the same bits
   depend on the prior only (``a``, ``b``, ``ln B(a, b)`` minus the prior's Γ terms) are
   computed by NumPy once per fit and passed in.
 
+``bds-ev-blind`` (``asymmetry="evidence-blind"``: the class-blind third kind of
+:mod:`~crowdbudget.aggregation.worker_blind`) on two classes: :func:`blind_iterations`, the
+same loop with every worker's terms, free and blind evidence computed anew at each iteration
+(as ``blind_model`` does; the lnΓ the free evidence shares with the worker terms computed
+once), the three weights' fixed point compiled
+(:func:`~crowdbudget.aggregation.worker_blind._weights_fixed_point`), and NumPy's own ``exp``
+and ``log`` between the compiled steps.
+
 Shapes: N items, J workers, C = 2 classes; the incidence matrices are CSR (N, J·C) with the
 column of label l of worker j at ``j·C + l``.
 """
@@ -53,6 +62,7 @@ from crowdbudget.aggregation.worker_asymmetry import (
     _one_coin_summary,
     _share_fixed_point,
 )
+from crowdbudget.aggregation.worker_blind import _weights_fixed_point
 from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK
 
 _NO_ITEMS = np.empty(0, dtype=np.int64)
@@ -366,6 +376,328 @@ def _iteration(
         scores[i, 0] = s0 - top
         scores[i, 1] = s1 - top
     return w
+
+
+class BlindState(EvidenceState):
+    """:class:`EvidenceState` and what ``bds-ev-blind``'s three-kind mixture
+    (:mod:`~crowdbudget.aggregation.worker_blind`) keeps: the crowd's weights (3,), the
+    workers' ``log Z`` (J, 3) and the prior-only constants of the free and blind evidence.
+
+    Args:
+        prior: the fit's prior ``α₀`` (2, 2), held for the whole fit.
+        n_workers: J.
+    """
+
+    def __init__(self, prior: FloatArray, n_workers: int) -> None:
+        from crowdbudget.aggregation.worker_blind import blind_parameters
+
+        super().__init__(prior, n_workers)
+        gamma = blind_parameters(prior)  # γ (2,)
+        totals = prior.sum(axis=1)  # A_c
+        #: lnΓ(A_0), lnΓ(A_1), lnΓ(α₀_00), lnΓ(α₀_01), lnΓ(α₀_10), lnΓ(α₀_11), γ_0, γ_1,
+        #: Σγ, lnΓ(Σγ), lnΓ(γ_0), lnΓ(γ_1) — by NumPy's gammaln, as worker_blind computes them
+        total = float(gamma.sum())
+        self.blind_constants = np.array(
+            [*gammaln(totals), *gammaln(prior).reshape(-1), *gamma, total, gammaln(total),
+             *gammaln(gamma)]
+        )  # fmt: skip
+        self.weights = np.full(3, 1.0 / 3)
+        self.log_z = np.zeros((n_workers, 3))
+
+
+def blind_iterations(
+    state: BlindState,
+    shares: FloatArray,
+    workers_matrix: object,
+    matrix: object,
+    class_prior: float,
+    known: KnownTruth | None,
+    n_iter: int,
+    tol: float,
+) -> tuple[FloatArray, int]:
+    """The variational loop of ``BayesianDawidSkene._variational`` for
+    ``asymmetry="evidence-blind"`` on two classes (arguments as :func:`evidence_iterations`).
+    Each iteration is four compiled calls and four NumPy ``exp`` / ``log`` (NumPy's own bits):
+    the workers' evidence and ``log Z`` (:func:`_blind_evidence`), ``exp`` of the shifted
+    ``log Z``, the weights' fixed point
+    (:func:`~crowdbudget.aggregation.worker_blind._weights_fixed_point`), ``log`` of the weights,
+    ``q`` (J, 3) (``exp`` of :func:`_blind_kinds`), ``E[log e]`` and the items' scores
+    (:func:`_blind_scores`), ``exp`` of the scores. ``state.weights`` and ``state.expected``
+    get the last iteration's.
+
+    Returns:
+        ``(T, iterations)``.
+    """
+    T = np.array(shares, dtype=np.float64, order="C")
+    exponentials = np.empty_like(T)
+    scores = np.empty_like(T)
+    J = state.n_jc.shape[0]
+    likelihood = np.empty((J, 3))
+    kinds = np.empty((J, 3))
+    log_weights = np.empty(3)
+    log_pi = np.empty(2)
+    items = _NO_ITEMS if known is None else np.asarray(known.items, dtype=np.int64)
+    classes = _NO_ITEMS if known is None else np.asarray(known.classes, dtype=np.int64)
+    w_arrays = (
+        workers_matrix.indptr,  # type: ignore[attr-defined]
+        workers_matrix.indices,  # type: ignore[attr-defined]
+        workers_matrix.data,  # type: ignore[attr-defined]
+    )
+    m_arrays = (
+        matrix.indptr,  # type: ignore[attr-defined]
+        matrix.indices,  # type: ignore[attr-defined]
+        matrix.data,  # type: ignore[attr-defined]
+    )
+    evidence = (
+        state.prior,
+        state.constants,
+        state.n_jc,
+        state.right,
+        state.difference,
+        state.free_total,
+        state.wrong_total,
+        state.on,
+        state.off,
+        state.seen,
+    )
+    settings = np.array([float(class_prior), float(tol)])
+    y = np.zeros((2 * J, 2))
+    iteration = 0
+    while True:
+        n_seen = _blind_evidence(
+            exponentials, T, iteration, n_iter, items, classes, settings, log_pi, w_arrays,
+            evidence, state.blind_constants, state.log_z, likelihood, y,
+        )  # fmt: skip
+        if n_seen < 0:
+            break
+        seen_likelihood = likelihood[:n_seen]
+        np.exp(seen_likelihood, out=seen_likelihood)
+        _weights_fixed_point(seen_likelihood, state.weights, 200)
+        np.log(state.weights, out=log_weights)
+        _blind_kinds(log_weights, state.log_z, kinds)
+        np.exp(kinds, out=kinds)
+        _blind_scores(
+            kinds, y, T, log_pi, m_arrays, evidence, state.blind_constants, state.expected,
+            scores,
+        )  # fmt: skip
+        np.exp(scores, out=exponentials)
+        iteration += 1
+    return T, iteration
+
+
+@njit(cache=True, nogil=True)
+def _blind_evidence(
+    exponentials: FloatArray,
+    shares: FloatArray,
+    iteration: int,
+    n_iter: int,
+    items: np.ndarray,
+    classes: np.ndarray,
+    settings: FloatArray,
+    log_pi: FloatArray,
+    w_arrays: Any,
+    evidence: Any,
+    blind_constants: FloatArray,
+    log_z: FloatArray,
+    shifted: FloatArray,
+    y: FloatArray,
+) -> int:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
+    """The end of iteration ``iteration`` (as :func:`_step`: -1 to stop) and the start of the
+    next: ``E[log π]``, the expected counts ``y`` (2J, 2), every worker's terms, its
+    ``log Z`` (J, 3) (sym, free, blind; ``worker_blind.blind_model``'s order of operations),
+    and in ``shifted`` (J', 3) the seen workers' ``log Z`` minus its row maximum. Returns J'."""
+    n_items = shares.shape[0]
+    if iteration > 0:
+        change = 0.0
+        for i in range(n_items):
+            total = exponentials[i, 0] + exponentials[i, 1]
+            exponentials[i, 0] = exponentials[i, 0] / total
+            exponentials[i, 1] = exponentials[i, 1] / total
+        for k in range(items.shape[0]):
+            exponentials[items[k], 0] = 0.0
+            exponentials[items[k], 1] = 0.0
+        for k in range(items.shape[0]):
+            exponentials[items[k], classes[k]] = 1.0
+        for i in range(n_items):
+            for c in range(2):
+                move = abs(exponentials[i, c] - shares[i, c])
+                change = move if i == 0 and c == 0 else _compiled_special.maximum(change, move)
+                shares[i, c] = exponentials[i, c]
+        if change <= settings[1] or iteration == n_iter:
+            return -1
+    nu0, nu1 = 0.0, 0.0
+    for i in range(n_items):
+        nu0 += shares[i, 0]
+        nu1 += shares[i, 1]
+    nu0 = settings[0] + nu0
+    nu1 = settings[0] + nu1
+    both = _compiled_special.digamma(nu0 + nu1, 0)
+    log_pi[0] = _compiled_special.digamma(nu0, 0) - both
+    log_pi[1] = _compiled_special.digamma(nu1, 0) - both
+    w_indptr, w_indices, w_data = w_arrays
+    prior, constants, n_jc, right, difference = evidence[:5]
+    free_total, wrong_total, on, off, seen = evidence[5:]
+    J = n_jc.shape[0]
+    y[:] = 0.0
+    for i in range(n_items):
+        for k in range(w_indptr[i], w_indptr[i + 1]):
+            row, a = w_indices[k], w_data[k]
+            y[row, 0] += a * shares[i, 0]
+            y[row, 1] += a * shares[i, 1]
+    n_seen = 0
+    gamma0, gamma1, gamma_total = blind_constants[6], blind_constants[7], blind_constants[8]
+    for j in range(J):
+        # counts[j, c, l] = y[2j + l, c]; every worker's terms anew, as blind_model
+        n_jc[j, 0] = y[2 * j, 0] + y[2 * j + 1, 0]
+        n_jc[j, 1] = y[2 * j, 1] + y[2 * j + 1, 1]
+        right[j, 0], right[j, 1] = y[2 * j, 0], y[2 * j + 1, 1]
+        # the terms of _worker_terms, keeping lnΓ(A_c + n_jc) and lnΓ(α₀_cc + N_jcc): the
+        # free evidence's row and diagonal terms are lnΓ of the very same arguments
+        row_gammaln, diagonal_gammaln = _blind_worker_terms(
+            j, n_jc, right, constants, difference, free_total, wrong_total, on, off, seen
+        )
+        # log_evidence_free: Σ_c [lnΓ(A_c) − lnΓ(A_c + n_jc)] + Σ_cl cells in (c, l) order
+        rows = (blind_constants[0] - row_gammaln[0]) + (blind_constants[1] - row_gammaln[1])
+        cells = 0.0
+        for c in range(2):
+            for label in range(2):
+                if label == c:
+                    cell_gammaln = diagonal_gammaln[c]
+                else:
+                    cell_gammaln = _compiled_special.gammaln(
+                        prior[c, label] + y[2 * j + label, c], 0
+                    )
+                cell = cell_gammaln - blind_constants[2 + 2 * c + label]
+                cells = cell if c == 0 and label == 0 else cells + cell
+        free = rows + cells
+        # log_evidence_blind of M_jl = Σ_c N_jcl
+        m0 = y[2 * j, 0] + y[2 * j, 1]
+        m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
+        blind = (blind_constants[9] - _compiled_special.gammaln(gamma_total + (m0 + m1), 0)) + (
+            (_compiled_special.gammaln(gamma0 + m0, 0) - blind_constants[10])
+            + (_compiled_special.gammaln(gamma1 + m1, 0) - blind_constants[11])
+        )
+        log_z[j, 0] = free + difference[j]
+        log_z[j, 1] = free
+        log_z[j, 2] = blind
+        if seen[j]:
+            top = _compiled_special.maximum(
+                _compiled_special.maximum(log_z[j, 0], log_z[j, 1]), log_z[j, 2]
+            )
+            for k in range(3):
+                shifted[n_seen, k] = log_z[j, k] - top
+            n_seen += 1
+    return n_seen
+
+
+@njit(cache=True, nogil=True)
+def _blind_worker_terms(
+    j: int,
+    n_jc: FloatArray,
+    right: FloatArray,
+    constants: FloatArray,
+    difference: FloatArray,
+    free_total: FloatArray,
+    wrong_total: FloatArray,
+    on: FloatArray,
+    off: FloatArray,
+    seen: np.ndarray,
+) -> tuple[tuple[float, float], tuple[float, float]]:  # pragma: no cover (compiled)
+    """:func:`_worker_terms` (the same operations), returning the lnΓ it computed that the
+    free evidence needs too: ``(lnΓ(A_c + n_jc))_c`` and ``(lnΓ(α₀_cc + N_jcc))_c``."""
+    a, b, ab, beta_term = constants[0], constants[1], constants[2], constants[3]
+    agree = right[j, 0] + right[j, 1]
+    n_j = n_jc[j, 0] + n_jc[j, 1]
+    per_class = 0.0
+    rows = (0.0, 0.0)
+    diagonals = (0.0, 0.0)
+    for c in range(2):
+        totals, off_totals, diagonal = constants[4 + c], constants[6 + c], constants[8 + c]
+        wrong = n_jc[j, c] - right[j, c]
+        row = _compiled_special.gammaln(totals + n_jc[j, c], 0)
+        on_diagonal = _compiled_special.gammaln(diagonal + right[j, c], 0)
+        term = row - _compiled_special.gammaln(off_totals + wrong, 0) - on_diagonal
+        per_class = term if c == 0 else per_class + term
+        if c == 0:
+            rows, diagonals = (row, 0.0), (on_diagonal, 0.0)
+        else:
+            rows, diagonals = (rows[0], row), (diagonals[0], on_diagonal)
+        free_total[j, c] = _compiled_special.digamma(totals + n_jc[j, c], 0)
+        wrong_total[j, c] = _compiled_special.digamma(off_totals + wrong, 0)
+    symmetric_accuracy = _compiled_special.betaln(a + agree, b + (n_j - agree), 0) - beta_term
+    difference[j] = symmetric_accuracy + per_class
+    total = _compiled_special.digamma(ab + n_j, 0)
+    on[j] = _compiled_special.digamma(a + agree, 0) - total
+    off[j] = _compiled_special.digamma(b + (n_j - agree), 0) - total
+    seen[j] = n_j > 1e-9
+    return rows, diagonals
+
+
+@njit(cache=True, nogil=True)
+def _blind_kinds(
+    log_weights: FloatArray, log_z: FloatArray, kinds: FloatArray
+) -> None:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
+    """``log w_k + log Z_jk`` minus its row maximum, (J, 3) (``q``'s scores)."""
+    for j in range(log_z.shape[0]):
+        for k in range(3):
+            kinds[j, k] = log_weights[k] + log_z[j, k]
+        top = _compiled_special.maximum(
+            _compiled_special.maximum(kinds[j, 0], kinds[j, 1]), kinds[j, 2]
+        )
+        for k in range(3):
+            kinds[j, k] = kinds[j, k] - top
+
+
+@njit(cache=True, nogil=True)
+def _blind_scores(
+    kinds: FloatArray,
+    y: FloatArray,
+    shares: FloatArray,
+    log_pi: FloatArray,
+    m_arrays: Any,
+    evidence: Any,
+    blind_constants: FloatArray,
+    expected: FloatArray,
+    scores: FloatArray,
+) -> None:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
+    """``q`` (``kinds`` (J, 3), exponentials normalised in place), ``E[log e]`` (J, 2, 2)
+    as ``blind_model``'s ``q_sym E_sym + q_free E_free + q_blind E_blind``, and the items'
+    max-shifted scores (N, 2) as :func:`_iteration`'s."""
+    prior = evidence[0]
+    free_total, wrong_total, on, off = evidence[5], evidence[6], evidence[7], evidence[8]
+    gamma0, gamma1, gamma_total = blind_constants[6], blind_constants[7], blind_constants[8]
+    for j in range(kinds.shape[0]):
+        total = (kinds[j, 0] + kinds[j, 1]) + kinds[j, 2]
+        q_sym = kinds[j, 0] / total
+        q_free = kinds[j, 1] / total
+        q_blind = kinds[j, 2] / total
+        kinds[j, 0], kinds[j, 1], kinds[j, 2] = q_sym, q_free, q_blind
+        m0 = y[2 * j, 0] + y[2 * j, 1]
+        m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
+        blind_total = _compiled_special.digamma(gamma_total + (m0 + m1), 0)
+        for c in range(2):
+            for label in range(2):
+                psi = _compiled_special.digamma(prior[c, label] + y[2 * j + label, c], 0)
+                free_log = psi - free_total[j, c]
+                sym_log = on[j] if label == c else psi + (off[j] - wrong_total[j, c])
+                gamma = gamma0 if label == 0 else gamma1
+                m = m0 if label == 0 else m1
+                blind_log = _compiled_special.digamma(gamma + m, 0) - blind_total
+                expected[j, c, label] = (q_sym * sym_log + q_free * free_log) + q_blind * blind_log
+    m_indptr, m_indices, m_data = m_arrays
+    for i in range(shares.shape[0]):
+        s0 = 0.0
+        s1 = 0.0
+        for k in range(m_indptr[i], m_indptr[i + 1]):
+            column, a = m_indices[k], m_data[k]
+            j, label = column // 2, column % 2
+            s0 += a * expected[j, 0, label]
+            s1 += a * expected[j, 1, label]
+        s0 = s0 + log_pi[0]
+        s1 = s1 + log_pi[1]
+        top = _compiled_special.maximum(s0, s1)
+        scores[i, 0] = s0 - top
+        scores[i, 1] = s1 - top
 
 
 # the kernel loads without Numba's whole target set-up (crowdbudget._lean_load)

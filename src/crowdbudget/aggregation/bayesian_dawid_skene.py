@@ -425,8 +425,9 @@ class BayesianDawidSkene(Aggregator):
             shape=matrix.shape,
         )
 
-    #: whether ``bds-ev`` on two classes runs its iterations compiled (the same bits; False:
-    #: the NumPy loop, which ``tests/test_bds_kernel.py`` compares it with)
+    #: whether ``bds-ev`` and ``bds-ev-blind`` on two classes run their iterations compiled
+    #: (the same bits; False: the NumPy loop, which ``tests/test_bds_kernel.py`` compares
+    #: them with)
     _compiled_iteration = True
 
     def _evidence_iterations(
@@ -439,14 +440,26 @@ class BayesianDawidSkene(Aggregator):
         n_iter: int,
         tol: float,
     ) -> tuple[FloatArray, int, float, Evidence, FloatArray]:
-        """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` on two
-        classes with the prior held, each iteration's workers and scores one compiled call
-        (:mod:`~crowdbudget.aggregation._bds_kernel`; the same operations, the same bits).
+        """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` (or
+        ``"evidence-blind"``) on two classes with the prior held, each iteration's workers
+        and scores compiled (:mod:`~crowdbudget.aggregation._bds_kernel`; the same
+        operations, the same bits).
         Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
-        from crowdbudget.aggregation._bds_kernel import EvidenceState, evidence_iterations
+        from crowdbudget.aggregation import _bds_kernel
 
-        state = EvidenceState(prior, workers_matrix.shape[1] // 2)
-        T, iteration, share = evidence_iterations(
+        if self.asymmetry == "evidence-blind":
+            from crowdbudget.aggregation.worker_blind import BlindEvidence
+
+            blind = _bds_kernel.BlindState(prior, workers_matrix.shape[1] // 2)
+            T, iteration = _bds_kernel.blind_iterations(
+                blind, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol
+            )
+            kept = blind.evidence()
+            fields = {name: getattr(kept, name) for name in kept.__dataclass_fields__}
+            evidence = BlindEvidence(**fields, weights=blind.weights.copy())
+            return T, iteration, float(blind.weights[0]), evidence, blind.expected.copy()
+        state = _bds_kernel.EvidenceState(prior, workers_matrix.shape[1] // 2)
+        T, iteration, share = _bds_kernel.evidence_iterations(
             state, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol
         )
         return T, iteration, share, state.evidence(), state.expected.copy()
@@ -485,7 +498,8 @@ class BayesianDawidSkene(Aggregator):
             start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration, share, evidence = 0, 0.5, None
-        if asymmetry == "evidence" and C == 2 and not every and self._compiled_iteration:
+        compiled = asymmetry in ("evidence", "evidence-blind") and C == 2
+        if compiled and not every and self._compiled_iteration:
             T, iteration, share, evidence, expected_log_e = self._evidence_iterations(
                 T, matrix, workers_matrix, prior, known, n_iter, tol
             )

@@ -43,16 +43,22 @@ with a count (each kept at least 1e-6), warm-started at every iteration of the v
 explain its labels better than any class-dependent confusion does.
 
 What it costs: the free evidence in full (O(J · C²) lnΓ per iteration, where the two-kind
-mixture needs O(J · C)), and the three-way fixed point in NumPy. A new id, not the default.
+mixture needs O(J · C)), and the three-way fixed point (compiled:
+:func:`_weights_fixed_point`). On two classes the verdict's whole iteration is compiled
+(:mod:`~crowdbudget.aggregation._bds_kernel`).
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.special import digamma, gammaln
 
+from crowdbudget import _compiled_special
+from crowdbudget._lean_load import lean_loads
 from crowdbudget.aggregation.base import FloatArray
 from crowdbudget.aggregation.worker_asymmetry import (
     Evidence,
@@ -111,21 +117,64 @@ def fit_weights(log_z: FloatArray, start: FloatArray, n_steps: int = 200) -> Flo
         log_z: ``log Z_jk`` of the workers with a count, shape (J', 3), any per-worker shift.
         start: the first weights, shape (3,), positive.
     """
-    w = np.maximum(np.asarray(start, dtype=float), WEIGHT_FLOOR)
-    w /= w.sum()
+    w = np.array(start, dtype=np.float64)  # (3,): the start, then the result
     if log_z.shape[0] == 0:
-        return w
+        w = np.maximum(w, WEIGHT_FLOOR)
+        return np.asarray(w / w.sum())
     shifted = log_z - log_z.max(axis=1, keepdims=True)  # <= 0: exp does not overflow
-    likelihood = np.exp(shifted)  # (J', 3), each row's largest entry 1
-    for _ in range(n_steps):
-        joint = likelihood * w
-        q = joint / joint.sum(axis=1, keepdims=True)
-        new = np.maximum(q.mean(axis=0), WEIGHT_FLOOR)
-        new /= new.sum()
-        if np.max(np.abs(new - w)) < 1e-10:
-            return new
-        w = new
+    likelihood = np.ascontiguousarray(np.exp(shifted))  # (J', 3), each row's largest entry 1
+    _weights_fixed_point(likelihood, w, n_steps)
     return w
+
+
+@njit(cache=True, nogil=True)
+def _weights_fixed_point(
+    likelihood: FloatArray, weights: FloatArray, n_steps: int
+) -> None:  # pragma: no cover (compiled; tests/test_worker_blind.py checks it bit for bit)
+    """The loop of :func:`fit_weights`, compiled: from ``weights`` (3,) (the start; the
+    result written in place), given ``exp(shifted)`` (J', 3), each step the NumPy
+    expressions' operations in the same order — the sums over the three weights left to
+    right, the mean over the workers row by row, as NumPy's reductions along those axes
+    add — so the same bits, without NumPy's dispatch per array operation (up to 200 steps of
+    five (J', 3) expressions at each iteration of the verdict)."""
+    floor = WEIGHT_FLOOR
+    w = np.empty(3)
+    for k in range(3):
+        w[k] = _compiled_special.maximum(weights[k], floor)
+    total = (w[0] + w[1]) + w[2]
+    for k in range(3):
+        w[k] = w[k] / total
+    size = likelihood.shape[0]
+    if size == 0:
+        weights[:] = w
+        return
+    new = np.empty(3)
+    for _ in range(n_steps):
+        mean = np.zeros(3)
+        for j in range(size):
+            j0 = likelihood[j, 0] * w[0]
+            j1 = likelihood[j, 1] * w[1]
+            j2 = likelihood[j, 2] * w[2]
+            row = (j0 + j1) + j2
+            if j == 0:
+                mean[0], mean[1], mean[2] = j0 / row, j1 / row, j2 / row
+            else:
+                mean[0] += j0 / row
+                mean[1] += j1 / row
+                mean[2] += j2 / row
+        for k in range(3):
+            new[k] = _compiled_special.maximum(mean[k] / size, floor)
+        total = (new[0] + new[1]) + new[2]
+        change = 0.0
+        for k in range(3):
+            new[k] = new[k] / total
+            move = abs(new[k] - w[k])
+            change = move if k == 0 else _compiled_special.maximum(change, move)
+        if change < 1e-10:
+            weights[:] = new
+            return
+        w[:] = new
+    weights[:] = w
 
 
 def blind_model(
@@ -185,3 +234,7 @@ def blind_model(
     fields = {name: getattr(terms, name) for name in terms.__dataclass_fields__}
     evidence = BlindEvidence(**fields, weights=weights)
     return WorkerModel(expected, errors, q[:, 0], float(weights[0]), evidence)
+
+
+# the weights' cached kernel loads without Numba's whole target set-up (crowdbudget._lean_load)
+lean_loads(sys.modules[__name__])

@@ -16,7 +16,7 @@ written to CSV (``--write-crowds DIR``: ``DIR/NAME/labels.csv`` and ``gold.csv``
 
     python benchmarks/bench_default_policy.py [--cells all|full|heldout|NAME,...] [--sets rte,...]
         [--per-item 1,2,3,5] [--reps 5] [--seed 0] [--jobs 1] [--out rows.csv]
-        [--policy opt-kg:posterior=one-coin] [--write-crowds DIR]
+        [--policy opt-kg:posterior=one-coin] [--mode push|pull] [--write-crowds DIR]
 
 ``--prototype`` runs, instead, the prototype allocation whose item posterior has a class prior
 (:func:`class_prior_kg_campaign`; measured, not shipped); ``--prototype-policy`` the
@@ -175,6 +175,7 @@ def measure(data: LabelData, args: argparse.Namespace) -> pd.DataFrame:
         n_jobs=args.jobs,
         progress=False,
         verdicts=list(args.verdicts.split(",")),
+        mode=args.mode,
     )
     summary = result.summary.copy()
     summary["per_item"] = summary["budget"] / data.n_items
@@ -565,6 +566,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--pool", type=int, default=10, help="labels per item of a cell's crowd")
     p.add_argument("--policy", default=DEFAULT_POLICY)
+    p.add_argument(
+        "--mode",
+        choices=("push", "pull"),
+        default="push",
+        help="push: the policy chooses the item-worker pair (the default); pull: the replay's "
+        "next worker arrives and the policy chooses its item (a live campaign's requests)",
+    )
     p.add_argument("--verdicts", default=",".join(VERDICTS))
     p.add_argument("--out", default=None, help="append the summary rows to this CSV")
     p.add_argument("--write-crowds", default=None, help="also write each cell's crowd here")

@@ -187,6 +187,9 @@ DIFFICULTIES = ("evidence", "evidence-full", "mixture", "none")
 #: (module docstring, "Gate")
 START_SHARE = 0.1
 
+#: the gate's re-fits of the workers after the frozen workers' EM (module docstring, "Gate")
+GATE_REFITS = 1
+
 #: the fitted attributes that the evidence's choice takes from the model it chose
 FITTED = (
     "temperature_",
@@ -351,14 +354,14 @@ def frozen_gain(
     T: FloatArray,
     stop_above: float,
     asymmetry: str = "evidence",
-    refits: int = 1,
+    refits: int | None = None,
     start_share: float = START_SHARE,
 ) -> float:
     """The gate's statistic ``G`` (module docstring, "Gate"): the largest label log-likelihood
     gain over ``bds-ev``'s fit ``fitted`` (``priors_`` (C,), ``errors_`` (J, C, C),
     ``confusion_prior_`` (C, C), ``symmetric_share_``) that a mixture reaches by EM over
     ``π``, ``ρ`` and ``H`` with the workers *frozen* at ``bds-ev``'s, then after each of
-    ``refits`` re-fits of the workers (``asymmetry``) on the easy responsibilities; >= 0
+    ``refits`` (default ``GATE_REFITS``) re-fits of the workers (``asymmetry``) on the easy responsibilities; >= 0
     (the start is never below ρ → 0, which is ``bds-ev``). Start: ``H`` from one M-step on
     ``bds-ev``'s class posterior ``T`` (N, C) split by the items' vote disagreement (the
     mixture's own start), a ``start_share`` of that split as ``ρ``'s. ``partnered``
@@ -370,8 +373,10 @@ def frozen_gain(
     votes = np.bincount(cells, minlength=N * C).reshape(N, C).astype(float)
     weights = partnered.astype(float)
     checked = np.bincount(cells, weights=weights, minlength=N * C).reshape(N, C)
-    log_prior = np.log(np.maximum(fitted["priors_"], 1e-300))
-    base = float(np.sum(logsumexp(log_easy + log_prior, axis=1)))
+    # bds-ev's Σ_i log Σ_c π̄_c A_ic (label_log_likelihood's, max-shifted: every exp <= 1)
+    scores = log_easy + np.log(np.maximum(fitted["priors_"], 1e-300))
+    top = _row_max(scores)
+    base = float(np.sum(np.log(_row_sums(np.exp(scores - top[:, None]))) + top))
     # the vote shares' disagreement (an item without labels splits nothing)
     shares = votes / np.maximum(_row_sums(votes), 1.0)[:, None]
     split = np.clip((1.0 - _row_max(shares)) * (C / max(C - 1, 1)), 0.0, 1.0)[:, None]
@@ -382,7 +387,7 @@ def frozen_gain(
         easy=T,
     )
     share = float(fitted["symmetric_share_"])
-    for refit in range(refits + 1):
+    for refit in range((GATE_REFITS if refits is None else refits) + 1):
         if refit:
             # the workers re-fitted on the easy responsibilities, as the mixture's M-step
             flat = data.workers * (C * C) + data.labels

@@ -22,7 +22,7 @@ from crowdbudget.aggregation.item_difficulty import (
 from crowdbudget.datasets import load_dataset
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.experiments.stress import DEFAULT_BED, make_crowd, subsample_per_item
+from crowdbudget.experiments.stress import DEFAULT_BED, full_bed, make_crowd, subsample_per_item
 
 
 def build(text: str) -> ItemDifficultyDawidSkene:
@@ -292,3 +292,21 @@ def test_the_gate_with_known_truth_is_the_full_evidence() -> None:
         full = build("bds-hard:difficulty=evidence-full").fit(data, known_truth=known)
         assert same_fit(gated, full) and gated.evidence_gate_ == (misleading == 0.0)
         assert full.difficulty_ == ("none" if misleading == 0.0 else "mixture")
+
+
+def test_the_worker_refit_keeps_a_thin_acceptance() -> None:
+    """The full bed's binary-50-50-one-coin-spam0-k10 (all labels, the stress run's draw):
+    the full evidence takes the mixture by 0.7 nats past BIC's charge; the frozen workers
+    alone gain nothing (the gate would refuse), one worker re-fit shows the gain."""
+    cells = full_bed()
+    index = [c.name for c in cells].index("binary-50-50-one-coin-spam0-k10")
+    data = make_crowd(cells[index], np.random.SeedSequence([0, index]).spawn(1)[0])
+    ev = make_aggregator("bds-ev").fit(data)
+    partnered = partnered_labels(data, None)
+    assert partnered is not None
+    assert frozen_gain(data, vars(ev), partnered, ev.probas_, np.inf, refits=0) == 0.0
+    assert frozen_gain(data, vars(ev), partnered, ev.probas_, np.inf, refits=1) > 1.0
+    gated = build("bds-hard").fit(data)
+    full = build("bds-hard:difficulty=evidence-full").fit(data)
+    assert full.difficulty_ == "mixture" and 0 < full.evidence_gain_ < 2
+    assert same_fit(gated, full) and not gated.evidence_gate_

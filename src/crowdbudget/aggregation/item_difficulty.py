@@ -384,7 +384,7 @@ def frozen_gain(
     cells = data.items * C + data.labels
     votes = np.bincount(cells, minlength=N * C).reshape(N, C).astype(float)
     weights = partnered.astype(float)
-    checked = np.bincount(cells, weights=weights, minlength=N * C).reshape(N, C)
+    checked = np.asarray(np.bincount(cells, weights, N * C), dtype=np.float64).reshape(N, C)
     # bds-ev's Σ_i log Σ_c π̄_c A_ic (label_log_likelihood's, max-shifted: every exp <= 1)
     scores = log_easy + np.log(np.maximum(fitted["priors_"], 1e-300))
     top = _row_max(scores)

@@ -9,16 +9,20 @@ import numpy as np
 import pytest
 
 from crowdbudget.aggregation import BayesianDawidSkene, make_aggregator
+from crowdbudget.aggregation.base import KnownTruth
+from crowdbudget.aggregation.dawid_skene import incidence
 from crowdbudget.aggregation.item_difficulty import (
     ItemDifficultyDawidSkene,
     bounded_confusion,
+    frozen_gain,
     label_log_likelihood,
+    partnered_labels,
     start_responsibilities,
 )
 from crowdbudget.datasets import load_dataset
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.experiments.stress import DEFAULT_BED, make_crowd, subsample_per_item
+from crowdbudget.experiments.stress import DEFAULT_BED, full_bed, make_crowd, subsample_per_item
 
 
 def build(text: str) -> ItemDifficultyDawidSkene:
@@ -187,3 +191,122 @@ def test_fact_eval_closer_to_the_vote() -> None:
     assert accuracy >= 0.893
     assert 0.05 < fit.hard_share_ < 0.25
     assert fit.difficulty_ == "mixture" and fit.evidence_gain_ > 1000
+
+
+def same_fit(a: ItemDifficultyDawidSkene, b: ItemDifficultyDawidSkene) -> bool:
+    """Two fits equal to the bit: the class posterior, the workers and the hard side."""
+    return (
+        np.array_equal(a.probas_, b.probas_)
+        and np.array_equal(a.errors_, b.errors_)
+        and np.array_equal(a.hard_, b.hard_)
+        and a.difficulty_ == b.difficulty_
+    )
+
+
+def ordinal_at_3() -> LabelData:
+    cell = {c.name: c for c in DEFAULT_BED}["ordinal5-k5"]
+    return subsample_per_item(make_crowd(cell, 0), 3, np.random.default_rng(1))
+
+
+def test_the_gate_refuses_as_the_full_evidence_does() -> None:
+    """Independent crowds and a crowd where the mixture reads worse: the gate refuses without
+    fitting the mixture, and the fit is the full evidence's (and bds-ev's) bit for bit."""
+    crowds = [correlated_crowd(seed, misleading=0.0)[0] for seed in (4, 5)]
+    crowds += [ordinal_at_3(), load_dataset("rte"), load_dataset("wsd")]
+    for data in crowds:
+        gated = build("bds-hard").fit(data)
+        full = build("bds-hard:difficulty=evidence-full").fit(data)
+        assert full.difficulty_ == "none" and gated.evidence_gate_
+        charge = 0.5 * (data.n_classes * (data.n_classes - 1) + 1) * np.log(data.n_items)
+        assert gated.gate_gain_ <= 0 and gated.evidence_gain_ == gated.gate_gain_ - charge
+        assert same_fit(gated, full)
+        assert np.array_equal(gated.probas_, make_aggregator("bds-ev").fit(data).probas_)
+        assert np.isnan(full.gate_gain_) and not full.evidence_gate_
+
+
+def test_the_gate_passes_where_the_mixture_is_chosen() -> None:
+    """Correlated crowds the full evidence gives the mixture (by 2.2 to 29 nats past BIC's
+    charge): the frozen workers' mixture gains something, so both models are fitted and the
+    fit is the one without the gate, bit for bit."""
+    for seed, k in ((0, 5), (0, 8), (2, 8)):
+        data, _, _ = correlated_crowd(seed, k=k)
+        gated = build("bds-hard").fit(data)
+        full = build("bds-hard:difficulty=evidence-full").fit(data)
+        assert full.difficulty_ == "mixture" and not gated.evidence_gate_
+        assert gated.gate_gain_ > 0 and gated.evidence_gain_ == full.evidence_gain_
+        assert same_fit(gated, full)
+
+
+def test_the_frozen_gain_is_a_reached_likelihood() -> None:
+    """frozen_gain's G is the likelihood gain of a mixture it reached: >= 0 (ρ → 0 is
+    bds-ev), 0 on independent crowds, > 0 where the full evidence takes the mixture, and
+    the worker re-fit raises it (the frozen workers alone: 1.2 nats on seed 0)."""
+    ev = make_aggregator("bds-ev")
+    for seed, misleading in ((0, 0.2), (1, 0.0), (2, 0.0)):
+        data, _, _ = correlated_crowd(seed, misleading=misleading)
+        fit = ev.fit(data)
+        partnered = partnered_labels(data, None)
+        assert partnered is not None
+        frozen = frozen_gain(data, vars(fit), partnered, fit.probas_, np.inf, refits=0)
+        refitted = frozen_gain(data, vars(fit), partnered, fit.probas_, np.inf)
+        assert 0.0 <= frozen <= refitted
+        if misleading:
+            assert frozen > 0.5 and refitted > frozen + 2.0
+        else:
+            assert refitted == 0.0
+
+
+def test_partnered_labels_is_the_parents() -> None:
+    data, truth, _ = correlated_crowd(0, k=2)
+    rng = np.random.default_rng(0)
+    drop = rng.random(data.n_labels) < 0.3  # some items left with one label
+    keep = ~drop
+    thin = LabelData(
+        items=data.items[keep],
+        workers=data.workers[keep],
+        labels=data.labels[keep],
+        item_ids=data.item_ids,
+        worker_ids=data.worker_ids,
+        classes=data.classes,
+        gold=data.gold,
+    )
+    known = KnownTruth(items=np.array([3, 7]), classes=truth[[3, 7]].astype(np.int64))
+    for k in (None, known):
+        ours = partnered_labels(thin, k)
+        theirs = BayesianDawidSkene._partnered(thin, incidence(thin), k)
+        assert ours is not None and theirs is not None and np.array_equal(ours, theirs)
+    one = correlated_crowd(1, k=1)[0]
+    assert (
+        partnered_labels(one, None) is None
+        and BayesianDawidSkene._partnered(one, incidence(one), None) is None
+    )
+
+
+def test_the_gate_with_known_truth_is_the_full_evidence() -> None:
+    """Known truth: the gate refuses as the full evidence does (seed 0, no misleading items)
+    and passes where it takes the mixture (seed 0 at 35 % misleading)."""
+    for misleading in (0.35, 0.0):
+        data, truth, _ = correlated_crowd(0, misleading=misleading)
+        known = {int(i): int(truth[i]) for i in range(0, 600, 40)}
+        gated = build("bds-hard").fit(data, known_truth=known)
+        full = build("bds-hard:difficulty=evidence-full").fit(data, known_truth=known)
+        assert same_fit(gated, full) and gated.evidence_gate_ == (misleading == 0.0)
+        assert full.difficulty_ == ("none" if misleading == 0.0 else "mixture")
+
+
+def test_the_worker_refit_keeps_a_thin_acceptance() -> None:
+    """The full bed's binary-50-50-one-coin-spam0-k10 (all labels, the stress run's draw):
+    the full evidence takes the mixture by 0.7 nats past BIC's charge; the frozen workers
+    alone gain nothing (the gate would refuse), one worker re-fit shows the gain."""
+    cells = full_bed()
+    index = [c.name for c in cells].index("binary-50-50-one-coin-spam0-k10")
+    data = make_crowd(cells[index], np.random.SeedSequence([0, index]).spawn(1)[0])
+    ev = make_aggregator("bds-ev").fit(data)
+    partnered = partnered_labels(data, None)
+    assert partnered is not None
+    assert frozen_gain(data, vars(ev), partnered, ev.probas_, np.inf, refits=0) == 0.0
+    assert frozen_gain(data, vars(ev), partnered, ev.probas_, np.inf, refits=1) > 1.0
+    gated = build("bds-hard").fit(data)
+    full = build("bds-hard:difficulty=evidence-full").fit(data)
+    assert full.difficulty_ == "mixture" and 0 < full.evidence_gain_ < 2
+    assert same_fit(gated, full) and not gated.evidence_gate_

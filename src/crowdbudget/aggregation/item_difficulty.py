@@ -77,9 +77,64 @@ mixture is kept only when the labels' log-likelihood under its posterior means,
 ``(C(C − 1) + 1) / 2 · log N`` (Schwarz 1978) — the data choosing the model, as ``bds-ev``'s
 workers are chosen. Measured (gain minus charge): fact_eval at all / 5 labels per item
 +1,746 / +1,683 nats, every other row of the verdict table below 0 (ordinal5-k5@3 −167,
-millionaire −7,138), so there the fit is ``bds-ev``'s bit for bit. Cost: both fits,
-1.6–3.6× ``bds-ev`` on the bundled sets (starting the mixture at ``bds-ev``'s posterior
-instead of the vote's was measured: no faster, the same choices).
+millionaire −7,138), so there the fit is ``bds-ev``'s bit for bit. Cost of both fits
+(``difficulty="evidence-full"``): 1.6–3.6× ``bds-ev`` on the bundled sets (starting the
+mixture at ``bds-ev``'s posterior instead of the vote's was measured: no faster, the same
+choices).
+
+Gate (``difficulty="evidence"``). The mixture is refused on almost every crowd, so ``bds-ev``
+is fitted first and the mixture only when a cheap statistic leaves the question open:
+
+- *A lower bound on the gain.* With ρ = 0 the mixture is ``bds-ev``'s model. Hold
+  ``bds-ev``'s workers ``ē`` fixed: the label log-likelihood
+  ``L(π, ρ, H) = Σ_i log Σ_c π_c [(1 − ρ) A_ic + ρ B_ic]``, ``A_ic = Π_labels ē_jcl``,
+  ``B_ic = Π_l H_cl^V_il``, is a finite mixture in ``(π, ρ, H)`` alone, and EM over these
+  (:func:`frozen_gain`: an (N, 2C) softmax and two (C, N)·(N, C) products a step, no worker
+  update) is cheap. Every value it reaches is the likelihood of a member of the mixture
+  family (frozen workers, ``H`` within its bounds), so its best gain ``G`` over ``bds-ev``'s
+  ``Σ_i log Σ_c π̄_c A_ic`` is a lower bound on what that family attains. Whenever the gate
+  does not refuse, the mixture is fitted and the evidence decides exactly as without it.
+- *Refusing.* No bound goes the other way: the full fit re-fits the workers on the easy
+  items (gain the frozen workers cannot show) and its variational optimum is not the
+  likelihood's maximum. What holds locally: for a fixed ``H`` and ``π`` the gain in ρ,
+  ``f(ρ) = Σ_i log(1 − ρ + ρ r_i)`` with ``r_i = Σ_c π_c B_ic / Σ_c π_c A_ic``, is concave,
+  and ``f′(0) = Σ_i (r_i − 1)`` is the score test at ρ = 0: when it is ≤ 0 no hard share
+  helps that ``H``, and EM's ρ shrinks geometrically towards 0 (on the refused crowds it
+  settles at ρ's posterior-mean floor, ``G`` ≈ 0, −1 to 0 nats). So the gate refuses only
+  when ``G`` ≤ 0 — the mixture with ``bds-ev``'s workers (re-fitted once, below) gains
+  *nothing* — and leaves the whole BIC charge (9.6 nats for a binary crowd of 600 items) as
+  the margin for what further re-fits of the workers add. Comparing ``G`` with the charge
+  itself is not safe: on the correlated crowd of the tests (seed 0) the full evidence takes
+  the mixture by 2.2 nats past its charge (gain 11.8, charge 9.6) while ``G`` is 1.2
+  (re-fitting the workers is where the gain is; one re-fit raises it to 4.9, seven to 9.5,
+  still below). A measured rule, not a theorem: on every one of the 778 samples of the
+  verdict table and the full bed (625 with a label to check; the gate refused 606, every
+  one with ``G`` = 0) its fit is the full evidence's, bit for bit (docs/stress-bed.md,
+  "the evidence's gate"). Where it passes, the full evidence may still refuse (millionaire
+  on all labels: ``G`` = 426 nats, the variational mixture −7,138): a lower bound cannot
+  see that the variational fit lands on a poor optimum, so there both fits are paid.
+- *One worker re-fit.* The frozen workers alone are not enough: on the full bed's
+  ``binary-50-50-one-coin-spam0-k10`` (all labels) the full evidence takes the mixture
+  (0.7 nats past the charge) while the frozen workers' ``G`` is 0 — they would have been
+  refused. So after the frozen EM the workers are re-fitted once (``bds-ev``'s worker
+  model on the easy responsibilities, its prior and share) and the EM runs again
+  (:data:`GATE_REFITS`); every value is still a member's likelihood. ``G`` there: 2.8
+  nats (4.3 / 4.6 after 2 / 4 re-fits).
+- *Stops.* EM stops at ``G`` > 0 (go on to both fits), at 60 steps, at a step that gains less
+  than 1e-3 nats, or when the gains shrink geometrically (ratio q < 1 between two steps)
+  towards a limit ``value + gain · q / (1 − q)`` below 0 (Aitken's extrapolation of a
+  linearly converging sequence) — the one stop that ends a still-rising trajectory.
+- *Start.* ``H`` from one M-step on ``bds-ev``'s class posterior split by the items' vote
+  disagreement (the mixture's own start), ρ from a tenth of that split (``START_SHARE``):
+  started at the whole split (ρ ≈ 0.5) the refused crowds took 20–30 steps down
+  (rte −273 nats at the first step).
+
+``gate_gain_`` is ``G`` (as far as the gate ran); a refusal by the gate reports ``G`` minus
+the charge as ``evidence_gain_`` (``evidence_gate_`` True). Cost on a refusal: ``bds-ev``
+plus the gate; otherwise both fits plus the gate. The pieces the gate needs (which labels
+have a partner, the items' votes) are read off label counts, not the incidence matrix,
+which only the mixture's fit builds. With workers pooled (``pool_below``) the gate does
+not run (its re-fit reads the unpooled workers): both fits, as ``"evidence-full"``.
 
 Start: ``T`` = majority-vote shares, ``q(h_i = 1) = (1 − max_c T_ic) · C / (C − 1)`` (the
 item's disagreement: 0 when its labels agree, 1 at an even split). Stop after ``n_iter``
@@ -135,9 +190,17 @@ from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
 #: the item model (``difficulty``): the mixture when the labels' evidence supports it, else
-#: every item easy (``"evidence"``), each item easy or hard (``"mixture"``), every item easy
-#: (``"none"``: the parent's fit) — module docstring
-DIFFICULTIES = ("evidence", "mixture", "none")
+#: every item easy (``"evidence"``, behind the gate; ``"evidence-full"``: both models always
+#: fitted), each item easy or hard (``"mixture"``), every item easy (``"none"``: the parent's
+#: fit) — module docstring
+DIFFICULTIES = ("evidence", "evidence-full", "mixture", "none")
+
+#: the gate's start: this share of the items' vote disagreement as the hard share
+#: (module docstring, "Gate")
+START_SHARE = 0.1
+
+#: the gate's re-fits of the workers after the frozen workers' EM (module docstring, "Gate")
+GATE_REFITS = 1
 
 #: the fitted attributes that the evidence's choice takes from the model it chose
 FITTED = (
@@ -259,6 +322,154 @@ def label_log_likelihood(data: LabelData, fitted: dict[str, Any]) -> float:
     return float(np.sum(logsumexp(both, axis=1)))
 
 
+def partnered_labels(data: LabelData, known: KnownTruth | None) -> np.ndarray | None:
+    """Which labels have a partner — another label of their item, or its known truth —
+    (n_labels,), None when fewer than two workers have one: the parent's ``_partnered``
+    read off the items' label counts instead of the incidence matrix (the same array)."""
+    partnered_item = np.bincount(data.items, minlength=data.n_items) >= 2
+    if known is not None:
+        partnered_item |= known.mask(data.n_items)
+    partnered = partnered_item[data.items]
+    workers = data.workers[partnered]
+    if workers.size == 0 or np.all(workers == workers[0]):
+        return None
+    return partnered
+
+
+def _log_easy(data: LabelData, errors: FloatArray) -> FloatArray:
+    """``Σ_labels of i log e_jcl`` (N, C) for workers' confusions ``errors`` (J, C, C): one
+    weighted count per class (dense: a few classes, no sparse structure to build)."""
+    N, C = data.n_items, data.n_classes
+    per_label = np.log(np.maximum(errors, 1e-300))[data.workers, :, data.labels]  # (K, C)
+    out = np.empty((N, C))
+    for c in range(C):
+        out[:, c] = np.bincount(data.items, weights=per_label[:, c], minlength=N)
+    return out
+
+
+@dataclass
+class _Gate:
+    """The frozen mixture's state (:func:`frozen_gain`): ``π`` (C,), ``ρ``, ``H`` (C, C),
+    the last step's easy responsibilities ``E`` (N, C), the best gain so far."""
+
+    pi: FloatArray
+    rho: float
+    hard: FloatArray
+    easy: FloatArray
+    best: float = 0.0
+
+
+def frozen_gain(
+    data: LabelData,
+    fitted: dict[str, Any],
+    partnered: np.ndarray,
+    T: FloatArray,
+    stop_above: float,
+    asymmetry: str = "evidence",
+    refits: int | None = None,
+    start_share: float = START_SHARE,
+) -> float:
+    """The gate's statistic ``G`` (module docstring, "Gate"): the largest label log-likelihood
+    gain over ``bds-ev``'s fit ``fitted`` (``priors_`` (C,), ``errors_`` (J, C, C),
+    ``confusion_prior_`` (C, C), ``symmetric_share_``) that a mixture reaches by EM over
+    ``π``, ``ρ`` and ``H`` with the workers *frozen* at ``bds-ev``'s, then after each of
+    ``refits`` (default :data:`GATE_REFITS`) re-fits of the workers (``asymmetry``) on the
+    easy responsibilities; >= 0 (ρ → 0 is ``bds-ev``). Start: ``H`` from one M-step on
+    ``bds-ev``'s class posterior ``T`` (N, C) split by the items' vote disagreement (the
+    mixture's own start), a ``start_share`` of that split as ``ρ``'s. ``partnered``
+    (n_labels,) marks the labels that feed ``H`` and the workers' counts. Returns as soon as
+    the gain exceeds ``stop_above`` (the full fit decides then)."""
+    N, C, J = data.n_items, data.n_classes, data.n_workers
+    log_easy = _log_easy(data, fitted["errors_"])
+    cells = data.items * C + data.labels
+    votes = np.bincount(cells, minlength=N * C).reshape(N, C).astype(float)
+    weights = partnered.astype(float)
+    checked = np.asarray(np.bincount(cells, weights, N * C), dtype=np.float64).reshape(N, C)
+    # bds-ev's Σ_i log Σ_c π̄_c A_ic (label_log_likelihood's, max-shifted: every exp <= 1)
+    scores = log_easy + np.log(np.maximum(fitted["priors_"], 1e-300))
+    top = _row_max(scores)
+    base = float(np.sum(np.log(_row_sums(np.exp(scores - top[:, None]))) + top))
+    # the vote shares' disagreement (an item without labels splits nothing)
+    shares = votes / np.maximum(_row_sums(votes), 1.0)[:, None]
+    split = np.clip((1.0 - _row_max(shares)) * (C / max(C - 1, 1)), 0.0, 1.0)[:, None]
+    gate = _Gate(
+        pi=(1.0 + T.sum(axis=0)) / (C + N),
+        rho=(1.0 + start_share * float(np.sum(T * split))) / (2.0 + N),
+        hard=_hard_step(T * (1.0 - split), T * split, checked),
+        easy=T,
+    )
+    share = float(fitted["symmetric_share_"])
+    for refit in range((GATE_REFITS if refits is None else refits) + 1):
+        if refit:
+            # the workers re-fitted on the easy responsibilities, as the mixture's M-step
+            flat = data.workers * (C * C) + data.labels
+            counts = np.zeros(J * C * C)
+            for c in range(C):
+                easy_c = gate.easy[data.items, c] * weights
+                counts += np.bincount(flat + c * C, weights=easy_c, minlength=J * C * C)
+            prior = fitted["confusion_prior_"]
+            workers = worker_model(counts.reshape(J, C, C), prior, asymmetry, share, True)
+            assert workers.errors is not None  # means=True
+            share = workers.share
+            log_easy = _log_easy(data, workers.errors)
+        _frozen_em(gate, log_easy, votes, checked, base, stop_above)
+        if gate.best > stop_above:
+            break
+    return gate.best
+
+
+def _hard_step(E: FloatArray, D: FloatArray, checked: FloatArray) -> FloatArray:
+    """``H`` (C, C) within its bounds from the easy / hard responsibilities ``E``, ``D``
+    (N, C) and the checked votes (N, C) (the mixture's M-step)."""
+    crowd = E.T @ checked  # (C, C) [c, l]: the easy labels' confusion
+    easy_rate = np.diagonal(crowd) / np.maximum(crowd.sum(axis=1), 1e-300)
+    return bounded_confusion(hard_prior(E.shape[1]) + D.T @ checked, easy_rate)
+
+
+def _frozen_em(
+    gate: _Gate,
+    log_easy: FloatArray,
+    votes: FloatArray,
+    checked: FloatArray,
+    base: float,
+    stop_above: float,
+    n_steps: int = 60,
+) -> None:
+    """EM over ``gate``'s ``π``, ``ρ``, ``H`` with the workers' ``log_easy`` (N, C) fixed,
+    updating ``gate`` in place. Stops after ``n_steps`` steps, when a step gains less than
+    1e-3 nats, when the gain exceeds ``stop_above``, or when the gains shrink geometrically
+    (ratio q < 1) towards a limit ``value + gain · q / (1 − q)`` below 0."""
+    N, C = log_easy.shape
+    last, step = -np.inf, np.nan
+    for _ in range(n_steps):
+        # E-step: the labels' log-likelihood and q(z, h) under (π, ρ, H)
+        log_pi = np.log(gate.pi)
+        scores = np.empty((N, 2 * C))
+        scores[:, :C] = log_easy + (log_pi + np.log1p(-gate.rho))
+        scores[:, C:] = votes @ np.log(gate.hard).T + (log_pi + np.log(gate.rho))
+        top = _row_max(scores)
+        scores -= top[:, None]
+        R = np.exp(scores)  # every entry <= 1 (the max subtracted)
+        total = _row_sums(R)
+        value = float(np.sum(np.log(total) + top)) - base
+        gate.best = max(gate.best, value)
+        gained = value - last
+        if gate.best > stop_above or gained < 1e-3:
+            return
+        ratio = gained / step  # nan until two steps have gained
+        if ratio < 1.0 and value + gained * ratio / (1.0 - ratio) < 0.0:
+            return
+        step = gained if np.isfinite(last) else np.nan
+        last = value
+        # M-step: ρ and π as the mixture's posterior means, H within its bounds
+        R /= total[:, None]
+        E, D = R[:, :C], R[:, C:]
+        gate.rho = (1.0 + float(D.sum())) / (2.0 + N)
+        gate.pi = (1.0 + E.sum(axis=0) + D.sum(axis=0)) / (C + N)
+        gate.hard = _hard_step(E, D, checked)
+        gate.easy = E
+
+
 def hard_prior(C: int) -> FloatArray:
     """``η`` (C, C): 2 on the diagonal, 1 elsewhere (module docstring)."""
     return np.where(np.eye(C, dtype=bool), 2.0, 1.0)
@@ -269,7 +480,9 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
 
     Args:
         difficulty: ``"evidence"`` (default: the mixture when the labels' likelihood under it
-            beats ``bds-ev``'s by more than BIC's charge, else ``bds-ev``'s fit), ``"mixture"``
+            beats ``bds-ev``'s by more than BIC's charge, else ``bds-ev``'s fit; behind the
+            gate of the module docstring), ``"evidence-full"`` (the same choice with both
+            models always fitted), ``"mixture"``
             (each item easy or hard, always) or ``"none"`` (every item easy: ``bds-ev``'s fit,
             bit for bit).
         accelerate: SQUAREM steps between the plain updates (default; module docstring,
@@ -285,7 +498,12 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         hard_confusion_: ``H``, the crowd's confusion on hard items, shape (C, C).
         difficulty_: the item model used: ``"mixture"`` or ``"none"``.
         evidence_gain_: the mixture's label log-likelihood minus ``bds-ev``'s minus BIC's
-            charge, in nats (> 0: the mixture; 0 when not compared).
+            charge, in nats (> 0: the mixture; 0 when not compared; the gate's
+            ``gate_gain_`` when the gate refused).
+        evidence_gate_: True when the gate refused the mixture without fitting it.
+        gate_gain_: the gate's ``G``, the frozen workers' mixture's best gain in nats (NaN
+            when the gate did not run: ``difficulty`` other than ``"evidence"``, or nothing
+            to check).
     """
 
     def __init__(
@@ -335,31 +553,47 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
             )
         model_data, mapping = self._pooled(data)
         self._check()
-        matrix: sp.csr_matrix = incidence(model_data)
-        partnered = self._partnered(model_data, matrix, known)
+        partnered = partnered_labels(model_data, known)
         if self.difficulty == "none" or partnered is None:
             # nothing can be checked (or no mixture asked for): the parent's fit
             T = super()._variational(data, known)
             self._no_mixture(data.n_items, data.n_classes)
-            self.difficulty_, self.evidence_gain_ = "none", 0.0
+            self.difficulty_, self.evidence_gain_, self.evidence_gate_ = "none", 0.0, False
+            self.gate_gain_ = float("nan")
             return T
-        T = self._mixture(model_data, mapping, matrix, partnered, known)
-        self.difficulty_, self.evidence_gain_ = "mixture", 0.0
+        self.evidence_gate_, self.gate_gain_ = False, float("nan")
         if self.difficulty == "mixture":
+            T = self._mixture(model_data, mapping, incidence(model_data), partnered, known)
+            self.difficulty_, self.evidence_gain_ = "mixture", 0.0
             return T
-        mixture = {name: getattr(self, name) for name in FITTED}
-        gain = label_log_likelihood(data, mixture)
-        easy = super()._variational(data, known)
-        self._no_mixture(data.n_items, data.n_classes)
-        gain -= label_log_likelihood(data, {name: getattr(self, name) for name in FITTED})
         C = data.n_classes
         # BIC's charge for the mixture's extra parameters: H's C(C − 1) and ρ
-        self.evidence_gain_ = gain - 0.5 * (C * (C - 1) + 1) * np.log(data.n_items)
+        charge = 0.5 * (C * (C - 1) + 1) * np.log(data.n_items)
+        easy = super()._variational(data, known)
+        self._no_mixture(data.n_items, C)
+        chosen = {name: getattr(self, name) for name in FITTED}
+        if self.difficulty == "evidence" and model_data is data:
+            # (with workers pooled the gate does not run: its re-fit reads unpooled workers)
+            # H's counts read the labels the workers' counts read (module docstring)
+            weights = partnered if self.lone_labels != "count" else np.ones(data.n_labels, bool)
+            frozen = frozen_gain(data, chosen, weights, easy, 0.0, self.asymmetry)
+            self.gate_gain_ = frozen
+            if frozen <= 0.0:
+                # the gate (module docstring, "Gate"): the frozen workers' mixture gains
+                # nothing at all; refused without the mixture's fit
+                self.difficulty_, self.evidence_gain_ = "none", frozen - charge
+                self.evidence_gate_ = True
+                return easy
+        T = self._mixture(model_data, mapping, incidence(model_data), partnered, known)
+        mixture = {name: getattr(self, name) for name in FITTED}
+        gain = label_log_likelihood(data, mixture) - label_log_likelihood(data, chosen)
+        self.evidence_gain_ = gain - charge
         if self.evidence_gain_ <= 0:
             self.difficulty_ = "none"
+            for name, value in chosen.items():
+                setattr(self, name, value)
             return easy
-        for name, value in mixture.items():
-            setattr(self, name, value)
+        self.difficulty_ = "mixture"
         return T
 
     def _no_mixture(self, n_items: int, C: int) -> None:

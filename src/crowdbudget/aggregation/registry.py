@@ -694,7 +694,8 @@ for _spec in (
         _row(
             "difficulty",
             str,
-            "each item easy or hard when the labels' likelihood says so (evidence), always "
+            "each item easy or hard when the labels' likelihood says so (evidence: the "
+            "mixture fitted only past a cheap gate; evidence-full: always both fits), always "
             "(mixture), or every item easy (none: bds-ev)",
             choices=DIFFICULTIES,
         ),

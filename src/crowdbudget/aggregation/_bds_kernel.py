@@ -117,6 +117,33 @@ class EvidenceState:
         )
 
 
+def _csr_arrays(matrix: object) -> tuple[Any, Any, Any]:
+    """A CSR matrix's ``indptr``, ``indices`` and ``data``, the order the compiled steps
+    unpack them in."""
+    return (
+        matrix.indptr,  # type: ignore[attr-defined]
+        matrix.indices,  # type: ignore[attr-defined]
+        matrix.data,  # type: ignore[attr-defined]
+    )
+
+
+def _evidence_arrays(state: EvidenceState) -> tuple[Any, ...]:
+    """The kept evidence's arrays in the order the compiled steps unpack them: ``α₀``, the
+    prior's constants, then :class:`Evidence`'s per-worker fields."""
+    return (
+        state.prior,
+        state.constants,
+        state.n_jc,
+        state.right,
+        state.difference,
+        state.free_total,
+        state.wrong_total,
+        state.on,
+        state.off,
+        state.seen,
+    )
+
+
 def evidence_iterations(
     state: EvidenceState,
     shares: FloatArray,
@@ -151,27 +178,8 @@ def evidence_iterations(
     share = np.array([0.5])
     items = _NO_ITEMS if known is None else np.asarray(known.items, dtype=np.int64)
     classes = _NO_ITEMS if known is None else np.asarray(known.classes, dtype=np.int64)
-    arrays = (
-        workers_matrix.indptr,  # type: ignore[attr-defined]
-        workers_matrix.indices,  # type: ignore[attr-defined]
-        workers_matrix.data,  # type: ignore[attr-defined]
-        matrix.indptr,  # type: ignore[attr-defined]
-        matrix.indices,  # type: ignore[attr-defined]
-        matrix.data,  # type: ignore[attr-defined]
-    )
-    evidence = (
-        state.prior,
-        state.constants,
-        state.n_jc,
-        state.right,
-        state.difference,
-        state.free_total,
-        state.wrong_total,
-        state.on,
-        state.off,
-        state.seen,
-        state.expected,
-    )
+    arrays = (*_csr_arrays(workers_matrix), *_csr_arrays(matrix))
+    evidence = (*_evidence_arrays(state), state.expected)
     settings = np.array([float(class_prior), float(tol), low, high])
     iteration = 0
     while not _step(
@@ -438,28 +446,9 @@ def blind_iterations(
     log_pi = np.empty(2)
     items = _NO_ITEMS if known is None else np.asarray(known.items, dtype=np.int64)
     classes = _NO_ITEMS if known is None else np.asarray(known.classes, dtype=np.int64)
-    w_arrays = (
-        workers_matrix.indptr,  # type: ignore[attr-defined]
-        workers_matrix.indices,  # type: ignore[attr-defined]
-        workers_matrix.data,  # type: ignore[attr-defined]
-    )
-    m_arrays = (
-        matrix.indptr,  # type: ignore[attr-defined]
-        matrix.indices,  # type: ignore[attr-defined]
-        matrix.data,  # type: ignore[attr-defined]
-    )
-    evidence = (
-        state.prior,
-        state.constants,
-        state.n_jc,
-        state.right,
-        state.difference,
-        state.free_total,
-        state.wrong_total,
-        state.on,
-        state.off,
-        state.seen,
-    )
+    w_arrays = _csr_arrays(workers_matrix)
+    m_arrays = _csr_arrays(matrix)
+    evidence = _evidence_arrays(state)
     settings = np.array([float(class_prior), float(tol)])
     y = np.zeros((2 * J, 2))
     iteration = 0

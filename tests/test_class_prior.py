@@ -151,7 +151,8 @@ INCREMENTAL = GATED + ":refit-tol=0.01:refit-exact-until=60:refit-exact-growth=0
 @pytest.mark.parametrize("mode", ["push", "pull"])
 def test_fast_path_decides_as_reference_with_the_incremental_refit(mode: str) -> None:
     env = _imbalanced()
-    for seed in (0, 1):
+    # pull seed 1 never opens the gate (the prior never moves: nothing to compare); seed 2 does
+    for seed in (0, 1) if mode == "push" else (0, 2):
         runs = []
         for reference in (False, True):
             policy = make_policy(INCREMENTAL)

@@ -246,15 +246,27 @@ class ReplayEnvironment(LabelingEnvironment):
         self._n_used = int(arrays[-1][0])
 
     def arriving_worker(self) -> int:
-        """Pull mode: a worker with unused records, chosen uniformly among the records left
-        (so a worker arrives as often as they have labels to give)."""
-        # walk a random permutation of the records, skipping used ones: O(1) amortised
-        while self._arrival_next < self.n_records:
-            record = int(self._arrival_order[self._arrival_next])
-            if not self._used[record]:
-                return int(self.workers[record])
-            self._arrival_next += 1
-        return 0
+        """Pull mode: the worker of the next unused record of a random order of the records
+        (so a worker arrives as often as they have labels to give).
+
+        The order moves on at every arrival, whichever of the worker's items the policy then
+        chooses: over a pass a worker arrives once per record of theirs still unused when its
+        turn comes. (Waiting at a record until that very record is used would keep the worker
+        arriving for about (n + 1)/2 of their n labels, a handful of heavy workers giving a
+        whole campaign: docs/stress-bed.md.) When the order runs out (arrivals the policy
+        declined), the unused records are shuffled anew from the world's generator, which pull
+        mode draws from nowhere else."""
+        while True:
+            while self._arrival_next < self._arrival_order.shape[0]:
+                record = int(self._arrival_order[self._arrival_next])
+                self._arrival_next += 1
+                if not self._used[record]:
+                    return int(self.workers[record])
+            unused = np.flatnonzero(~self._used)
+            if unused.shape[0] == 0:
+                return 0
+            self._arrival_order = self._rng.permutation(unused)
+            self._arrival_next = 0
 
     def problem(self, budget: float) -> Problem:
         self.check_budget(budget)

@@ -293,6 +293,34 @@ def _worker_terms(
 
 
 @njit(cache=True, nogil=True)
+def _item_scores(
+    n_items: int,
+    m_indptr: Any,
+    m_indices: Any,
+    m_data: Any,
+    expected: FloatArray,
+    log_pi: FloatArray,
+    scores: FloatArray,
+) -> None:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
+    """The items' max-shifted scores (N, 2): ``csr_matvecs`` of the label matrix M,
+    ``y[i, c] += a · E[log e_{j c l}]`` in stored order (SciPy's order, so the same bits),
+    plus ``log π``."""
+    for i in range(n_items):
+        s0 = 0.0
+        s1 = 0.0
+        for k in range(m_indptr[i], m_indptr[i + 1]):
+            column, a = m_indices[k], m_data[k]
+            j, label = column // 2, column % 2
+            s0 += a * expected[j, 0, label]
+            s1 += a * expected[j, 1, label]
+        s0 = s0 + log_pi[0]
+        s1 = s1 + log_pi[1]
+        top = _compiled_special.maximum(s0, s1)
+        scores[i, 0] = s0 - top
+        scores[i, 1] = s1 - top
+
+
+@njit(cache=True, nogil=True)
 def _iteration(
     shares: FloatArray,
     log_pi: FloatArray,
@@ -369,20 +397,7 @@ def _iteration(
                     expected[j, c, c] = q * on[j] + p * (psi - free_total[j, c])
                 else:
                     expected[j, c, label] = psi + row_shift
-    # the scores: csr_matvecs of M, y[i, c] += a · E[log e_{j c l}] in stored order
-    for i in range(n_items):
-        s0 = 0.0
-        s1 = 0.0
-        for k in range(m_indptr[i], m_indptr[i + 1]):
-            column, a = m_indices[k], m_data[k]
-            j, label = column // 2, column % 2
-            s0 += a * expected[j, 0, label]
-            s1 += a * expected[j, 1, label]
-        s0 = s0 + log_pi[0]
-        s1 = s1 + log_pi[1]
-        top = _compiled_special.maximum(s0, s1)
-        scores[i, 0] = s0 - top
-        scores[i, 1] = s1 - top
+    _item_scores(n_items, m_indptr, m_indices, m_data, expected, log_pi, scores)
     return w
 
 
@@ -674,19 +689,7 @@ def _blind_scores(
                 blind_log = _compiled_special.digamma(gamma + m, 0) - blind_total
                 expected[j, c, label] = (q_sym * sym_log + q_free * free_log) + q_blind * blind_log
     m_indptr, m_indices, m_data = m_arrays
-    for i in range(shares.shape[0]):
-        s0 = 0.0
-        s1 = 0.0
-        for k in range(m_indptr[i], m_indptr[i + 1]):
-            column, a = m_indices[k], m_data[k]
-            j, label = column // 2, column % 2
-            s0 += a * expected[j, 0, label]
-            s1 += a * expected[j, 1, label]
-        s0 = s0 + log_pi[0]
-        s1 = s1 + log_pi[1]
-        top = _compiled_special.maximum(s0, s1)
-        scores[i, 0] = s0 - top
-        scores[i, 1] = s1 - top
+    _item_scores(shares.shape[0], m_indptr, m_indices, m_data, expected, log_pi, scores)
 
 
 # the kernel loads without Numba's whole target set-up (crowdbudget._lean_load)

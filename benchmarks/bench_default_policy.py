@@ -14,8 +14,8 @@ every budget up to 5 per item is a choice of the policy, not the whole crowd. Th
 written to CSV (``--write-crowds DIR``: ``DIR/NAME/labels.csv`` and ``gold.csv``) replays with
 ``crowdbudget replay --data-dir DIR --dataset NAME ...``. Run from the repository root:
 
-    python benchmarks/bench_default_policy.py [--cells all|full|heldout|NAME,...] [--sets rte,...]
-        [--per-item 1,2,3,5] [--reps 5] [--seed 0] [--jobs 1] [--out rows.csv]
+    python benchmarks/bench_default_policy.py [--cells all|full|heldout|few|NAME,...]
+        [--sets rte,...] [--per-item 1,2,3,5] [--reps 5] [--seed 0] [--jobs 1] [--out rows.csv]
         [--policy opt-kg:posterior=one-coin] [--mode push|pull] [--write-crowds DIR]
 
 ``--prototype`` runs, instead, the prototype allocation whose item posterior has a class prior
@@ -127,13 +127,55 @@ def heldout_cells() -> list[StressCell]:
     return chosen + [c for c in bed if "workers-" in c.name and c not in chosen]
 
 
+#: the spammer (or biased-worker) share of the few-worker probes (:func:`few_worker_cells`)
+#: per crowd size: ``make_crowd(cell, 0)``'s worker-kind draws are 0.081, 0.875, 0.942,
+#: 0.262, 0.012, 0.483, 0.183, 0.972, so below 0.1 only worker 0 of 3 (the heaviest: half
+#: the labels), below 0.05 only worker 4 of 5 (a quarter) and below 0.19 workers 0, 4 and 6
+#: of 8 (worker 6 holds 46 % of the labels, the other two 2 % together); checked by
+#: tests/test_bench_few_workers.py
+FEW_ODD_SHARE = {3: 0.1, 5: 0.05, 8: 0.19}
+
+
+def few_worker_cells() -> list[StressCell]:
+    """Probe crowds for the verdict's few-worker weakness (docs/stress-bed.md, "The verdict's
+    mechanism on the artefact sets": 2–9 workers, a heavy one a spammer or a one-class
+    worker): 3, 5 and 8 workers × spammers or biased workers (:data:`FEW_ODD_SHARE`) ×
+    50/50 or 80/20, 2 labels per item, a long activity tail (Pareto 0.5). Replay them on
+    their own labels (``--pool 1 --per-item 1,1.5,2``: a pool would give every worker every
+    item). Not bed cells: no default was chosen or measured on them."""
+    cells = []
+    for n in (3, 5, 8):
+        for kind in ("spam", "biased"):
+            for share in (0.5, 0.2):
+                odd = FEW_ODD_SHARE[n]
+                cells.append(
+                    StressCell(
+                        f"binary-{round(100 * (1 - share))}-{round(100 * share)}-{n}workers-"
+                        f"{kind}-k2",
+                        (1.0 - share, share),
+                        2,
+                        n,
+                        activity_tail=0.5,
+                        spammer_share=odd if kind == "spam" else 0.0,
+                        biased_share=odd if kind == "biased" else 0.0,
+                    )
+                )
+    return cells
+
+
 def chosen_cells(spec: str) -> list[StressCell]:
     """The cells ``--cells`` names: ``all`` (:data:`DEFAULT_BED`), ``full`` (every cell of
-    :func:`full_bed`), ``heldout`` (:func:`heldout_cells`) or names from either bed,
-    comma-separated ('' : none)."""
+    :func:`full_bed`), ``heldout`` (:func:`heldout_cells`), ``few`` (:func:`few_worker_cells`)
+    or names from any of these, comma-separated ('' : none)."""
     names = [c.strip() for c in spec.split(",") if c.strip()]
-    groups = {"all": list(DEFAULT_BED), "full": list(full_bed()), "heldout": heldout_cells()}
-    known = {c.name: c for c in (*full_bed(), *DEFAULT_BED)}
+    few = few_worker_cells()
+    groups = {
+        "all": list(DEFAULT_BED),
+        "full": list(full_bed()),
+        "heldout": heldout_cells(),
+        "few": few,
+    }
+    known = {c.name: c for c in (*full_bed(), *DEFAULT_BED, *few)}
     unknown = [n for n in names if n not in groups and n not in known]
     if unknown:
         raise SystemExit(f"unknown cell(s): {', '.join(unknown)}")
@@ -553,7 +595,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--cells",
         default="all",
-        help="bed cells: all (the default bed), full (full_bed()), heldout, or names; '' none",
+        help="bed cells: all (the default bed), full (full_bed()), heldout, few (few-worker "
+        "probes), or names; '' none",
     )
     p.add_argument(
         "--sets",

@@ -447,13 +447,14 @@ class BayesianDawidSkene(Aggregator):
         Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
         from crowdbudget.aggregation import _bds_kernel
 
-        if self.asymmetry == "evidence-blind":
+        if self.asymmetry in ("evidence-blind", "evidence-blind-own"):
             from crowdbudget.aggregation.worker_blind import BlindEvidence
 
             blind = _bds_kernel.BlindState(prior, workers_matrix.shape[1] // 2)
             T, iteration = _bds_kernel.blind_iterations(
-                blind, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol
-            )
+                blind, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol,
+                self.asymmetry == "evidence-blind-own",
+            )  # fmt: skip
             kept = blind.evidence()
             fields = {name: getattr(kept, name) for name in kept.__dataclass_fields__}
             evidence = BlindEvidence(**fields, weights=blind.weights.copy())
@@ -498,7 +499,7 @@ class BayesianDawidSkene(Aggregator):
             start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration, share, evidence = 0, 0.5, None
-        compiled = asymmetry in ("evidence", "evidence-blind") and C == 2
+        compiled = asymmetry.startswith("evidence") and C == 2
         if compiled and not every and self._compiled_iteration:
             T, iteration, share, evidence, expected_log_e = self._evidence_iterations(
                 T, matrix, workers_matrix, prior, known, n_iter, tol

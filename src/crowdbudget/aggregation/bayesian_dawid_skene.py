@@ -248,7 +248,9 @@ class BayesianDawidSkene(Aggregator):
             with a partner) or ``"skip-prior"`` (nor in the prior's fit) — module docstring.
         asymmetry: each worker's confusion matrix free (``"free"``, default), symmetric
             (``"none"``: one accuracy) or either, as its marginal likelihood decides
-            (``"evidence"``) — :mod:`~crowdbudget.aggregation.worker_asymmetry`.
+            (``"evidence"``) — :mod:`~crowdbudget.aggregation.worker_asymmetry`; or with
+            class-blind workers too (``"evidence-blind"``; ``"evidence-blind-own"``: blind
+            only on a worker's own strong evidence) — :mod:`.worker_blind`.
         rng: seed or generator for ties.
 
     Fitted attributes:
@@ -441,9 +443,9 @@ class BayesianDawidSkene(Aggregator):
         tol: float,
     ) -> tuple[FloatArray, int, float, Evidence, FloatArray]:
         """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` (or
-        ``"evidence-blind"``) on two classes with the prior held, each iteration's workers
-        and scores compiled (:mod:`~crowdbudget.aggregation._bds_kernel`; the same
-        operations, the same bits).
+        ``"evidence-blind"``, ``"evidence-blind-own"``) on two classes with the prior held,
+        each iteration's workers and scores compiled
+        (:mod:`~crowdbudget.aggregation._bds_kernel`; the same operations, the same bits).
         Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
         from crowdbudget.aggregation import _bds_kernel
 

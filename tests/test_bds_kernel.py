@@ -13,6 +13,9 @@ from crowdbudget.aggregation import BayesianDawidSkene, make_aggregator
 from crowdbudget.datasets import load_dataset
 from crowdbudget.labels import LabelData
 
+#: the class-blind verdicts: unguarded and read blind only on a worker's own evidence
+BLIND = ("bds-ev-blind", "bds-ev-blind-own")
+
 FITTED = ("probas_", "labels_", "errors_", "symmetric_", "priors_", "confusion_prior_")
 
 
@@ -134,15 +137,16 @@ def test_the_default_verdict_takes_the_compiled_loop(monkeypatch: pytest.MonkeyP
     assert calls == [1]
 
 
+@pytest.mark.parametrize("verdict", BLIND)
 @pytest.mark.parametrize("dataset", ["rte", "temp"])
 @pytest.mark.parametrize("n_labels", [400, 3200, None])
 def test_the_blind_verdict_compiled_gives_the_numpy_bits(
-    dataset: str, n_labels: int | None
+    dataset: str, n_labels: int | None, verdict: str
 ) -> None:
     data = load_dataset(dataset)
     if n_labels is not None:
         data = subsample(data, min(n_labels, data.n_labels), seed=n_labels)
-    assert assert_same_fit("bds-ev-blind", data) > 2
+    assert assert_same_fit(verdict, data) > 2
 
 
 @pytest.mark.parametrize(
@@ -152,6 +156,9 @@ def test_the_blind_verdict_compiled_gives_the_numpy_bits(
         "bds-ev-blind:lone-labels=count",
         "bds-ev-blind:pool-below=3",
         "bds-ev-blind:tol=1e-9:n-iter=500",
+        "bds-ev-blind-own:temperature=auto",
+        "bds-ev-blind-own:lone-labels=count",
+        "bds-ev-blind-own:pool-below=3",
     ],
 )
 def test_every_blind_variant_on_two_classes(spec: str) -> None:
@@ -159,11 +166,12 @@ def test_every_blind_variant_on_two_classes(spec: str) -> None:
     assert_same_fit(spec, data)
 
 
-def test_blind_known_truth() -> None:
+@pytest.mark.parametrize("verdict", BLIND)
+def test_blind_known_truth(verdict: str) -> None:
     data = subsample(load_dataset("rte"), 900, seed=3)
     gold = np.asarray(data.gold)
     known = {int(i): int(gold[i]) for i in np.flatnonzero(gold >= 0)[:40]}
-    assert_same_fit("bds-ev-blind", data, known)
+    assert_same_fit(verdict, data, known)
 
 
 @pytest.mark.parametrize(
@@ -175,12 +183,13 @@ def test_blind_known_truth() -> None:
         "binary-88-12-one-coin-spam0-k3",
     ],
 )
-def test_the_blind_kernel_on_spammer_cells(name: str) -> None:
+@pytest.mark.parametrize("verdict", BLIND)
+def test_the_blind_kernel_on_spammer_cells(name: str, verdict: str) -> None:
     """Cells of the held-out bed (spammers answering uniformly, two-coin workers, 95/5)."""
     from crowdbudget.experiments.stress import full_bed, make_crowd
 
     cells = {cell.name: cell for cell in full_bed()}
-    assert_same_fit("bds-ev-blind", make_crowd(cells[name], 1))
+    assert_same_fit(verdict, make_crowd(cells[name], 1))
 
 
 @pytest.mark.parametrize("biased", [0.2, 0.4])
@@ -203,12 +212,20 @@ def test_the_blind_kernel_with_one_class_workers(biased: float) -> None:
     blind = make_aggregator("bds-ev-blind").fit(data)
     assert isinstance(blind, BayesianDawidSkene)
     assert blind.symmetric_share_ < 1.0  # the weights, not the two-kind share
+    # the guarded kind: the same bits compiled, and the guard changes the fit (it is used)
+    assert assert_same_fit("bds-ev-blind-own", data) > 2
+    own = make_aggregator("bds-ev-blind-own").fit(data)
+    assert not np.array_equal(own.probas_, blind.probas_)
 
 
 def test_the_blind_check_can_fail() -> None:
     data = subsample(load_dataset("rte"), 1500, seed=5)
     with pytest.raises(AssertionError):
         assert_same_fit("bds-ev-blind", data, reference_spec="bds-ev-blind:class-prior=1.000000001")
+    with pytest.raises(AssertionError):
+        assert_same_fit(
+            "bds-ev-blind-own", data, reference_spec="bds-ev-blind-own:class-prior=1.000000001"
+        )
 
 
 def test_the_blind_verdict_takes_the_compiled_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,3 +244,5 @@ def test_the_blind_verdict_takes_the_compiled_loop(monkeypatch: pytest.MonkeyPat
     assert calls == [1]
     make_aggregator("bds-ev-blind").fit(load_dataset("wsd"))  # three classes
     assert calls == [1]
+    make_aggregator("bds-ev-blind-own").fit(subsample(load_dataset("rte"), 800, seed=2))
+    assert calls == [1, 1]

@@ -62,7 +62,7 @@ from crowdbudget.aggregation.worker_asymmetry import (
     _one_coin_summary,
     _share_fixed_point,
 )
-from crowdbudget.aggregation.worker_blind import _weights_fixed_point
+from crowdbudget.aggregation.worker_blind import BLIND_EVIDENCE, _weights_fixed_point
 from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK
 
 _NO_ITEMS = np.empty(0, dtype=np.int64)
@@ -437,9 +437,13 @@ def blind_iterations(
     known: KnownTruth | None,
     n_iter: int,
     tol: float,
+    guarded: bool = False,
 ) -> tuple[FloatArray, int]:
     """The variational loop of ``BayesianDawidSkene._variational`` for
-    ``asymmetry="evidence-blind"`` on two classes (arguments as :func:`evidence_iterations`).
+    ``asymmetry="evidence-blind"`` on two classes (arguments as :func:`evidence_iterations`;
+    ``guarded``: ``"evidence-blind-own"``, a worker's blind ``log Z`` set to −∞ unless its own
+    log Bayes factor exceeds :data:`~crowdbudget.aggregation.worker_blind.BLIND_EVIDENCE`, as
+    :func:`~crowdbudget.aggregation.worker_blind.guard_blind`).
     Each iteration is four compiled calls and four NumPy ``exp`` / ``log`` (NumPy's own bits):
     the workers' evidence and ``log Z`` (:func:`_blind_evidence`), ``exp`` of the shifted
     ``log Z``, the weights' fixed point
@@ -464,7 +468,8 @@ def blind_iterations(
     w_arrays = _csr_arrays(workers_matrix)
     m_arrays = _csr_arrays(matrix)
     evidence = _evidence_arrays(state)
-    settings = np.array([float(class_prior), float(tol)])
+    guard = BLIND_EVIDENCE if guarded else np.inf  # no worker's factor exceeds +∞: no guard
+    settings = np.array([float(class_prior), float(tol), float(guarded), guard])
     y = np.zeros((2 * J, 2))
     iteration = 0
     while True:
@@ -508,7 +513,8 @@ def _blind_evidence(
 ) -> int:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
     """The end of iteration ``iteration`` (as :func:`_step`: -1 to stop) and the start of the
     next: ``E[log π]``, the expected counts ``y`` (2J, 2), every worker's terms, its
-    ``log Z`` (J, 3) (sym, free, blind; ``worker_blind.blind_model``'s order of operations),
+    ``log Z`` (J, 3) (sym, free, blind; ``worker_blind.blind_model``'s order of operations;
+    guarded when ``settings[2]`` is not 0, at the threshold ``settings[3]``),
     and in ``shifted`` (J', 3) the seen workers' ``log Z`` minus its row maximum. Returns J'."""
     n_items = shares.shape[0]
     if iteration > 0:
@@ -584,6 +590,11 @@ def _blind_evidence(
         log_z[j, 0] = free + difference[j]
         log_z[j, 1] = free
         log_z[j, 2] = blind
+        if settings[2] != 0.0:
+            # guard_blind: blind only on the worker's own log Bayes factor above the guard
+            own = log_z[j, 2] - _compiled_special.maximum(log_z[j, 0], log_z[j, 1])
+            if own <= settings[3]:
+                log_z[j, 2] = -np.inf
         if seen[j]:
             top = _compiled_special.maximum(
                 _compiled_special.maximum(log_z[j, 0], log_z[j, 1]), log_z[j, 2]

@@ -248,7 +248,9 @@ class BayesianDawidSkene(Aggregator):
             with a partner) or ``"skip-prior"`` (nor in the prior's fit) — module docstring.
         asymmetry: each worker's confusion matrix free (``"free"``, default), symmetric
             (``"none"``: one accuracy) or either, as its marginal likelihood decides
-            (``"evidence"``) — :mod:`~crowdbudget.aggregation.worker_asymmetry`.
+            (``"evidence"``) — :mod:`~crowdbudget.aggregation.worker_asymmetry`; or with
+            class-blind workers too (``"evidence-blind"``; ``"evidence-blind-own"``: blind
+            only on a worker's own strong evidence) — :mod:`.worker_blind`.
         rng: seed or generator for ties.
 
     Fitted attributes:
@@ -441,19 +443,20 @@ class BayesianDawidSkene(Aggregator):
         tol: float,
     ) -> tuple[FloatArray, int, float, Evidence, FloatArray]:
         """The variational loop of :meth:`_variational` for ``asymmetry="evidence"`` (or
-        ``"evidence-blind"``) on two classes with the prior held, each iteration's workers
-        and scores compiled (:mod:`~crowdbudget.aggregation._bds_kernel`; the same
-        operations, the same bits).
+        ``"evidence-blind"``, ``"evidence-blind-own"``) on two classes with the prior held,
+        each iteration's workers and scores compiled
+        (:mod:`~crowdbudget.aggregation._bds_kernel`; the same operations, the same bits).
         Returns ``(T, iterations, share, evidence, E[log e])`` as the NumPy loop leaves them."""
         from crowdbudget.aggregation import _bds_kernel
 
-        if self.asymmetry == "evidence-blind":
+        if self.asymmetry in ("evidence-blind", "evidence-blind-own"):
             from crowdbudget.aggregation.worker_blind import BlindEvidence
 
             blind = _bds_kernel.BlindState(prior, workers_matrix.shape[1] // 2)
             T, iteration = _bds_kernel.blind_iterations(
-                blind, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol
-            )
+                blind, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol,
+                self.asymmetry == "evidence-blind-own",
+            )  # fmt: skip
             kept = blind.evidence()
             fields = {name: getattr(kept, name) for name in kept.__dataclass_fields__}
             evidence = BlindEvidence(**fields, weights=blind.weights.copy())
@@ -498,7 +501,7 @@ class BayesianDawidSkene(Aggregator):
             start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration, share, evidence = 0, 0.5, None
-        compiled = asymmetry in ("evidence", "evidence-blind") and C == 2
+        compiled = asymmetry.startswith("evidence") and C == 2
         if compiled and not every and self._compiled_iteration:
             T, iteration, share, evidence, expected_log_e = self._evidence_iterations(
                 T, matrix, workers_matrix, prior, known, n_iter, tol

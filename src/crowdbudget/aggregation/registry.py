@@ -46,6 +46,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | verdict) | |
 | ``bds-ev-blind`` | ``bds-ev`` whose workers may also be class-blind (spammers, | as ``bds`` |
 |  | one-class workers: :mod:`.worker_blind`) | |
+| ``bds-ev-blind-own`` | ``bds-ev-blind`` whose workers are read blind only on their | as ``bds`` |
+|  | own strong evidence (log Bayes factor above 3 nats: :mod:`.worker_blind`) | |
 | ``bds-sym`` | ``bds-oc`` with ``asymmetry="none"`` (every worker one accuracy) | as ``bds`` |
 | ``bds-hard`` | :class:`ItemDifficultyDawidSkene`: ``bds-ev`` whose items are each | as ``bds``, |
 |  | easy or hard (a hard item's labels follow one crowd confusion: | ``difficulty`` |
@@ -670,6 +672,20 @@ for _spec in (
             "prior_floor": 0.1,
             "lone_labels": "skip",
             "asymmetry": "evidence-blind",
+        },
+    ),
+    _aggregator(
+        "bds-ev-blind-own",
+        BayesianDawidSkene,
+        "bds-ev-blind whose workers are read blind only on their own strong evidence (log "
+        "Bayes factor for the blind kind above 3 nats), never on the crowd's share alone",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012; Hovy et al. 2013; Kass & Raftery 1995 (Bayes factors)",
+        defaults={
+            "prior_form": "one-coin",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence-blind-own",
         },
     ),
     _aggregator(

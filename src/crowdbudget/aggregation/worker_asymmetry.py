@@ -87,8 +87,9 @@ SHARE_BOUNDS = (1e-6, 1.0 - 1e-6)
 
 #: whether a worker's confusion matrix is free (``"free"``), symmetric (``"none"``) or chosen
 #: by the evidence (``"evidence"``; module docstring), or among those two and a class-blind
-#: worker (``"evidence-blind"``: :mod:`~crowdbudget.aggregation.worker_blind`)
-ASYMMETRY = ("free", "none", "evidence", "evidence-blind")
+#: worker (``"evidence-blind"``: :mod:`~crowdbudget.aggregation.worker_blind`; with
+#: ``"evidence-blind-own"`` a worker is read blind only on its own strong evidence)
+ASYMMETRY = ("free", "none", "evidence", "evidence-blind", "evidence-blind-own")
 
 
 #: a worker's evidence is computed anew when one of its expected counts has moved by more than
@@ -353,7 +354,8 @@ def worker_model(
         prior: the Dirichlet prior rows ``α₀`` (C, C), all > 0.
         asymmetry: ``"free"`` (every worker free: the Dawid–Skene worker), ``"none"`` (every
             worker symmetric), ``"evidence"`` (the mixture; ``share`` re-fitted) or
-            ``"evidence-blind"`` (with class-blind workers: :mod:`.worker_blind`).
+            ``"evidence-blind"`` (with class-blind workers: :mod:`.worker_blind`) or
+            ``"evidence-blind-own"`` (blind only on a worker's own strong evidence).
         share: the current ``w`` (the start of its fixed point with ``"evidence"``).
         means: whether to compute the posterior means ``errors`` too.
         previous: the last call's :attr:`WorkerModel.evidence` (``"evidence"``: the workers
@@ -364,11 +366,11 @@ def worker_model(
     """
     if asymmetry == "evidence":
         return _evidence_model(counts, prior, share, means, previous)
-    if asymmetry == "evidence-blind":
+    if asymmetry in ("evidence-blind", "evidence-blind-own"):
         # imported here: worker_blind builds on this module's evidence
         from crowdbudget.aggregation.worker_blind import blind_model
 
-        return blind_model(counts, prior, means, previous)
+        return blind_model(counts, prior, means, previous, asymmetry == "evidence-blind-own")
     C = prior.shape[0]
     alpha = prior[None, :, :] + counts
     row_totals = alpha.sum(axis=2, keepdims=True)

@@ -2,7 +2,7 @@
 do not depend on the item's class — spammers who answer uniformly at random and biased
 workers who give one class always alike (``asymmetry="evidence-blind"`` of
 :class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`; registered as
-``bds-ev-blind``).
+``bds-ev-blind``; guarded, ``"evidence-blind-own"``: ``bds-ev-blind-own``, "The guard").
 
 Why (docs/stress-bed.md, "the held-out bed"). On crowds of 10 classes with 20 % biased
 workers the Dawid–Skene family collapses: two heavy workers who say class 4 on everything
@@ -42,6 +42,41 @@ with a count (each kept at least 1e-6), warm-started at every iteration of the v
 (at thirds on the first). Nothing is tuned: a worker is blind when its label counts alone
 explain its labels better than any class-dependent confusion does.
 
+The guard (``asymmetry="evidence-blind-own"``, registered as ``bds-ev-blind-own``). The
+weights are the crowd's, and a worker with little evidence of its own takes them: ``q_j ≈ w``.
+On the default policy's campaigns at about one label per item (most items one label, a few
+two; lone labels out of the workers' counts) that is most workers, and their counts — a few
+partnered labels, often on items whose labels disagree, whose shares are split — barely
+separate the kinds; the three-way fixed point then takes ``w_blind`` from the few checked
+workers (measured on those campaigns' label sets: up to 1.0), every worker seen only alone is
+read blind with that probability, its lone labels lose weight ``1 − w_blind``, and the items
+fall to the class prior (temp at 1 label per item: 0.844 → 0.731 ± 0.156; docs/stress-bed.md).
+Three guards were derived and measured on those label sets (8 crowds × 5 replays):
+
+- *A crowd-level gate* (the three-kind mixture's evidence ``Σ_j log Σ_k w_k Z_jk`` against
+  the two-kind one's by BIC's ``½ log J'``, on the start's counts or on ``bds-ev``'s): it
+  passes on the collapsing replays too (on the start's counts gains of 2.6–58 nats against
+  charges of 0.7–2.1): split
+  items make the expected counts of a worker look blind whatever it is, so the crowd's
+  evidence is not the question — refused.
+- *Workers with no count never blind* (the share applied only to checked workers): fixes
+  temp but not the crowds whose checked workers are few and look blind (class3-spam30-k5
+  0.51).
+- *Blind only on the worker's own evidence* (kept): the blind kind is open to worker ``j``
+  only when its own log Bayes factor ``log Z_blind − max(log Z_sym, log Z_free)`` exceeds
+  :data:`BLIND_EVIDENCE` = 3 nats (Kass & Raftery 1995: ``2 ln B > 6``, "strong"); for any
+  other worker its blind likelihood is set to 0 (``log Z_blind = −∞``:
+  :func:`guard_blind`), in ``q_j`` and in the weights' fixed point alike, so the weights
+  are the EM fixed point of a mixture whose blind component covers only the workers that
+  can be told blind. A worker with no count (all three evidences 0) is never blind; a heavy
+  one-class worker has a factor of tens of nats and is read exactly as before. The
+  threshold is Kass & Raftery's "strong", fixed on these 8 rows' label sets before the
+  other tables of docs/stress-bed.md were run; on those rows (mean of 5 replays) 0 / 1 /
+  2 / 3 / 5 nats give 0.665 / 0.669 / 0.683 / 0.698 / 0.703 on class3-spam30-k5
+  (``bds-ev`` 0.724, the target 0.677) and 0.717 / 0.745 / 0.744 / 0.740 / 0.740 on
+  binary-65-35-biased30-k5 (target 0.725): 0 and 1 miss a row, 2 to 5 meet all 8; the
+  held-out collapse reads 0.702–0.710 at every one.
+
 What it costs: the free evidence in full (O(J · C²) lnΓ per iteration, where the two-kind
 mixture needs O(J · C)), and the three-way fixed point (compiled:
 :func:`_weights_fixed_point`). On two classes the verdict's whole iteration is compiled
@@ -69,6 +104,11 @@ from crowdbudget.aggregation.worker_asymmetry import (
 
 #: lower bound of each of the crowd's three weights (kept away from 0 so logs stay finite)
 WEIGHT_FLOOR = 1e-6
+
+#: ``"evidence-blind-own"``: a worker may be read blind only when its own log Bayes factor,
+#: ``log Z_blind − max(log Z_sym, log Z_free)``, exceeds this many nats (module docstring,
+#: "The guard"; Kass & Raftery 1995: ``2 ln B > 6`` is "strong" evidence)
+BLIND_EVIDENCE = 3.0
 
 
 @dataclass(frozen=True)
@@ -177,14 +217,31 @@ def _weights_fixed_point(
     weights[:] = w
 
 
+def guard_blind(log_z: FloatArray) -> FloatArray:
+    """``log Z`` (J, 3) (sym, free, blind) with the blind entry set to −∞ for every worker
+    whose own log Bayes factor for the blind kind, ``log Z_blind − max(log Z_sym,
+    log Z_free)``, is at most :data:`BLIND_EVIDENCE` (module docstring, "The guard"): such a
+    worker is never read blind, and the crowd's weights are fitted on the same terms."""
+    guarded = np.array(log_z, dtype=np.float64)
+    own = guarded[:, 2] - np.maximum(guarded[:, 0], guarded[:, 1])  # (J,)
+    guarded[own <= BLIND_EVIDENCE, 2] = -np.inf
+    return guarded
+
+
 def blind_model(
-    counts: FloatArray, prior: FloatArray, means: bool, previous: Evidence | None
+    counts: FloatArray,
+    prior: FloatArray,
+    means: bool,
+    previous: Evidence | None,
+    guarded: bool = False,
 ) -> WorkerModel:
     """The three-kind mixture (module docstring) of the expected counts ``counts`` (J, C, C)
     under ``prior`` (C, C). ``previous``: the last call's evidence (its weights start the
-    fixed point). Returns the :class:`~crowdbudget.aggregation.worker_asymmetry.WorkerModel`
-    whose ``symmetric`` is ``q(s_j = sym)`` and ``share`` ``w_sym``; the weights ride in its
-    ``evidence`` (a :class:`BlindEvidence`)."""
+    fixed point); ``guarded``: a worker is read blind only on its own strong evidence
+    (:func:`guard_blind`; ``"evidence-blind-own"``). Returns the
+    :class:`~crowdbudget.aggregation.worker_asymmetry.WorkerModel` whose ``symmetric`` is
+    ``q(s_j = sym)`` and ``share`` ``w_sym``; the weights ride in its ``evidence`` (a
+    :class:`BlindEvidence`)."""
     C = prior.shape[0]
     alpha = prior[None, :, :] + counts
     right = np.array(np.diagonal(counts, axis1=1, axis2=2))  # (J, C)
@@ -195,6 +252,8 @@ def blind_model(
     log_z = np.stack(
         [free + terms.difference, free, log_evidence_blind(label_counts, gamma)], axis=1
     )  # (J, 3): sym, free, blind
+    if guarded:
+        log_z = guard_blind(log_z)  # −∞: a blind likelihood of 0, its q 0 (exp(−∞) = 0)
     start = previous.weights if isinstance(previous, BlindEvidence) else np.full(3, 1.0 / 3)
     weights = fit_weights(log_z[terms.seen], start)
     scores = np.log(weights)[None, :] + log_z

@@ -97,6 +97,13 @@ _as_bits: Any = _bitcast(types.float64, types.int64)
 _from_bits: Any = _bitcast(types.int64, types.float64)
 
 
+#: the third key of a two-float key in :func:`_slot`'s table: an int64 zero, not the literal
+#: 0 — a literal argument makes Numba compile the callee once more for the literal's type
+#: (and a slice assignment from an array compiles a formatted error message: loops instead),
+#: seconds of a cold compile (benchmarks/README.md, 2026-12-07)
+_NO_KEY = np.int64(0)
+
+
 @njit(cache=True, nogil=True)
 def fill_moments(a: FloatArray, b: FloatArray, moments: FloatArray) -> None:
     """``moments[i, o]`` = the six moments of item i's orientation o (0: ``(b, a)``, a label 0;
@@ -225,8 +232,10 @@ def rescore_pairs(
     size = 1024
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
-    start = 0
-    evaluated = 0
+    # np.int64(0), not the literal 0: a loop-carried literal makes Numba compile the callee
+    # twice (_push_bounds._copy_sorted says why)
+    start = np.int64(0)
+    evaluated = np.int64(0)
     while True:
         start, evaluated = _rescore_run(
             start, evaluated, pairs, pair_items, pair_workers, a, b, moments, reliability,
@@ -329,7 +338,7 @@ def number_states(
     next_id = first_id
     for k in range(items.shape[0]):
         i = items[k]
-        h = _slot(keys, a_bits[i], b_bits[i], 0)
+        h = _slot(keys, a_bits[i], b_bits[i], _NO_KEY)
         if keys[h, 0] == -1:
             keys[h, 0] = a_bits[i]
             keys[h, 1] = b_bits[i]
@@ -478,12 +487,12 @@ def item_errors(a: FloatArray, b: FloatArray, out: FloatArray) -> int:
             k0, k1 = a_bits[i], b_bits[i]
         else:
             k0, k1 = b_bits[i], a_bits[i]
-        h = _slot(keys, k0, k1, 0)
+        h = _slot(keys, k0, k1, _NO_KEY)
         if keys[h, 0] == -1:
             if 2 * (evaluated + 1) > size:
                 size *= 2
                 keys, errors = _grown(keys, errors, size)
-                h = _slot(keys, k0, k1, 0)
+                h = _slot(keys, k0, k1, _NO_KEY)
             keys[h, 0] = k0
             keys[h, 1] = k1
             keys[h, 2] = 0
@@ -574,8 +583,9 @@ def reestimate(
     for _ in range(n_rounds):
         for w in range(n_workers):
             reliability[w] = c[w] / (c[w] + d[w])
-        a[:] = prior_a
-        b[:] = prior_b
+        for i in range(a.shape[0]):  # a loop, not a[:] = prior_a (see _NO_KEY)
+            a[i] = prior_a[i]
+            b[i] = prior_b[i]
         for n in range(items.shape[0]):
             i = items[n]
             a[i], b[i] = match_label(a[i], b[i], reliability[workers[n]], labels[n] == 1)

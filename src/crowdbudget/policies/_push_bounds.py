@@ -186,7 +186,7 @@ def _refresh_bounds(
     n_leaves = tree.shape[0] // 2
     todo_items = np.empty(2 * n_items, dtype=np.int64)
     todo_workers = np.empty(2 * n_items, dtype=np.int64)
-    n_todo = 0
+    n_todo = np.int64(0)  # not the literal 0 (a second compile: see _copy_sorted)
     for n in range(n_items):
         i = items[n]
         valid[i] = False
@@ -258,8 +258,8 @@ def _agreeing_errors(
         size *= 2
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
-    start = 0
-    evaluated = 0
+    start = np.int64(0)  # not the literal 0 (a second compile: see _copy_sorted)
+    evaluated = np.int64(0)
     while True:
         start, evaluated = _agreeing_run(
             start, evaluated, items, workers, n_todo, a, b, moments, reliability, out, keys,
@@ -358,7 +358,7 @@ def push_choose(
         n_items = n_all
         memo[0] = 0.0
         touched = items
-        n_touched = 0
+        n_touched = np.int64(0)  # not the literal 0 (a second compile: see _copy_sorted)
     else:
         # the items to re-read: labeled (2: state changed) or of a relabeled worker (1)
         size = dirty_items.shape[0]
@@ -368,8 +368,8 @@ def push_choose(
         items = np.empty(size, dtype=np.int64)
         # every item whose bound or kept pair scores may change here (for the memo)
         touched = np.empty(size, dtype=np.int64)
-        n_touched = 0
-        n_items = 0
+        n_touched = np.int64(0)
+        n_items = np.int64(0)
         for n in range(dirty_items.shape[0]):
             i = dirty_items[n]
             if scratch[i] == 0:
@@ -494,7 +494,7 @@ def _reused_ties(
     if kept > 0:
         # the changed candidates, scored where their kept scores are out of date
         candidates = np.empty(n_changed, dtype=np.int64)
-        n_candidates = 0
+        n_candidates = np.int64(0)  # not the literal 0 (a second compile: see _copy_sorted)
         for n in range(n_changed):
             i = changed[n]
             if tree[n_leaves + i] >= threshold:
@@ -523,11 +523,25 @@ def _reused_ties(
         if not above:
             result = kept + n_extra
             if n_extra:
-                merged = np.concatenate((tied[:kept], extra[:n_extra]))
-                tied[:result] = np.sort(merged)
+                _copy_sorted(np.concatenate((tied[:kept], extra[:n_extra])), tied)
     for n in range(n_changed):
         scratch[changed[n]] = 0
     return result
+
+
+@njit(cache=True, nogil=True)
+def _copy_sorted(values: IntArray, out: IntArray) -> None:
+    """``out[:n]`` = ``np.sort(values)`` (n values), element by element.
+
+    Why a loop and ``np.int64(0)`` / ``np.bool_(True)`` in these kernels (what each costs is
+    the cold compile of a worker-aware replay, benchmarks/README.md): a slice assignment from
+    an array makes Numba compile its shape-mismatch message (string formatting, about 2 s
+    of CPU); a literal ``0`` or ``True`` that reaches a compiled callee — as an argument, or
+    as the start of a loop-carried value — makes Numba compile the callee once more for the
+    literal's type (and every callee below it). The values are the same either way."""
+    ordered = np.sort(values)
+    for k in range(ordered.shape[0]):
+        out[k] = ordered[k]
 
 
 @njit(cache=True, nogil=True)
@@ -583,7 +597,7 @@ def _tied_pairs(
         if n and tied[n] < tied[n - 1]:
             ascending = False
     if not ascending:  # candidates come ascending: pairs numbered item-major need no sort
-        tied[:n_tied] = np.sort(tied[:n_tied])
+        _copy_sorted(tied[:n_tied], tied)
     # the memo of push_choose: reusable only when the first threshold ended the search
     memo[0] = 1.0 if first else 0.0
     memo[2] = threshold
@@ -626,8 +640,8 @@ def _score_candidates(
     if m:
         rescore_pairs(
             to_score[:m], pair_items, pair_workers, a, b, moments, reliability, item_error,
-            True, scores,
-        )  # fmt: skip
+            np.bool_(True), scores,
+        )  # fmt: skip  (bool, not the literal True: the signature the policy's calls use)
 
 
 @njit(cache=True, nogil=True)

@@ -638,10 +638,11 @@ def _score_candidates(
                 to_score[m] = p
                 m += 1
     if m:
+        # np.bool_(True), not the literal True: the signature the policy's own calls use
         rescore_pairs(
             to_score[:m], pair_items, pair_workers, a, b, moments, reliability, item_error,
             np.bool_(True), scores,
-        )  # fmt: skip  (bool, not the literal True: the signature the policy's calls use)
+        )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)

@@ -17,7 +17,7 @@ import pytest
 from crowdbudget.cli import main
 from crowdbudget.experiments import warm
 from crowdbudget.experiments.papers import chen2013
-from crowdbudget.policies._push_bounds import _sort_ascending
+from crowdbudget.policies._push_bounds import _merge_from_back, _sort_ascending
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -111,3 +111,16 @@ def test_fig3b_compiles_before_its_pool_only_when_needed(
     monkeypatch.setattr(chen2013, "run_experiment", lambda *a, **k: fake_result)
     chen2013.fig3b(quick=True, n_jobs=n_jobs, progress=False)
     assert calls == [("fig3b",)] * expected
+
+
+def test_merge_from_back_gives_the_sorted_union() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        kept = np.sort(rng.choice(10**5, rng.integers(0, 40), replace=False))
+        new = rng.choice(10**5, rng.integers(0, 40))
+        out = np.full(kept.size + new.size + 3, -7)
+        out[: kept.size] = kept
+        _sort_ascending(new)
+        _merge_from_back(out, kept.size, new, new.size)
+        assert np.array_equal(out[: kept.size + new.size], np.sort(np.concatenate([kept, new])))
+        assert (out[kept.size + new.size :] == -7).all()

@@ -483,7 +483,7 @@ def _reused_ties(
             changed[n_changed] = i
             n_changed += 1
     result = -1
-    kept = 0
+    kept = ZERO  # not the literal 0 (see _one_coin_kernel.ZERO)
     for n in range(n_old):
         p = tied[n]
         if scratch[pair_items[p]] == 3:
@@ -509,7 +509,7 @@ def _reused_ties(
         for n in range(n_candidates):
             n_pairs += item_ptr[candidates[n] + 1] - item_ptr[candidates[n]]
         extra = np.empty(n_pairs, dtype=np.int64)
-        n_extra = 0
+        n_extra = ZERO
         above = False
         for n in range(n_candidates):
             i = candidates[n]
@@ -525,9 +525,10 @@ def _reused_ties(
         if not above:
             result = kept + n_extra
             if n_extra:
-                for n in range(n_extra):
-                    tied[kept + n] = extra[n]
-                _sort_ascending(tied[:result])
+                # the kept rest is ascending (the last set was, in pair order): the new pairs
+                # sorted and merged in from the back, O(kept + e log e) — np.sort's array
+                _sort_ascending(extra[:n_extra])
+                _merge_from_back(tied, kept, extra, n_extra)
     for n in range(n_changed):
         scratch[changed[n]] = 0
     return result
@@ -552,6 +553,23 @@ def _sort_ascending(values: IntArray) -> None:
     for end in range(n - 1, 0, -1):  # the largest left to the end, the heap one shorter
         values[0], values[end] = values[end], values[0]
         _sift_down(values, ZERO, end)
+
+
+@njit(cache=True, nogil=True)
+def _merge_from_back(out: IntArray, n_out: int, values: IntArray, n_values: int) -> None:
+    """``out[:n_out + n_values]`` = the ascending merge of ``out[:n_out]`` and
+    ``values[:n_values]`` (both ascending), written from the back (no buffer)."""
+    i = n_out - 1
+    j = n_values - 1
+    for k in range(n_out + n_values - 1, -1, -1):
+        if j < 0:
+            return  # the rest of out is in place
+        if i >= 0 and out[i] > values[j]:
+            out[k] = out[i]
+            i -= 1
+        else:
+            out[k] = values[j]
+            j -= 1
 
 
 @njit(cache=True, nogil=True)

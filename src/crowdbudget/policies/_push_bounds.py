@@ -165,7 +165,7 @@ def _extremes(
     return hi, lo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _refresh_bounds(
     items: IntArray,
     n_items: int,
@@ -444,7 +444,7 @@ def _checked(n_tied: int, eligible: Any, pair_items: IntArray, tied: IntArray, m
     return n_tied
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _reused_ties(
     items: IntArray,
     n_items: int,
@@ -546,7 +546,11 @@ def _sort_ascending(values: IntArray) -> None:
     compiles its shape-mismatch message (string formatting, about 2 s); a literal ``0`` or
     ``True`` that reaches a compiled callee — as an argument, or as the start of a
     loop-carried value — makes Numba compile the callee once more for the literal's type (and
-    every callee below it). The values are the same either way."""
+    every callee below it). The three helpers only :func:`push_choose` calls
+    (:func:`_refresh_bounds`, :func:`_reused_ties`, :func:`_tied_pairs`) are inlined into it
+    (``inline="always"``): each had a library of its own, optimised and emitted once more than
+    the same code inside push_choose's (≈ 2 s of a cold compile; no more copies, since each
+    has one call site). The values are the same either way."""
     n = values.shape[0]
     for root in range(n // 2 - 1, -1, -1):  # a max-heap
         _sift_down(values, root, n)
@@ -587,7 +591,7 @@ def _sift_down(values: IntArray, root: int, end: int) -> None:
         root = child
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _tied_pairs(
     threshold: float,
     csr: Any,

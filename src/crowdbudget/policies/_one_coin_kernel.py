@@ -97,6 +97,15 @@ _as_bits: Any = _bitcast(types.float64, types.int64)
 _from_bits: Any = _bitcast(types.int64, types.float64)
 
 
+#: an int64 zero and an int64 ``True`` for compiled code (typed ``Any``: mypy reads them as
+#: NumPy scalars): a literal ``0`` or ``True`` that reaches a compiled callee — as an
+#: argument, or as the start of a loop-carried value — makes Numba compile the callee (and
+#: every callee below it) once more for the literal's type, seconds of a cold compile
+#: (benchmarks/README.md, 2026-12-07; ``_push_bounds._sort_ascending`` lists the other causes)
+ZERO: Any = np.int64(0)
+TRUE: Any = np.bool_(True)
+
+
 @njit(cache=True, nogil=True)
 def fill_moments(a: FloatArray, b: FloatArray, moments: FloatArray) -> None:
     """``moments[i, o]`` = the six moments of item i's orientation o (0: ``(b, a)``, a label 0;
@@ -225,8 +234,8 @@ def rescore_pairs(
     size = 1024
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
-    start = 0
-    evaluated = 0
+    start = ZERO  # not the literal 0 (see ZERO)
+    evaluated = ZERO
     while True:
         start, evaluated = _rescore_run(
             start, evaluated, pairs, pair_items, pair_workers, a, b, moments, reliability,
@@ -329,7 +338,7 @@ def number_states(
     next_id = first_id
     for k in range(items.shape[0]):
         i = items[k]
-        h = _slot(keys, a_bits[i], b_bits[i], 0)
+        h = _slot(keys, a_bits[i], b_bits[i], ZERO)
         if keys[h, 0] == -1:
             keys[h, 0] = a_bits[i]
             keys[h, 1] = b_bits[i]
@@ -478,12 +487,12 @@ def item_errors(a: FloatArray, b: FloatArray, out: FloatArray) -> int:
             k0, k1 = a_bits[i], b_bits[i]
         else:
             k0, k1 = b_bits[i], a_bits[i]
-        h = _slot(keys, k0, k1, 0)
+        h = _slot(keys, k0, k1, ZERO)
         if keys[h, 0] == -1:
             if 2 * (evaluated + 1) > size:
                 size *= 2
                 keys, errors = _grown(keys, errors, size)
-                h = _slot(keys, k0, k1, 0)
+                h = _slot(keys, k0, k1, ZERO)
             keys[h, 0] = k0
             keys[h, 1] = k1
             keys[h, 2] = 0
@@ -574,8 +583,9 @@ def reestimate(
     for _ in range(n_rounds):
         for w in range(n_workers):
             reliability[w] = c[w] / (c[w] + d[w])
-        a[:] = prior_a
-        b[:] = prior_b
+        for i in range(a.shape[0]):  # a loop, not a[:] = prior_a (_push_bounds._sort_ascending)
+            a[i] = prior_a[i]
+            b[i] = prior_b[i]
         for n in range(items.shape[0]):
             i = items[n]
             a[i], b[i] = match_label(a[i], b[i], reliability[workers[n]], labels[n] == 1)

@@ -57,6 +57,8 @@ from numba import njit
 
 from crowdbudget._betainc_half_table import betainc_half_small as _betainc_half
 from crowdbudget.policies._one_coin_kernel import (
+    TRUE,
+    ZERO,
     _error_after,
     _grown,
     _slot,
@@ -163,7 +165,7 @@ def _extremes(
     return hi, lo
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _refresh_bounds(
     items: IntArray,
     n_items: int,
@@ -186,7 +188,7 @@ def _refresh_bounds(
     n_leaves = tree.shape[0] // 2
     todo_items = np.empty(2 * n_items, dtype=np.int64)
     todo_workers = np.empty(2 * n_items, dtype=np.int64)
-    n_todo = 0
+    n_todo = ZERO  # not the literal 0 (see _one_coin_kernel.ZERO)
     for n in range(n_items):
         i = items[n]
         valid[i] = False
@@ -258,8 +260,8 @@ def _agreeing_errors(
         size *= 2
     keys = np.full((size, 3), -1, dtype=np.int64)
     errors = np.empty(size)
-    start = 0
-    evaluated = 0
+    start = ZERO  # not the literal 0 (see _one_coin_kernel.ZERO)
+    evaluated = ZERO
     while True:
         start, evaluated = _agreeing_run(
             start, evaluated, items, workers, n_todo, a, b, moments, reliability, out, keys,
@@ -358,7 +360,7 @@ def push_choose(
         n_items = n_all
         memo[0] = 0.0
         touched = items
-        n_touched = 0
+        n_touched = ZERO  # not the literal 0 (see _one_coin_kernel.ZERO)
     else:
         # the items to re-read: labeled (2: state changed) or of a relabeled worker (1)
         size = dirty_items.shape[0]
@@ -368,8 +370,8 @@ def push_choose(
         items = np.empty(size, dtype=np.int64)
         # every item whose bound or kept pair scores may change here (for the memo)
         touched = np.empty(size, dtype=np.int64)
-        n_touched = 0
-        n_items = 0
+        n_touched = ZERO
+        n_items = ZERO
         for n in range(dirty_items.shape[0]):
             i = dirty_items[n]
             if scratch[i] == 0:
@@ -442,7 +444,7 @@ def _checked(n_tied: int, eligible: Any, pair_items: IntArray, tied: IntArray, m
     return n_tied
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _reused_ties(
     items: IntArray,
     n_items: int,
@@ -481,7 +483,7 @@ def _reused_ties(
             changed[n_changed] = i
             n_changed += 1
     result = -1
-    kept = 0
+    kept = ZERO  # not the literal 0 (see _one_coin_kernel.ZERO)
     for n in range(n_old):
         p = tied[n]
         if scratch[pair_items[p]] == 3:
@@ -494,7 +496,7 @@ def _reused_ties(
     if kept > 0:
         # the changed candidates, scored where their kept scores are out of date
         candidates = np.empty(n_changed, dtype=np.int64)
-        n_candidates = 0
+        n_candidates = ZERO  # not the literal 0 (see _one_coin_kernel.ZERO)
         for n in range(n_changed):
             i = changed[n]
             if tree[n_leaves + i] >= threshold:
@@ -507,7 +509,7 @@ def _reused_ties(
         for n in range(n_candidates):
             n_pairs += item_ptr[candidates[n] + 1] - item_ptr[candidates[n]]
         extra = np.empty(n_pairs, dtype=np.int64)
-        n_extra = 0
+        n_extra = ZERO
         above = False
         for n in range(n_candidates):
             i = candidates[n]
@@ -523,14 +525,73 @@ def _reused_ties(
         if not above:
             result = kept + n_extra
             if n_extra:
-                merged = np.concatenate((tied[:kept], extra[:n_extra]))
-                tied[:result] = np.sort(merged)
+                # the kept rest is ascending (the last set was, in pair order): the new pairs
+                # sorted and merged in from the back, O(kept + e log e) — np.sort's array
+                _sort_ascending(extra[:n_extra])
+                _merge_from_back(tied, kept, extra, n_extra)
     for n in range(n_changed):
         scratch[changed[n]] = 0
     return result
 
 
 @njit(cache=True, nogil=True)
+def _sort_ascending(values: IntArray) -> None:
+    """Sort ``values`` in place, ascending: a heapsort, O(n log n) — integers, so any correct
+    sort gives ``np.sort``'s array.
+
+    Why a heapsort, loops and ``ZERO`` / ``TRUE`` in these kernels (what
+    each costs is the cold compile of a worker-aware replay, benchmarks/README.md,
+    2026-12-07): ``np.sort`` compiles Numba's quicksort (about a second of CPU, then again
+    inside every kernel that calls it, up to the replay's); a slice assignment from an array
+    compiles its shape-mismatch message (string formatting, about 2 s); a literal ``0`` or
+    ``True`` that reaches a compiled callee — as an argument, or as the start of a
+    loop-carried value — makes Numba compile the callee once more for the literal's type (and
+    every callee below it). The three helpers only :func:`push_choose` calls
+    (:func:`_refresh_bounds`, :func:`_reused_ties`, :func:`_tied_pairs`) are inlined into it
+    (``inline="always"``): each had a library of its own, optimised and emitted once more than
+    the same code inside push_choose's (≈ 2 s of a cold compile; no more copies, since each
+    has one call site). The values are the same either way."""
+    n = values.shape[0]
+    for root in range(n // 2 - 1, -1, -1):  # a max-heap
+        _sift_down(values, root, n)
+    for end in range(n - 1, 0, -1):  # the largest left to the end, the heap one shorter
+        values[0], values[end] = values[end], values[0]
+        _sift_down(values, ZERO, end)
+
+
+@njit(cache=True, nogil=True)
+def _merge_from_back(out: IntArray, n_out: int, values: IntArray, n_values: int) -> None:
+    """``out[:n_out + n_values]`` = the ascending merge of ``out[:n_out]`` and
+    ``values[:n_values]`` (both ascending), written from the back (no buffer)."""
+    i = n_out - 1
+    j = n_values - 1
+    for k in range(n_out + n_values - 1, -1, -1):
+        if j < 0:
+            return  # the rest of out is in place
+        if i >= 0 and out[i] > values[j]:
+            out[k] = out[i]
+            i -= 1
+        else:
+            out[k] = values[j]
+            j -= 1
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(values: IntArray, root: int, end: int) -> None:
+    """Move ``values[root]`` down the heap ``values[:end]`` while a child is larger."""
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            return
+        if child + 1 < end and values[child] < values[child + 1]:
+            child += 1
+        if values[root] >= values[child]:
+            return
+        values[root], values[child] = values[child], values[root]
+        root = child
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _tied_pairs(
     threshold: float,
     csr: Any,
@@ -583,7 +644,7 @@ def _tied_pairs(
         if n and tied[n] < tied[n - 1]:
             ascending = False
     if not ascending:  # candidates come ascending: pairs numbered item-major need no sort
-        tied[:n_tied] = np.sort(tied[:n_tied])
+        _sort_ascending(tied[:n_tied])
     # the memo of push_choose: reusable only when the first threshold ended the search
     memo[0] = 1.0 if first else 0.0
     memo[2] = threshold
@@ -624,9 +685,10 @@ def _score_candidates(
                 to_score[m] = p
                 m += 1
     if m:
+        # TRUE, not the literal True (see _one_coin_kernel.ZERO): the policy's calls' signature
         rescore_pairs(
             to_score[:m], pair_items, pair_workers, a, b, moments, reliability, item_error,
-            True, scores,
+            TRUE, scores,
         )  # fmt: skip
 
 

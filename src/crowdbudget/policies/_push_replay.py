@@ -39,7 +39,8 @@ NO_CHOICE = 8  # the budget cannot pay the next label (Python's select ends the 
 FELL_BACK = 16  # the bounds could not choose (the scan decides; the choice's lists are spent)
 
 
-@njit(cache=True, nogil=True)
+# inlined into its one caller: no library of its own to compile (_push_bounds._sort_ascending)
+@njit(cache=True, nogil=True, inline="always")
 def _take_record(pair: int, world: Any) -> int:
     """The recorded world's step for ``pair`` (``ReplayEnvironment.step`` with a worker, then
     ``_take_record``): its unused record, moved to the tail of its item's unused records.

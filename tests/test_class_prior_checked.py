@@ -16,6 +16,7 @@ from crowdbudget.policies._class_prior import (
     CHECK_Z,
     CHECKED,
     RUNAWAYS,
+    GateMemory,
     _share_fit,
     checked_fit,
     gated_class_prior,
@@ -65,8 +66,12 @@ def test_a_leaning_balanced_crowd_shuts_the_checked_gate_only() -> None:
     opened = gated_class_prior(*labelled, 3000, PRIOR, runaway=RUNAWAYS["gated-runaway16"])
     assert opened is not None and opened[0] > opened[1]  # unchecked: a prior for class 1
     assert checked_fit(*labelled, PRIOR)[5] < -CHECK_Z
-    shut = gated_class_prior(*labelled, 3000, PRIOR, runaway=16.0, check=CHECK_Z)
-    assert shut is None
+    memory = GateMemory()
+    shut = gated_class_prior(*labelled, 3000, PRIOR, memory=memory, runaway=16.0, check=CHECK_Z)
+    assert shut is None and memory.locked  # shut for the campaign
+    unchecked = GateMemory()
+    assert gated_class_prior(*labelled, 3000, PRIOR, memory=unchecked, runaway=16.0)
+    assert not unchecked.locked
 
 
 @pytest.mark.parametrize(("pi", "a", "seed"), [(0.88, 0.85, 2), (0.12, 0.85, 3), (0.95, 0.85, 4)])
@@ -79,8 +84,10 @@ def test_an_imbalanced_crowd_keeps_the_checked_gate_open(pi: float, a: float, se
         flip = _value_selected(1.0 - pi, a, a, 3000, seed)
         labelled = (flip[0], flip[1], 1 - flip[2])
     assert checked_fit(*labelled, PRIOR)[5] > -CHECK_Z
-    state = gated_class_prior(*labelled, 3000, PRIOR, runaway=16.0, check=CHECK_Z)
+    memory = GateMemory()
+    state = gated_class_prior(*labelled, 3000, PRIOR, memory=memory, runaway=16.0, check=CHECK_Z)
     assert state is not None and (state[0] > state[1]) == (pi > 0.5)
+    assert not memory.locked
 
 
 def test_the_option_is_registered_and_passes_its_check(monkeypatch: pytest.MonkeyPatch) -> None:

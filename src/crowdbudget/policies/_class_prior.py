@@ -62,7 +62,10 @@ derived for it, and what was tried:
   not touch. The gate's fit, pulled by those partners, expects more first labels of the
   common class than the crowd gave (trec pull: 0.67–0.75 expected, 0.65–0.66 given; z
   −3.1 … −4.7 from 300 labels on). With ``check`` the gate shuts at a fit where
-  z < −``check`` (:data:`CHECK_Z`), for that fit only. What it does not do: tell a lean
+  z < −``check`` (:data:`CHECK_Z`) and stays shut for the campaign (:class:`GateMemory`:
+  shut for that fit only, the gate opened again as the shut campaign's fits moved back,
+  the value-selected partners returned, and trec at 2 labels per item still read as one
+  class). What it does not do: tell a lean
   from an imbalance — it also fires on symmetric imbalanced crowds whose accuracy is below
   the worker prior's (Beta(16, 4): 0.8), whose per-worker rates, held near 0.8, expect too
   many common-class first labels (88/12 at 0.65–0.75, 1,000–3,000 items: z −1.6 … −6.7).
@@ -133,7 +136,7 @@ CHECKED = {"gated-checked": "gated-runaway16"}
 #: the first-label check shuts the gate at a fit where the first labels say the common
 #: class this many binomial standard errors less often than the fitted model expects
 #: (one-sided; fixed before any run: under a model the labels support, about one fit in
-#: 700 shuts the gate by chance, for that refit only)
+#: 700 by chance; it then locks the gate shut for the campaign)
 CHECK_Z = 3.0
 
 #: while the gate is shut, the fit runs again only once the labels have grown by this share
@@ -465,15 +468,22 @@ def gated_class_prior(
     ``memory`` (updated in place): once open, a share whose odds run more than ``runaway``
     (:data:`RUNAWAY`) times further from ½ than when the gate opened locks it shut for good —
     the allocation's own doing (with the prior on, it asks the workers who answer the common
-    class, and the labels it buys say the common class: docs/stress-bed.md)."""
+    class, and the labels it buys say the common class: docs/stress-bed.md).
+
+    ``check`` (None: none): the first-label check (module docstring, :func:`_first_label_z`)
+    at every fit; where the first labels say the fitted common class more than ``check``
+    standard errors less often than the fit expects, the gate shuts and ``memory`` locks it
+    for the campaign."""
     if items.shape[0] == 0 or (memory is not None and memory.locked):
         return None
     if check is None:
         pi, a, right2, n2, n_seen = _share_fit(items, workers, labels, worker_prior)
-        misfit = False
     else:
         pi, a, right2, n2, n_seen, z = checked_fit(items, workers, labels, worker_prior)
-        misfit = z < -check
+        if z < -check:  # the first labels reject the fit: shut for the campaign
+            if memory is not None:
+                memory.locked, memory.opened_at = True, None
+            return None
     near = pi  # the share the gate reads: the credible one nearest ½
     if quantile is not None:
         c0, d0 = worker_prior
@@ -484,7 +494,7 @@ def gated_class_prior(
         near = float(special.betaincinv(1.0 + ones, 1.0 + n_seen - ones, level))
         if (near - 0.5) * (pi - 0.5) <= 0.0:
             return None
-    if misfit or abs(float(special.logit(near))) <= float(special.logit(max(a, 0.5))):
+    if abs(float(special.logit(near))) <= float(special.logit(max(a, 0.5))):
         if memory is not None:
             memory.opened_at = None
         return None

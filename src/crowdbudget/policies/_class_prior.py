@@ -62,10 +62,9 @@ derived for it, and what was tried:
   not touch. The gate's fit, pulled by those partners, expects more first labels of the
   common class than the crowd gave (trec pull: 0.67–0.75 expected, 0.65–0.66 given; z
   −3.1 … −4.7 from 300 labels on). With ``check`` the gate shuts at a fit where
-  z < −``check`` (:data:`CHECK_Z`) and stays shut for the campaign (:class:`GateMemory`:
-  shut for that fit only, the gate opened again as the shut campaign's fits moved back,
-  the value-selected partners returned, and trec at 2 labels per item still read as one
-  class). What it does not do: tell a lean
+  z < −``check`` (:data:`CHECK_Z`) and stays shut for the campaign (:class:`GateMemory`;
+  shut for that fit only, it can open again at a later fit, and trec at 2 labels per item
+  still read as one class). What it does not do: tell a lean
   from an imbalance — it also fires on symmetric imbalanced crowds whose accuracy is below
   the worker prior's (Beta(16, 4): 0.8), whose per-worker rates, held near 0.8, expect too
   many common-class first labels (88/12 at 0.65–0.75, 1,000–3,000 items: z −1.6 … −6.7).

@@ -60,7 +60,7 @@ derived for it, and what was tried:
   before anything is known of its item, so it is a draw from the model's marginal given
   its worker, P(1) = π s_j + (1 − π)(1 − t_j): the one sample the value-driven partners do
   not touch. The gate's fit, pulled by those partners, expects more first labels of the
-  common class than the crowd gave (trec pull: 0.67–0.75 expected, 0.65–0.66 given; z
+  common class than the crowd gave (trec pull: 0.67–0.75 expected, 0.59–0.67 given; z
   −3.1 … −4.7 from 300 labels on). With ``check`` the gate shuts at a fit where
   z < −``check`` (:data:`CHECK_Z`) and stays shut for the campaign (:class:`GateMemory`;
   shut for that fit only, it can open again at a later fit, and trec at 2 labels per item

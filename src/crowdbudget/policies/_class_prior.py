@@ -38,6 +38,38 @@ worker answering the common class always looks reliable, gets asked, and the lab
 say the common class — so the prior is given only where it changes what a first label is
 worth, and a share that runs away after the gate opened locks it shut (:class:`GateMemory`).
 
+**The first-label check** (``class-prior=gated-checked``: the gate of ``gated-runaway16``
+with ``check``; an option). In pull mode (the arriving worker is given) the share need not
+run away, so the runaway lock need not fire, and a crowd whose workers lean to one class
+can hold the gate open all campaign at a share the crowd's lean made up (trec: gold 0.56
+class 1, the gate's share about 0.8; docs/stress-bed.md, "trec in pull"). The check
+derived for it, and what was tried:
+
+- *Pairs cannot tell a leaning crowd from an imbalanced one.* Given the first label, a
+  second is drawn from the model whatever made the allocation buy it, so the agreement of
+  (first, second) pairs given the first label is a valid check under value-selected
+  partners. But for exchangeable labels a pair's law is a symmetric 2 × 2 table — two
+  numbers — while a crowd of leaning workers has three (π, s, t): every balanced leaning
+  crowd has a symmetric imbalanced twin with the same pair law (trec's pull pairs, first
+  labels 1 on 0.65–0.66 and P(second 0 | first 0) 0.35–0.38, are those of a share of
+  0.90–0.99 at accuracy 0.66–0.70). Measured on trec's pull campaigns that check stays
+  within −1.9 … +1.0 standard errors: no misfit. Random "calibration" pairs add pairs of
+  the same law, so they cannot separate the two either; agreement below chance is no sign
+  (an 88/12 crowd at accuracy 0.65 gives P(second rare | first rare) 0.41).
+- *The first labels reject the fit* (:func:`_first_label_z`). A first label is bought
+  before anything is known of its item, so it is a draw from the model's marginal given
+  its worker, P(1) = π s_j + (1 − π)(1 − t_j): the one sample the value-driven partners do
+  not touch. The gate's fit, pulled by those partners, expects more first labels of the
+  common class than the crowd gave (trec pull: 0.67–0.75 expected, 0.59–0.67 given; z
+  −3.1 … −4.7 from 300 labels on). With ``check`` the gate shuts at a fit where
+  z < −``check`` (:data:`CHECK_Z`) and stays shut for the campaign (:class:`GateMemory`;
+  shut for that fit only, it can open again at a later fit, and trec at 2 labels per item
+  still read as one class). What it does not do: tell a lean
+  from an imbalance — it also fires on symmetric imbalanced crowds whose accuracy is below
+  the worker prior's (Beta(16, 4): 0.8), whose per-worker rates, held near 0.8, expect too
+  many common-class first labels (88/12 at 0.65–0.75, 1,000–3,000 items: z −1.6 … −6.7).
+  Bed measurements and the decision: docs/stress-bed.md, "a first-label check".
+
 **When it runs.** At every full refit of the policy (:meth:`ClassPriorSteps._update_class_prior`,
 one call at the start of its rounds) — but while the gate is shut, only once the labels have
 grown by :data:`SHUT_GROWTH` since the last fit (a balanced crowd never opens it; the fit at
@@ -76,7 +108,7 @@ CLASS_PRIORS = ("none", "gated")
 #: read at 0.2–0.3 falls to its true 0.05 by odds × 5–9 and the × 4 lock shut the gate for
 #: the campaign; the biased workers' collapse the lock is for runs to 0.017, × 30:
 #: docs/stress-bed.md, "the default policy on held-out cells")
-BINARY_CLASS_PRIORS = (*CLASS_PRIORS, "gated-runaway16")
+BINARY_CLASS_PRIORS = (*CLASS_PRIORS, "gated-runaway16", "gated-checked")
 
 #: the share π is clipped to [SHARE_FLOOR, 1 − SHARE_FLOOR] before it becomes a prior (a
 #: Beta of total 2 with P(θ ≥ ½) within 0.02 of 0 or 1 has a parameter near 0, where the
@@ -95,6 +127,16 @@ RUNAWAY = 4.0
 
 #: the runaway factor of each gated binary class prior (:data:`BINARY_CLASS_PRIORS`)
 RUNAWAYS = {"gated": RUNAWAY, "gated-runaway16": 16.0}
+
+#: the binary class priors whose gate also runs the first-label check
+#: (:func:`gated_class_prior`, ``check``), each with the gate it extends
+CHECKED = {"gated-checked": "gated-runaway16"}
+
+#: the first-label check shuts the gate at a fit where the first labels say the common
+#: class this many binomial standard errors less often than the fitted model expects
+#: (one-sided; fixed before any run: under a model the labels support, about one fit in
+#: 700 by chance; it then locks the gate shut for the campaign)
+CHECK_Z = 3.0
 
 #: while the gate is shut, the fit runs again only once the labels have grown by this share
 #: since the last fit (:class:`GateMemory`; at the refits of the policy in between the prior
@@ -202,7 +244,9 @@ def _grouped_em(
     grouping was most of a fit's time at the policy's refits (two sorts per fit)."""
     item, counts = _dense_ranks(items)
     worker, _ = _dense_ranks(workers)
-    pi, right_mean, right2, n2 = _two_coin_em(item, worker, one, counts, c0, d0, shift, n_iter, tol)
+    pi, right_mean, right2, n2, _, _ = _two_coin_em(
+        item, worker, one, counts, c0, d0, shift, n_iter, tol
+    )
     return pi, right_mean, right2, n2, counts.shape[0]
 
 
@@ -217,11 +261,12 @@ def _two_coin_em(
     shift: float,
     n_iter: int,
     tol: float,
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, FloatArray, FloatArray]:
     """:func:`share_and_accuracy`'s EM, compiled: ``item``, ``worker`` (n,) dense indices,
     ``one`` (n,) the labels that say 1, ``counts`` (n_seen,) labels per item. One pass over
     the labels per half-step (the fit runs at the policy's refits: a NumPy loop paid a
-    dozen array calls per iteration, most of the option's cost on a balanced crowd)."""
+    dozen array calls per iteration, most of the option's cost on a balanced crowd). Also the
+    fitted rates (n_workers,): sensitivity and specificity per dense worker index."""
     n, n_seen = item.shape[0], counts.shape[0]
     n_w = 0
     for t in range(n):
@@ -276,7 +321,94 @@ def _two_coin_em(
         if counts[item[t]] >= 2:
             right2 += right
             n2 += 1.0
-    return pi, right_total / n, right2, n2
+    return pi, right_total / n, right2, n2, sens, spec
+
+
+@njit(cache=True, nogil=True)
+def _checked_em(
+    items: IntArray,
+    workers: IntArray,
+    one: np.ndarray,
+    c0: float,
+    d0: float,
+    shift: float,
+    n_iter: int,
+    tol: float,
+) -> tuple[float, float, float, float, int, float]:
+    """:func:`_grouped_em`'s (π, a, r2, n2, n_seen) and the first-label check's z
+    (:func:`_first_label_z`) under the fitted rates — one grouping, one EM (the same
+    sums in the same order as :func:`_grouped_em`: the same bits)."""
+    item, counts = _dense_ranks(items)
+    worker, _ = _dense_ranks(workers)
+    pi, right_mean, right2, n2, sens, spec = _two_coin_em(
+        item, worker, one, counts, c0, d0, shift, n_iter, tol
+    )
+    z = _first_label_z(item, worker, one, counts.shape[0], pi, sens, spec)
+    return pi, right_mean, right2, n2, counts.shape[0], z
+
+
+@njit(cache=True, nogil=True)
+def _first_label_z(
+    item: IntArray,
+    worker: IntArray,
+    one: np.ndarray,
+    n_seen: int,
+    pi: float,
+    sens: FloatArray,
+    spec: FloatArray,
+) -> float:
+    """The gate's posterior-predictive check (:func:`gated_class_prior`, ``check``): the
+    count of *first* labels (each item's earliest in ``item``, ``worker``, ``one`` (n,),
+    dense indices, arrival order) that say the fitted common class, against its expectation
+    under the fitted model — a first label from worker j says 1 with probability
+    π s_j + (1 − π)(1 − t_j) (share ``pi``, rates ``sens``, ``spec`` (n_workers,)).
+    Returns z = (observed − expected) / √(Σ e (1 − e)), signed so that z < 0 says the model
+    puts more first labels on the common class than the crowd gave (0: no label). A first
+    label is bought before anything is known of its item, so however the allocation chose
+    its item and worker it is a draw from the model's marginal given its worker: the one
+    sample of the campaign no value-driven choice has touched."""
+    seen = np.zeros(n_seen, dtype=np.bool_)
+    observed, expect, var = 0.0, 0.0, 0.0
+    for t in range(item.shape[0]):
+        i = item[t]
+        if seen[i]:
+            continue
+        seen[i] = True
+        j = worker[t]
+        e = pi * sens[j] + (1.0 - pi) * (1.0 - spec[j])  # P(first label 1)
+        observed += 1.0 if one[t] else 0.0
+        expect += e
+        var += e * (1.0 - e)
+    if var <= 0.0:
+        return 0.0
+    z = (observed - expect) / math.sqrt(var)
+    return z if pi >= 0.5 else -z
+
+
+def checked_fit(
+    items: IntArray,
+    workers: IntArray,
+    labels: IntArray,
+    worker_prior: tuple[float, float],
+    n_iter: int = 100,
+) -> tuple[float, float, float, float, float, float]:
+    """:func:`_share_fit`'s (π, a, r2, n2, n_seen) and the first-label check's z
+    (:func:`_first_label_z`) for the labels in arrival order (shapes (n,)); the same fit,
+    the same bits, by one compiled call."""
+    c0, d0 = worker_prior
+    shift = 1.0 if (c0 > 1.0 and d0 > 1.0) else 0.0
+    out = _checked_em(
+        np.ascontiguousarray(items, dtype=np.int64),
+        np.ascontiguousarray(workers, dtype=np.int64),
+        np.ascontiguousarray(np.asarray(labels) == 1),
+        float(c0),
+        float(d0),
+        shift,
+        int(n_iter),
+        _TOL,
+    )
+    pi, right_mean, right2, n2, n_seen, z = out
+    return float(pi), float(right_mean), float(right2), float(n2), float(n_seen), float(z)
 
 
 def beta_for_share(share: float, total: float = 2.0) -> tuple[float, float]:
@@ -322,6 +454,7 @@ def gated_class_prior(
     quantile: float | None = GATE_QUANTILE,
     memory: GateMemory | None = None,
     runaway: float = RUNAWAY,
+    check: float | None = None,
 ) -> tuple[float, float] | None:
     """The item prior (a0, b0) every item gets at a refit (module docstring), or None
     (Beta(1, 1): a lone label can decide, or no label yet). ``quantile``: the gate reads the
@@ -334,10 +467,22 @@ def gated_class_prior(
     ``memory`` (updated in place): once open, a share whose odds run more than ``runaway``
     (:data:`RUNAWAY`) times further from ½ than when the gate opened locks it shut for good —
     the allocation's own doing (with the prior on, it asks the workers who answer the common
-    class, and the labels it buys say the common class: docs/stress-bed.md)."""
+    class, and the labels it buys say the common class: docs/stress-bed.md).
+
+    ``check`` (None: none): the first-label check (module docstring, :func:`_first_label_z`)
+    at every fit; where the first labels say the fitted common class more than ``check``
+    standard errors less often than the fit expects, the gate shuts and ``memory`` locks it
+    for the campaign."""
     if items.shape[0] == 0 or (memory is not None and memory.locked):
         return None
-    pi, a, right2, n2, n_seen = _share_fit(items, workers, labels, worker_prior)
+    if check is None:
+        pi, a, right2, n2, n_seen = _share_fit(items, workers, labels, worker_prior)
+    else:
+        pi, a, right2, n2, n_seen, z = checked_fit(items, workers, labels, worker_prior)
+        if z < -check:  # the first labels reject the fit: shut for the campaign
+            if memory is not None:
+                memory.locked, memory.opened_at = True, None
+            return None
     near = pi  # the share the gate reads: the credible one nearest ½
     if quantile is not None:
         c0, d0 = worker_prior
@@ -477,6 +622,7 @@ class ClassPriorSteps:
             return  # shut (the problem's prior), too few new labels to fit again
         log = self._log[: self._n_log]
         n_items = self.problem_.n_items
+        gate = CHECKED.get(self.class_prior, self.class_prior)
         state = gated_class_prior(
             log[:, 0],
             log[:, 1],
@@ -484,7 +630,8 @@ class ClassPriorSteps:
             n_items,
             self.worker_prior,
             memory=self._gate,
-            runaway=RUNAWAYS[self.class_prior],
+            runaway=RUNAWAYS[gate],
+            check=CHECK_Z if self.class_prior in CHECKED else None,
         )
         self._gate.fitted(self._n_log, state is not None)
         base = self.problem_.prior_array[0]

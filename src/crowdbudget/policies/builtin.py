@@ -358,9 +358,9 @@ _KG_PARAMS = {
     "class-prior": Param(
         "class-prior",
         str,
-        "posterior=one-coin, two classes: the items' prior — none (uniform classes) or gated "
-        "(learned at the full refits where a lone label cannot overturn the common class; "
-        "Opt-KG's default; KG, CVaR-KG: none); gated-runaway16: its runaway lock at odds x16",
+        "posterior=one-coin, two classes: the items' prior — none (uniform), gated (learned "
+        "where a lone label cannot overturn the common class; KG, CVaR-KG: none), gated-runaway16 "
+        "(Opt-KG's default: lock at odds x16), gated-checked (shut where first labels reject it)",
         choices=BINARY_CLASS_PRIORS,
     ),
     "multiclass-class-prior": Param(

@@ -261,14 +261,14 @@ def test_the_default_class_prior_is_set_in_one_place(monkeypatch: pytest.MonkeyP
         return make_policy(pid).class_prior  # type: ignore[attr-defined,no-any-return]
 
     assert prior_of("opt-kg:posterior=one-coin") == _refit_schedule.DEFAULT_CLASS_PRIOR
-    assert prior_of("opt-kg:posterior=one-coin") == "gated-runaway16"
+    assert prior_of("opt-kg:posterior=one-coin") == "gated-checked"
     monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "none")
     assert prior_of("opt-kg:posterior=one-coin") == "none"
-    monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "gated-runaway16")
+    monkeypatch.setattr(_refit_schedule, "DEFAULT_CLASS_PRIOR", "gated-checked")
     # with the incremental refit's defaults, and with the full refit named
     policy = make_policy("opt-kg:posterior=one-coin")
     assert policy.refit_tol == _refit_schedule.DEFAULT_REFIT_TOL  # type: ignore[attr-defined]
-    assert prior_of("opt-kg:posterior=one-coin:refit-tol=0") == "gated-runaway16"
+    assert prior_of("opt-kg:posterior=one-coin:refit-tol=0") == "gated-checked"
     # named, KG and CVaR-KG, and the exact item step keep their own
     assert prior_of("opt-kg:posterior=one-coin:class-prior=none") == "none"
     assert prior_of("kg:posterior=one-coin") == "none"

@@ -104,7 +104,8 @@ def test_the_option_is_registered_and_passes_its_check(monkeypatch: pytest.Monke
     monkeypatch.setattr(_class_prior, "gated_class_prior", spy)
     cell = StressCell("t-90-10", (0.9, 0.1), 6, 30, accuracy=(2.5, 2.0), n_items=150)
     env = ReplayEnvironment.from_label_data(make_crowd(cell, 0))
-    for pid, want in ((CHECKED_ID, (16.0, CHECK_Z)), ("opt-kg:posterior=one-coin", (16.0, None))):
+    unchecked = "opt-kg:posterior=one-coin:class-prior=gated-runaway16"
+    for pid, want in ((CHECKED_ID, (16.0, CHECK_Z)), (unchecked, (16.0, None))):
         seen.clear()
         run_recorded(make_policy(pid), env, [150.0], 0)
         assert seen and set(seen) == {want}

@@ -270,9 +270,9 @@ def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_s
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``opt-kg:posterior=one-coin`` (and ``kg:``) are read by the default verdict when
-    nobody names one (``bds-ev-blind-own``, chosen on the stress bed); the id, ``--verdict`` or a live
-    campaign's ``verdict`` still decide; the report names the default; the allocation is the
-    same whatever reads it."""
+    nobody names one (``bds-ev-blind-own``, chosen on the stress bed); the id, ``--verdict``
+    or a live campaign's ``verdict`` still decide; the report names the default; the
+    allocation is the same whatever reads it."""
     import json
 
     from crowdbudget.aggregation import DEFAULT_VERDICT

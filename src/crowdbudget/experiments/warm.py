@@ -1,13 +1,13 @@
 """Compile the worker-aware policy's kernels into Numba's on-disk cache ahead of the first run.
 
-The worker-aware Opt-KG (Chen, Lin, Zhou 2013, §4, one-coin workers) runs on about 40
-compiled kernels (``policies/_push_bounds``, ``_push_replay``, ``_one_coin_kernel``,
-``_refit_incremental``, ``_class_prior``, the table kernel of I_{1/2}) and its default verdict
-``bds-ev`` on ``aggregation/_bds_kernel``. Numba compiles each at its first call and keeps it
-in its on-disk cache (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the sources); a later
-process loads it in milliseconds. The first compile takes 20–30 s of CPU — most of a first
-``crowdbudget reproduce chen2013-fig3b --quick`` (benchmarks/README.md, 2026-12-07) — and
-in a run on a process pool every worker process compiled the same kernels at once.
+The worker-aware Opt-KG (Chen, Lin, Zhou 2013, §4, one-coin workers) runs on about 40 compiled
+kernels (``policies/_push_bounds``, ``_push_replay``, ``_one_coin_kernel``, ``_refit_incremental``,
+``_class_prior``, the table kernel of I_{1/2}) and its default verdict (``bds-ev-blind-own``) on
+``aggregation/_bds_kernel``. Numba compiles each at its first call and keeps it in its on-disk cache
+(``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the sources); a later process loads it in
+milliseconds. The first compile takes 20–30 s of CPU — most of a first ``crowdbudget reproduce
+chen2013-fig3b --quick`` (benchmarks/README.md, 2026-12-07) — and in a run on a process pool every
+worker process compiled the same kernels at once.
 
 :func:`warm_kernels` runs short RTE replays (§7.2: 800 items, one replication, in this
 process) of the policies of :data:`WARM_RUNS`: every kernel their campaigns and verdicts call

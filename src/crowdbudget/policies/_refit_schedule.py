@@ -173,10 +173,12 @@ def check_refit_exact_items(items: object, refit_tol: object) -> None:
 
 #: the registry's ``class_prior`` of the binary one-coin Opt-KG with a refit (sequential item
 #: step) when the id names none (policies._class_prior; measurements: docs/stress-bed.md,
-#: "the class prior as the default" and "the default policy on held-out cells": the gate
-#: whose runaway lock trips at odds x16, not x4, so a 95/5 crowd's share settling from its
-#: first reading of 0.2-0.3 does not shut it)
-DEFAULT_CLASS_PRIOR = "gated-runaway16"
+#: "the class prior as the default", "the default policy on held-out cells" and "a
+#: first-label check on the class prior's gate"): the gate whose runaway lock trips at odds
+#: x16, not x4 (a 95/5 crowd's share settling from its first reading of 0.2-0.3 does not shut
+#: it), locked for the campaign where the first labels reject its fit (a crowd leaning to one
+#: class, read as imbalanced, in a live campaign's pull mode)
+DEFAULT_CLASS_PRIOR = "gated-checked"
 
 
 #: the same for more than two classes (the categorical delegate's ``class_prior``;

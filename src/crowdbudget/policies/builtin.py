@@ -360,7 +360,8 @@ _KG_PARAMS = {
         str,
         "posterior=one-coin, two classes: the items' prior — none (uniform), gated (learned "
         "where a lone label cannot overturn the common class; KG, CVaR-KG: none), gated-runaway16 "
-        "(Opt-KG's default: lock at odds x16), gated-checked (shut where first labels reject it)",
+        "(lock at odds x16), gated-checked (Opt-KG's default: gated-runaway16, locked where "
+        "first labels reject its fit)",
         choices=BINARY_CLASS_PRIORS,
     ),
     "multiclass-class-prior": Param(

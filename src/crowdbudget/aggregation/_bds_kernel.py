@@ -687,18 +687,27 @@ def _blind_scores(
         q_free = kinds[j, 1] / total
         q_blind = kinds[j, 2] / total
         kinds[j, 0], kinds[j, 1], kinds[j, 2] = q_sym, q_free, q_blind
-        m0 = y[2 * j, 0] + y[2 * j, 1]
-        m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
-        blind_total = _compiled_special.digamma(gamma_total + (m0 + m1), 0)
+        # E_blind[log e_jcl] = ψ(γ_l + M_jl) − ψ(Σγ + n_j) is the same for both rows c: two
+        # ψ, not four. A worker with q_blind = +0 (guarded: exp(−∞) = 0) would add
+        # q_blind · E_blind = −0 (E_blind < 0: γ_l + M_jl < Σγ + n_j), and x + (−0) = x for
+        # every x, so its E_blind is not computed at all.
+        blind0, blind1 = 0.0, 0.0
+        if q_blind != 0.0:
+            m0 = y[2 * j, 0] + y[2 * j, 1]
+            m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
+            blind_total = _compiled_special.digamma(gamma_total + (m0 + m1), 0)
+            blind0 = _compiled_special.digamma(gamma0 + m0, 0) - blind_total
+            blind1 = _compiled_special.digamma(gamma1 + m1, 0) - blind_total
         for c in range(2):
             for label in range(2):
                 psi = _compiled_special.digamma(prior[c, label] + y[2 * j + label, c], 0)
                 free_log = psi - free_total[j, c]
                 sym_log = on[j] if label == c else psi + (off[j] - wrong_total[j, c])
-                gamma = gamma0 if label == 0 else gamma1
-                m = m0 if label == 0 else m1
-                blind_log = _compiled_special.digamma(gamma + m, 0) - blind_total
-                expected[j, c, label] = (q_sym * sym_log + q_free * free_log) + q_blind * blind_log
+                kept = q_sym * sym_log + q_free * free_log
+                if q_blind != 0.0:
+                    blind_log = blind0 if label == 0 else blind1
+                    kept = kept + q_blind * blind_log
+                expected[j, c, label] = kept
     m_indptr, m_indices, m_data = m_arrays
     _item_scores(shares.shape[0], m_indptr, m_indices, m_data, expected, log_pi, scores)
 

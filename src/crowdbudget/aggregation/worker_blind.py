@@ -167,7 +167,7 @@ def fit_weights(log_z: FloatArray, start: FloatArray, n_steps: int = 200) -> Flo
     return w
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _weights_fixed_point(
     likelihood: FloatArray, weights: FloatArray, n_steps: int
 ) -> None:  # pragma: no cover (compiled; tests/test_worker_blind.py checks it bit for bit)
@@ -176,7 +176,18 @@ def _weights_fixed_point(
     expressions' operations in the same order — the sums over the three weights left to
     right, the mean over the workers row by row, as NumPy's reductions along those axes
     add — so the same bits, without NumPy's dispatch per array operation (up to 200 steps of
-    five (J', 3) expressions at each iteration of the verdict)."""
+    five (J', 3) expressions at each iteration of the verdict).
+
+    Two bit-neutral economies (the fixed point often runs all 200 steps). The quotients
+    ``q_jk = w_k L_jk / Σ_k w_k L_jk`` are independent across workers, so they are computed
+    in one pass over the columns (contiguous copies, (3, J')) that the compiler turns into
+    vector divisions, and only the running means are added worker by worker; IEEE division
+    and addition are correctly rounded, so the vector lanes give the scalar bits. A worker
+    whose blind likelihood is 0 (``guard_blind``'s −∞, or an underflow) has ``w_2 L_j2 =
+    +0``, so its row total is ``w_0 L_j0 + w_1 L_j1`` exactly and its blind quotient is
+    ``+0``; adding ``+0`` to a sum of non-negative terms leaves it unchanged, so the blind
+    mean adds only the other workers' quotients (in their order, from ``+0``, which is the
+    first term's bits too) and the division for a guarded worker is never made."""
     floor = WEIGHT_FLOOR
     w = np.empty(3)
     for k in range(3):
@@ -188,22 +199,40 @@ def _weights_fixed_point(
     if size == 0:
         weights[:] = w
         return
+    columns = np.empty((3, size))  # L_jk by column: contiguous for the vector pass
+    n_open = 0
+    for j in range(size):
+        for k in range(3):
+            columns[k, j] = likelihood[j, k]
+        n_open += likelihood[j, 2] != 0.0
+    open_rows = np.empty(n_open, dtype=np.int64)  # the workers with a blind likelihood
+    n_open = 0
+    for j in range(size):
+        if likelihood[j, 2] != 0.0:
+            open_rows[n_open] = j
+            n_open += 1
+    l0, l1, l2 = columns[0], columns[1], columns[2]
+    q0, q1, rows = np.empty(size), np.empty(size), np.empty(size)
     new = np.empty(3)
     for _ in range(n_steps):
-        mean = np.zeros(3)
-        for j in range(size):
-            j0 = likelihood[j, 0] * w[0]
-            j1 = likelihood[j, 1] * w[1]
-            j2 = likelihood[j, 2] * w[2]
-            row = (j0 + j1) + j2
-            if j == 0:
-                mean[0], mean[1], mean[2] = j0 / row, j1 / row, j2 / row
-            else:
-                mean[0] += j0 / row
-                mean[1] += j1 / row
-                mean[2] += j2 / row
-        for k in range(3):
-            new[k] = _compiled_special.maximum(mean[k] / size, floor)
+        w0, w1, w2 = w[0], w[1], w[2]
+        for j in range(size):  # independent across workers: vector divisions
+            j0 = l0[j] * w0
+            j1 = l1[j] * w1
+            row = (j0 + j1) + l2[j] * w2
+            rows[j] = row
+            q0[j] = j0 / row
+            q1[j] = j1 / row
+        mean0, mean1, mean2 = 0.0, 0.0, 0.0
+        for j in range(size):  # NumPy's order: row by row
+            mean0 += q0[j]
+            mean1 += q1[j]
+        for k in range(n_open):
+            j = open_rows[k]
+            mean2 += (l2[j] * w2) / rows[j]
+        new[0] = _compiled_special.maximum(mean0 / size, floor)
+        new[1] = _compiled_special.maximum(mean1 / size, floor)
+        new[2] = _compiled_special.maximum(mean2 / size, floor)
         total = (new[0] + new[1]) + new[2]
         change = 0.0
         for k in range(3):

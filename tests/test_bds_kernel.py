@@ -246,3 +246,26 @@ def test_the_blind_verdict_takes_the_compiled_loop(monkeypatch: pytest.MonkeyPat
     assert calls == [1]
     make_aggregator("bds-ev-blind-own").fit(subsample(load_dataset("rte"), 800, seed=2))
     assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("verdict", BLIND)
+def test_the_blind_kernel_keeps_unmoved_workers_as_numpy_does(
+    verdict: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On temp (all labels) some workers' counts stop moving before the fit ends: the NumPy
+    loop keeps their evidence (``worker_blind.moved_workers``) and the compiled one must
+    keep the same workers' (the same bits)."""
+    from crowdbudget.aggregation import worker_blind
+
+    kept: list[int] = []
+    moved_workers = worker_blind.moved_workers
+
+    def counted(*args: object) -> object:
+        mask = moved_workers(*args)  # type: ignore[arg-type]
+        if mask is not None:
+            kept.append(int((~mask).sum()))
+        return mask
+
+    monkeypatch.setattr(worker_blind, "moved_workers", counted)
+    assert assert_same_fit(verdict, load_dataset("temp")) > 2
+    assert sum(kept) > 0  # the NumPy loop kept some workers' evidence

@@ -12,11 +12,14 @@ from crowdbudget.aggregation.worker_blind import (
     BLIND_EVIDENCE,
     WEIGHT_FLOOR,
     BlindEvidence,
+    _in_order_sum,
+    blind_model,
     blind_parameters,
     fit_weights,
     guard_blind,
     log_evidence_blind,
     log_evidence_free,
+    moved_workers,
 )
 from crowdbudget.experiments.stress import full_bed, make_crowd
 from crowdbudget.labels import LabelData
@@ -273,7 +276,62 @@ def test_the_compiled_weights_are_the_numpy_bits(J: int, n_steps: int) -> None:
     rng = np.random.default_rng(J + n_steps)
     log_z = rng.normal(size=(J, 3)) * 4 - rng.random((J, 1)) * 50
     log_z[: J // 5, 2] += 3.0  # some workers read blind
+    log_z[J // 3 :: 2, 2] = -np.inf  # guarded workers: a blind likelihood of 0 (no division)
     for start in (np.full(3, 1.0 / 3), np.array([0.7, 1e-9, 0.3]), rng.random(3)):
         got = fit_weights(log_z, start, n_steps)
         want = numpy_fit_weights(log_z, start, n_steps)
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (J, start)
+
+
+@pytest.mark.parametrize("C", [2, 3, 4, 7, 8, 10])
+def test_the_in_order_sums_are_numpy_sums(C: int) -> None:
+    """The short sums of ``blind_model`` give ``np.sum``'s bits on either layout of the
+    counts (the verdict's counts are a transposed view), pairwise sums from 8 entries on."""
+    rng = np.random.default_rng(C)
+    x = rng.random((500, C, C)) * rng.choice([1.0, 1e-8, 1e8], size=(500, C, C))
+    for view in (x, x.transpose(0, 2, 1)):
+        for axis in (1, 2):
+            want = view.sum(axis=axis)
+            assert np.array_equal(_in_order_sum(view, axis).view(np.uint8), want.view(np.uint8))
+        rows = view.sum(axis=1)
+        assert np.array_equal(_in_order_sum(rows, 1), rows.sum(axis=1))
+
+
+def worker_counts(C: int, J: int, seed: int) -> np.ndarray:
+    """Expected counts (J, C, C) of J workers, most diagonal-heavy, a few one-class."""
+    rng = np.random.default_rng(seed)
+    counts = rng.gamma(1.0, 1.0, size=(J, C, C)) + 6.0 * np.eye(C)[None] * rng.random((J, 1, 1))
+    counts[: J // 6, :, 1:] = 0.0  # always label 0: read blind
+    return counts
+
+
+@pytest.mark.parametrize("C", [2, 3, 4])
+@pytest.mark.parametrize("guarded", [False, True])
+def test_unmoved_workers_keep_their_evidence(C: int, guarded: bool) -> None:
+    """A worker whose counts moved by at most STALE_COUNTS keeps the evidence of the last
+    call (the same bits as computed then); one that moved more is computed anew, with the
+    bits a fresh call gives it (each worker's numbers do not depend on the others')."""
+    prior = np.where(np.eye(C, dtype=bool), 2.5, 0.7)
+    J = 40
+    counts = worker_counts(C, J, seed=C)
+    first = blind_model(counts, prior, False, None, guarded)
+    assert isinstance(first.evidence, BlindEvidence)
+    moved = counts.copy()
+    moved[3, 0, 0] += 1e-13  # within STALE_COUNTS: kept
+    moved[5, C - 1, 0] += 1e-6  # an off-diagonal cell only: computed anew
+    moved[7] *= 1.5
+    mask = moved_workers(moved, prior, first.evidence)
+    assert mask is not None
+    assert list(np.flatnonzero(mask)) == [5, 7]
+    second = blind_model(moved, prior, False, first.evidence, guarded)
+    fresh = blind_model(moved, prior, False, None, guarded)
+    kept, anew = second.evidence, fresh.evidence
+    assert isinstance(kept, BlindEvidence) and isinstance(anew, BlindEvidence)
+    for name in ("difference", "free", "blind", "on", "off", "free_total", "wrong_total"):
+        got, want, old = getattr(kept, name), getattr(anew, name), getattr(first.evidence, name)
+        assert np.array_equal(got[mask], want[mask]), name  # anew: a fresh call's bits
+        assert np.array_equal(got[~mask], old[~mask]), name  # kept: the last call's
+    assert np.array_equal(kept.counts[3], counts[3])  # the counts it was computed at
+    assert kept.free[3] != blind_model(moved[3:4], prior, False, None, guarded).evidence.free[0]
+    assert moved_workers(moved, prior * 1.01, first.evidence) is None  # a new prior: all anew
+    assert moved_workers(moved[:-1], prior, first.evidence) is None  # another crowd

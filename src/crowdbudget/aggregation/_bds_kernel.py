@@ -33,9 +33,10 @@ The same operations in the same order as the NumPy code, so the same bits
 
 ``bds-ev-blind`` (``asymmetry="evidence-blind"``: the class-blind third kind of
 :mod:`~crowdbudget.aggregation.worker_blind`) on two classes: :func:`blind_iterations`, the
-same loop with every worker's terms, free and blind evidence computed anew at each iteration
-(as ``blind_model`` does; the lnΓ the free evidence shares with the worker terms computed
-once), the three weights' fixed point compiled
+same loop, a worker's terms, free and blind evidence computed anew only when its four
+counts moved by more than ``STALE_COUNTS`` since they were last computed (as ``blind_model``
+keeps them: ``worker_blind.moved_workers``; the lnΓ the free evidence shares with the worker
+terms computed once), the three weights' fixed point compiled
 (:func:`~crowdbudget.aggregation.worker_blind._weights_fixed_point`), and NumPy's own ``exp``
 and ``log`` between the compiled steps.
 
@@ -62,7 +63,11 @@ from crowdbudget.aggregation.worker_asymmetry import (
     _one_coin_summary,
     _share_fixed_point,
 )
-from crowdbudget.aggregation.worker_blind import BLIND_EVIDENCE, _weights_fixed_point
+from crowdbudget.aggregation.worker_blind import (
+    BLIND_EVIDENCE,
+    BlindEvidence,
+    _weights_fixed_point,
+)
 from crowdbudget.posteriors._logistic_kernel import NUMPY_SUM_CHUNK
 
 _NO_ITEMS = np.empty(0, dtype=np.int64)
@@ -426,6 +431,24 @@ class BlindState(EvidenceState):
         )  # fmt: skip
         self.weights = np.full(3, 1.0 / 3)
         self.log_z = np.zeros((n_workers, 3))
+        #: the counts N_jcl (J, 2, 2) each worker's evidence was computed at, its log Z_free
+        #: and its unguarded log Z_blind (J,) — kept while its counts do not move
+        self.cells = np.zeros((n_workers, 2, 2))
+        self.free = np.zeros(n_workers)
+        self.blind = np.zeros(n_workers)
+
+    def blind_evidence(self) -> BlindEvidence:
+        """The kept evidence as :class:`~crowdbudget.aggregation.worker_blind.BlindEvidence`
+        (copies), for ``blind_model``'s ``previous``."""
+        kept = self.evidence()
+        fields = {name: getattr(kept, name) for name in kept.__dataclass_fields__}
+        return BlindEvidence(
+            **fields,
+            weights=self.weights.copy(),
+            counts=self.cells.copy(),
+            free=self.free.copy(),
+            blind=self.blind.copy(),
+        )
 
 
 def blind_iterations(
@@ -469,13 +492,14 @@ def blind_iterations(
     m_arrays = _csr_arrays(matrix)
     evidence = _evidence_arrays(state)
     guard = BLIND_EVIDENCE if guarded else np.inf  # no worker's factor exceeds +∞: no guard
-    settings = np.array([float(class_prior), float(tol), float(guarded), guard])
+    settings = np.array([float(class_prior), float(tol), float(guarded), guard, STALE_COUNTS])
+    kept = (state.cells, state.free, state.blind)
     y = np.zeros((2 * J, 2))
     iteration = 0
     while True:
         n_seen = _blind_evidence(
             exponentials, T, iteration, n_iter, items, classes, settings, log_pi, w_arrays,
-            evidence, state.blind_constants, state.log_z, likelihood, y,
+            evidence, state.blind_constants, kept, state.log_z, likelihood, y,
         )  # fmt: skip
         if n_seen < 0:
             break
@@ -507,15 +531,19 @@ def _blind_evidence(
     w_arrays: Any,
     evidence: Any,
     blind_constants: FloatArray,
+    kept: Any,
     log_z: FloatArray,
     shifted: FloatArray,
     y: FloatArray,
 ) -> int:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
     """The end of iteration ``iteration`` (as :func:`_step`: -1 to stop) and the start of the
-    next: ``E[log π]``, the expected counts ``y`` (2J, 2), every worker's terms, its
-    ``log Z`` (J, 3) (sym, free, blind; ``worker_blind.blind_model``'s order of operations;
-    guarded when ``settings[2]`` is not 0, at the threshold ``settings[3]``),
-    and in ``shifted`` (J', 3) the seen workers' ``log Z`` minus its row maximum. Returns J'."""
+    next: ``E[log π]``, the expected counts ``y`` (2J, 2), the terms and the free and blind
+    evidence of every worker whose counts moved by more than ``settings[4]`` since they were
+    computed (``kept``: those counts (J, 2, 2), ``log Z_free``, ``log Z_blind`` (J,); all on
+    the first iteration; ``worker_blind.moved_workers``), every worker's ``log Z`` (J, 3)
+    (sym, free, blind; ``worker_blind.blind_model``'s order of operations; guarded when
+    ``settings[2]`` is not 0, at the threshold ``settings[3]``), and in ``shifted`` (J', 3)
+    the seen workers' ``log Z`` minus its row maximum. Returns J'."""
     n_items = shares.shape[0]
     if iteration > 0:
         change = 0.0
@@ -555,41 +583,24 @@ def _blind_evidence(
             y[row, 0] += a * shares[i, 0]
             y[row, 1] += a * shares[i, 1]
     n_seen = 0
-    gamma0, gamma1, gamma_total = blind_constants[6], blind_constants[7], blind_constants[8]
+    cells, free_kept, blind_kept = kept
     for j in range(J):
-        # counts[j, c, l] = y[2j + l, c]; every worker's terms anew, as blind_model
-        n_jc[j, 0] = y[2 * j, 0] + y[2 * j + 1, 0]
-        n_jc[j, 1] = y[2 * j, 1] + y[2 * j + 1, 1]
-        right[j, 0], right[j, 1] = y[2 * j, 0], y[2 * j + 1, 1]
-        # the terms of _worker_terms, keeping lnΓ(A_c + n_jc) and lnΓ(α₀_cc + N_jcc): the
-        # free evidence's row and diagonal terms are lnΓ of the very same arguments
-        row_gammaln, diagonal_gammaln = _blind_worker_terms(
-            j, n_jc, right, constants, difference, free_total, wrong_total, on, off, seen
-        )
-        # log_evidence_free: Σ_c [lnΓ(A_c) − lnΓ(A_c + n_jc)] + Σ_cl cells in (c, l) order
-        rows = (blind_constants[0] - row_gammaln[0]) + (blind_constants[1] - row_gammaln[1])
-        cells = 0.0
-        for c in range(2):
-            for label in range(2):
-                if label == c:
-                    cell_gammaln = diagonal_gammaln[c]
-                else:
-                    cell_gammaln = _compiled_special.gammaln(
-                        prior[c, label] + y[2 * j + label, c], 0
-                    )
-                cell = cell_gammaln - blind_constants[2 + 2 * c + label]
-                cells = cell if c == 0 and label == 0 else cells + cell
-        free = rows + cells
-        # log_evidence_blind of M_jl = Σ_c N_jcl
-        m0 = y[2 * j, 0] + y[2 * j, 1]
-        m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
-        blind = (blind_constants[9] - _compiled_special.gammaln(gamma_total + (m0 + m1), 0)) + (
-            (_compiled_special.gammaln(gamma0 + m0, 0) - blind_constants[10])
-            + (_compiled_special.gammaln(gamma1 + m1, 0) - blind_constants[11])
-        )
-        log_z[j, 0] = free + difference[j]
-        log_z[j, 1] = free
-        log_z[j, 2] = blind
+        # counts[j, c, l] = y[2j + l, c]; moved_workers' change, cell by cell in (c, l) order
+        moved = (
+            (abs(y[2 * j, 0] - cells[j, 0, 0]) + abs(y[2 * j + 1, 0] - cells[j, 0, 1]))
+            + abs(y[2 * j, 1] - cells[j, 1, 0])
+        ) + abs(y[2 * j + 1, 1] - cells[j, 1, 1])
+        if iteration == 0 or moved > settings[4]:
+            for c in range(2):
+                for label in range(2):
+                    cells[j, c, label] = y[2 * j + label, c]
+            _blind_worker_evidence(
+                j, y, prior, constants, n_jc, right, difference, free_total, wrong_total, on,
+                off, seen, blind_constants, free_kept, blind_kept,
+            )  # fmt: skip
+        log_z[j, 0] = free_kept[j] + difference[j]
+        log_z[j, 1] = free_kept[j]
+        log_z[j, 2] = blind_kept[j]
         if settings[2] != 0.0:
             # guard_blind: blind only on the worker's own log Bayes factor above the guard
             own = log_z[j, 2] - _compiled_special.maximum(log_z[j, 0], log_z[j, 1])
@@ -605,7 +616,59 @@ def _blind_evidence(
     return n_seen
 
 
-@njit(cache=True, nogil=True)
+# inlined (as _blind_worker_terms): a compiled call per worker and iteration would pass
+# its arrays with their reference counts — measured, a tenth of the blind iteration
+@njit(cache=True, nogil=True, inline="always")
+def _blind_worker_evidence(
+    j: int,
+    y: FloatArray,
+    prior: FloatArray,
+    constants: FloatArray,
+    n_jc: FloatArray,
+    right: FloatArray,
+    difference: FloatArray,
+    free_total: FloatArray,
+    wrong_total: FloatArray,
+    on: FloatArray,
+    off: FloatArray,
+    seen: np.ndarray,
+    blind_constants: FloatArray,
+    free_kept: FloatArray,
+    blind_kept: FloatArray,
+) -> None:  # pragma: no cover (compiled; tests/test_bds_kernel.py checks the fits' bits)
+    """Worker j's terms, ``log Z_free`` and ``log Z_blind`` at the counts ``y`` (2J, 2)
+    (``blind_model``'s order of operations), written to the kept arrays."""
+    gamma0, gamma1, gamma_total = blind_constants[6], blind_constants[7], blind_constants[8]
+    n_jc[j, 0] = y[2 * j, 0] + y[2 * j + 1, 0]
+    n_jc[j, 1] = y[2 * j, 1] + y[2 * j + 1, 1]
+    right[j, 0], right[j, 1] = y[2 * j, 0], y[2 * j + 1, 1]
+    # the terms of _worker_terms, keeping lnΓ(A_c + n_jc) and lnΓ(α₀_cc + N_jcc): the
+    # free evidence's row and diagonal terms are lnΓ of the very same arguments
+    row_gammaln, diagonal_gammaln = _blind_worker_terms(
+        j, n_jc, right, constants, difference, free_total, wrong_total, on, off, seen
+    )
+    # log_evidence_free: Σ_c [lnΓ(A_c) − lnΓ(A_c + n_jc)] + Σ_cl cells in (c, l) order
+    rows = (blind_constants[0] - row_gammaln[0]) + (blind_constants[1] - row_gammaln[1])
+    cells = 0.0
+    for c in range(2):
+        for label in range(2):
+            if label == c:
+                cell_gammaln = diagonal_gammaln[c]
+            else:
+                cell_gammaln = _compiled_special.gammaln(prior[c, label] + y[2 * j + label, c], 0)
+            cell = cell_gammaln - blind_constants[2 + 2 * c + label]
+            cells = cell if c == 0 and label == 0 else cells + cell
+    free_kept[j] = rows + cells
+    # log_evidence_blind of M_jl = Σ_c N_jcl
+    m0 = y[2 * j, 0] + y[2 * j, 1]
+    m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
+    blind_kept[j] = (blind_constants[9] - _compiled_special.gammaln(gamma_total + (m0 + m1), 0)) + (
+        (_compiled_special.gammaln(gamma0 + m0, 0) - blind_constants[10])
+        + (_compiled_special.gammaln(gamma1 + m1, 0) - blind_constants[11])
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _blind_worker_terms(
     j: int,
     n_jc: FloatArray,
@@ -687,18 +750,27 @@ def _blind_scores(
         q_free = kinds[j, 1] / total
         q_blind = kinds[j, 2] / total
         kinds[j, 0], kinds[j, 1], kinds[j, 2] = q_sym, q_free, q_blind
-        m0 = y[2 * j, 0] + y[2 * j, 1]
-        m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
-        blind_total = _compiled_special.digamma(gamma_total + (m0 + m1), 0)
+        # E_blind[log e_jcl] = ψ(γ_l + M_jl) − ψ(Σγ + n_j) is the same for both rows c: two
+        # ψ, not four. A worker with q_blind = +0 (guarded: exp(−∞) = 0) would add
+        # q_blind · E_blind = −0 (E_blind < 0: γ_l + M_jl < Σγ + n_j), and x + (−0) = x for
+        # every x, so its E_blind is not computed at all.
+        blind0, blind1 = 0.0, 0.0
+        if q_blind != 0.0:
+            m0 = y[2 * j, 0] + y[2 * j, 1]
+            m1 = y[2 * j + 1, 0] + y[2 * j + 1, 1]
+            blind_total = _compiled_special.digamma(gamma_total + (m0 + m1), 0)
+            blind0 = _compiled_special.digamma(gamma0 + m0, 0) - blind_total
+            blind1 = _compiled_special.digamma(gamma1 + m1, 0) - blind_total
         for c in range(2):
             for label in range(2):
                 psi = _compiled_special.digamma(prior[c, label] + y[2 * j + label, c], 0)
                 free_log = psi - free_total[j, c]
                 sym_log = on[j] if label == c else psi + (off[j] - wrong_total[j, c])
-                gamma = gamma0 if label == 0 else gamma1
-                m = m0 if label == 0 else m1
-                blind_log = _compiled_special.digamma(gamma + m, 0) - blind_total
-                expected[j, c, label] = (q_sym * sym_log + q_free * free_log) + q_blind * blind_log
+                kept = q_sym * sym_log + q_free * free_log
+                if q_blind != 0.0:
+                    blind_log = blind0 if label == 0 else blind1
+                    kept = kept + q_blind * blind_log
+                expected[j, c, label] = kept
     m_indptr, m_indices, m_data = m_arrays
     _item_scores(shares.shape[0], m_indptr, m_indices, m_data, expected, log_pi, scores)
 

@@ -450,16 +450,12 @@ class BayesianDawidSkene(Aggregator):
         from crowdbudget.aggregation import _bds_kernel
 
         if self.asymmetry in ("evidence-blind", "evidence-blind-own"):
-            from crowdbudget.aggregation.worker_blind import BlindEvidence
-
             blind = _bds_kernel.BlindState(prior, workers_matrix.shape[1] // 2)
             T, iteration = _bds_kernel.blind_iterations(
                 blind, T, workers_matrix, matrix, float(self.class_prior), known, n_iter, tol,
                 self.asymmetry == "evidence-blind-own",
             )  # fmt: skip
-            kept = blind.evidence()
-            fields = {name: getattr(kept, name) for name in kept.__dataclass_fields__}
-            evidence = BlindEvidence(**fields, weights=blind.weights.copy())
+            evidence = blind.blind_evidence()
             return T, iteration, float(blind.weights[0]), evidence, blind.expected.copy()
         state = _bds_kernel.EvidenceState(prior, workers_matrix.shape[1] // 2)
         T, iteration, share = _bds_kernel.evidence_iterations(

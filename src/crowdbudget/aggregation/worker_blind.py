@@ -77,8 +77,11 @@ Three guards were derived and measured on those label sets (8 crowds × 5 replay
   binary-65-35-biased30-k5 (target 0.725): 0 and 1 miss a row, 2 to 5 meet all 8; the
   held-out collapse reads 0.702–0.710 at every one.
 
-What it costs: the free evidence in full (O(J · C²) lnΓ per iteration, where the two-kind
-mixture needs O(J · C)), and the three-way fixed point (compiled:
+What it costs: the free evidence in full (O(J · C²) lnΓ per worker, where the two-kind
+mixture needs O(J · C)) — computed anew, as the two-kind mixture's terms are, only for the
+workers whose expected counts moved by more than ``STALE_COUNTS`` since their evidence was
+computed (:func:`moved_workers`; on millionaire 96 % of its 37,332 workers keep theirs at
+the sixth iteration) — and the three-way fixed point (compiled:
 :func:`_weights_fixed_point`). On two classes the verdict's whole iteration is compiled
 (:mod:`~crowdbudget.aggregation._bds_kernel`).
 """
@@ -96,6 +99,7 @@ from crowdbudget import _compiled_special
 from crowdbudget._lean_load import lean_loads
 from crowdbudget.aggregation.base import FloatArray
 from crowdbudget.aggregation.worker_asymmetry import (
+    STALE_COUNTS,
     Evidence,
     WorkerModel,
     _one_coin_summary,
@@ -113,10 +117,42 @@ BLIND_EVIDENCE = 3.0
 
 @dataclass(frozen=True)
 class BlindEvidence(Evidence):
-    """:class:`~crowdbudget.aggregation.worker_asymmetry.Evidence` and the crowd's three
-    weights ``(w_sym, w_free, w_blind)``, shape (3,) (the next call's warm start)."""
+    """:class:`~crowdbudget.aggregation.worker_asymmetry.Evidence`, the crowd's three
+    weights ``(w_sym, w_free, w_blind)``, shape (3,) (the next call's warm start), and each
+    worker's free and blind evidence with the counts they were computed at (the next call
+    keeps them for the workers whose counts did not move: :func:`moved_workers`).
+
+    Attributes:
+        counts: the expected counts ``N_jcl`` the worker's evidence was computed at, (J, C, C).
+        free: ``log Z_free``, (J,).
+        blind: ``log Z_blind`` (unguarded), (J,).
+    """
 
     weights: FloatArray
+    counts: FloatArray
+    free: FloatArray
+    blind: FloatArray
+
+
+def _in_order_sum(x: FloatArray, axis: int) -> FloatArray:
+    """``x.sum(axis=axis)``, the same bits: an axis of fewer than 8 entries (C classes, or
+    the 3 kinds) added left to right, the order NumPy's reduction adds so few entries in
+    whatever the layout (its pairwise sum starts at 8; the compiled two-class iteration
+    adds in that order too), without the reduction's per-row inner loop — several times
+    faster on (J, C, C); a longer axis by NumPy's own sum."""
+    if x.shape[axis] >= 8:
+        return np.asarray(x.sum(axis=axis))
+    parts = np.moveaxis(x, axis, 0)
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return np.asarray(total)
+
+
+def _row_max(x: FloatArray) -> FloatArray:
+    """``x.max(axis=1)`` of (J, 3) by two ``np.maximum`` (exact: a maximum has no rounding;
+    NaN propagates as in ``max``)."""
+    return np.asarray(np.maximum(np.maximum(x[:, 0], x[:, 1]), x[:, 2]))
 
 
 def blind_parameters(prior: FloatArray) -> FloatArray:
@@ -161,13 +197,13 @@ def fit_weights(log_z: FloatArray, start: FloatArray, n_steps: int = 200) -> Flo
     if log_z.shape[0] == 0:
         w = np.maximum(w, WEIGHT_FLOOR)
         return np.asarray(w / w.sum())
-    shifted = log_z - log_z.max(axis=1, keepdims=True)  # <= 0: exp does not overflow
+    shifted = log_z - _row_max(log_z)[:, None]  # <= 0: exp does not overflow
     likelihood = np.ascontiguousarray(np.exp(shifted))  # (J', 3), each row's largest entry 1
     _weights_fixed_point(likelihood, w, n_steps)
     return w
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _weights_fixed_point(
     likelihood: FloatArray, weights: FloatArray, n_steps: int
 ) -> None:  # pragma: no cover (compiled; tests/test_worker_blind.py checks it bit for bit)
@@ -176,7 +212,18 @@ def _weights_fixed_point(
     expressions' operations in the same order — the sums over the three weights left to
     right, the mean over the workers row by row, as NumPy's reductions along those axes
     add — so the same bits, without NumPy's dispatch per array operation (up to 200 steps of
-    five (J', 3) expressions at each iteration of the verdict)."""
+    five (J', 3) expressions at each iteration of the verdict).
+
+    Two bit-neutral economies (the fixed point often runs all 200 steps). The quotients
+    ``q_jk = w_k L_jk / Σ_k w_k L_jk`` are independent across workers, so they are computed
+    in one pass over the columns (contiguous copies, (3, J')) that the compiler turns into
+    vector divisions, and only the running means are added worker by worker; IEEE division
+    and addition are correctly rounded, so the vector lanes give the scalar bits. A worker
+    whose blind likelihood is 0 (``guard_blind``'s −∞, or an underflow) has ``w_2 L_j2 =
+    +0``, so its row total is ``w_0 L_j0 + w_1 L_j1`` exactly and its blind quotient is
+    ``+0``; adding ``+0`` to a sum of non-negative terms leaves it unchanged, so the blind
+    mean adds only the other workers' quotients (in their order, from ``+0``, which is the
+    first term's bits too) and the division for a guarded worker is never made."""
     floor = WEIGHT_FLOOR
     w = np.empty(3)
     for k in range(3):
@@ -188,22 +235,40 @@ def _weights_fixed_point(
     if size == 0:
         weights[:] = w
         return
+    columns = np.empty((3, size))  # L_jk by column: contiguous for the vector pass
+    n_open = 0
+    for j in range(size):
+        for k in range(3):
+            columns[k, j] = likelihood[j, k]
+        n_open += likelihood[j, 2] != 0.0
+    open_rows = np.empty(n_open, dtype=np.int64)  # the workers with a blind likelihood
+    n_open = 0
+    for j in range(size):
+        if likelihood[j, 2] != 0.0:
+            open_rows[n_open] = j
+            n_open += 1
+    l0, l1, l2 = columns[0], columns[1], columns[2]
+    q0, q1, rows = np.empty(size), np.empty(size), np.empty(size)
     new = np.empty(3)
     for _ in range(n_steps):
-        mean = np.zeros(3)
-        for j in range(size):
-            j0 = likelihood[j, 0] * w[0]
-            j1 = likelihood[j, 1] * w[1]
-            j2 = likelihood[j, 2] * w[2]
-            row = (j0 + j1) + j2
-            if j == 0:
-                mean[0], mean[1], mean[2] = j0 / row, j1 / row, j2 / row
-            else:
-                mean[0] += j0 / row
-                mean[1] += j1 / row
-                mean[2] += j2 / row
-        for k in range(3):
-            new[k] = _compiled_special.maximum(mean[k] / size, floor)
+        w0, w1, w2 = w[0], w[1], w[2]
+        for j in range(size):  # independent across workers: vector divisions
+            j0 = l0[j] * w0
+            j1 = l1[j] * w1
+            row = (j0 + j1) + l2[j] * w2
+            rows[j] = row
+            q0[j] = j0 / row
+            q1[j] = j1 / row
+        mean0, mean1, mean2 = 0.0, 0.0, 0.0
+        for j in range(size):  # NumPy's order: row by row
+            mean0 += q0[j]
+            mean1 += q1[j]
+        for k in range(n_open):
+            j = open_rows[k]
+            mean2 += (l2[j] * w2) / rows[j]
+        new[0] = _compiled_special.maximum(mean0 / size, floor)
+        new[1] = _compiled_special.maximum(mean1 / size, floor)
+        new[2] = _compiled_special.maximum(mean2 / size, floor)
         total = (new[0] + new[1]) + new[2]
         change = 0.0
         for k in range(3):
@@ -228,6 +293,68 @@ def guard_blind(log_z: FloatArray) -> FloatArray:
     return guarded
 
 
+def moved_workers(
+    counts: FloatArray, prior: FloatArray, previous: Evidence | None
+) -> np.ndarray | None:
+    """Which workers' evidence to compute anew: a (J,) mask of those whose expected counts
+    (J, C, C) moved by more than :data:`~crowdbudget.aggregation.worker_asymmetry.STALE_COUNTS`
+    in total since ``previous`` (a :class:`BlindEvidence`) computed theirs, as
+    ``updated_evidence`` does for the two-kind mixture (there every worker term depends on
+    the counts only through ``n_jc`` and ``N_jcc``; the free and blind evidence read every
+    cell, so the cells are compared); None when every worker is (no usable ``previous``, a
+    changed prior or crowd, or all moved). The change ``Σ_cl |ΔN_jcl|`` is added cell by
+    cell in (c, l) order, the order the compiled two-class iteration adds it in."""
+    if (
+        not isinstance(previous, BlindEvidence)
+        or previous.counts.shape != counts.shape
+        or not np.array_equal(previous.prior, prior)
+    ):
+        return None
+    C = counts.shape[1]
+    change = np.abs(counts - previous.counts)  # (J, C, C)
+    total = change[:, 0, 0].copy()
+    for k in range(1, C * C):
+        total += change[:, k // C, k % C]
+    moved = total > STALE_COUNTS  # (J,)
+    return None if moved.all() else moved
+
+
+def _updated_blind_evidence(
+    counts: FloatArray,
+    prior: FloatArray,
+    right: FloatArray,
+    label_counts: FloatArray,
+    gamma: FloatArray,
+    previous: Evidence | None,
+) -> tuple[Evidence, FloatArray, FloatArray, FloatArray]:
+    """The workers' terms (``_worker_terms`` of ``n_jc``, ``right`` (J, C)), the counts they
+    are computed at (J, C, C), ``log Z_free`` and ``log Z_blind`` (J,): anew for the workers
+    :func:`moved_workers` names, ``previous``'s for the others (every expression is per
+    worker, so a worker's numbers are the same bits whichever others are computed with it;
+    a kept worker's evidence is off by less than 1e-10 nats, as in ``updated_evidence``)."""
+    n_jc = _in_order_sum(counts, 2)  # (J, C)
+    moved = moved_workers(counts, prior, previous)
+    if moved is None:
+        terms = _worker_terms(prior, n_jc, right)
+        free = log_evidence_free(counts, prior)
+        blind = log_evidence_blind(label_counts, gamma)
+        return terms, np.array(counts), free, blind
+    assert isinstance(previous, BlindEvidence)  # moved_workers checked it
+    fresh = _worker_terms(prior, n_jc[moved], right[moved])
+    fields = {}
+    for name in ("n_jc", "right", "difference", "free_total", "wrong_total", "on", "off", "seen"):
+        kept = getattr(previous, name).copy()
+        kept[moved] = getattr(fresh, name)
+        fields[name] = kept
+    kept_counts = previous.counts.copy()
+    kept_counts[moved] = counts[moved]
+    free = previous.free.copy()
+    free[moved] = log_evidence_free(counts[moved], prior)
+    blind = previous.blind.copy()
+    blind[moved] = log_evidence_blind(label_counts[moved], gamma)
+    return Evidence(prior=prior, **fields), kept_counts, free, blind
+
+
 def blind_model(
     counts: FloatArray,
     prior: FloatArray,
@@ -245,34 +372,39 @@ def blind_model(
     C = prior.shape[0]
     alpha = prior[None, :, :] + counts
     right = np.array(np.diagonal(counts, axis1=1, axis2=2))  # (J, C)
-    terms = _worker_terms(prior, counts.sum(axis=2), right)
     gamma = blind_parameters(prior)
-    label_counts = counts.sum(axis=1)  # M_jl, (J, C)
-    free = log_evidence_free(counts, prior)
-    log_z = np.stack(
-        [free + terms.difference, free, log_evidence_blind(label_counts, gamma)], axis=1
-    )  # (J, 3): sym, free, blind
+    label_counts = _in_order_sum(counts, 1)  # M_jl, (J, C)
+    terms, kept_counts, free, blind = _updated_blind_evidence(
+        counts, prior, right, label_counts, gamma, previous
+    )
+    log_z = np.stack([free + terms.difference, free, blind], axis=1)  # (J, 3): sym, free, blind
     if guarded:
         log_z = guard_blind(log_z)  # −∞: a blind likelihood of 0, its q 0 (exp(−∞) = 0)
     start = previous.weights if isinstance(previous, BlindEvidence) else np.full(3, 1.0 / 3)
     weights = fit_weights(log_z[terms.seen], start)
     scores = np.log(weights)[None, :] + log_z
-    scores -= scores.max(axis=1, keepdims=True)
+    scores -= _row_max(scores)[:, None]
     q = np.exp(scores)
-    q /= q.sum(axis=1, keepdims=True)  # (J, 3); an unseen worker: the weights
+    q /= _in_order_sum(q, 1)[:, None]  # (J, 3); an unseen worker: the weights
     q_sym, q_free, q_blind = q[:, 0:1], q[:, 1:2], q[:, 2:3]  # (J, 1) each
     digamma_alpha = digamma(alpha)  # (J, C, C)
     free_log = digamma_alpha - terms.free_total[:, :, None]
     classes = np.arange(C)
     sym_log = digamma_alpha + (terms.off[:, None] - terms.wrong_total)[:, :, None]
     sym_log[:, classes, classes] = terms.on[:, None]
-    n_j = label_counts.sum(axis=1)
-    blind_log = digamma(gamma + label_counts) - digamma(float(gamma.sum()) + n_j)[:, None]
-    expected = (
-        q_sym[:, :, None] * sym_log
-        + q_free[:, :, None] * free_log
-        + q_blind[:, :, None] * blind_log[:, None, :]
-    )
+    n_j = _in_order_sum(label_counts, 1)
+    # (q_sym E_sym + q_free E_free) + q_blind E_blind, in place. A worker with q_blind = +0
+    # (guarded: exp(−∞) = 0) would add q_blind E_blind = −0 (E_blind < 0: γ_l + M_jl <
+    # Σγ + n_j), and x + (−0) = x, so only the others' E_blind is computed and added.
+    expected = q_sym[:, :, None] * sym_log
+    expected += np.multiply(free_log, q_free[:, :, None], out=free_log)
+    blind_rows = np.flatnonzero(q_blind[:, 0] != 0.0)
+    if blind_rows.size:
+        blind_log = (
+            digamma(gamma + label_counts[blind_rows])
+            - digamma(float(gamma.sum()) + n_j[blind_rows])[:, None]
+        )
+        expected[blind_rows] += q_blind[blind_rows, :, None] * blind_log[:, None, :]
     errors = None
     if means:
         a, b = _one_coin_summary(prior)
@@ -291,7 +423,7 @@ def blind_model(
             + q_blind[:, :, None] * blind_mean[:, None, :]
         )
     fields = {name: getattr(terms, name) for name in terms.__dataclass_fields__}
-    evidence = BlindEvidence(**fields, weights=weights)
+    evidence = BlindEvidence(**fields, weights=weights, counts=kept_counts, free=free, blind=blind)
     return WorkerModel(expected, errors, q[:, 0], float(weights[0]), evidence)
 
 

@@ -360,8 +360,7 @@ _KG_PARAMS = {
         str,
         "posterior=one-coin, two classes: the items' prior — none (uniform), gated (learned "
         "where a lone label cannot overturn the common class; KG, CVaR-KG: none), gated-runaway16 "
-        "(lock at odds x16), gated-checked (Opt-KG's default: gated-runaway16, locked where "
-        "first labels reject its fit)",
+        "(lock at odds x16), gated-checked (Opt-KG's default: also locked if first labels refute)",
         choices=BINARY_CLASS_PRIORS,
     ),
     "multiclass-class-prior": Param(

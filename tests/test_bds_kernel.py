@@ -269,3 +269,17 @@ def test_the_blind_kernel_keeps_unmoved_workers_as_numpy_does(
     monkeypatch.setattr(worker_blind, "moved_workers", counted)
     assert assert_same_fit(verdict, load_dataset("temp")) > 2
     assert sum(kept) > 0  # the NumPy loop kept some workers' evidence
+
+
+@pytest.mark.parametrize("n_labels", [800, 3200])
+def test_the_form_chosen_by_the_evidence_compiled(n_labels: int) -> None:
+    """``bds-ev-blind-form`` fits both forms by the compiled iteration: the NumPy loop's bits,
+    and the same form chosen."""
+    data = subsample(load_dataset("rte"), n_labels, seed=n_labels + 1)
+    assert_same_fit("bds-ev-blind-form", data)
+    compiled = make_aggregator("bds-ev-blind-form").fit(data)
+    with numpy_loop():
+        reference = make_aggregator("bds-ev-blind-form").fit(data)
+    assert isinstance(compiled, BayesianDawidSkene) and isinstance(reference, BayesianDawidSkene)
+    assert compiled.prior_form_ == reference.prior_form_
+    assert compiled.form_bounds_ == reference.form_bounds_

@@ -60,6 +60,34 @@ posterior then hands split items to the rare class, below majority vote. A one-c
 level lets the rare row borrow the crowd's accuracy from the common one (measured on the
 stress bed: docs/stress-bed.md).
 
+Form chosen by the evidence (``prior_form="evidence"``; ``bds-ev-blind-form``). Neither form
+is right for every crowd. The one-coin upper level fills a row a worker has (almost) no counts
+in with the crowd's accuracy; when the fit's class prior has drifted towards one class that is
+every worker's rare-class row, so a good worker's rare-class labels read as errors of the
+common class and "every item one class" is a fixed point (8 workers, 80/20, a one-class worker
+giving 46 % of the labels: class prior 0.945, every item class 0, accuracy 0.766 where the
+confusion form reads 0.840; docs/stress-bed.md, 2026-12-07 "the prior's form chosen by the
+evidence"). The confusion form fits each row's prior on its own and reads such a row as weakly
+known, but on imbalanced crowds reads the rare row as "workers answer at random" (above). The
+form is a hyperparameter of the same model, so it is chosen as the others are, by type-II
+maximum likelihood: both forms are fitted (each its own two-stage prior and variational fit) and
+the one whose fit has the larger evidence lower bound is read (the one-coin one on a tie).
+The bound (Bishop 2006 §10.2.2; Simpson et al. 2013 §2) at the items' shares ``T`` with every
+other factor at its optimum for ``T``: by conjugacy ``max_q(e) E_q[log p(L | z, e)] − KL(q(e) ‖
+p(e))`` is the log Pólya integral of the expected counts ``N_jcl = Σ T_ic`` (counts need not be
+integers), the kinds' ``q(s_j)`` at their optimum make it ``log Σ_k w_k Z_jk``, and the same for
+``π``, so (:meth:`BayesianDawidSkene.evidence_bound`)::
+
+    L(T) = Σ_j log Σ_k w_k Z_jk(N_j) + ln B(ν₀ + Σ_i T_i) − ln B(ν₀) + Σ_i H(T_i)
+         ≤ log p(labels | α₀, w, ν₀)
+
+with ``w`` the kinds' type-II weights at these counts and every label counted (lone ones too:
+the bound is the model's, whatever rule fitted ``T``). It costs a second fit.
+What it cannot do: when a heavy spammer shares every item with one good worker, the two
+workers' labels are independent whatever the truth, so the labels do not say which of them
+to follow; the bound is then flat (within 1 nat between fits reading 0.568 and 0.816,
+docs/stress-bed.md) and no evidence can choose.
+
 Floor (``prior_floor``). A lower bound on every fitted prior pseudo-count. With one label per
 item the start is each label's own vote, so every worker looks always right, the type-II fit
 drives the off-diagonal pseudo-counts to the bound 1e-3, and a lone label's posterior says
@@ -148,7 +176,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import digamma
+from scipy.special import digamma, gammaln, xlogy
 
 from crowdbudget.aggregation.base import Aggregator, FloatArray, KnownTruth
 from crowdbudget.aggregation.dawid_skene import check_iterations, incidence, initial_shares
@@ -163,8 +191,9 @@ PRIOR_BOUNDS = (1e-3, 1e4)
 #: when the empirical-Bayes prior is fitted (``prior_fit``; module docstring)
 PRIOR_FITS = ("start", "every")
 
-#: the form of the empirical-Bayes prior (``prior_form``; module docstring)
-PRIOR_FORMS = ("confusion", "one-coin")
+#: the form of the empirical-Bayes prior (``prior_form``; module docstring; ``"evidence"``:
+#: either, as the evidence bound decides)
+PRIOR_FORMS = ("confusion", "one-coin", "evidence")
 
 #: whether a lone label (the only label of its item) counts in its worker's model
 #: (``lone_labels``; module docstring)
@@ -239,8 +268,9 @@ class BayesianDawidSkene(Aggregator):
         prior_fit: when the empirical-Bayes prior is fitted: ``"start"`` (once, on the
             majority-vote start; default) or ``"every"`` (every iteration; the first build's
             rule) — module docstring. Ignored with ``confusion_prior``.
-        prior_form: ``"confusion"`` (every prior row fitted on its own; default) or
-            ``"one-coin"`` (one crowd accuracy for every row) — module docstring.
+        prior_form: ``"confusion"`` (every prior row fitted on its own; default),
+            ``"one-coin"`` (one crowd accuracy for every row) or ``"evidence"`` (either,
+            the fit with the larger evidence bound) — module docstring.
         prior_floor: lower bound (>= 0) of every empirical-Bayes prior pseudo-count
             (default 0: the fit's own bound 1e-3) — module docstring.
         lone_labels: whether a label alone on its item counts in its worker's model:
@@ -264,6 +294,8 @@ class BayesianDawidSkene(Aggregator):
         symmetric_: ``q(s_j = 1)``, each worker's probability of being symmetric, shape
             (n_workers,) (0 with ``"free"``, 1 with ``"none"``).
         symmetric_share_: the crowd's fitted share of symmetric workers ``w``.
+        prior_form_: the form read (``"evidence"``: the chosen one).
+        form_bounds_: {form: evidence bound} of the two fits (``"evidence"``; else empty).
         n_iter_: iterations run.
     """
 
@@ -365,10 +397,76 @@ class BayesianDawidSkene(Aggregator):
     reads_known_truth = True
 
     def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._variational(data, None)
+        return self._chosen_form(data, None)
 
     def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return self._variational(data, known)
+        return self._chosen_form(data, known)
+
+    #: the fitted attributes a fit of each form sets (``prior_form="evidence"`` keeps the
+    #: chosen form's)
+    _FITTED = (
+        "temperature_",
+        "confusion_prior_",
+        "errors_",
+        "symmetric_",
+        "symmetric_share_",
+        "priors_",
+        "n_iter_",
+    )
+
+    def _chosen_form(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """The fit (n_items, C): of ``prior_form``, or with ``"evidence"`` the one-coin and
+        the confusion form's fits, each scored by :meth:`evidence_bound`, the larger kept (the
+        one-coin fit on a tie; module docstring, "Form chosen by the evidence"). Sets
+        ``prior_form_`` (the form read) and ``form_bounds_`` ({form: bound}, empty unless
+        chosen)."""
+        self.form_bounds_: dict[str, float] = {}
+        if self.prior_form != "evidence" or self.confusion_prior is not None:
+            self.prior_form_ = self.prior_form
+            return self._variational(data, known)
+        fits = []
+        for form in ("one-coin", "confusion"):
+            T = self._variational(data, known, form)
+            self.form_bounds_[form] = self.evidence_bound(data, T, known)
+            fits.append((T, {name: getattr(self, name) for name in self._FITTED}))
+        bounds = self.form_bounds_
+        chosen = 1 if bounds["confusion"] > bounds["one-coin"] else 0
+        T, fitted = fits[chosen]
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self.prior_form_ = ("one-coin", "confusion")[chosen]
+        return T
+
+    def evidence_bound(
+        self, data: LabelData, T: FloatArray, known: KnownTruth | None = None
+    ) -> float:
+        """The evidence lower bound (nats) of ``data``'s labels at the items' shares ``T``
+        (n_items, C) under the fitted ``confusion_prior_`` and ``class_prior``, with every
+        other factor at its optimum for ``T`` (module docstring, "Form chosen by the
+        evidence")::
+
+            Σ_j log Σ_k w_k Z_jk(N_j) + ln B(ν₀ + Σ_i T_i) − ln B(ν₀) + Σ_i H(T_i)
+
+        ``N`` the expected counts of every label (pooled workers as fitted), ``Z`` the kinds'
+        Pólya evidence (:func:`~crowdbudget.aggregation.worker_blind.crowd_log_evidence`),
+        ``B`` the multivariate Beta function, ``H`` the entropy of an item's shares (a known
+        item's is 0)."""
+        from crowdbudget.aggregation.worker_blind import crowd_log_evidence
+
+        model_data, _ = self._pooled(data)
+        matrix = incidence(model_data)
+        J, C = model_data.n_workers, data.n_classes
+        counts = np.asarray(matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
+        partnered = self._partnered(model_data, matrix, known)
+        asymmetry = self.asymmetry if partnered is not None else "free"
+        workers = crowd_log_evidence(counts, self.confusion_prior_, asymmetry)
+        nu0 = float(self.class_prior)
+        nu = nu0 + T.sum(axis=0)  # (C,)
+        classes = float(np.sum(gammaln(nu)) - gammaln(nu.sum()))
+        classes -= float(C * gammaln(nu0) - gammaln(C * nu0))
+        # x log x -> 0 as x -> 0: a share of 0 adds nothing (xlogy(0, 0) = 0)
+        entropy = -float(np.sum(xlogy(T, T)))
+        return workers + classes + entropy
 
     def _check(self) -> None:
         if self.prior_fit not in PRIOR_FITS:
@@ -463,9 +561,11 @@ class BayesianDawidSkene(Aggregator):
         )
         return T, iteration, share, state.evidence(), state.expected.copy()
 
-    def _variational(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+    def _variational(
+        self, data: LabelData, known: KnownTruth | None, form: str | None = None
+    ) -> FloatArray:
         """The variational fit of the module docstring; ``known`` items (if any) keep their
-        one-hot truth."""
+        one-hot truth; ``form``: the prior's form (default ``prior_form``)."""
         n_iter, tol = check_iterations(self.n_iter, self.tol, "BayesianDawidSkene")
         nu0 = self.class_prior
         if isinstance(nu0, bool) or not isinstance(nu0, int | float) or not nu0 > 0:
@@ -484,7 +584,8 @@ class BayesianDawidSkene(Aggregator):
         # no evidence of its accuracy, nor of how that accuracy depends on the class
         asymmetry = self.asymmetry if partnered is not None else "free"
         floor = self.prior_floor
-        fit_prior = one_coin_polya_prior if self.prior_form == "one-coin" else polya_prior
+        form = self.prior_form if form is None else form
+        fit_prior = one_coin_polya_prior if form == "one-coin" else polya_prior
         T = initial_shares(data)
         if known is not None:
             T = known.clamp(T)

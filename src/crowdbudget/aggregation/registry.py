@@ -48,6 +48,10 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | one-class workers: :mod:`.worker_blind`) | |
 | ``bds-ev-blind-own`` | ``bds-ev-blind`` whose workers are read blind only on their | as ``bds`` |
 |  | own strong evidence (log Bayes factor above 3 nats: :mod:`.worker_blind`) | |
+| ``bds-ev-blind-form`` | ``bds-ev-blind-own``, ``prior_form="evidence"``: the | as ``bds`` |
+|  | one-coin and the confusion prior's fits, the one with the larger evidence | |
+|  | bound read (:mod:`.bayesian_dawid_skene`, "Form chosen by the | |
+|  | evidence") | |
 | ``bds-sym`` | ``bds-oc`` with ``asymmetry="none"`` (every worker one accuracy) | as ``bds`` |
 | ``bds-hard`` | :class:`ItemDifficultyDawidSkene`: ``bds-ev`` whose items are each | as ``bds``, |
 |  | easy or hard (a hard item's labels follow one crowd confusion: | ``difficulty`` |
@@ -683,6 +687,20 @@ for _spec in (
         paper="Kim & Ghahramani 2012; Hovy et al. 2013; Kass & Raftery 1995 (Bayes factors)",
         defaults={
             "prior_form": "one-coin",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence-blind-own",
+        },
+    ),
+    _aggregator(
+        "bds-ev-blind-form",
+        BayesianDawidSkene,
+        "bds-ev-blind-own whose prior's form (one-coin or a confusion matrix) is the one whose "
+        "fit has the larger evidence lower bound",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012; Hovy et al. 2013; prior form by the variational evidence",
+        defaults={
+            "prior_form": "evidence",
             "prior_floor": 0.1,
             "lone_labels": "skip",
             "asymmetry": "evidence-blind-own",

@@ -104,6 +104,7 @@ from crowdbudget.aggregation.worker_asymmetry import (
     WorkerModel,
     _one_coin_summary,
     _worker_terms,
+    evidence_difference,
 )
 
 #: lower bound of each of the crowd's three weights (kept away from 0 so logs stay finite)
@@ -425,6 +426,41 @@ def blind_model(
     fields = {name: getattr(terms, name) for name in terms.__dataclass_fields__}
     evidence = BlindEvidence(**fields, weights=weights, counts=kept_counts, free=free, blind=blind)
     return WorkerModel(expected, errors, q[:, 0], float(weights[0]), evidence)
+
+
+def crowd_log_evidence(counts: FloatArray, prior: FloatArray, asymmetry: str) -> float:
+    """The workers' part of the verdict's evidence bound (module docstring of
+    :mod:`~crowdbudget.aggregation.bayesian_dawid_skene`, "Form chosen by the evidence"):
+    ``Σ_j log Σ_k w_k Z_jk`` of the expected counts ``counts`` (J, C, C) under ``prior``
+    (C, C), over the kinds ``asymmetry`` allows (``"free"``: ``Σ_j log Z_free``; ``"none"``:
+    ``Σ_j log Z_sym``; ``"evidence"``: symmetric or free; ``"evidence-blind"`` and
+    ``"evidence-blind-own"``: and blind, the latter guarded as :func:`guard_blind`), the
+    weights ``w`` (3,) at their type-II fixed point (:func:`fit_weights`, from thirds). With
+    ``q(e)`` and ``q(s)`` at their optimum for the items' shares behind ``counts`` this is
+    the largest the bound's worker terms can be (conjugacy: the Pólya integral of the
+    expected counts)."""
+    C = prior.shape[0]
+    free = log_evidence_free(counts, prior)  # (J,)
+    n_jc = _in_order_sum(counts, 2)
+    right = np.array(np.diagonal(counts, axis1=1, axis2=2))  # (J, C)
+    symmetric = free + evidence_difference(prior, n_jc, right)
+    if asymmetry == "free":
+        return float(np.sum(free))
+    if asymmetry == "none":
+        return float(np.sum(symmetric))
+    blind = log_evidence_blind(_in_order_sum(counts, 1), np.ones(C))
+    if asymmetry == "evidence":
+        blind = np.full_like(blind, -np.inf)  # no blind kind: its likelihood 0
+    log_z = np.stack([symmetric, free, blind], axis=1)  # (J, 3)
+    if asymmetry == "evidence-blind-own":
+        log_z = guard_blind(log_z)
+    seen = _in_order_sum(n_jc, 1) > 0  # workers with a count (the others add log 1 = 0)
+    log_z = log_z[seen]
+    weights = fit_weights(log_z, np.full(3, 1.0 / 3), n_steps=500)
+    with np.errstate(divide="ignore"):  # log of the blind weight's 0 likelihood: −∞, kept
+        scores = np.log(weights)[None, :] + log_z
+    top = _row_max(scores)  # finite: the free kind's evidence always is
+    return float(np.sum(top + np.log(_in_order_sum(np.exp(scores - top[:, None]), 1))))
 
 
 # the weights' cached kernel loads without Numba's whole target set-up (crowdbudget._lean_load)

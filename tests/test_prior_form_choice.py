@@ -1,0 +1,140 @@
+"""The prior's form chosen by the evidence bound (``prior_form="evidence"``,
+``bds-ev-blind-form``; the bayesian_dawid_skene module docstring, "Form chosen by the
+evidence"; docs/stress-bed.md)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.special import gammaln, logsumexp
+
+from crowdbudget.aggregation import BayesianDawidSkene, make_aggregator
+from crowdbudget.aggregation.worker_blind import crowd_log_evidence, log_evidence_free
+from crowdbudget.exceptions import InvalidParameterError
+from crowdbudget.experiments.stress import StressCell, make_crowd
+from crowdbudget.labels import LabelData
+
+#: the few-worker probe that the one-coin verdict reads as one class (benchmarks/
+#: bench_default_policy.py ``few_worker_cells``: 8 workers, a one-class worker among the
+#: heavy two, 80/20, 2 labels per item)
+COLLAPSING = StressCell(
+    "binary-80-20-8workers-biased-k2",
+    (0.8, 0.2),
+    2,
+    8,
+    activity_tail=0.5,
+    biased_share=0.19,
+)
+
+
+def test_the_few_worker_collapse_is_closed() -> None:
+    data = make_crowd(COLLAPSING, 0)
+    gold = np.asarray(data.gold)
+    old = make_aggregator("bds-ev-blind-own").fit(data)
+    assert np.unique(old.labels_).size == 1  # the collapse: every item one class
+    new = make_aggregator("bds-ev-blind-form").fit(data)
+    assert isinstance(new, BayesianDawidSkene)
+    assert new.prior_form_ == "confusion"
+    assert new.form_bounds_["confusion"] > new.form_bounds_["one-coin"] + 1.0
+    assert np.unique(new.labels_).size == 2
+    assert float(np.mean(new.labels_ == gold)) >= 0.83  # the confusion form's 0.840
+    assert float(new.priors_[1]) > 0.1  # the class prior off the corner (one-coin: 0.055)
+
+
+def test_the_chosen_fit_is_that_form_s_fit() -> None:
+    data = make_crowd(COLLAPSING, 0)
+    chosen = make_aggregator("bds-ev-blind-form").fit(data)
+    assert isinstance(chosen, BayesianDawidSkene)
+    alone = make_aggregator(f"bds-ev-blind-own:prior-form={chosen.prior_form_}").fit(data)
+    assert np.array_equal(chosen.probas_, alone.probas_)
+    assert np.array_equal(chosen.errors_, alone.errors_)
+    assert np.array_equal(chosen.confusion_prior_, alone.confusion_prior_)
+    bound = alone.evidence_bound(data, alone.probas_)
+    assert chosen.form_bounds_[chosen.prior_form_] == bound
+    assert chosen.form_bounds_[chosen.prior_form_] == max(chosen.form_bounds_.values())
+
+
+def test_a_fixed_prior_or_form_fits_once() -> None:
+    data = make_crowd(COLLAPSING, 0)
+    fixed = make_aggregator("bds-ev-blind-form:confusion-prior=2,1").fit(data)
+    assert isinstance(fixed, BayesianDawidSkene)
+    assert fixed.form_bounds_ == {}
+    own = make_aggregator("bds-ev-blind-own").fit(data)
+    assert isinstance(own, BayesianDawidSkene)
+    assert own.prior_form_ == "one-coin" and own.form_bounds_ == {}
+
+
+def test_a_bad_form_is_one_line() -> None:
+    data = make_crowd(COLLAPSING, 0)
+    with pytest.raises(InvalidParameterError, match="evidence"):
+        BayesianDawidSkene(prior_form="best").fit(data)
+
+
+def tiny_crowd(seed: int) -> LabelData:
+    """7 items, 3 workers, 2 classes, 2–3 labels per item (small enough to sum over every
+    assignment of the items' classes)."""
+    rng = np.random.default_rng(seed)
+    items, workers, labels = [], [], []
+    truth = rng.integers(0, 2, size=7)
+    for i in range(7):
+        for j in rng.choice(3, size=int(rng.integers(2, 4)), replace=False):
+            items.append(i)
+            workers.append(int(j))
+            labels.append(int(truth[i]) if rng.random() < 0.75 else int(1 - truth[i]))
+    return LabelData(
+        items=np.array(items),
+        workers=np.array(workers),
+        labels=np.array(labels),
+        item_ids=np.array([f"i{i}" for i in range(7)], dtype=object),
+        worker_ids=np.array([f"w{j}" for j in range(3)], dtype=object),
+        classes=np.array(["a", "b"], dtype=object),
+        gold=truth,
+    )
+
+
+def exact_log_evidence(data: LabelData, prior: np.ndarray, asymmetry: str) -> float:
+    """``log p(labels | α₀, ν₀ = 1)`` by summing over all 2^N class assignments: for a
+    hard assignment the Pólya integrals are exact (integer counts)."""
+    C, J = 2, data.n_workers
+    terms = []
+    for z in itertools.product(range(C), repeat=data.n_items):
+        z_arr = np.array(z)
+        counts = np.zeros((J, C, C))
+        np.add.at(counts, (data.workers, z_arr[data.items], data.labels), 1.0)
+        n = np.bincount(z_arr, minlength=C).astype(float)
+        classes = np.sum(gammaln(1.0 + n)) - gammaln(C + n.sum()) + gammaln(C)
+        terms.append(classes + crowd_log_evidence(counts, prior, asymmetry))
+    return float(logsumexp(terms))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("asymmetry", ["free", "none"])
+def test_the_bound_is_below_the_exact_evidence(seed: int, asymmetry: str) -> None:
+    data = tiny_crowd(seed)
+    model = BayesianDawidSkene(asymmetry=asymmetry, prior_form="one-coin").fit(data)
+    prior = model.confusion_prior_
+    exact = exact_log_evidence(data, prior, asymmetry)
+    rng = np.random.default_rng(seed)
+    shares = [model.probas_, np.full((7, 2), 0.5), rng.dirichlet(np.ones(2), size=7)]
+    for T in shares:
+        bound = model.evidence_bound(data, T)
+        assert np.isfinite(bound)
+        assert bound <= exact + 1e-9
+    # the fitted shares are close to the best a factorised q can do: within a few nats
+    assert model.evidence_bound(data, model.probas_) > exact - 3.0
+
+
+def test_a_hard_assignment_s_bound_is_its_joint() -> None:
+    data = tiny_crowd(4)
+    model = BayesianDawidSkene(prior_form="confusion").fit(data)
+    prior = model.confusion_prior_
+    z = np.asarray(data.gold)
+    T = np.eye(2)[z]
+    counts = np.zeros((data.n_workers, 2, 2))
+    np.add.at(counts, (data.workers, z[data.items], data.labels), 1.0)
+    n = np.bincount(z, minlength=2).astype(float)
+    joint = np.sum(gammaln(1.0 + n)) - gammaln(2 + n.sum()) + gammaln(2)
+    joint += float(np.sum(log_evidence_free(counts, prior)))
+    assert model.evidence_bound(data, T) == pytest.approx(joint, abs=1e-10)

@@ -60,33 +60,37 @@ posterior then hands split items to the rare class, below majority vote. A one-c
 level lets the rare row borrow the crowd's accuracy from the common one (measured on the
 stress bed: docs/stress-bed.md).
 
-Form chosen by the evidence (``prior_form="evidence"``; ``bds-ev-blind-form``). Neither form
-is right for every crowd. The one-coin upper level fills a row a worker has (almost) no counts
-in with the crowd's accuracy; when the fit's class prior has drifted towards one class that is
-every worker's rare-class row, so a good worker's rare-class labels read as errors of the
-common class and "every item one class" is a fixed point (8 workers, 80/20, a one-class worker
-giving 46 % of the labels: class prior 0.945, every item class 0, accuracy 0.766 where the
-confusion form reads 0.840; docs/stress-bed.md, 2026-12-07 "the prior's form chosen by the
-evidence"). The confusion form fits each row's prior on its own and reads such a row as weakly
-known, but on imbalanced crowds reads the rare row as "workers answer at random" (above). The
-form is a hyperparameter of the same model, so it is chosen as the others are, by type-II
-maximum likelihood: both forms are fitted (each its own two-stage prior and variational fit) and
-the one whose fit has the larger evidence lower bound is read (the one-coin one on a tie).
-The bound (Bishop 2006 §10.2.2; Simpson et al. 2013 §2) at the items' shares ``T`` with every
-other factor at its optimum for ``T``: by conjugacy ``max_q(e) E_q[log p(L | z, e)] − KL(q(e) ‖
-p(e))`` is the log Pólya integral of the expected counts ``N_jcl = Σ T_ic`` (counts need not be
-integers), the kinds' ``q(s_j)`` at their optimum make it ``log Σ_k w_k Z_jk``, and the same for
-``π``, so (:meth:`BayesianDawidSkene.evidence_bound`)::
+Form chosen by the evidence (``prior_form="evidence"``; ``bds-ev-blind-form``). The two
+departures of ``bds-ev`` from ``bds`` — the one-coin upper level and ``lone_labels="skip"`` —
+were chosen on crowds of many workers, and on a crowd of a few each tips the fit into reading
+every item as one class (docs/stress-bed.md, 2026-12-07). The one-coin level fills a row a
+worker has (almost) no counts in with the crowd's accuracy; once the class prior leans towards
+one class that is every worker's rare-class row, so a good worker's rare-class labels read as
+errors of the common class and "every item one class" is a fixed point (8 workers, 80/20, a
+one-class worker giving 46 % of the labels: class prior 0.945, every item class 0, accuracy
+0.766 where ``bds`` reads 0.840). ``skip`` judges the workers on the partnered labels alone,
+and when those are a few heavy workers' shared items that agree at chance they hold no
+evidence of two classes. ``bds``'s reading (a prior row fitted per class, every label
+counted) has the opposite weakness on imbalanced crowds (above). Which reading the labels
+support is a question for the model's evidence, as the other hyperparameters are: both fits
+are made — the prior's form as given (one-coin, ``lone_labels`` as given) and the confusion
+form counting every label, each its own two-stage prior and variational fit — and the one
+whose fit has the larger evidence lower bound is read (the first on a tie). The bound (Bishop
+2006 §10.2.2; Simpson et al. 2013 §2) at the items' shares ``T``, every other factor at its
+optimum for ``T``: by conjugacy ``max_q(e) E_q[log p(L | z, e)] − KL(q(e) ‖ p(e))`` is the
+log Pólya integral of the expected counts ``N_jcl = Σ T_ic`` (the counts need not be
+integers), the kinds' ``q(s_j)`` at their optimum make it ``log Σ_k w_k Z_jk``, and the same
+holds for ``π``, so (:meth:`BayesianDawidSkene.evidence_bound`)::
 
     L(T) = Σ_j log Σ_k w_k Z_jk(N_j) + ln B(ν₀ + Σ_i T_i) − ln B(ν₀) + Σ_i H(T_i)
          ≤ log p(labels | α₀, w, ν₀)
 
-with ``w`` the kinds' type-II weights at these counts and every label counted (lone ones too:
-the bound is the model's, whatever rule fitted ``T``). It costs a second fit.
-What it cannot do: when a heavy spammer shares every item with one good worker, the two
-workers' labels are independent whatever the truth, so the labels do not say which of them
-to follow; the bound is then flat (within 1 nat between fits reading 0.568 and 0.816,
-docs/stress-bed.md) and no evidence can choose.
+with ``w`` the kinds' type-II weights at these counts and every label counted, lone ones too
+(the bound is the model's, whichever rule fitted ``T``, so the two fits are scored alike). It
+costs a second fit. What it cannot do: when a heavy spammer shares nearly every item with one
+good worker, the two workers' labels are independent whatever the truth, so the labels do not
+say which of them to follow; the bound is then flat (within 1 nat between fits reading 0.568
+and 0.816, docs/stress-bed.md) and no evidence can choose.
 
 Floor (``prior_floor``). A lower bound on every fitted prior pseudo-count. With one label per
 item the start is each label's own vote, so every worker looks always right, the type-II fit
@@ -269,8 +273,9 @@ class BayesianDawidSkene(Aggregator):
             majority-vote start; default) or ``"every"`` (every iteration; the first build's
             rule) — module docstring. Ignored with ``confusion_prior``.
         prior_form: ``"confusion"`` (every prior row fitted on its own; default),
-            ``"one-coin"`` (one crowd accuracy for every row) or ``"evidence"`` (either,
-            the fit with the larger evidence bound) — module docstring.
+            ``"one-coin"`` (one crowd accuracy for every row) or ``"evidence"`` (the
+            one-coin fit or the confusion fit counting every label, the one with the larger
+            evidence bound) — module docstring.
         prior_floor: lower bound (>= 0) of every empirical-Bayes prior pseudo-count
             (default 0: the fit's own bound 1e-3) — module docstring.
         lone_labels: whether a label alone on its item counts in its worker's model:
@@ -415,19 +420,19 @@ class BayesianDawidSkene(Aggregator):
     )
 
     def _chosen_form(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
-        """The fit (n_items, C): of ``prior_form``, or with ``"evidence"`` the one-coin and
-        the confusion form's fits, each scored by :meth:`evidence_bound`, the larger kept (the
-        one-coin fit on a tie; module docstring, "Form chosen by the evidence"). Sets
-        ``prior_form_`` (the form read) and ``form_bounds_`` ({form: bound}, empty unless
-        chosen)."""
+        """The fit (n_items, C): of ``prior_form``, or with ``"evidence"`` the one-coin fit
+        (``lone_labels`` as given) and the confusion fit counting every label, each scored by
+        :meth:`evidence_bound`, the larger kept (the one-coin fit on a tie; module docstring,
+        "Form chosen by the evidence"). Sets ``prior_form_`` (the form read) and
+        ``form_bounds_`` ({form: bound}, empty unless chosen)."""
         self.form_bounds_: dict[str, float] = {}
         if self.prior_form != "evidence" or self.confusion_prior is not None:
             self.prior_form_ = self.prior_form
             return self._variational(data, known)
         fits = []
-        for form in ("one-coin", "confusion"):
-            T = self._variational(data, known, form)
-            self.form_bounds_[form] = self.evidence_bound(data, T, known)
+        for reading in (("one-coin", self.lone_labels), ("confusion", "count")):
+            T = self._variational(data, known, reading)
+            self.form_bounds_[reading[0]] = self.evidence_bound(data, T, known)
             fits.append((T, {name: getattr(self, name) for name in self._FITTED}))
         bounds = self.form_bounds_
         chosen = 1 if bounds["confusion"] > bounds["one-coin"] else 0
@@ -512,12 +517,16 @@ class BayesianDawidSkene(Aggregator):
         return partnered
 
     def _worker_evidence(
-        self, matrix: sp.csr_matrix, data: LabelData, partnered: np.ndarray | None
+        self,
+        matrix: sp.csr_matrix,
+        data: LabelData,
+        partnered: np.ndarray | None,
+        lone: str | None = None,
     ) -> sp.csr_matrix:
         """The incidence (n_items, n_workers·C) whose labels feed the workers' counts: every
         label of ``matrix`` (``"count"``, or when nothing can be checked), else only the
         ``partnered`` labels (module docstring)."""
-        if self.lone_labels == "count" or partnered is None:
+        if (lone or self.lone_labels) == "count" or partnered is None:
             return matrix  # nothing can be checked: every label, as "count"
         C = data.n_classes
         return sp.csr_matrix(
@@ -562,10 +571,11 @@ class BayesianDawidSkene(Aggregator):
         return T, iteration, share, state.evidence(), state.expected.copy()
 
     def _variational(
-        self, data: LabelData, known: KnownTruth | None, form: str | None = None
+        self, data: LabelData, known: KnownTruth | None, reading: tuple[str, str] | None = None
     ) -> FloatArray:
         """The variational fit of the module docstring; ``known`` items (if any) keep their
-        one-hot truth; ``form``: the prior's form (default ``prior_form``)."""
+        one-hot truth; ``reading``: the prior's form and the lone-label rule (default
+        ``prior_form``, ``lone_labels``)."""
         n_iter, tol = check_iterations(self.n_iter, self.tol, "BayesianDawidSkene")
         nu0 = self.class_prior
         if isinstance(nu0, bool) or not isinstance(nu0, int | float) or not nu0 > 0:
@@ -579,12 +589,13 @@ class BayesianDawidSkene(Aggregator):
         J = model_data.n_workers
         self._check()
         partnered = self._partnered(model_data, matrix, known)
-        workers_matrix = self._worker_evidence(matrix, model_data, partnered)
+        lone = self.lone_labels if reading is None else reading[1]
+        workers_matrix = self._worker_evidence(matrix, model_data, partnered, lone)
         # with nothing to check, a worker's counts are its labels' agreement with themselves:
         # no evidence of its accuracy, nor of how that accuracy depends on the class
         asymmetry = self.asymmetry if partnered is not None else "free"
         floor = self.prior_floor
-        form = self.prior_form if form is None else form
+        form = self.prior_form if reading is None else reading[0]
         fit_prior = one_coin_polya_prior if form == "one-coin" else polya_prior
         T = initial_shares(data)
         if known is not None:
@@ -594,7 +605,7 @@ class BayesianDawidSkene(Aggregator):
         if fixed is None and not every:
             # two-stage empirical Bayes: the prior of the majority-vote start, then held; on
             # every label but with "skip-prior" (module docstring, "Lone labels")
-            start_matrix = workers_matrix if self.lone_labels == "skip-prior" else matrix
+            start_matrix = workers_matrix if lone == "skip-prior" else matrix
             start = np.asarray(start_matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration, share, evidence = 0, 0.5, None

@@ -140,3 +140,54 @@ def test_a_hard_assignment_s_bound_is_its_joint() -> None:
     joint = np.sum(gammaln(1.0 + n)) - gammaln(2 + n.sum()) + gammaln(2)
     joint += float(np.sum(log_evidence_free(counts, prior)))
     assert model.evidence_bound(data, T) == pytest.approx(joint, abs=1e-10)
+
+
+def partial(data: LabelData, n_labels: int, seed: int) -> LabelData:
+    """``n_labels`` of ``data``'s labels drawn without replacement (a campaign stopped at
+    1.5 labels per item: most items two labels, the rest one)."""
+    keep = np.sort(np.random.default_rng(seed).choice(data.n_labels, n_labels, replace=False))
+    return LabelData(
+        items=data.items[keep],
+        workers=data.workers[keep],
+        labels=data.labels[keep],
+        item_ids=data.item_ids,
+        worker_ids=data.worker_ids,
+        classes=data.classes,
+        gold=data.gold,
+    )
+
+
+@pytest.mark.parametrize(
+    ("cell", "seed", "least"),
+    [
+        (
+            StressCell("binary-80-20-3workers-spam-k2", (0.8, 0.2), 2, 3, 0.5, spammer_share=0.1),
+            0,
+            0.77,
+        ),
+        (
+            StressCell("binary-50-50-8workers-biased-k2", (0.5, 0.5), 2, 8, 0.5, biased_share=0.19),
+            1,
+            0.72,
+        ),
+    ],
+)
+def test_a_partial_few_worker_log_is_not_read_as_one_class(
+    cell: StressCell, seed: int, least: float
+) -> None:
+    """With lone labels (``skip``) the one-coin fit reads these logs as one class (0.234 —
+    every item the rare class — and 0.446); the confusion fit counting every label has the
+    larger bound."""
+    data = partial(make_crowd(cell, 0), 750, seed)
+    gold = np.asarray(data.gold)
+    old = make_aggregator("bds-ev-blind-own").fit(data)
+    assert np.unique(old.labels_).size == 1
+    new = make_aggregator("bds-ev-blind-form").fit(data)
+    assert isinstance(new, BayesianDawidSkene) and new.prior_form_ == "confusion"
+    assert float(np.mean(new.labels_ == gold)) >= least
+
+
+def test_a_subclass_with_its_own_loop_refuses_the_choice() -> None:
+    data = make_crowd(COLLAPSING, 0)
+    with pytest.raises(InvalidParameterError, match="evidence"):
+        make_aggregator("bds-hard:prior-form=evidence").fit(data)

@@ -407,6 +407,10 @@ class BayesianDawidSkene(Aggregator):
     def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
         return self._chosen_form(data, known)
 
+    #: the prior's form and lone-label rule of the fit :meth:`_chosen_form` is making (None:
+    #: ``prior_form`` and ``lone_labels``)
+    _reading: tuple[str, str] | None = None
+
     #: the fitted attributes a fit of each form sets (``prior_form="evidence"`` keeps the
     #: chosen form's)
     _FITTED = (
@@ -429,9 +433,17 @@ class BayesianDawidSkene(Aggregator):
         if self.prior_form != "evidence" or self.confusion_prior is not None:
             self.prior_form_ = self.prior_form
             return self._variational(data, known)
+        if type(self)._variational is not BayesianDawidSkene._variational:
+            raise InvalidParameterError(
+                f"{type(self).__name__}: prior_form='evidence' is not available here"
+            )
         fits = []
         for reading in (("one-coin", self.lone_labels), ("confusion", "count")):
-            T = self._variational(data, known, reading)
+            self._reading = reading
+            try:
+                T = self._variational(data, known)
+            finally:
+                self._reading = None
             self.form_bounds_[reading[0]] = self.evidence_bound(data, T, known)
             fits.append((T, {name: getattr(self, name) for name in self._FITTED}))
         bounds = self.form_bounds_
@@ -570,12 +582,10 @@ class BayesianDawidSkene(Aggregator):
         )
         return T, iteration, share, state.evidence(), state.expected.copy()
 
-    def _variational(
-        self, data: LabelData, known: KnownTruth | None, reading: tuple[str, str] | None = None
-    ) -> FloatArray:
+    def _variational(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
         """The variational fit of the module docstring; ``known`` items (if any) keep their
-        one-hot truth; ``reading``: the prior's form and the lone-label rule (default
-        ``prior_form``, ``lone_labels``)."""
+        one-hot truth. The prior's form and the lone-label rule: ``_reading`` while
+        :meth:`_chosen_form` fits a candidate, else ``prior_form`` and ``lone_labels``."""
         n_iter, tol = check_iterations(self.n_iter, self.tol, "BayesianDawidSkene")
         nu0 = self.class_prior
         if isinstance(nu0, bool) or not isinstance(nu0, int | float) or not nu0 > 0:
@@ -589,6 +599,7 @@ class BayesianDawidSkene(Aggregator):
         J = model_data.n_workers
         self._check()
         partnered = self._partnered(model_data, matrix, known)
+        reading = self._reading
         lone = self.lone_labels if reading is None else reading[1]
         workers_matrix = self._worker_evidence(matrix, model_data, partnered, lone)
         # with nothing to check, a worker's counts are its labels' agreement with themselves:

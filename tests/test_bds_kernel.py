@@ -283,3 +283,16 @@ def test_the_form_chosen_by_the_evidence_compiled(n_labels: int) -> None:
     assert isinstance(compiled, BayesianDawidSkene) and isinstance(reference, BayesianDawidSkene)
     assert compiled.prior_form_ == reference.prior_form_
     assert compiled.form_bounds_ == reference.form_bounds_
+
+
+def test_the_one_class_recheck_compiled() -> None:
+    """``bds-ev-blind-recheck`` on a few-worker crowd that the one-coin fit reads as one
+    class (both fits made): the NumPy loop's bits."""
+    from crowdbudget.experiments.stress import StressCell, make_crowd
+
+    cell = StressCell("binary-80-20-8workers-biased-k2", (0.8, 0.2), 2, 8, 0.5, biased_share=0.19)
+    data = make_crowd(cell, 0)
+    assert assert_same_fit("bds-ev-blind-recheck", data) > 2
+    with numpy_loop():
+        reference = make_aggregator("bds-ev-blind-recheck").fit(data)
+    assert isinstance(reference, BayesianDawidSkene) and reference.prior_form_ == "confusion"

@@ -191,3 +191,27 @@ def test_a_subclass_with_its_own_loop_refuses_the_choice() -> None:
     data = make_crowd(COLLAPSING, 0)
     with pytest.raises(InvalidParameterError, match="evidence"):
         make_aggregator("bds-hard:prior-form=evidence").fit(data)
+
+
+def test_the_recheck_reads_a_two_class_fit_as_the_one_coin_verdict() -> None:
+    """``bds-ev-blind-recheck`` (``prior_form="evidence-one-class"``): a fit that reads two
+    classes is ``bds-ev-blind-own``'s, bit for bit, and no second fit is made."""
+    cell = StressCell("binary-50-50-5workers-spam-k2", (0.5, 0.5), 2, 5, 0.5, spammer_share=0.05)
+    data = make_crowd(cell, 0)
+    own = make_aggregator("bds-ev-blind-own").fit(data)
+    recheck = make_aggregator("bds-ev-blind-recheck").fit(data)
+    assert isinstance(recheck, BayesianDawidSkene)
+    assert recheck.form_bounds_ == {} and recheck.prior_form_ == "one-coin"
+    assert np.array_equal(own.probas_, recheck.probas_)
+    assert np.array_equal(own.errors_, recheck.errors_)
+
+
+def test_the_recheck_closes_the_one_class_reading() -> None:
+    data = make_crowd(COLLAPSING, 0)
+    recheck = make_aggregator("bds-ev-blind-recheck").fit(data)
+    form = make_aggregator("bds-ev-blind-form").fit(data)
+    assert isinstance(recheck, BayesianDawidSkene) and isinstance(form, BayesianDawidSkene)
+    assert recheck.prior_form_ == "confusion"
+    assert recheck.form_bounds_ == form.form_bounds_
+    assert np.array_equal(recheck.probas_, form.probas_)
+    assert float(np.mean(recheck.labels_ == np.asarray(data.gold))) >= 0.83

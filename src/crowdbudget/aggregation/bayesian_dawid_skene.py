@@ -196,8 +196,9 @@ PRIOR_BOUNDS = (1e-3, 1e4)
 PRIOR_FITS = ("start", "every")
 
 #: the form of the empirical-Bayes prior (``prior_form``; module docstring; ``"evidence"``:
-#: either, as the evidence bound decides)
-PRIOR_FORMS = ("confusion", "one-coin", "evidence")
+#: either, as the evidence bound decides; ``"evidence-one-class"``: the one-coin fit, and the
+#: bound decides only when that fit reads every item as one class)
+PRIOR_FORMS = ("confusion", "one-coin", "evidence", "evidence-one-class")
 
 #: whether a lone label (the only label of its item) counts in its worker's model
 #: (``lone_labels``; module docstring)
@@ -427,15 +428,18 @@ class BayesianDawidSkene(Aggregator):
         """The fit (n_items, C): of ``prior_form``, or with ``"evidence"`` the one-coin fit
         (``lone_labels`` as given) and the confusion fit counting every label, each scored by
         :meth:`evidence_bound`, the larger kept (the one-coin fit on a tie; module docstring,
-        "Form chosen by the evidence"). Sets ``prior_form_`` (the form read) and
-        ``form_bounds_`` ({form: bound}, empty unless chosen)."""
+        "Form chosen by the evidence"); with ``"evidence-one-class"`` the confusion fit is made
+        and scored only when the one-coin fit reads every item as one class. Sets
+        ``prior_form_`` (the form read) and ``form_bounds_`` ({form: bound} of the fits
+        scored; empty unless a choice was made)."""
         self.form_bounds_: dict[str, float] = {}
-        if self.prior_form != "evidence" or self.confusion_prior is not None:
+        choose = self.prior_form in ("evidence", "evidence-one-class")
+        if not choose or self.confusion_prior is not None:
             self.prior_form_ = self.prior_form
             return self._variational(data, known)
         if type(self)._variational is not BayesianDawidSkene._variational:
             raise InvalidParameterError(
-                f"{type(self).__name__}: prior_form='evidence' is not available here"
+                f"{type(self).__name__}: prior_form={self.prior_form!r} is not available here"
             )
         fits = []
         for reading in (("one-coin", self.lone_labels), ("confusion", "count")):
@@ -444,8 +448,12 @@ class BayesianDawidSkene(Aggregator):
                 T = self._variational(data, known)
             finally:
                 self._reading = None
-            self.form_bounds_[reading[0]] = self.evidence_bound(data, T, known)
             fits.append((T, {name: getattr(self, name) for name in self._FITTED}))
+            one_class = len(fits) == 1 and np.unique(np.argmax(T, axis=1)).size <= 1
+            if self.prior_form == "evidence-one-class" and len(fits) == 1 and not one_class:
+                self.prior_form_ = "one-coin"  # two classes read: kept as fitted
+                return T
+            self.form_bounds_[reading[0]] = self.evidence_bound(data, T, known)
         bounds = self.form_bounds_
         chosen = 1 if bounds["confusion"] > bounds["one-coin"] else 0
         T, fitted = fits[chosen]

@@ -52,6 +52,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | one-coin and the confusion prior's fits, the one with the larger evidence | |
 |  | bound read (:mod:`.bayesian_dawid_skene`, "Form chosen by the | |
 |  | evidence") | |
+| ``bds-ev-blind-recheck`` | ``bds-ev-blind-form`` whose second fit is made only when | as ``bds`` |
+|  | the first reads every item as one class | |
 | ``bds-sym`` | ``bds-oc`` with ``asymmetry="none"`` (every worker one accuracy) | as ``bds`` |
 | ``bds-hard`` | :class:`ItemDifficultyDawidSkene`: ``bds-ev`` whose items are each | as ``bds``, |
 |  | easy or hard (a hard item's labels follow one crowd confusion: | ``difficulty`` |
@@ -701,6 +703,20 @@ for _spec in (
         paper="Kim & Ghahramani 2012; Hovy et al. 2013; prior form by the variational evidence",
         defaults={
             "prior_form": "evidence",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence-blind-own",
+        },
+    ),
+    _aggregator(
+        "bds-ev-blind-recheck",
+        BayesianDawidSkene,
+        "bds-ev-blind-own whose reading of every item as one class is checked against bds's "
+        "reading (confusion prior, every label counted) by the fits' evidence lower bound",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012; Hovy et al. 2013; the reading by the variational evidence",
+        defaults={
+            "prior_form": "evidence-one-class",
             "prior_floor": 0.1,
             "lone_labels": "skip",
             "asymmetry": "evidence-blind-own",

@@ -87,10 +87,16 @@ holds for ``π``, so (:meth:`BayesianDawidSkene.evidence_bound`)::
 
 with ``w`` the kinds' type-II weights at these counts and every label counted, lone ones too
 (the bound is the model's, whichever rule fitted ``T``, so the two fits are scored alike). It
-costs a second fit. What it cannot do: when a heavy spammer shares nearly every item with one
-good worker, the two workers' labels are independent whatever the truth, so the labels do not
-say which of them to follow; the bound is then flat (within 1 nat between fits reading 0.568
-and 0.816, docs/stress-bed.md) and no evidence can choose.
+costs a second fit. Measured (docs/stress-bed.md), the bound is a safe judge only of a
+degenerate reading: always choosing by it (``bds-ev-blind-form``) closes the few-worker
+probes but loses bed rows where the labels' errors are correlated (fact_eval, adult) or the
+crowd is two-coin (the held-out bed's worst 0.044 → 0.084). ``"evidence-one-class"``
+(``bds-ev-blind-recheck``) keeps the one-coin fit unless it reads every item as one class — a
+reading in which the labels say nothing about any item — and only then makes the second fit
+and keeps the one with the larger bound. What it cannot do: when a heavy spammer shares
+nearly every item with one good worker, the two workers' labels are independent whatever the
+truth, so the labels do not say which of them to follow; the bound is then flat (within 1 nat
+between fits reading 0.568 and 0.816, docs/stress-bed.md) and no evidence can choose.
 
 Floor (``prior_floor``). A lower bound on every fitted prior pseudo-count. With one label per
 item the start is each label's own vote, so every worker looks always right, the type-II fit

@@ -280,9 +280,10 @@ class BayesianDawidSkene(Aggregator):
             majority-vote start; default) or ``"every"`` (every iteration; the first build's
             rule) — module docstring. Ignored with ``confusion_prior``.
         prior_form: ``"confusion"`` (every prior row fitted on its own; default),
-            ``"one-coin"`` (one crowd accuracy for every row) or ``"evidence"`` (the
+            ``"one-coin"`` (one crowd accuracy for every row), ``"evidence"`` (the
             one-coin fit or the confusion fit counting every label, the one with the larger
-            evidence bound) — module docstring.
+            evidence bound) or ``"evidence-one-class"`` (the one-coin fit, re-checked so only
+            when it reads every item as one class) — module docstring.
         prior_floor: lower bound (>= 0) of every empirical-Bayes prior pseudo-count
             (default 0: the fit's own bound 1e-3) — module docstring.
         lone_labels: whether a label alone on its item counts in its worker's model:
@@ -306,8 +307,9 @@ class BayesianDawidSkene(Aggregator):
         symmetric_: ``q(s_j = 1)``, each worker's probability of being symmetric, shape
             (n_workers,) (0 with ``"free"``, 1 with ``"none"``).
         symmetric_share_: the crowd's fitted share of symmetric workers ``w``.
-        prior_form_: the form read (``"evidence"``: the chosen one).
-        form_bounds_: {form: evidence bound} of the two fits (``"evidence"``; else empty).
+        prior_form_: the form read (``"evidence…"``: the chosen one).
+        form_bounds_: {form: evidence bound} of the fits scored (empty when no choice was
+            made).
         n_iter_: iterations run.
     """
 
@@ -455,8 +457,8 @@ class BayesianDawidSkene(Aggregator):
             finally:
                 self._reading = None
             fits.append((T, {name: getattr(self, name) for name in self._FITTED}))
-            one_class = len(fits) == 1 and np.unique(np.argmax(T, axis=1)).size <= 1
-            if self.prior_form == "evidence-one-class" and len(fits) == 1 and not one_class:
+            recheck = self.prior_form == "evidence-one-class" and len(fits) == 1
+            if recheck and np.unique(np.argmax(T, axis=1)).size > 1:
                 self.prior_form_ = "one-coin"  # two classes read: kept as fitted
                 return T
             self.form_bounds_[reading[0]] = self.evidence_bound(data, T, known)

@@ -456,9 +456,9 @@ def crowd_log_evidence(counts: FloatArray, prior: FloatArray, asymmetry: str) ->
         log_z = guard_blind(log_z)
     seen = _in_order_sum(n_jc, 1) > 0  # workers with a count (the others add log 1 = 0)
     log_z = log_z[seen]
-    weights = fit_weights(log_z, np.full(3, 1.0 / 3), n_steps=500)
-    with np.errstate(divide="ignore"):  # log of the blind weight's 0 likelihood: −∞, kept
-        scores = np.log(weights)[None, :] + log_z
+    weights = fit_weights(log_z, np.full(3, 1.0 / 3), n_steps=500)  # each >= WEIGHT_FLOOR
+    # a kind a worker cannot be keeps log Z = −∞ (exp: a likelihood of 0, no warning)
+    scores = np.log(weights)[None, :] + log_z
     top = _row_max(scores)  # finite: the free kind's evidence always is
     return float(np.sum(top + np.log(_in_order_sum(np.exp(scores - top[:, None]), 1))))
 

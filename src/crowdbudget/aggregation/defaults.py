@@ -13,5 +13,9 @@ from __future__ import annotations
 #: labels per item and all labels — among the verdicts that also read the default policy's
 #: own campaigns (push and pull) no worse than the previous default. At one label per item no
 #: worker can be checked and every candidate reads the labels alike (``bds-ev-blind-own`` is
-#: ``bds-oc`` there, bit for bit). The tables and their commands: docs/stress-bed.md.
-DEFAULT_VERDICT = "bds-ev-blind-own"
+#: ``bds-oc`` there, bit for bit). ``bds-ev-blind-recheck`` is ``bds-ev-blind-own`` except where
+#: that fit reads every item as one class: then the confusion-prior reading is fitted too and
+#: the one with the larger evidence bound is read. It reads every bed and bundled-set row as
+#: ``bds-ev-blind-own`` does and no few-worker probe crowd worse, some far better (a one-class
+#: collapse undone). The tables and their commands: docs/stress-bed.md.
+DEFAULT_VERDICT = "bds-ev-blind-recheck"

@@ -167,3 +167,38 @@ def _live_run(store: EventStore, n_steps: int) -> list[str]:
 def test_a_live_campaign_spreads_its_refits_deterministically() -> None:
     first = _live_run(EventStore("sqlite://"), 160)
     assert _live_run(EventStore("sqlite://"), 160) == first  # the same seed, the same run
+
+
+@pytest.mark.parametrize("policy_id", [DEFAULT, f"{DEFAULT}:refit-exact-until=60"])
+def test_pull_labels_with_every_worker_stale_make_the_same_choices(policy_id: str) -> None:
+    """A label on the pull path while every worker is stale rescores no pair
+    (``_observe_all_stale``) and a refit past the exact phase marks none; the choices are
+    those of the full bookkeeping, pair for pair, and of the eager path, and the arrays the
+    choices read are the full bookkeeping's bit for bit after every label."""
+    problem = Problem(n_items=30, budget=10_000, n_workers=5)
+    policies = []
+    for variant in ("shortcut", "full", "eager"):
+        policy = make_policy(policy_id)
+        if variant == "full":
+            policy._observe_all_stale = lambda i, j: False  # type: ignore[method-assign]
+        if variant == "eager":
+            policy.lazy_workers = False
+        policy.reset(problem, np.random.default_rng(0))
+        policies.append(policy)
+    state = CampaignState.initial(problem)
+    rng = np.random.default_rng(9)
+    truth = rng.integers(0, 2, problem.n_items)
+    for step in range(300):
+        worker = int(rng.integers(problem.n_workers))
+        chosen = {policy.select(state, worker=worker) for policy in policies}
+        assert len(chosen) == 1
+        (assignment,) = chosen
+        assert assignment is not None
+        right = rng.random() < 0.6 + 0.07 * worker
+        label = int(truth[assignment.item]) if right else 1 - int(truth[assignment.item])
+        for policy in policies:
+            policy.observe(LabelEvent(item=assignment.item, worker=worker, label=label))
+        shortcut, full = policies[0], policies[1]
+        for name in ("_moments", "_item_error", "_reliability", "_state_ids"):
+            np.testing.assert_array_equal(getattr(shortcut, name), getattr(full, name), name)
+        assert shortcut._n_states == full._n_states, step

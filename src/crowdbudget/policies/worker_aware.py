@@ -269,6 +269,7 @@ class OneCoinKnowledgeGradient(
         self._reset_class_prior(problem)
         self._incremental: IncrementalRefitState | None = None
         self._spread = None  # a spread refit under way (refit_spread, worker_aware_refit)
+        self._prior_columns = None
         # the label count of the last full refit (refit_exact_growth)
         self._last_full = 0
         # full refits up to the exact phase; the state is made at the first refit past it
@@ -500,7 +501,8 @@ class OneCoinKnowledgeGradient(
         else:
             self._item_error[i] = error_probability(a, b, post.thresholds[i])
         if self._fast:
-            self._observe_fast(i, j)
+            if not self._observe_all_stale(i, j):
+                self._observe_fast(i, j)
             return
         if self._share:
             self._fresh[i] = (a, b) == self._fresh_state
@@ -517,6 +519,24 @@ class OneCoinKnowledgeGradient(
             self._rescore(changed)
         else:
             self._scores[changed] = self._score_pairs(changed)
+
+    def _observe_all_stale(self, i: int, j: int) -> bool:
+        """:meth:`_observe_fast` when every worker's pairs are stale (lazy compiled path, no
+        push bounds: after a refit, and from then on in pull mode, whose choices do not flush
+        them): item i's moments and state number, worker j's reliability — the same bits —
+        and no pair rescored, as every pair of item i is rescored when read (the flush) and
+        stale workers' bests are recomputed there. False: not that case."""
+        if not (self._lazy and not self._push_active and self._stale.all()):
+            return False
+        post = self.posterior_
+        self._moments_of(i, float(post.a[i]), float(post.b[i]))
+        c, d = float(post.c[j]), float(post.d[j])
+        self._reliability[j] = c / (c + d)
+        self._state_ids[i] = self._n_states  # a new number, as _observe_fast's
+        self._n_states += 1
+        if self._n_states > 2 * self._state_ids.shape[0] + 64:
+            self._number_states()  # keep the per-state table O(n_items)
+        return True
 
     def _refit_now(self) -> bool:
         """The refit a label made due: the next one scheduled, then the incremental refit
@@ -584,6 +604,7 @@ class OneCoinKnowledgeGradient(
         observed — so the worker's Beta gets a definite success or failure, in the sequential
         update and in every refit."""
         self._spread_finish()  # the known row changes the prior a spread refit reads
+        self._prior_columns = None  # and the incremental refit's (written in place below)
         if self._known_prior is None:
             prior = self.problem_.prior_array
             self._known_prior = np.array(np.broadcast_to(prior, (self.problem_.n_items, 2)))

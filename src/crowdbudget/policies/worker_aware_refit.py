@@ -293,11 +293,16 @@ class RefitSteps:
     _n_states: int
     _n_base_states: int
     _reliability: FloatArray
+    _stale: np.ndarray
+    _bounded: bool
+    _push_rebuild: bool
 
     #: refit work units per label (0: a full refit at the label that makes it due; module
     #: docstring); set on an instance (the live campaign sets :data:`LIVE_REFIT_SPREAD`)
     refit_spread = 0
     _spread: SpreadRefit | None = None
+    #: the incremental refit's prior columns: (the prior array they are of, a, b)
+    _prior_columns: tuple[FloatArray, FloatArray, FloatArray] | None = None
 
     if TYPE_CHECKING:  # the policy's and its other mixins' methods
 
@@ -308,6 +313,8 @@ class RefitSteps:
         def _refresh_changed(self, items: IntArray, workers: IntArray) -> None: ...
 
         def _after_refit_lazy(self) -> None: ...
+
+        def _number_states(self) -> None: ...
 
     def _refit_incremental(self) -> None:
         """The incremental refit (``refit_tol``; the policy's module docstring): re-read what
@@ -320,19 +327,20 @@ class RefitSteps:
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior) and self._incremental is not None
         prior = self.problem_.prior_array if self._known_prior is None else self._known_prior
+        if self._prior_columns is None or self._prior_columns[0] is not prior:
+            # the columns (a, b) of the prior, kept while it is the same array (a control
+            # answer, which writes the known prior in place, drops them: observe_known)
+            self._prior_columns = (
+                prior,
+                np.ascontiguousarray(prior[:, 1], dtype=float),
+                np.ascontiguousarray(prior[:, 0], dtype=float),
+            )
         for name in ("a", "b", "c", "d"):  # written in place: float64, contiguous
             setattr(post, name, np.ascontiguousarray(getattr(post, name), dtype=float))
         c0, d0 = self.worker_prior
         items, workers = self._incremental.refit(
             self._log[: self._n_log],
-            (
-                np.ascontiguousarray(prior[:, 1], dtype=float),
-                np.ascontiguousarray(prior[:, 0], dtype=float),
-                post.a,
-                post.b,
-                post.c,
-                post.d,
-            ),
+            (*self._prior_columns[1:], post.a, post.b, post.c, post.d),
             float(c0),
             float(d0),
             float(self.refit_tol),
@@ -345,7 +353,21 @@ class RefitSteps:
             # the eager paths rescore every pair after a refit (as the full refit's)
             self._refit_beliefs(0)
             return
-        self._refresh_changed(items.copy(), workers.copy())
+        if (self._bounded and not self._push_rebuild) or not self._stale.all():
+            self._refresh_changed(items.copy(), workers.copy())
+            return
+        # every worker's pairs stale already (pull mode after a refit): _refresh_changed's
+        # refresh of the items and the reliabilities, the same bits, with no pair to mark
+        if items.shape[0]:
+            self._n_states = refresh_items(
+                items, post.a, post.b, self._moments, self._item_error, self._state_ids,
+                self._n_states,
+            )  # fmt: skip
+            if self._n_states > 2 * self._state_ids.shape[0] + 64:
+                self._number_states()  # keep the per-state table O(n_items)
+        if workers.shape[0]:
+            c, d = post.c[workers], post.d[workers]
+            self._reliability[workers] = c / (c + d)
 
     def _sync_incremental(self) -> None:
         """After a full refit with ``refit_tol``: the incremental refit's statistics set to

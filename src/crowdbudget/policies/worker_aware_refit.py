@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
-from crowdbudget.policies._one_coin_kernel import match_label, refresh_items
+from crowdbudget.policies._one_coin_kernel import match_label, number_states, refresh_items
 from crowdbudget.policies._refit_incremental import IncrementalRefitState
 from crowdbudget.posteriors.one_coin import OneCoinPosterior, _one_coin_update_scalar
 from crowdbudget.types import FloatArray, IntArray, Problem
@@ -81,11 +81,11 @@ def reestimate_slice(
     while left > 0:
         phase, k = pos[1], pos[2]
         if phase == 0:  # every item at its prior (reestimate's copies of the prior)
-            stop = min(n_items, k + left)
+            stop = min(n_items, k + 8 * left)  # a copy: eight items a unit
             for i in range(k, stop):
                 a[i] = prior[i, 1]
                 b[i] = prior[i, 0]
-            left -= stop - k + 1
+            left -= (stop - k) // 8 + 1
             pos[1], pos[2] = (1, 0) if stop == n_items else (0, stop)
         elif phase == 1:  # the labels per worker
             stop = min(n_labels, k + left)
@@ -195,6 +195,7 @@ class SpreadRefit:
         # for the fast path, computed after the rounds (refresh_step); None: not (yet)
         self.refreshed: tuple[FloatArray, FloatArray, IntArray] | None = None
         self.n_refreshed = 0
+        self.numbered = False  # the refresh is complete
         self.n_states = 0
         self.compact: tuple[FloatArray, FloatArray] = (np.empty(0), np.empty(0))
 
@@ -224,28 +225,37 @@ class SpreadRefit:
         """After the rounds, at most about ``budget`` units (:data:`ITEM_UNITS` an item) of
         the labelled items' moments, errors and state numbers from the refit's beliefs
         (:func:`~crowdbudget.policies._one_coin_kernel.refresh_items` on compact arrays:
-        each item's values a function of its own (a, b), so the bits of a full pass; state
-        numbers from 0, shifted when put in place); True once every item is done."""
+        each item's values a function of its own (a, b), so the bits of a full pass), then
+        their state numbers once over all (from 0, shifted when put in place); True once
+        that is done."""
         k = self.labeled.shape[0]
         if self.refreshed is None:
             a, b = self.beliefs[0][self.labeled], self.beliefs[1][self.labeled]
             self.compact = (np.ascontiguousarray(a), np.ascontiguousarray(b))
             self.refreshed = (np.empty((k, 2, 6)), np.empty(k), np.empty(k, dtype=np.int64))
+        moments, errors, ids = self.refreshed
         start = self.n_refreshed
-        stop = min(k, start + max(1, int(budget) // ITEM_UNITS))
-        if stop > start:
-            moments, errors, ids = self.refreshed
-            self.n_states = refresh_items(
-                np.arange(start, stop, dtype=np.int64),
-                self.compact[0],
-                self.compact[1],
-                moments,
-                errors,
-                ids,
-                self.n_states,
+        if start == k:
+            # the last step: the state numbers afresh over every item at once, so equal
+            # states hold one number, as a refit's refresh numbers them (a pull choice
+            # scores each number once)
+            self.n_states = number_states(
+                np.arange(k, dtype=np.int64), self.compact[0], self.compact[1], ids, 0
             )
+            self.numbered = True
+            return True
+        stop = min(k, start + max(1, int(budget) // ITEM_UNITS))
+        self.n_states = refresh_items(
+            np.arange(start, stop, dtype=np.int64),
+            self.compact[0],
+            self.compact[1],
+            moments,
+            errors,
+            ids,
+            self.n_states,
+        )
         self.n_refreshed = stop
-        return stop == k
+        return False
 
 
 def replay_labels(post: OneCoinPosterior, rows: IntArray, item_only: bool) -> None:
@@ -407,7 +417,7 @@ class RefitSteps:
         # budget it runs now, as without a spread (a small campaign's choices unchanged)
         n, k = self._n_log, self._n_labeled
         rounds = self.refit_rounds * (2 * post.n_workers + 2 * k + 2 * n + 4)
-        if post.n_items + n + rounds + ITEM_UNITS * k <= self.refit_spread:
+        if post.n_items // 8 + n + rounds + ITEM_UNITS * k <= self.refit_spread:
             return False
         self._update_class_prior()  # the refit's item prior, from the labels up to n
         prior = self.problem_.prior_array if self._known_prior is None else self._known_prior
@@ -432,7 +442,7 @@ class RefitSteps:
             job.started = True
         elif not job.done:
             job.step(self.refit_spread)
-        elif self._fast_refresh() and job.n_refreshed < job.labeled.shape[0]:
+        elif self._fast_refresh() and not job.numbered:
             job.refresh_step(self.refit_spread)
         elif not job.applied:
             self._spread_beliefs(job)
@@ -449,7 +459,7 @@ class RefitSteps:
         job = self._spread
         if job is None:
             return
-        while not job.step(1 << 62):
+        while not job.step(1 << 40):
             pass
         if not job.applied:
             self._spread_beliefs(job)
@@ -476,7 +486,7 @@ class RefitSteps:
         the labels since refreshed over it), the reliabilities, every worker's pairs
         stale; the refit is then over."""
         self._spread = None
-        if not (self._fast_refresh() and job.n_refreshed == job.labeled.shape[0]):
+        if not (self._fast_refresh() and job.numbered):
             self._refit_beliefs(0)  # the items' refresh now (no pairs when it was due)
             return
         assert job.refreshed is not None
@@ -512,7 +522,7 @@ class RefitSteps:
         job.beliefs = tuple(np.array(x) for x in job.beliefs)  # type: ignore[assignment]
         job.scratch = tuple(np.array(x) for x in job.scratch)  # type: ignore[assignment]
         job.answered, job.pos = job.answered.copy(), job.pos.copy()
-        while not job.step(1 << 62):
+        while not job.step(1 << 40):
             pass
         post = copy.copy(self.posterior_)
         post.a, post.b, post.c, post.d = (np.array(x) for x in job.beliefs)

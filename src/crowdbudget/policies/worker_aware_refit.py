@@ -10,20 +10,24 @@ took 0.4–1.2 ms at 500–2,500 labels and grows with the labels, against 0.1�
 others. Spread, the refit due at n labels is computed from the same inputs (the log up to n,
 the item prior after the class-prior step, the workers' Betas of that moment) by
 :func:`reestimate_slice`, B units per label — a unit is one label read in one pass or one
-item set, about 10 ns — on arrays of its own, while the labels n + 1, … are observed as
-usual on the old beliefs. At the first label after it completes, the beliefs become the
-refit's and the labels since n are read again as :meth:`observe` read them (the moment
-matching in arrival order; past the exact phase the item only): the beliefs are then the
-ones the refit at n followed by those labels gives, bit for bit (:func:`reestimate_slice`
-is :func:`~crowdbudget.policies._one_coin_kernel.reestimate`'s operations in its order).
-What changes are the choices in between: made on the beliefs before the refit (with the
-labels since read online), for the few labels the refit takes (``ceil(W / B)`` + 1, W ≈
-3 · (2 · labels + labelled items) + items). A refit that comes due while one is under way
+item set, 5–10 ns — on arrays of its own, while the labels n + 1, … are observed as usual
+on the old beliefs; then the labelled items' moments and errors, B / 8 items a label. Once
+done, the beliefs become the refit's and the labels since n are read again as
+:meth:`observe` read them (the moment matching in arrival order; past the exact phase the
+item only): the beliefs are then the ones the refit at n followed by those labels gives,
+bit for bit (:func:`reestimate_slice` is :func:`~crowdbudget.policies._one_coin_kernel.
+reestimate`'s operations in its order); at the next label the choices' arrays follow. What
+changes are the choices in between: made on the beliefs before the refit (with the labels
+since read online), for the labels the refit takes (its start, ``ceil(W / B)`` slices of
+the rounds, W ≈ 3 · (2 · labels + 2 · labelled items) + items / 8, the refresh, the
+numbering, the beliefs, the choices' arrays). A refit that comes due while one is under way
 waits for it (the next label after it starts the next), so the refits of a long campaign
-come every ``max(refit, W / B)`` labels: O(B) work per label, whatever the labels so far.
+come every max(refit, the labels one takes) labels: O(B) work per label, whatever the
+labels so far.
 The same labels give the same run: the slices are counted in labels, not in time. A verdict
 asked meanwhile reads the completed refit on a copy (:meth:`RefitSteps._spread_posterior`);
-a control answer completes it first. Measurements: benchmarks/README.md ("the spread refit").
+a control answer completes it first. Measurements: benchmarks/README.md ("the live
+worker-aware label — the refit spread over the labels after it").
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from crowdbudget.policies._refit_incremental import IncrementalRefitState
 from crowdbudget.posteriors.one_coin import OneCoinPosterior, _one_coin_update_scalar
 from crowdbudget.types import FloatArray, IntArray, Problem
 
-#: the live campaign's ``refit_spread``: refit work units per label (about 10 ns each, so
-#: ≤ 0.1 ms a label; a refit at 2,500 labels takes 4 labels, at 10^4 labels 13)
+#: the live campaign's ``refit_spread``: refit work units per label (about 5–10 ns each, so
+#: ≤ 0.1 ms a label; on 10^4 items and 256 slots a refit at 2,500 labels takes ~12 labels,
+#: at 10^4 labels ~25)
 LIVE_REFIT_SPREAD = 8_000
 
 #: refit work units of one item's refresh (moments, error: a ``betainc``) after the rounds

@@ -529,6 +529,7 @@ class OneCoinKnowledgeGradient(
         if not (self._lazy and not self._push_active and self._stale.all()):
             return False
         post = self.posterior_
+        assert isinstance(post, OneCoinPosterior)  # the compiled path is one-coin's
         self._moments_of(i, float(post.a[i]), float(post.b[i]))
         c, d = float(post.c[j]), float(post.d[j])
         self._reliability[j] = c / (c + d)

@@ -12,11 +12,17 @@ other jobs do not add), and the time to register the workers (the slot rebuild, 
 n_items × slots pairs once); ``record_label`` also split into the labels that ran the policy's
 refit (every ``refit`` labels) and the others. ``--eager`` rescores a worker's pairs at their
 label instead of at their next request (``OneCoinKnowledgeGradient.lazy_workers = False``, the
-behaviour before lazy rescoring; the same decisions). Run from the repository root:
+behaviour before lazy rescoring; the same decisions). The live campaign spreads a full refit
+over the labels after it (``refit_spread``, :mod:`crowdbudget.policies.worker_aware_refit`):
+``record_label`` is then split three ways, by what the label did — ``with_refit`` (a refit's
+beliefs put in place: the whole refit, or a spread one's completion, with the labels since
+read again), ``refit_slices`` (a spread refit's start or one of its slices), ``without_refit``
+(neither), each in wall and thread CPU time; ``--no-spread`` runs every refit at its label
+(``refit_spread = 0``, the behaviour before). Run from the repository root:
 
     python benchmarks/bench_live_worker_aware.py [--items 10000] [--workers 200]
         [--policy opt-kg:posterior=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]
-        [--eager]
+        [--eager] [--no-spread]
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
     registered = time.perf_counter() - start
     assert first is not None
     campaign.record_label(first.assignment_id, "1")
-    ask, answer, refit_flags = [], [], []
+    ask, answer, kinds = [], [], []
     ask_cpu, answer_cpu = [], []
     for step in range(warmup + n_decisions):
         j = int(rng.integers(n_workers))
@@ -60,6 +66,7 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
         item = int(assignment.item_id[1:])
         label = truth[item] if rng.random() < accuracy[j] else 1 - truth[item]
         refits_before = getattr(campaign.policy, "_last_refit", None)
+        spread_before = getattr(campaign.policy, "_spread", None)
         campaign.record_label(assignment.assignment_id, str(label))
         t2, c2 = time.perf_counter(), time.thread_time()
         if step >= warmup:
@@ -67,7 +74,11 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
             answer.append(t2 - t1)
             ask_cpu.append(c1 - c0)
             answer_cpu.append(c2 - c1)
-            refit_flags.append(getattr(campaign.policy, "_last_refit", None) != refits_before)
+            spread = spread_before is not None or getattr(campaign.policy, "_spread", None)
+            if getattr(campaign.policy, "_last_refit", None) != refits_before:
+                kinds.append("refit")  # a refit's beliefs put in place (at once or spread)
+            else:
+                kinds.append("slice" if spread else "other")  # a spread refit's start/slice
 
     def summary(times: list[float]) -> dict[str, float]:
         ms = np.asarray(times) * 1e3
@@ -80,7 +91,7 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
             "count": int(ms.shape[0]),
         }
 
-    return {
+    out = {
         "policy": policy,
         "n_items": n_items,
         "n_workers": n_workers,
@@ -92,13 +103,16 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
         "record_label": summary(answer),
         "next_assignment_cpu": summary(ask_cpu),
         "record_label_cpu": summary(answer_cpu),
-        "record_label_with_refit": summary(
-            [t for t, r in zip(answer, refit_flags, strict=True) if r]
-        ),
-        "record_label_without_refit": summary(
-            [t for t, r in zip(answer, refit_flags, strict=True) if not r]
-        ),
     }
+    # by what the label did: "refit" (a refit's beliefs put in place: the whole refit, or
+    # the completion of a spread one), "slice" (a spread refit's start or slice), "other"
+    parts = {"with_refit": "refit", "refit_slices": "slice", "without_refit": "other"}
+    for name, kind in parts.items():
+        for suffix, times in (("", answer), ("_cpu", answer_cpu)):
+            out[f"record_label_{name}{suffix}"] = summary(
+                [t for t, k in zip(times, kinds, strict=True) if k == kind]
+            )
+    return out
 
 
 def main() -> None:
@@ -110,7 +124,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eager", action="store_true", help="rescore at the label (as before)")
+    parser.add_argument(
+        "--no-spread", action="store_true", help="each refit at its label (refit_spread 0)"
+    )
     args = parser.parse_args()
+    if args.no_spread:
+        from crowdbudget.policies import worker_aware_refit
+
+        worker_aware_refit.LIVE_REFIT_SPREAD = 0
     if args.eager:
         from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 

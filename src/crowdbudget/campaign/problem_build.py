@@ -252,6 +252,10 @@ def rebuild(
         for worker, pending_ids in campaign._live.worker_pending.items():
             state.remaining_capacity[worker] -= len(pending_ids)
     policy: AllocationPolicy = make_policy(split_verdict(config.policy)[0])
+    if hasattr(policy, "refit_spread"):  # a live label pays a slice of a refit, not all of it
+        from crowdbudget.policies.worker_aware_refit import LIVE_REFIT_SPREAD
+
+        policy.refit_spread = LIVE_REFIT_SPREAD
     policy.reset(problem, policy_rng(config, campaign._policy_seq))
     for item, worker, label, cost in zip(
         campaign._log_items,

@@ -50,6 +50,10 @@ Refit variants (ours, non-default; what each was measured to do: docs/decisions.
   ``refit_tol`` > 0): full refits up to the exact phase — N0 labels, or with r > 0
   ``min(N0, max(2000, r · n_items))`` (``_refit_schedule.exact_phase``) — then incremental,
   and a full refit again whenever the labels grew by g since the last full one.
+- ``refit_spread = B`` (an instance attribute; a live campaign's policy has it): a full refit
+  computed over the labels after it, at most B units of work per label, its beliefs put in
+  place when done with the labels since read again
+  (:mod:`~crowdbudget.policies.worker_aware_refit`).
 
 The registry's ``opt-kg:posterior=one-coin`` on two classes (sequential item step) has
 ``refit_tol=0.01``, ``refit_exact_until=10000``, ``refit_exact_items=1``,
@@ -98,7 +102,13 @@ import numpy as np
 from crowdbudget._lean_load import lean_loads
 from crowdbudget._validation import check_probability
 from crowdbudget.exceptions import InvalidParameterError
-from crowdbudget.policies import _class_prior, _one_coin_kernel, _push_bounds, _refit_incremental
+from crowdbudget.policies import (
+    _class_prior,
+    _one_coin_kernel,
+    _push_bounds,
+    _refit_incremental,
+    worker_aware_refit,
+)
 from crowdbudget.policies._class_prior import ClassPriorSteps, check_class_prior
 from crowdbudget.policies._index import TieBreak, check_tie_break, csr_groups
 from crowdbudget.policies._pair_scores import WorkerBest
@@ -113,11 +123,9 @@ from crowdbudget.policies._refit_schedule import (
     next_refit_at,
     refit_schedule,
 )
-from crowdbudget.policies._worker_aware_fast import (
-    SCAN,
-    IncrementalPairScores,
-)
+from crowdbudget.policies._worker_aware_fast import SCAN, IncrementalPairScores
 from crowdbudget.policies.base import AllocationPolicy
+from crowdbudget.policies.worker_aware_refit import RefitSteps
 from crowdbudget.posteriors.base import kg_rewards, known_beta
 from crowdbudget.posteriors.beta_bernoulli import error_probability
 from crowdbudget.posteriors.one_coin import (
@@ -129,10 +137,12 @@ from crowdbudget.posteriors.one_coin import (
 from crowdbudget.posteriors.two_coin import TwoCoinPosterior
 from crowdbudget.types import Assignment, CampaignState, FloatArray, IntArray, LabelEvent, Problem
 
-lean_loads(_one_coin_kernel, _push_bounds, _refit_incremental, _class_prior)  # _lean_load
+lean_loads(_one_coin_kernel, _push_bounds, _refit_incremental, _class_prior, worker_aware_refit)
 
 
-class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, AllocationPolicy):
+class OneCoinKnowledgeGradient(
+    ClassPriorSteps, RefitSteps, IncrementalPairScores, AllocationPolicy
+):
     """(Optimistic) knowledge gradient over (item, worker) pairs, one-coin workers (§4).
 
     Args:
@@ -258,6 +268,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         self._known_prior: FloatArray | None = None
         self._reset_class_prior(problem)
         self._incremental: IncrementalRefitState | None = None
+        self._spread = None  # a spread refit under way (refit_spread, worker_aware_refit)
+        self._prior_columns = None
         # the label count of the last full refit (refit_exact_growth)
         self._last_full = 0
         # full refits up to the exact phase; the state is made at the first refit past it
@@ -448,7 +460,13 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         return Assignment(item=int(self._pair_items[pair]), worker=chosen_worker, price=price)
 
     def observe(self, event: LabelEvent) -> None:
+        self._observe_label(event)
+        if self._spread is not None:
+            self._spread_step()  # a spread refit's next slice (worker_aware_refit)
+
+    def _observe_label(self, event: LabelEvent) -> None:
         if self._pairs_built and self._push_active and event.label in (0, 1):
+            self._spread_finish()  # push choices from bounds: refits at once
             self._observe_compiled(event)
             return
         post = self.posterior_
@@ -470,9 +488,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
                 self._labeled[event.item] = True
                 self._labeled_items[self._n_labeled] = event.item
                 self._n_labeled += 1
-            if self._n_log >= self._next_refit:
-                self._refit_now()
-                return
+            if self._n_log >= self._next_refit and self._refit_now():
+                return  # the refit refreshed what the label changed
         if not self._pairs_built:
             return
         i, j = event.item, event.worker
@@ -484,7 +501,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         else:
             self._item_error[i] = error_probability(a, b, post.thresholds[i])
         if self._fast:
-            self._observe_fast(i, j)
+            if not self._observe_all_stale(i, j):
+                self._observe_fast(i, j)
             return
         if self._share:
             self._fresh[i] = (a, b) == self._fresh_state
@@ -502,14 +520,38 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         else:
             self._scores[changed] = self._score_pairs(changed)
 
-    def _refit_now(self) -> None:
+    def _observe_all_stale(self, i: int, j: int) -> bool:
+        """:meth:`_observe_fast` when every worker's pairs are stale (lazy compiled path, no
+        push bounds: after a refit, and from then on in pull mode, whose choices do not flush
+        them): item i's moments and state number, worker j's reliability — the same bits —
+        and no pair rescored, as every pair of item i is rescored when read (the flush) and
+        stale workers' bests are recomputed there. False: not that case."""
+        if not (self._lazy and not self._push_active and self._stale.all()):
+            return False
+        post = self.posterior_
+        assert isinstance(post, OneCoinPosterior)  # the compiled path is one-coin's
+        self._moments_of(i, float(post.a[i]), float(post.b[i]))
+        c, d = float(post.c[j]), float(post.d[j])
+        self._reliability[j] = c / (c + d)
+        self._state_ids[i] = self._n_states  # a new number, as _observe_fast's
+        self._n_states += 1
+        if self._n_states > 2 * self._state_ids.shape[0] + 64:
+            self._number_states()  # keep the per-state table O(n_items)
+        return True
+
+    def _refit_now(self) -> bool:
         """The refit a label made due: the next one scheduled, then the incremental refit
-        (``refit_tol``, once its state exists) or the full one."""
+        (``refit_tol``, once its state exists) or the full one. False: the beliefs are not
+        refreshed — a spread refit under way (it stands for this one: the first label after
+        it starts the next) or just started (``refit_spread``, worker_aware_refit)."""
+        if self._spread is not None:
+            return False
         self._next_refit = next_refit_at(self._n_log, self.refit, self.refit_growth)
         if self._incremental is not None:
             self._refit_incremental()
         else:
             self._refit_beliefs(self.refit_rounds)
+        return self._spread is None
 
     def _observe_compiled(self, event: LabelEvent) -> None:
         """:meth:`observe` once push choices read the bounds (one-coin, compiled, d = 1/2): the
@@ -562,6 +604,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         known class's (:func:`~crowdbudget.posteriors.base.known_beta`), then the label is
         observed — so the worker's Beta gets a definite success or failure, in the sequential
         update and in every refit."""
+        self._spread_finish()  # the known row changes the prior a spread refit reads
+        self._prior_columns = None  # and the incremental refit's (written in place below)
         if self._known_prior is None:
             prior = self.problem_.prior_array
             self._known_prior = np.array(np.broadcast_to(prior, (self.problem_.n_items, 2)))
@@ -574,6 +618,8 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         """Re-estimate every item and worker Beta from all labels (module docstring), then
         rescore every pair (``lazy_workers``: mark every worker's pairs stale)."""
         if n_rounds:
+            if self._spread_start():
+                return  # computed over the next labels (worker_aware_refit)
             self._reestimate_beliefs(n_rounds)
             self._sync_incremental()
         self._last_refit = self._n_log
@@ -585,14 +631,7 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
             # an item without a label is in its prior state before and after, so only the
             # labeled items' moments, errors and state numbers change
             self._refresh_labeled_items()
-            self._refresh_prior_state()
-            if self._bounded:
-                self._push_rebuild = True
-                self._push_dirty = []
-                self._push_stale_mark[self._push_stale] = False
-                self._push_stale = []
-            self._stale[:] = True
-            self._stale_list = list(range(post.n_workers))
+            self._after_refit_lazy()
             return
         if self._fast and self._compiled:
             self._item_error = self._compiled_item_errors()
@@ -613,62 +652,18 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         else:
             self._scores[every] = self._score_pairs(every)
 
-    def _refit_incremental(self) -> None:
-        """The incremental refit (``refit_tol``; module docstring): re-read what changed, then
-        refresh the changed items' moments, errors and state numbers and the changed
-        workers' reliabilities, and mark for rescoring only the pairs they touch."""
-        growth = self.refit_exact_growth
-        if growth and self._n_log >= (1.0 + growth) * self._last_full:
-            self._refit_beliefs(self.refit_rounds)  # a full refit; the statistics follow it
-            return
-        post = self.posterior_
-        assert isinstance(post, OneCoinPosterior) and self._incremental is not None
-        prior = self.problem_.prior_array if self._known_prior is None else self._known_prior
-        for name in ("a", "b", "c", "d"):  # written in place: float64, contiguous
-            setattr(post, name, np.ascontiguousarray(getattr(post, name), dtype=float))
-        c0, d0 = self.worker_prior
-        items, workers = self._incremental.refit(
-            self._log[: self._n_log],
-            (
-                np.ascontiguousarray(prior[:, 1], dtype=float),
-                np.ascontiguousarray(prior[:, 0], dtype=float),
-                post.a,
-                post.b,
-                post.c,
-                post.d,
-            ),
-            float(c0),
-            float(d0),
-            float(self.refit_tol),
-            int(self.refit_rounds),
-        )
-        self._last_refit = self._n_log
-        if not self._pairs_built:
-            return
-        if not self._lazy:
-            # the eager paths rescore every pair after a refit (as the full refit's)
-            self._refit_beliefs(0)
-            return
-        self._refresh_changed(items.copy(), workers.copy())
-
-    def _sync_incremental(self) -> None:
-        """After a full refit with ``refit_tol``: the incremental refit's statistics set to
-        its beliefs (made here at the first full refit past the exact phase; from then
-        on a label moves its worker at the refits only), so the next incremental refit starts
-        from the full one's fit."""
-        if not self.refit_tol or self._n_log <= self._exact_until:
-            return
-        post = self.posterior_
-        assert isinstance(post, OneCoinPosterior)
-        self._last_full = self._n_log
-        if self._incremental is None:
-            c0, d0 = self.worker_prior
-            self._incremental = IncrementalRefitState(
-                post.n_items, post.n_workers, float(c0), float(d0)
-            )
-        for name in ("a", "b", "c", "d"):  # float64, contiguous
-            setattr(post, name, np.ascontiguousarray(getattr(post, name), dtype=float))
-        self._incremental.resync(self._log[: self._n_log], post.a, post.b, post.c, post.d)
+    def _after_refit_lazy(self) -> None:
+        """A refit's end on the lazy compiled path, the labelled items refreshed: the
+        unlabelled items' state (a moved class prior), the push bounds to rebuild, every
+        worker's pairs stale."""
+        self._refresh_prior_state()
+        if self._bounded:
+            self._push_rebuild = True
+            self._push_dirty = []
+            self._push_stale_mark[self._push_stale] = False
+            self._push_stale = []
+        self._stale[:] = True
+        self._stale_list = list(range(self.posterior_.n_workers))
 
     def _reestimate_beliefs(self, n_rounds: int) -> None:
         """The refit's rounds (module docstring): every item and worker Beta of
@@ -740,8 +735,9 @@ class OneCoinKnowledgeGradient(ClassPriorSteps, IncrementalPairScores, Allocatio
         """The posterior the verdict reads: with ``refit_final`` and labels since the last
         refit, a refit of a copy (the policy's own beliefs, and so its next choices, are
         unchanged — a verdict may be asked mid-campaign)."""
+        pending = self._spread_posterior()  # a spread refit under way, completed on a copy
         if not (self.refit and self.refit_final and self._n_log > self._last_refit):
-            return self.posterior_
+            return self.posterior_ if pending is None else pending
         saved = self.posterior_
         kept = self._class_prior_state()
         self.posterior_ = copy.copy(saved)

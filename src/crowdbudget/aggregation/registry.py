@@ -54,6 +54,9 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | :mod:`.item_difficulty`) | |
 | ``bds-hard-blind-own`` | ``bds-hard`` whose easy items' workers are | as ``bds-hard`` |
 |  | ``bds-ev-blind-own``'s (``asymmetry="evidence-blind-own"``) | |
+| ``bds-ev-blind-own-refit`` | :class:`PriorRefitDawidSkene`: ``bds-ev-blind-own`` | as ``bds`` |
+|  | whose crowd prior is re-fitted once on its first fit's posterior | |
+|  | (:mod:`.prior_refit`) | |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
@@ -104,6 +107,7 @@ from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityV
 from crowdbudget.aggregation.mmsr import MMSR
 from crowdbudget.aggregation.model_choice import HeldOutLabelChoice
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
+from crowdbudget.aggregation.prior_refit import PriorRefitDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
 from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY
 from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
@@ -731,6 +735,21 @@ for _spec in (
         paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); Hovy et al. "
         "2013; Kass & Raftery 1995",
         defaults={"asymmetry": "evidence-blind-own"},
+    ),
+    _aggregator(
+        "bds-ev-blind-own-refit",
+        PriorRefitDawidSkene,
+        "bds-ev-blind-own whose crowd prior is re-fitted once on its own first fit's class "
+        "posterior (instead of the majority vote's), the verdict fitted again under it",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination; a second "
+        "empirical-Bayes stage",
+        defaults={
+            "prior_form": "one-coin",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence-blind-own",
+        },
     ),
 ):
     register_aggregator(_spec)

@@ -490,7 +490,10 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         n_iter, tol, class_prior, confusion_prior, pool_below, temperature, prior_fit,
         prior_form, prior_floor, lone_labels, asymmetry, rng: as
             :class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`
-            (defaults: ``bds-ev``'s).
+            (defaults: ``bds-ev``'s). ``asymmetry`` is the easy items' worker model in the
+            mixture, its gate and the fit it is compared with: ``"evidence-blind-own"``
+            (registered as ``bds-hard-blind-own``) puts the mixture on ``bds-ev-blind-own``,
+            whose workers may also be class-blind on their own strong evidence.
 
     Fitted attributes (besides the parent's; ``errors_`` are the easy items' workers):
         hard_: ``q(h_i = 1)``, each item's probability of being hard, shape (n_items,).

@@ -58,6 +58,11 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``bds-hard`` | :class:`ItemDifficultyDawidSkene`: ``bds-ev`` whose items are each | as ``bds``, |
 |  | easy or hard (a hard item's labels follow one crowd confusion: | ``difficulty`` |
 |  | :mod:`.item_difficulty`) | |
+| ``bds-hard-blind-own`` | ``bds-hard`` whose easy items' workers are | as ``bds-hard`` |
+|  | ``bds-ev-blind-own``'s (``asymmetry="evidence-blind-own"``) | |
+| ``bds-ev-blind-own-refit`` | :class:`PriorRefitDawidSkene`: ``bds-ev-blind-own`` | as ``bds`` |
+|  | whose crowd prior is re-fitted once on its first fit's posterior | |
+|  | (:mod:`.prior_refit`) | |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,
@@ -108,6 +113,7 @@ from crowdbudget.aggregation.majority_vote import BayesRuleAggregator, MajorityV
 from crowdbudget.aggregation.mmsr import MMSR
 from crowdbudget.aggregation.model_choice import HeldOutLabelChoice
 from crowdbudget.aggregation.one_coin_em import OneCoinDawidSkene
+from crowdbudget.aggregation.prior_refit import PriorRefitDawidSkene
 from crowdbudget.aggregation.weighted_majority_vote import WeightedMajorityVote
 from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY
 from crowdbudget.aggregation.zero_based_skill import TIES, Wawa, ZeroBasedSkill
@@ -251,6 +257,14 @@ KOS_ROWS = (
     _row("init", str, "start of the worker messages", choices=("random", "ones")),
 )
 TIES_ROW = _row("ties", str, "how a tied vote is broken", choices=TIES)
+DIFFICULTY_ROW = _row(
+    "difficulty",
+    str,
+    "each item easy or hard when the labels' likelihood says so (evidence: the "
+    "mixture fitted only past a cheap gate; evidence-full: always both fits), always "
+    "(mixture), or every item easy (none: the workers' model alone, bds-ev for bds-hard)",
+    choices=DIFFICULTIES,
+)
 
 
 def parameter_table(
@@ -741,16 +755,35 @@ for _spec in (
         "bds-ev whose items are each easy (labels by each worker's confusion) or hard (labels "
         "by one crowd confusion: errors correlated across workers), the hard share learned",
         *BDS_ROWS,
-        _row(
-            "difficulty",
-            str,
-            "each item easy or hard when the labels' likelihood says so (evidence: the "
-            "mixture fitted only past a cheap gate; evidence-full: always both fits), always "
-            "(mixture), or every item easy (none: bds-ev)",
-            choices=DIFFICULTIES,
-        ),
+        DIFFICULTY_ROW,
         paper="Kim & Ghahramani 2012, Bayesian classifier combination; an easy / hard mixture "
         "of items (Whitehill et al. 2009, GLAD) by variational Bayes",
+    ),
+    _aggregator(
+        "bds-hard-blind-own",
+        ItemDifficultyDawidSkene,
+        "bds-hard whose easy items' workers are bds-ev-blind-own's (symmetric, free or, on "
+        "their own strong evidence, class-blind)",
+        *BDS_ROWS,
+        DIFFICULTY_ROW,
+        paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); Hovy et al. "
+        "2013; Kass & Raftery 1995",
+        defaults={"asymmetry": "evidence-blind-own"},
+    ),
+    _aggregator(
+        "bds-ev-blind-own-refit",
+        PriorRefitDawidSkene,
+        "bds-ev-blind-own whose crowd prior is re-fitted once on its own first fit's class "
+        "posterior (instead of the majority vote's), the verdict fitted again under it",
+        *BDS_ROWS,
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination; a second "
+        "empirical-Bayes stage",
+        defaults={
+            "prior_form": "one-coin",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence-blind-own",
+        },
     ),
 ):
     register_aggregator(_spec)

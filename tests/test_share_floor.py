@@ -10,20 +10,23 @@ import numpy as np
 import pytest
 
 import crowdbudget.aggregation.worker_blind as worker_blind
-from crowdbudget.aggregation import make_aggregator
+from crowdbudget.aggregation import BayesianDawidSkene, make_aggregator
 from crowdbudget.datasets import load_dataset
+from crowdbudget.labels import LabelData
 
 DEFAULT = "bds-ev-blind-recheck"
 
 
-def _fit_logged(data, monkeypatch: pytest.MonkeyPatch, hold: int = 0):
+def _fit_logged(
+    data: LabelData, monkeypatch: pytest.MonkeyPatch, hold: int = 0
+) -> tuple[BayesianDawidSkene, list[np.ndarray]]:
     """The default verdict on the NumPy path (the compiled two-class loop makes the same
     bits), every iteration's weights (3,) recorded; ``hold``: the first ``hold`` iterations'
     weights held at thirds, then fitted from thirds."""
     original = worker_blind.fit_weights
     log: list[np.ndarray] = []
 
-    def logged(log_z, start, n_steps=200):
+    def logged(log_z: np.ndarray, start: np.ndarray, n_steps: int = 200) -> np.ndarray:
         if n_steps != 200:  # the evidence bound's own fit: untouched
             return original(log_z, start, n_steps)
         if len(log) < hold:
@@ -35,6 +38,7 @@ def _fit_logged(data, monkeypatch: pytest.MonkeyPatch, hold: int = 0):
 
     monkeypatch.setattr(worker_blind, "fit_weights", logged)
     verdict = make_aggregator(DEFAULT)
+    assert isinstance(verdict, BayesianDawidSkene)
     verdict._compiled_iteration = False
     verdict.fit(data)
     monkeypatch.setattr(worker_blind, "fit_weights", original)

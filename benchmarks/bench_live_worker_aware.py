@@ -20,9 +20,10 @@ read again), ``refit_slices`` (a spread refit's start or one of its slices), ``w
 (neither), each in wall and thread CPU time; ``--no-spread`` runs every refit at its label
 (``refit_spread = 0``, the behaviour before). ``--split`` also times the pull choice's
 compiled kernel (``choose_for_worker``: the scores of every distinct item state for the asking
-worker, thread CPU, inside ``next_assignment``) and reports the distinct item states it scored
-(``n_states``) and the askable items, per decision (a wrapper of a few µs a call; the same
-decisions). Run from the repository root:
+worker, thread CPU, inside ``next_assignment``) and reports per decision its state-number
+range (``n_states``: an upper bound of the distinct item states it scores, as a label may
+number a state anew) and the askable items (``n_open``); a wrapper of a few µs a call, the
+same decisions. Run from the repository root:
 
     python benchmarks/bench_live_worker_aware.py [--items 10000] [--workers 200]
         [--policy opt-kg:posterior=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]

@@ -18,11 +18,16 @@ over the labels after it (``refit_spread``, :mod:`crowdbudget.policies.worker_aw
 beliefs put in place: the whole refit, or a spread one's completion, with the labels since
 read again), ``refit_slices`` (a spread refit's start or one of its slices), ``without_refit``
 (neither), each in wall and thread CPU time; ``--no-spread`` runs every refit at its label
-(``refit_spread = 0``, the behaviour before). Run from the repository root:
+(``refit_spread = 0``, the behaviour before). ``--split`` also times the pull choice's
+compiled kernel (``choose_for_worker``: the scores of every distinct item state for the asking
+worker, thread CPU, inside ``next_assignment``) and reports per decision its state-number
+range (``n_states``: an upper bound of the distinct item states it scores, as a label may
+number a state anew) and the askable items (``n_open``); a wrapper of a few µs a call, the
+same decisions. Run from the repository root:
 
     python benchmarks/bench_live_worker_aware.py [--items 10000] [--workers 200]
         [--policy opt-kg:posterior=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]
-        [--eager] [--no-spread]
+        [--eager] [--no-spread] [--split]
 """
 
 from __future__ import annotations
@@ -37,7 +42,36 @@ import numpy as np
 from crowdbudget.campaign import Campaign, EventStore
 
 
-def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int, seed: int):
+def _split_choice() -> dict[str, list[float]]:
+    """Wrap the pull choice's kernel (module docstring, ``--split``): its thread CPU, the item
+    state numbers in use and the askable items of each call, appended to the lists returned."""
+    from crowdbudget.policies import _worker_aware_fast
+
+    kernel = _worker_aware_fast.choose_for_worker
+    seen: dict[str, list[float]] = {"kernel_cpu": [], "n_states": [], "n_open": []}
+
+    def timed(*args):  # type: ignore[no-untyped-def]
+        c0 = time.thread_time()
+        result = kernel(*args)
+        seen["kernel_cpu"].append(time.thread_time() - c0)
+        seen["n_states"].append(float(args[4]))
+        seen["n_open"].append(float(result[0]))
+        return result
+
+    _worker_aware_fast.choose_for_worker = timed
+    return seen
+
+
+def run(
+    policy: str,
+    n_items: int,
+    n_workers: int,
+    n_decisions: int,
+    warmup: int,
+    seed: int,
+    split: bool = False,
+):
+    seen = _split_choice() if split else None
     rng = np.random.default_rng(seed)
     items = [f"i{k}" for k in range(n_items)]
     truth = rng.integers(0, 2, n_items)
@@ -56,8 +90,10 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
     campaign.record_label(first.assignment_id, "1")
     ask, answer, kinds = [], [], []
     ask_cpu, answer_cpu = [], []
+    kernel_cpu, n_states, n_open = [], [], []
     for step in range(warmup + n_decisions):
         j = int(rng.integers(n_workers))
+        calls = 0 if seen is None else len(seen["kernel_cpu"])
         t0, c0 = time.perf_counter(), time.thread_time()
         assignment = campaign.next_assignment(workers[j])
         t1, c1 = time.perf_counter(), time.thread_time()
@@ -74,6 +110,10 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
             answer.append(t2 - t1)
             ask_cpu.append(c1 - c0)
             answer_cpu.append(c2 - c1)
+            if seen is not None and len(seen["kernel_cpu"]) > calls:
+                kernel_cpu.append(sum(seen["kernel_cpu"][calls:]))  # a retry's calls summed
+                n_states.append(seen["n_states"][-1])
+                n_open.append(seen["n_open"][-1])
             spread = spread_before is not None or getattr(campaign.policy, "_spread", None)
             if getattr(campaign.policy, "_last_refit", None) != refits_before:
                 kinds.append("refit")  # a refit's beliefs put in place (at once or spread)
@@ -104,6 +144,13 @@ def run(policy: str, n_items: int, n_workers: int, n_decisions: int, warmup: int
         "next_assignment_cpu": summary(ask_cpu),
         "record_label_cpu": summary(answer_cpu),
     }
+    if seen is not None:
+        out["choice_kernel_cpu"] = summary(kernel_cpu)
+        for name, values in (("n_states", n_states), ("n_open", n_open)):
+            v = np.asarray(values)
+            out[name] = (
+                {"p50": float(np.percentile(v, 50)), "max": float(v.max())} if v.size else {}
+            )
     # by what the label did: "refit" (a refit's beliefs put in place: the whole refit, or
     # the completion of a spread one), "slice" (a spread refit's start or slice), "other"
     parts = {"with_refit": "refit", "refit_slices": "slice", "without_refit": "other"}
@@ -124,6 +171,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eager", action="store_true", help="rescore at the label (as before)")
+    parser.add_argument("--split", action="store_true", help="time the pull choice's kernel")
     parser.add_argument(
         "--no-spread", action="store_true", help="each refit at its label (refit_spread 0)"
     )
@@ -136,7 +184,9 @@ def main() -> None:
         from crowdbudget.policies.worker_aware import OneCoinKnowledgeGradient
 
         OneCoinKnowledgeGradient.lazy_workers = False
-    result = run(args.policy, args.items, args.workers, args.decisions, args.warmup, args.seed)
+    result = run(
+        args.policy, args.items, args.workers, args.decisions, args.warmup, args.seed, args.split
+    )
     result["machine"] = f"{platform.machine()} {platform.python_version()}"
     print(json.dumps(result, indent=2))
 

@@ -3,8 +3,9 @@
 A restarted service rebuilds its campaigns with :meth:`Campaign.load`; "same seed, same run"
 holds for live campaigns only if the reload changes none of the campaign's later decisions.
 The allocation's events carry the policy's random stream state, which a replay restores
-(``campaign/problem_build.py``, "Policy randomness"), so each check below compares the whole assignment sequence of one campaign run straight through with the same campaign
-reloaded at step ``k`` (after a label, or between an assignment and its label), the crowd
+(``campaign/problem_build.py``, "Policy randomness"). Each check below compares the whole
+assignment sequence of one campaign run straight through with the same campaign reloaded
+at step ``k`` (after a label, or between an assignment and its label), the crowd
 giving the same answers.
 """
 
@@ -65,6 +66,8 @@ def _run(
             campaign = Campaign.load(EventStore(url), cid, clock=lambda: 0.0)
         if probe:
             assert campaign.next_assignment("x") is None  # every item is x's already
+        if step == 6:  # an event that is no label (after the probe: it may carry the draws)
+            campaign.update_settings(max_pending_per_worker=5)
         given = campaign.next_assignment(f"w{worker}")
         if given is None:
             sequence.append((worker, None))

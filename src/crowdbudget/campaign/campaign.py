@@ -82,13 +82,7 @@ from crowdbudget.campaign.config import (
 from crowdbudget.campaign.config import check_ids as _check_ids
 from crowdbudget.campaign.control import CampaignEvidence, check_control
 from crowdbudget.campaign.ledger import Ledger
-from crowdbudget.campaign.problem_build import (
-    Rebuild,
-    pair_index,
-    policy_rng,
-    restore_stream,
-    stream_state,
-)
+from crowdbudget.campaign.problem_build import STREAM_EVENTS, PolicyStream, Rebuild, pair_index
 from crowdbudget.campaign.problem_build import rebuild as rebuild_problem
 from crowdbudget.campaign.read_models import CampaignReadModel, CampaignReports, push_cause
 from crowdbudget.campaign.records import AssignmentError as AssignmentError
@@ -108,21 +102,6 @@ _EPOCHS = itertools.count(1)
 #: events that only evaluate the campaign (gold) or change the verdict alone: not in the
 #: policy's stream (``_policy_seq``)
 _EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed", "blocked_labels_set"})
-
-#: events of the allocation, which carry the policy's stream state when it moved since the
-#: last one (``"rng"``; problem_build's "Policy randomness"); gold and control events follow
-#: an allocation event with no decision between, or change no decision
-_STREAM_EVENTS = frozenset(
-    {
-        "assigned",
-        "labeled",
-        "released",
-        "imported",
-        "items_added",
-        "workers_added",
-        "settings_changed",
-    }
-)
 
 
 class Campaign(CampaignEvidence, CampaignReports):
@@ -144,12 +123,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         # a rebuild computed before its ``items_added`` event was stored (validate, then
         # commit), used by the event's handler instead of computing it again
         self._prepared: tuple[tuple[str, ...], Rebuild] | None = None
-        # the generator the policy was reset with (with ``policy.rng_``: the stream), the
-        # stream state the last event carried (None: none since the last rebuild), and
-        # whether a replayed event carried one (else a load restarts the stream)
-        self._reset_rng: np.random.Generator | None = None
-        self._last_stream: list[list[Any]] | None = None
-        self._stream_restored = False
+        self._stream = PolicyStream()  # the policy's random stream state, in the events
         # why the last request for work got none since the allocation state last changed,
         # per asking worker (pull) or for the team (push; key None): read_models.stop_reason_of;
         # not an event: it describes answers, not decisions
@@ -293,7 +267,7 @@ class Campaign(CampaignEvidence, CampaignReports):
                 campaign._start_policy_stream()  # as create() does
         if campaign._config is None:
             raise InvalidParameterError(f"no campaign {campaign_id!r} in {store.url}")
-        if not campaign._stream_restored:  # a store from before stream states
+        if not campaign._stream.restored:  # a store from before stream states
             campaign._start_policy_stream()
         return campaign
 
@@ -349,10 +323,8 @@ class Campaign(CampaignEvidence, CampaignReports):
         stored). Under :meth:`deferred_durability` the event is staged and applied at once;
         the caller makes it durable (:meth:`wait_durable`) before acknowledging anything."""
         cid = campaign_id or (self.config.campaign_id if self.config else "")
-        if kind in _STREAM_EVENTS:
-            stream = stream_state(self._stream_generators())
-            if stream is not None and stream != self._last_stream:
-                payload = {**payload, "rng": stream}
+        if kind in STREAM_EVENTS:
+            payload = self._stream.tagged(payload, self.policy)
         if not self._deferring:
             self._apply(self.store.append(cid, self._seq + 1, kind, payload))
             return
@@ -385,14 +357,11 @@ class Campaign(CampaignEvidence, CampaignReports):
 
     def _apply(self, event: StoredEvent) -> None:
         handler = getattr(self, f"_on_{event.kind}")
-        stream = event.payload.get("rng")
-        if stream is not None:
-            # where the stream stood when the event was written (decisions draw without
-            # events); in the writing process this changes nothing
-            restore_stream(self._stream_generators(), stream)
-            self._last_stream = stream
-            self._stream_restored = True
-        handler(event.payload)
+        payload = event.payload
+        if "rng" in payload:  # where the stream stood when the event was written
+            self._stream.restore(payload["rng"], self.policy)
+            payload = {k: v for k, v in payload.items() if k != "rng"}
+        handler(payload)
         self._seq = event.seq
         if event.kind in _EVALUATION_EVENTS:
             self._evaluation_events += 1
@@ -575,18 +544,12 @@ class Campaign(CampaignEvidence, CampaignReports):
             self._item_index[item_id] = len(self.item_ids)
             self.item_ids.append(item_id)
         self.problem, self.state, self.policy = rebuilt.problem, rebuilt.state, rebuilt.policy
-        self._reset_rng, self._last_stream = rebuilt.rng, None
+        self._stream.rebuilt(rebuilt.rng)
         self._worker_slots = rebuilt.problem.n_workers or 0
         self._pair_lookup = rebuilt.pair_lookup
 
     def _start_policy_stream(self) -> None:
-        self.policy.rng_ = policy_rng(self.config, self._policy_seq)
-
-    def _stream_generators(self) -> tuple[np.random.Generator, np.random.Generator]:
-        """The generators whose states are the policy's stream: its ``rng_`` and the one it
-        was reset with (the same object after a rebuild; two after create and load)."""
-        assert self._reset_rng is not None  # set with the policy (_install)
-        return self.policy.rng_, self._reset_rng
+        self._stream.start(self.policy, self.config, self._policy_seq)
 
     # ------------------------------------------------------------------ the public operations
     @property

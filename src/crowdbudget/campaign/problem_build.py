@@ -126,6 +126,58 @@ def restore_stream(generators: Sequence[np.random.Generator], saved: list[list[A
         }
 
 
+#: events of the allocation, which carry the policy's stream state when it moved since the
+#: last one (``"rng"``); gold and control events follow an allocation event with no decision
+#: between, or change no decision
+STREAM_EVENTS = frozenset(
+    {
+        "assigned",
+        "labeled",
+        "released",
+        "imported",
+        "items_added",
+        "workers_added",
+        "settings_changed",
+    }
+)
+
+
+class PolicyStream:
+    """A campaign's policy's random stream in its events (module docstring): the generator
+    the policy was reset with (with ``policy.rng_``, the same object after a rebuild and two
+    after create or load, the stream), the state the last event carried (None: none since
+    the last rebuild), and whether a replayed event carried one (else a load restarts it)."""
+
+    def __init__(self) -> None:
+        self.reset_rng: np.random.Generator | None = None
+        self.last: list[list[Any]] | None = None
+        self.restored = False
+
+    def _generators(self, policy: AllocationPolicy) -> list[np.random.Generator]:
+        assert self.reset_rng is not None  # set with the policy (rebuilt)
+        return [policy.rng_, self.reset_rng]
+
+    def start(self, policy: AllocationPolicy, config: CampaignConfig, policy_seq: int) -> None:
+        """Start ``policy.rng_`` at the event count (create; a load of an old store)."""
+        policy.rng_ = policy_rng(config, policy_seq)
+
+    def rebuilt(self, rng: np.random.Generator) -> None:
+        """A new policy, reset with ``rng``: its stream starts afresh."""
+        self.reset_rng, self.last = rng, None
+
+    def tagged(self, payload: dict[str, Any], policy: AllocationPolicy) -> dict[str, Any]:
+        """``payload`` with the stream state, if it moved since the last event carried it."""
+        state = stream_state(self._generators(policy))
+        if state is None or state == self.last:
+            return payload
+        return {**payload, "rng": state}
+
+    def restore(self, saved: list[list[Any]], policy: AllocationPolicy) -> None:
+        """Set the stream to an event's state (in the process that wrote it: no change)."""
+        restore_stream(self._generators(policy), saved)
+        self.last, self.restored = saved, True
+
+
 def cheapest_price(config: CampaignConfig) -> float:
     """The lowest price any worker can have (the default or a listed one)."""
     return min([config.default_price, *config.worker_prices.values()])

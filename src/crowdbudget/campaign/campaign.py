@@ -324,7 +324,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         the caller makes it durable (:meth:`wait_durable`) before acknowledging anything."""
         cid = campaign_id or (self.config.campaign_id if self.config else "")
         if kind in STREAM_EVENTS:
-            payload = self._stream.tagged(payload, self.policy)
+            payload = self._stream.tagged(payload)
         if not self._deferring:
             self._apply(self.store.append(cid, self._seq + 1, kind, payload))
             return
@@ -359,7 +359,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         handler = getattr(self, f"_on_{event.kind}")
         payload = event.payload
         if "rng" in payload:  # where the stream stood when the event was written
-            self._stream.restore(payload["rng"], self.policy)
+            self._stream.restore(payload["rng"])
             payload = {k: v for k, v in payload.items() if k != "rng"}
         handler(payload)
         self._seq = event.seq

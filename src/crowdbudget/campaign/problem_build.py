@@ -143,38 +143,37 @@ STREAM_EVENTS = frozenset(
 
 
 class PolicyStream:
-    """A campaign's policy's random stream in its events (module docstring): the generator
-    the policy was reset with (with ``policy.rng_``, the same object after a rebuild and two
-    after create or load, the stream), the state the last event carried (None: none since
-    the last rebuild), and whether a replayed event carried one (else a load restarts it)."""
+    """A campaign's policy's random stream in its events (module docstring): the generators
+    that are the stream — the one the policy was reset with and its ``rng_`` (the same object
+    after a rebuild, two after create or load), kept here rather than read off the policy,
+    which a caller may wrap for a while (``integrations.crowd_choice.steered``) — the state
+    the last event carried (None: none since the last rebuild), and whether a replayed event
+    carried one (else a load restarts the stream)."""
 
     def __init__(self) -> None:
-        self.reset_rng: np.random.Generator | None = None
+        self.generators: list[np.random.Generator] = []
         self.last: list[list[Any]] | None = None
         self.restored = False
-
-    def _generators(self, policy: AllocationPolicy) -> list[np.random.Generator]:
-        assert self.reset_rng is not None  # set with the policy (rebuilt)
-        return [policy.rng_, self.reset_rng]
 
     def start(self, policy: AllocationPolicy, config: CampaignConfig, policy_seq: int) -> None:
         """Start ``policy.rng_`` at the event count (create; a load of an old store)."""
         policy.rng_ = policy_rng(config, policy_seq)
+        self.generators = [policy.rng_, *self.generators[1:]]
 
     def rebuilt(self, rng: np.random.Generator) -> None:
-        """A new policy, reset with ``rng``: its stream starts afresh."""
-        self.reset_rng, self.last = rng, None
+        """A new policy, reset with ``rng`` (its ``rng_``): its stream starts afresh."""
+        self.generators, self.last = [rng, rng], None
 
-    def tagged(self, payload: dict[str, Any], policy: AllocationPolicy) -> dict[str, Any]:
+    def tagged(self, payload: dict[str, Any]) -> dict[str, Any]:
         """``payload`` with the stream state, if it moved since the last event carried it."""
-        state = stream_state(self._generators(policy))
+        state = stream_state(self.generators)
         if state is None or state == self.last:
             return payload
         return {**payload, "rng": state}
 
-    def restore(self, saved: list[list[Any]], policy: AllocationPolicy) -> None:
+    def restore(self, saved: list[list[Any]]) -> None:
         """Set the stream to an event's state (in the process that wrote it: no change)."""
-        restore_stream(self._generators(policy), saved)
+        restore_stream(self.generators, saved)
         self.last, self.restored = saved, True
 
 

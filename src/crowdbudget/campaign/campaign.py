@@ -41,9 +41,10 @@ Validate, then commit: an event is stored only once the code that applies it is 
 succeed — ``created`` and ``items_added`` build the problem and reset the policy before the
 event is written (:meth:`Campaign.create`, :meth:`Campaign.add_items`), the other events are
 checked by the operation that writes them — so a refused operation leaves the store as it was.
-A reloaded campaign is deterministic (the policy's generator is seeded with the seed and the
-event count, gold events not counted): its state is the never-restarted process's, its later
-decisions valid draws of the policy.
+A reloaded campaign is the never-restarted one: its state, and its later decisions — the
+allocation's events carry the policy's random stream state (``"rng"``, when it moved), which a
+replay restores (:mod:`crowdbudget.campaign.problem_build`, "Policy randomness"; the one
+exception: draws made after the last such event, by a request answered with nothing).
 
 Example:
     >>> from crowdbudget.campaign import Campaign, EventStore
@@ -81,7 +82,7 @@ from crowdbudget.campaign.config import (
 from crowdbudget.campaign.config import check_ids as _check_ids
 from crowdbudget.campaign.control import CampaignEvidence, check_control
 from crowdbudget.campaign.ledger import Ledger
-from crowdbudget.campaign.problem_build import Rebuild, pair_index, policy_rng
+from crowdbudget.campaign.problem_build import STREAM_EVENTS, PolicyStream, Rebuild, pair_index
 from crowdbudget.campaign.problem_build import rebuild as rebuild_problem
 from crowdbudget.campaign.read_models import CampaignReadModel, CampaignReports, push_cause
 from crowdbudget.campaign.records import AssignmentError as AssignmentError
@@ -122,6 +123,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         # a rebuild computed before its ``items_added`` event was stored (validate, then
         # commit), used by the event's handler instead of computing it again
         self._prepared: tuple[tuple[str, ...], Rebuild] | None = None
+        self._stream = PolicyStream()  # the policy's random stream state, in the events
         # why the last request for work got none since the allocation state last changed,
         # per asking worker (pull) or for the team (push; key None): read_models.stop_reason_of;
         # not an event: it describes answers, not decisions
@@ -261,9 +263,12 @@ class Campaign(CampaignEvidence, CampaignReports):
         store.activity["loads"] += 1
         for event in store.events(campaign_id):
             campaign._apply(event)
+            if event.kind == "created":
+                campaign._start_policy_stream()  # as create() does
         if campaign._config is None:
             raise InvalidParameterError(f"no campaign {campaign_id!r} in {store.url}")
-        campaign._start_policy_stream()
+        if not campaign._stream.restored:  # a store from before stream states
+            campaign._start_policy_stream()
         return campaign
 
     def can_refresh(self) -> bool:
@@ -297,9 +302,8 @@ class Campaign(CampaignEvidence, CampaignReports):
         applied holds its number in the store (nothing it applied was refused), so the
         store's events 1 … ``self._seq`` are exactly the ones this object applied, and those
         after it — including ``assigned`` events of assignments this object never saw — are
-        applied in the store's order, as :meth:`load` would. (The policy's random stream
-        continues where it was rather than restarting at the new event count: its next
-        decisions are valid draws of the policy, as after a reload.)"""
+        applied in the store's order, as :meth:`load` would — the policy's random stream
+        included, set to the state the events carry.)"""
         if self.diverged:
             raise ConcurrentWriteError(
                 "this campaign copy applied an event the store refused; reload the campaign"
@@ -319,6 +323,8 @@ class Campaign(CampaignEvidence, CampaignReports):
         stored). Under :meth:`deferred_durability` the event is staged and applied at once;
         the caller makes it durable (:meth:`wait_durable`) before acknowledging anything."""
         cid = campaign_id or (self.config.campaign_id if self.config else "")
+        if kind in STREAM_EVENTS:
+            payload = self._stream.tagged(payload)
         if not self._deferring:
             self._apply(self.store.append(cid, self._seq + 1, kind, payload))
             return
@@ -351,7 +357,11 @@ class Campaign(CampaignEvidence, CampaignReports):
 
     def _apply(self, event: StoredEvent) -> None:
         handler = getattr(self, f"_on_{event.kind}")
-        handler(event.payload)
+        payload = event.payload
+        if "rng" in payload:  # where the stream stood when the event was written
+            self._stream.restore(payload["rng"])
+            payload = {k: v for k, v in payload.items() if k != "rng"}
+        handler(payload)
         self._seq = event.seq
         if event.kind in _EVALUATION_EVENTS:
             self._evaluation_events += 1
@@ -534,11 +544,12 @@ class Campaign(CampaignEvidence, CampaignReports):
             self._item_index[item_id] = len(self.item_ids)
             self.item_ids.append(item_id)
         self.problem, self.state, self.policy = rebuilt.problem, rebuilt.state, rebuilt.policy
+        self._stream.rebuilt(rebuilt.rng)
         self._worker_slots = rebuilt.problem.n_workers or 0
         self._pair_lookup = rebuilt.pair_lookup
 
     def _start_policy_stream(self) -> None:
-        self.policy.rng_ = policy_rng(self.config, self._policy_seq)
+        self._stream.start(self.policy, self.config, self._policy_seq)
 
     # ------------------------------------------------------------------ the public operations
     @property

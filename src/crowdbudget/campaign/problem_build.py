@@ -40,10 +40,16 @@ raises before the event is stored (validate, then commit).
 
 **Policy randomness.** The rebuilt policy's generator is ``default_rng([seed, n])``, n the
 campaign's event count then, gold events not counted (they are no part of the allocation, so
-uploading gold never changes an allocation); a created or loaded campaign starts the same
-stream from its event count (:func:`policy_rng`). So a reloaded campaign is deterministic; its
-decisions after a reload are valid draws of the policy, not the ones the never-restarted
-process would have made (the state — counts, spending, posterior — is identical).
+uploading gold never changes an allocation); a created campaign starts the stream from its
+event count (:func:`policy_rng`), and the stream then runs on through every decision, as the
+offline engine's does. Decisions draw from it without writing an event (a worker answered
+with nothing may have cost a tie draw), so the event count alone cannot say where it stands:
+the allocation's events carry its state (``"rng"``, :func:`stream_state`, whenever it moved
+since the last one), and a replay sets it back (:func:`restore_stream`) before applying each.
+So a reloaded campaign makes the decisions the never-restarted process would have made —
+unless draws were made after the last event carrying a state (a request answered with
+nothing just before the restart), or the store predates stream states (then the stream
+restarts at the event count: valid draws of the policy, not the same ones).
 """
 
 from __future__ import annotations
@@ -83,11 +89,92 @@ class Rebuild:
     state: CampaignState
     policy: AllocationPolicy
     pair_lookup: dict[tuple[int, int], int]
+    #: the generator the policy was reset with (it may keep it under another name than
+    #: ``rng_``, as worker-aware Opt-KG does: both are part of the campaign's stream state)
+    rng: np.random.Generator
 
 
 def policy_rng(config: CampaignConfig, policy_seq: int) -> np.random.Generator:
     """The policy's generator at event count ``policy_seq`` (gold events not counted)."""
     return np.random.default_rng([config.seed, policy_seq])
+
+
+def stream_state(generators: Sequence[np.random.Generator]) -> list[list[Any]] | None:
+    """The state of each generator, JSON-ready: ``[state, inc, has_uint32, uinteger]`` of its
+    PCG64 bit generator (the 128-bit words as hex strings, so no JSON reader rounds them);
+    None when one is not a PCG64 (then the campaign stores no stream state)."""
+    out: list[list[Any]] = []
+    for generator in generators:
+        state = generator.bit_generator.state
+        if state.get("bit_generator") != "PCG64":
+            return None
+        words = state["state"]
+        out.append([hex(words["state"]), hex(words["inc"]), state["has_uint32"], state["uinteger"]])
+    return out
+
+
+def restore_stream(generators: Sequence[np.random.Generator], saved: list[list[Any]]) -> None:
+    """Set each generator, in place, to its :func:`stream_state` entry in ``saved``: in place,
+    because the policy may hold the same generator under several names (or a pointer to its
+    bit generator's state, as the Lagrangian index does), and all of them must see it."""
+    for generator, (words, inc, has_uint32, uinteger) in zip(generators, saved, strict=True):
+        generator.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": int(words, 16), "inc": int(inc, 16)},
+            "has_uint32": int(has_uint32),
+            "uinteger": int(uinteger),
+        }
+
+
+#: events of the allocation, which carry the policy's stream state when it moved since the
+#: last one (``"rng"``); gold and control events follow an allocation event with no decision
+#: between, or change no decision
+STREAM_EVENTS = frozenset(
+    {
+        "assigned",
+        "labeled",
+        "released",
+        "imported",
+        "items_added",
+        "workers_added",
+        "settings_changed",
+    }
+)
+
+
+class PolicyStream:
+    """A campaign's policy's random stream in its events (module docstring): the generators
+    that are the stream — the one the policy was reset with and its ``rng_`` (the same object
+    after a rebuild, two after create or load), kept here rather than read off the policy,
+    which a caller may wrap for a while (``integrations.crowd_choice.steered``) — the state
+    the last event carried (None: none since the last rebuild), and whether a replayed event
+    carried one (else a load restarts the stream)."""
+
+    def __init__(self) -> None:
+        self.generators: list[np.random.Generator] = []
+        self.last: list[list[Any]] | None = None
+        self.restored = False
+
+    def start(self, policy: AllocationPolicy, config: CampaignConfig, policy_seq: int) -> None:
+        """Start ``policy.rng_`` at the event count (create; a load of an old store)."""
+        policy.rng_ = policy_rng(config, policy_seq)
+        self.generators = [policy.rng_, *self.generators[1:]]
+
+    def rebuilt(self, rng: np.random.Generator) -> None:
+        """A new policy, reset with ``rng`` (its ``rng_``): its stream starts afresh."""
+        self.generators, self.last = [rng, rng], None
+
+    def tagged(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` with the stream state, if it moved since the last event carried it."""
+        state = stream_state(self.generators)
+        if state is None or state == self.last:
+            return payload
+        return {**payload, "rng": state}
+
+    def restore(self, saved: list[list[Any]]) -> None:
+        """Set the stream to an event's state (in the process that wrote it: no change)."""
+        restore_stream(self.generators, saved)
+        self.last, self.restored = saved, True
 
 
 def cheapest_price(config: CampaignConfig) -> float:
@@ -256,7 +343,8 @@ def rebuild(
         from crowdbudget.policies.worker_aware_refit import LIVE_REFIT_SPREAD
 
         policy.refit_spread = LIVE_REFIT_SPREAD
-    policy.reset(problem, policy_rng(config, campaign._policy_seq))
+    rng = policy_rng(config, campaign._policy_seq)
+    policy.reset(problem, rng)
     for item, worker, label, cost in zip(
         campaign._log_items,
         campaign._log_workers,
@@ -265,4 +353,4 @@ def rebuild(
         strict=True,
     ):
         policy.observe(LabelEvent(item=item, worker=worker, label=label, cost=cost))
-    return Rebuild(problem, state, policy, lookup)
+    return Rebuild(problem, state, policy, lookup, rng)

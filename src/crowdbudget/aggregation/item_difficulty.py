@@ -203,18 +203,7 @@ START_SHARE = 0.1
 GATE_REFITS = 1
 
 #: the fitted attributes that the evidence's choice takes from the model it chose
-FITTED = (
-    "temperature_",
-    "confusion_prior_",
-    "errors_",
-    "symmetric_",
-    "symmetric_share_",
-    "priors_",
-    "n_iter_",
-    "hard_",
-    "hard_share_",
-    "hard_confusion_",
-)
+FITTED = (*BayesianDawidSkene._FITTED, "hard_", "hard_share_", "hard_confusion_")
 
 
 @dataclass

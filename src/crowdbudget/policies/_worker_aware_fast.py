@@ -374,12 +374,9 @@ class IncrementalPairScores:
             self._scores,
         )
 
-    def _refresh_changed(self, items: IntArray, workers: IntArray) -> None:
-        """After an incremental refit (lazy compiled path): the moments, errors and new state
-        numbers of the changed ``items``, the reliabilities of the changed ``workers``; the
-        push bounds re-read those items and workers, and the workers of the changed items'
-        pairs and the changed workers are marked stale (their kept pair scores are rescored
-        when next read) — what a label does to its item and worker, for several at once."""
+    def _refresh_beliefs(self, items: IntArray, workers: IntArray) -> None:
+        """The moments, errors and state numbers of ``items`` and the reliabilities of
+        ``workers`` re-read from the posterior (no pair marked, no bound touched)."""
         post = self.posterior_
         assert isinstance(post, OneCoinPosterior)
         if items.shape[0]:
@@ -392,6 +389,14 @@ class IncrementalPairScores:
         if workers.shape[0]:
             c, d = post.c[workers], post.d[workers]
             self._reliability[workers] = c / (c + d)
+
+    def _refresh_changed(self, items: IntArray, workers: IntArray) -> None:
+        """After an incremental refit (lazy compiled path): the moments, errors and new state
+        numbers of the changed ``items``, the reliabilities of the changed ``workers``; the
+        push bounds re-read those items and workers, and the workers of the changed items'
+        pairs and the changed workers are marked stale (their kept pair scores are rescored
+        when next read) — what a label does to its item and worker, for several at once."""
+        self._refresh_beliefs(items, workers)
         if self._bounded and not self._push_rebuild:
             self._push_dirty.extend(items.tolist())
             fresh = workers[~self._push_stale_mark[workers]]

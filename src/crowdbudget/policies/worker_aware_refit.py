@@ -327,6 +327,8 @@ class RefitSteps:
 
         def _refresh_changed(self, items: IntArray, workers: IntArray) -> None: ...
 
+        def _refresh_beliefs(self, items: IntArray, workers: IntArray) -> None: ...
+
         def _after_refit_lazy(self) -> None: ...
 
         def _number_states(self) -> None: ...
@@ -373,16 +375,7 @@ class RefitSteps:
             return
         # every worker's pairs stale already (pull mode after a refit): _refresh_changed's
         # refresh of the items and the reliabilities, the same bits, with no pair to mark
-        if items.shape[0]:
-            self._n_states = refresh_items(
-                items, post.a, post.b, self._moments, self._item_error, self._state_ids,
-                self._n_states,
-            )  # fmt: skip
-            if self._n_states > 2 * self._state_ids.shape[0] + 64:
-                self._number_states()  # keep the per-state table O(n_items)
-        if workers.shape[0]:
-            c, d = post.c[workers], post.d[workers]
-            self._reliability[workers] = c / (c + d)
+        self._refresh_beliefs(items, workers)
 
     def _sync_incremental(self) -> None:
         """After a full refit with ``refit_tol``: the incremental refit's statistics set to

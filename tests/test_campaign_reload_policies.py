@@ -29,10 +29,15 @@ N_ITEMS, N_WORKERS, BUDGET, STEPS, SEED = 8, 4, 16.0, 18, 1
 RELOADS = ((3, False), (3, True), (11, False), (11, True))  # (step, mid-assignment)
 
 
+#: beside the registered ids, the default policy and its refit variant (as the golden
+#: live cases: tests/golden/record.py)
+VARIANTS = ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:refit=10")
+
+
 def _live_pairs() -> list[tuple[str, str]]:
-    """Every registered id in every live mode it declares (pull, push)."""
+    """Every registered id (and :data:`VARIANTS`) in every live mode it declares."""
     out = []
-    for policy_id in sorted(registered_policies()):
+    for policy_id in [*sorted(registered_policies()), *VARIANTS]:
         capabilities = parse_policy(policy_id).capabilities
         if capabilities.supports_pull:
             out.append((policy_id, "pull"))

@@ -76,7 +76,7 @@ def _run(policy: str, mode: str, url: str, args: argparse.Namespace) -> tuple[st
 
 
 def _measure(policy: str, mode: str, args: argparse.Namespace, *, logged: bool) -> dict[str, Any]:
-    original = QuestionLog.asking
+    original = QuestionLog.__dict__["asking"]  # the staticmethod itself
     if not logged:  # the code before the log: no question reaches the events
         QuestionLog.asking = staticmethod(lambda policy: policy)  # type: ignore[method-assign]
     try:

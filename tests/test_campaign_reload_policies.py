@@ -247,3 +247,34 @@ def test_the_service_refuses_client_supplied_policy_keys(tmp_path: Path) -> None
     assert _questions_of(store, api.cid) == [[["ann"]]]
     reloaded = Campaign.load(store, api.cid)
     assert reloaded._questions.mismatches == 0
+
+
+def divergences(*, busy: bool) -> tuple[list[str], int]:
+    """The pairs whose decisions differ after some reload (each with its reloads: step, ``a``
+    after or ``m`` mid, ``@`` the first request that differs), and the pairs that run — the
+    count docs/decisions.md reports before and after a change (runs on code without the
+    question log too: it compares decisions only)."""
+    diverged, runs = [], 0
+    for policy, mode in _live_pairs():
+        try:
+            straight, _ = _run(policy, mode, busy=busy)
+        except CrowdBudgetError:
+            continue
+        runs += 1
+        bad = []
+        for step, mid in RELOADS:
+            reloaded, _ = _run(policy, mode, busy=busy, reload_at=step, mid=mid)
+            if reloaded != straight:
+                pairs = enumerate(zip(reloaded, straight, strict=False))
+                first = next((k for k, (a, b) in pairs if a != b), len(straight))
+                bad.append(f"{step}{'m' if mid else 'a'}@{first}")
+        if bad:
+            diverged.append(f"{policy}/{mode} [{' '.join(bad)}]")
+    return diverged, runs
+
+
+if __name__ == "__main__":  # python tests/test_campaign_reload_policies.py
+    warnings.simplefilter("ignore")
+    for busy in (False, True):
+        found, runs = divergences(busy=busy)
+        print(f"{'busy' if busy else 'plain'}: {len(found)} of {runs} diverge:", ", ".join(found))

@@ -8,11 +8,13 @@ question log (``campaign/problem_build.py``, "Select-side state") and with the l
 off (the code before it: no ``"asked"`` key, a load does not ask the policy again). Reports
 per run the labels bought, the store's payload bytes (the JSON of every event's payload) and
 the ``"asked"`` share of them, and the CPU time (``time.process_time``) of
-:meth:`Campaign.load` on the finished store, the median of ``--repeat`` loads. Run from the
-repository root:
+:meth:`Campaign.load` on the finished store, the median of ``--repeat`` loads. ``--writer``
+instead reports the running campaign's CPU per decision (the request and its ``assigned``
+commit, labels not counted) on an in-memory store, ``--repeat`` runs with the log and without
+it in turn. Run from the repository root:
 
     python benchmarks/bench_campaign_reload.py [--items 2000] [--workers 10]
-        [--labels 10000] [--repeat 3] [--cases round-robin/pull,kos/push,...]
+        [--labels 10000] [--repeat 3] [--cases round-robin/pull,kos/push,...] [--writer]
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ DEFAULT_CASES = (
 )
 
 
-def _run(policy: str, mode: str, url: str, args: argparse.Namespace) -> tuple[str, int]:
-    """Run one campaign to the end; its id and labels bought."""
+def _run(policy: str, mode: str, url: str, args: argparse.Namespace) -> tuple[str, int, float]:
+    """Run one campaign to the end; its id, labels bought and CPU seconds per decision."""
     rng = np.random.default_rng(0)
     truth = rng.integers(2, size=args.items)
     workers = [f"w{k}" for k in range(args.workers)]
@@ -58,12 +60,15 @@ def _run(policy: str, mode: str, url: str, args: argparse.Namespace) -> tuple[st
         clock=lambda: 0.0,
     )
     labels = nothing = 0
+    deciding = 0.0
     while labels < args.labels and nothing < len(workers):
+        start = time.process_time()
         if mode == "push":
             batch = campaign.push_assignments(1)
             given = batch[0] if batch else None
         else:
             given = campaign.next_assignment(workers[(labels + nothing) % len(workers)])
+        deciding += time.process_time() - start
         if given is None:
             nothing += 1
             continue
@@ -72,17 +77,25 @@ def _run(policy: str, mode: str, url: str, args: argparse.Namespace) -> tuple[st
         right = rng.random() < 0.9 - 0.05 * worker
         campaign.record_label(given.assignment_id, str(truth[item] if right else 1 - truth[item]))
         labels += 1
-    return campaign.campaign_id, labels
+    return campaign.campaign_id, labels, deciding / max(labels + nothing, 1)
+
+
+def _logged(on: bool) -> None:
+    """Turn the question log on, or off (the code before it: no question reaches the events)."""
+    QuestionLog.asking = (  # type: ignore[method-assign]
+        _ASKING if on else staticmethod(lambda policy: policy)
+    )
+
+
+_ASKING = QuestionLog.__dict__["asking"]  # the staticmethod itself
 
 
 def _measure(policy: str, mode: str, args: argparse.Namespace, *, logged: bool) -> dict[str, Any]:
-    original = QuestionLog.__dict__["asking"]  # the staticmethod itself
-    if not logged:  # the code before the log: no question reaches the events
-        QuestionLog.asking = staticmethod(lambda policy: policy)  # type: ignore[method-assign]
+    _logged(logged)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite:///{Path(tmp) / 'reload.db'}"
-            cid, labels = _run(policy, mode, url, args)
+            cid, labels, _ = _run(policy, mode, url, args)
             store = EventStore(url)
             payloads = [event.payload for event in store.events(cid)]
             total = sum(len(json.dumps(p)) for p in payloads)
@@ -94,7 +107,7 @@ def _measure(policy: str, mode: str, args: argparse.Namespace, *, logged: bool) 
                 seconds.append(time.process_time() - start)
                 assert loaded._questions.mismatches == 0
     finally:
-        QuestionLog.asking = original  # type: ignore[method-assign]
+        _logged(True)
     return {
         "case": f"{policy}/{mode}",
         "logged": logged,
@@ -113,7 +126,23 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    parser.add_argument("--writer", action="store_true")
     args = parser.parse_args()
+    if args.writer:
+        print("| case | question log | run | CPU µs per decision |")
+        print("|---|---|---|---|")
+        for case in args.cases.split(","):
+            policy, mode = case.rsplit("/", 1)
+            for run in range(args.repeat):
+                for logged in (True, False):
+                    _logged(logged)
+                    try:
+                        *_, per_decision = _run(policy, mode, "sqlite://", args)
+                    finally:
+                        _logged(True)
+                    flag = "on" if logged else "off"
+                    print(f"| {case} | {flag} | {run + 1} | {per_decision * 1e6:.1f} |", flush=True)
+        return
     print("| case | question log | labels | events | payload bytes | asked bytes | load s |")
     print("|---|---|---|---|---|---|---|")
     for case in args.cases.split(","):

@@ -205,6 +205,32 @@ def test_a_request_answered_with_nothing_logs_its_question_in_an_event_of_its_ow
         assert mine is not None and theirs is not None and mine.item_id == theirs.item_id
 
 
+def test_a_copy_that_refreshes_asks_the_writers_questions(tmp_path: Path) -> None:
+    """Two processes on one store (push, KOS: its graph is drawn at the first question and
+    walked in the next ones): the copy that caught up with :meth:`Campaign.refresh` asked the
+    writer's questions again and decides as a copy loaded from a backup of the store."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    writer = _create("kos", "push", EventStore(url), max_pending_per_worker=1)
+    cid = writer.campaign_id
+    reader = Campaign.load(EventStore(url), cid, clock=lambda: 0.0)
+    for step in range(5):
+        for given in writer.push_assignments(2):  # the second may be refused: no_work
+            worker, item = int(given.worker_id[1:]), int(given.item_id[1:])
+            writer.record_label(given.assignment_id, _answer(item, worker, step))
+    kinds = [e.kind for e in EventStore(url).events(cid)]
+    assert "no_work" in kinds
+    assert reader.refresh() == len(kinds) - 1 and reader._questions.mismatches == 0
+    twin = Campaign.load(_copy(EventStore(url), cid), cid, clock=lambda: 0.0)
+    for step in range(5, 8):  # the writer has stopped: the reader writes now
+        mine, theirs = reader.push_assignments(1), twin.push_assignments(1)
+        assert [(a.item_id, a.worker_id) for a in mine] == [
+            (a.item_id, a.worker_id) for a in theirs
+        ]
+        for campaign, (given,) in ((reader, mine), (twin, theirs)):
+            worker, item = int(given.worker_id[1:]), int(given.item_id[1:])
+            campaign.record_label(given.assignment_id, _answer(item, worker, step))
+
+
 def test_a_question_answered_otherwise_is_counted_and_the_events_stay_the_truth() -> None:
     """A store whose logged question a replay answers otherwise (here: the log edited to name
     another worker) loads with a warning, counts the mismatch, and applies the logged event

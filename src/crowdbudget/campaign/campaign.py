@@ -46,9 +46,9 @@ checked by the operation that writes them — so a refused operation leaves the 
 A reloaded campaign is the never-restarted one: its state, and its later decisions — the
 allocation's events carry the policy's random stream state (``"rng"``, when it moved), which a
 replay restores, and, for a policy that keeps select-side state, the questions asked of it
-since the last event (``"asked"``), which a replay asks again
-(:mod:`crowdbudget.campaign.problem_build`, "Policy randomness" and "Select-side state"; the
-one exception: what a request answered with nothing changed after the last event).
+(``"asked"``), which a replay asks again (:mod:`crowdbudget.campaign.problem_build`, "Policy
+randomness" and "Select-side state"; the one exception: draws another policy made for a
+request answered with nothing, after the last event).
 
 Example:
     >>> from crowdbudget.campaign import Campaign, EventStore
@@ -659,7 +659,6 @@ class Campaign(CampaignEvidence, CampaignReports):
             # the policy answers for this worker: they join first (an event, which rebuilds
             # the policy), so that the policy has a slot for them
             self._commit("workers_added", {"workers": [worker_id]})
-            worker = self._worker_index[worker_id]
         decision = ask(self, worker_id)  # the live step (worker_id's price, capacity, …)
         if decision.held is not None:
             return self.assignment(str(decision.held))  # at the limit: the oldest pending one

@@ -28,6 +28,8 @@ and gets the same state (tested). Event kinds and payloads:
   inform the posterior and the results but cost nothing from this campaign's budget;
 - ``settings_changed``: ``{"ttl": ..., "max_pending_per_worker": ...}`` (either or both) —
   for assignments handed out from then on;
+- ``no_work``: ``{}`` — a request answered with nothing after asking a policy that keeps
+  select-side state (its questions, ``"asked"``: :mod:`.problem_build`);
 - ``gold_set``: ``{"rows": [[item, label], ...]}`` (indices, in item order) — the requester's
   gold labels for a sample of the items, replacing any earlier gold; ``gold_removed``: ``{}``.
   Gold is an evaluation aid only (:meth:`Campaign.calibration`): neither the policy nor the
@@ -43,8 +45,10 @@ event is written (:meth:`Campaign.create`, :meth:`Campaign.add_items`), the othe
 checked by the operation that writes them — so a refused operation leaves the store as it was.
 A reloaded campaign is the never-restarted one: its state, and its later decisions — the
 allocation's events carry the policy's random stream state (``"rng"``, when it moved), which a
-replay restores (:mod:`crowdbudget.campaign.problem_build`, "Policy randomness"; the one
-exception: draws made after the last such event, by a request answered with nothing).
+replay restores, and, for a policy that keeps select-side state, the questions asked of it
+(``"asked"``), which a replay asks again (:mod:`crowdbudget.campaign.problem_build`, "Policy
+randomness" and "Select-side state"; the one exception: draws another policy made for a
+request answered with nothing, after the last event).
 
 Example:
     >>> from crowdbudget.campaign import Campaign, EventStore
@@ -82,7 +86,15 @@ from crowdbudget.campaign.config import (
 from crowdbudget.campaign.config import check_ids as _check_ids
 from crowdbudget.campaign.control import CampaignEvidence, check_control
 from crowdbudget.campaign.ledger import Ledger
-from crowdbudget.campaign.problem_build import STREAM_EVENTS, PolicyStream, Rebuild, pair_index
+from crowdbudget.campaign.problem_build import (
+    STREAM_EVENTS,
+    PolicyStream,
+    QuestionLog,
+    Rebuild,
+    ask,
+    pair_index,
+    replayed,
+)
 from crowdbudget.campaign.problem_build import rebuild as rebuild_problem
 from crowdbudget.campaign.read_models import CampaignReadModel, CampaignReports, push_cause
 from crowdbudget.campaign.records import AssignmentError as AssignmentError
@@ -99,9 +111,9 @@ from crowdbudget.types import Assignment, LabelEvent
 
 _EPOCHS = itertools.count(1)
 
-#: events that only evaluate the campaign (gold) or change the verdict alone: not in the
-#: policy's stream (``_policy_seq``)
-_EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed", "blocked_labels_set"})
+#: events that only evaluate the campaign (gold), change the verdict alone or log the
+#: questions of a request answered with nothing: not in the policy's stream (``_policy_seq``)
+_EVALUATION_EVENTS = frozenset({"gold_set", "gold_removed", "blocked_labels_set", "no_work"})
 
 
 class Campaign(CampaignEvidence, CampaignReports):
@@ -124,6 +136,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         # commit), used by the event's handler instead of computing it again
         self._prepared: tuple[tuple[str, ...], Rebuild] | None = None
         self._stream = PolicyStream()  # the policy's random stream state, in the events
+        self._questions = QuestionLog()  # questions asked of a policy with select-side state
         # why the last request for work got none since the allocation state last changed,
         # per asking worker (pull) or for the team (push; key None): read_models.stop_reason_of;
         # not an event: it describes answers, not decisions
@@ -325,12 +338,16 @@ class Campaign(CampaignEvidence, CampaignReports):
         cid = campaign_id or (self.config.campaign_id if self.config else "")
         if kind in STREAM_EVENTS:
             payload = self._stream.tagged(payload)
+        payload = self._questions.tagged(payload)
         if not self._deferring:
-            self._apply(self.store.append(cid, self._seq + 1, kind, payload))
+            stored = self.store.append(cid, self._seq + 1, kind, payload)
+            self._questions.committed()
+            self._apply(stored, own=True)
             return
         ticket = self.store.stage(cid, self._seq + 1, kind, payload, epoch=self._epoch)
+        self._questions.committed()
         self._last_ticket = ticket
-        self._apply(ticket.event)
+        self._apply(ticket.event, own=True)
 
     @contextmanager
     def deferred_durability(self) -> Iterator[None]:
@@ -355,13 +372,10 @@ class Campaign(CampaignEvidence, CampaignReports):
         :meth:`deferred_durability`); raises :class:`ConcurrentWriteError` or a store error."""
         self.store.wait(ticket)
 
-    def _apply(self, event: StoredEvent) -> None:
+    def _apply(self, event: StoredEvent, *, own: bool = False) -> None:
+        """Apply one event (``own``: this object wrote it, and asked its questions)."""
         handler = getattr(self, f"_on_{event.kind}")
-        payload = event.payload
-        if "rng" in payload:  # where the stream stood when the event was written
-            self._stream.restore(payload["rng"])
-            payload = {k: v for k, v in payload.items() if k != "rng"}
-        handler(payload)
+        handler(replayed(self, event, own=own))  # the policy's keys taken out and replayed
         self._seq = event.seq
         if event.kind in _EVALUATION_EVENTS:
             self._evaluation_events += 1
@@ -466,6 +480,9 @@ class Campaign(CampaignEvidence, CampaignReports):
 
     def _on_settings_changed(self, p: dict[str, Any]) -> None:
         self.config = replace(self.config, **p)
+
+    def _on_no_work(self, p: dict[str, Any]) -> None:
+        """Nothing to apply: the questions it logged were asked again (``problem_build``)."""
 
     @property
     def _policy_seq(self) -> int:
@@ -642,15 +659,7 @@ class Campaign(CampaignEvidence, CampaignReports):
             # the policy answers for this worker: they join first (an event, which rebuilds
             # the policy), so that the policy has a slot for them
             self._commit("workers_added", {"workers": [worker_id]})
-            worker = self._worker_index[worker_id]
-        decision = self._live.assign(
-            self.policy,
-            self.state,
-            worker,
-            price=price,
-            capacity=self._capacity_of(worker_id),
-            max_pending=self.config.max_pending_per_worker,
-        )
+        decision = ask(self, worker_id)  # the live step (worker_id's price, capacity, …)
         if decision.held is not None:
             return self.assignment(str(decision.held))  # at the limit: the oldest pending one
         if decision.assignment is None:
@@ -710,14 +719,7 @@ class Campaign(CampaignEvidence, CampaignReports):
         self.expire_overdue()
         out: list[PendingAssignment] = []
         for _ in range(int(count)):
-            decision = self._live.push(
-                self.policy,
-                self.state,
-                price_of=lambda worker: self.price_of(self.worker_ids[worker]),
-                capacity_of=lambda worker: self._capacity_of(self.worker_ids[worker]),
-                max_pending=self.config.max_pending_per_worker,
-                team=len(self.worker_ids),  # control tasks go to a named team worker
-            )
+            decision = ask(self, None)  # the live step: the policy's pair, or a control task
             if decision.assignment is None:
                 if decision.cause is None and not out:  # the policy chose no pair
                     self._note_no_work(None, push_cause(self))

@@ -50,10 +50,36 @@ So a reloaded campaign makes the decisions the never-restarted process would hav
 unless draws were made after the last event carrying a state (a request answered with
 nothing just before the restart), or the store predates stream states (then the stream
 restarts at the event count: valid draws of the policy, not the same ones).
+
+**Select-side state.** Some policies change in ``select`` state that ``observe`` does not
+rebuild (round-robin's queue, the Lagrangian index's bucket order, the plan positions of
+KOS, BBTA, B-KUBE, the ε-first family, CrowdSense and IEThresh, …; they declare
+``keeps_select_state``), so a replay of the labels alone does not give them back. For such a
+policy the campaign logs every question that reached ``select`` — the asking worker's id in
+pull mode, None for a push — in the event that follows it (``"asked"``, :class:`QuestionLog`):
+the ``assigned`` event that answers it (``[question]``), or, for a request answered with
+nothing, an event of its own (``no_work``: ``[question, 1]``, with the stream state; not in
+the policy's event count, so it moves no generator's seed). A replay asks those questions
+again, through the same live step, before applying the event: the campaign's state then is
+the one they were asked in (every change of it is an event), and the stream stands where it
+stood, so the policy makes the same choices, draws the same numbers and changes the same
+state. Each replayed answer is checked against the log (nothing, or the event's own item and
+worker) and the stream against the event's ``"rng"``; a difference — a store written by
+other policy code — is counted (:attr:`QuestionLog.mismatches`) and warned about once, and
+the store stays the truth: the logged event is applied, the policy keeps the state its
+replayed questions gave it (what a campaign of that policy could have reached), and later
+decisions are valid ones of the policy, not the ones the writer would have made. Nothing is
+restored from the store into the policy: a log holds questions only, which the server
+writes itself (no payload a client sends carries a key of its own), and even a forged one
+could only ask the policy questions it might have been asked. Not logged: a decision
+steered by a stand-in (``integrations.crowd_choice.steered``), so a policy the stand-in
+itself asked is not asked again on a reload; and a copy that asks questions of its own and
+then refreshes from another writer's events holds state the store does not describe.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,9 +87,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crowdbudget.campaign.config import CampaignConfig
+from crowdbudget.engine.live import Decision, Policy
 from crowdbudget.policies.base import AllocationPolicy
 from crowdbudget.registry import make_policy, split_verdict
 from crowdbudget.types import (
+    Assignment,
     CampaignState,
     FloatArray,
     IntArray,
@@ -75,6 +103,7 @@ from crowdbudget.types import (
 
 if TYPE_CHECKING:
     from crowdbudget.campaign.campaign import Campaign
+    from crowdbudget.campaign.store import StoredEvent
 
 #: a worker's capacity when the requester sets none: more labels than any campaign buys
 UNLIMITED = 2**40
@@ -138,6 +167,7 @@ STREAM_EVENTS = frozenset(
         "items_added",
         "workers_added",
         "settings_changed",
+        "no_work",
     }
 )
 
@@ -175,6 +205,158 @@ class PolicyStream:
         """Set the stream to an event's state (in the process that wrote it: no change)."""
         restore_stream(self.generators, saved)
         self.last, self.restored = saved, True
+
+
+#: the payload key of the questions asked of a policy that keeps select-side state
+QUESTIONS = "asked"
+#: the event of a request the live step answered with nothing after asking such a policy
+NO_WORK = "no_work"
+
+
+class _Asking:
+    """A policy as the live step sees it during one question: notes whether ``select`` was
+    called (the live step may answer without asking: budget, a pending limit, a control
+    task)."""
+
+    __slots__ = ("asked", "policy")
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.asked = False
+
+    def select(self, state: CampaignState, *, worker: int | None = None) -> Assignment | None:
+        self.asked = True
+        return self.policy.select(state, worker=worker)
+
+
+class QuestionLog:
+    """The questions asked of a policy that keeps select-side state, in the campaign's events
+    (module docstring, "Select-side state"): ``entries`` are ``[question, n]`` — n questions
+    in a row answered with nothing — and ``answered`` the ``[question]`` the next event, an
+    ``assigned`` one, answers. A question is the asking worker's id (pull) or None (push)."""
+
+    def __init__(self) -> None:
+        self.entries: list[list[Any]] = []
+        self.answered: list[Any] | None = None
+        #: replayed questions whose answer, or the stream after them, differed from the log
+        self.mismatches = 0
+
+    @staticmethod
+    def asking(policy: Policy) -> Policy:
+        """What the live step asks for one question: ``policy`` itself, or, when it keeps
+        select-side state, a stand-in noting whether it was asked."""
+        return _Asking(policy) if getattr(policy, "keeps_select_state", False) else policy
+
+    def asked(self, asking: Policy, question: str | None, *, answered: bool) -> None:
+        """Log ``question`` if :meth:`asking`'s stand-in reached ``select``; ``answered``:
+        the decision is an assignment (its ``assigned`` event is the next one)."""
+        if not isinstance(asking, _Asking) or not asking.asked:
+            return
+        if answered:
+            self.answered = [question]
+        elif self.entries and self.entries[-1][0] == question:
+            self.entries[-1][1] += 1
+        else:
+            self.entries.append([question, 1])
+
+    def tagged(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` with the questions asked since the last event (copies), if any."""
+        if not self.entries and self.answered is None:
+            return payload
+        log = [list(entry) for entry in self.entries]
+        if self.answered is not None:
+            log.append(list(self.answered))
+        return {**payload, QUESTIONS: log}
+
+    def committed(self) -> None:
+        """The event carrying the questions was stored: start a new log."""
+        self.entries, self.answered = [], None
+
+    def replay(self, campaign: Campaign, kind: str, payload: Mapping[str, Any]) -> None:
+        """Ask ``campaign``'s policy the questions an event of ``kind`` logged, again, before
+        the event is applied; count a mismatch when an answer, or the stream after them,
+        differs from the log."""
+        same = True
+        for entry in payload[QUESTIONS]:
+            question = entry[0]
+            for _ in range(int(entry[1]) if len(entry) > 1 else 1):
+                choice = _decide(campaign, question, campaign.policy).assignment
+                if len(entry) > 1:
+                    same = same and choice is None
+                    continue
+                # the question the event answers: its item, and its worker (pull: the one
+                # who asked; push: the one the policy chose)
+                if question is None and choice is not None and choice.worker is not None:
+                    question = campaign.worker_ids[choice.worker]
+                same = same and (
+                    kind == "assigned"
+                    and choice is not None
+                    and choice.item == payload["item"]
+                    and question == payload["worker"]
+                )
+        stream = campaign._stream
+        expected = payload.get("rng", stream.last)
+        if expected is not None and stream_state(stream.generators) != expected:
+            same = False
+        if not same:
+            self.mismatches += 1
+            if self.mismatches == 1:
+                warnings.warn(
+                    "a replayed question of this campaign's policy was answered otherwise than "
+                    "its log says (a store written by other policy code?): the campaign "
+                    "continues from its events, with valid but not the same later decisions",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+
+
+def _decide(campaign: Campaign, question: str | None, policy: Policy) -> Decision:
+    """The live step's answer to one question of ``campaign``, asking ``policy``: worker
+    ``question`` asks for work (pull), or None: the team is pushed to (push)."""
+    config = campaign.config
+    if question is None:
+        return campaign._live.push(
+            policy,
+            campaign.state,
+            price_of=lambda worker: campaign.price_of(campaign.worker_ids[worker]),
+            capacity_of=lambda worker: campaign._capacity_of(campaign.worker_ids[worker]),
+            max_pending=config.max_pending_per_worker,
+            team=len(campaign.worker_ids),  # control tasks go to a named team worker
+        )
+    return campaign._live.assign(
+        policy,
+        campaign.state,
+        campaign._worker_index.get(question),
+        price=campaign.price_of(question),
+        capacity=campaign._capacity_of(question),
+        max_pending=config.max_pending_per_worker,
+    )
+
+
+def ask(campaign: Campaign, question: str | None) -> Decision:
+    """One question to ``campaign``'s live step (:func:`_decide`), logged when it reached a
+    policy that keeps select-side state (:class:`QuestionLog`)."""
+    log = campaign._questions
+    asking = log.asking(campaign.policy)
+    decision = _decide(campaign, question, asking)
+    log.asked(asking, question, answered=decision.assignment is not None)
+    if decision.assignment is None and log.entries:  # no assigned event will carry it
+        campaign._commit(NO_WORK, {})
+    return decision
+
+
+def replayed(campaign: Campaign, event: StoredEvent, *, own: bool) -> dict[str, Any]:
+    """The payload of ``event`` for its handler, the policy's keys taken out: the questions
+    it logged asked again unless ``campaign`` wrote it itself (``own``), then the stream set
+    to its ``"rng"`` (module docstring)."""
+    payload = event.payload
+    if QUESTIONS in payload and not own:
+        campaign._questions.replay(campaign, event.kind, payload)
+    if "rng" in payload:  # where the stream stood when the event was written
+        campaign._stream.restore(payload["rng"])
+    if "rng" in payload or QUESTIONS in payload:
+        payload = {k: v for k, v in payload.items() if k not in ("rng", QUESTIONS)}
+    return payload
 
 
 def cheapest_price(config: CampaignConfig) -> float:

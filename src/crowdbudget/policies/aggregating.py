@@ -142,6 +142,7 @@ class KOSAllocation(AggregatingPolicy):
     budget_aware = True
     chooses_workers = True
     binary_only = True
+    keeps_select_state = True  # the graph is drawn at the first select, then walked in it
 
     def __init__(
         self, labels_per_worker: int | None = None, n_iter: int = 100, inference: str = "sum"

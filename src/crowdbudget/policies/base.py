@@ -10,6 +10,12 @@ A policy is built from its parameters only (the constructor stores, scikit-learn
 - ``observe(event)`` learns from a label that came back (posterior and score updates happen
   here, in O(1) or O(log n_items) — never O(n_items)).
 
+A policy whose ``select`` changes state that ``observe`` does not rebuild (a cursor, a plan
+position, a queue or bucket order, the probability of a pending draw) declares it
+(``keeps_select_state``): a live campaign then logs the questions the policy was asked in its
+events, and a reload asks them again (:mod:`crowdbudget.campaign.problem_build`, "Select-side
+state"), so a restarted campaign makes the never-restarted one's decisions.
+
 The same object drives a simulation and a live campaign. ``testing.check_policy`` is the
 conformance suite every registered policy passes.
 """
@@ -95,6 +101,11 @@ class AllocationPolicy(ABC):
             the arriving worker items they have an unused recorded label for (item–worker
             policies do by construction; item-only ones read
             ``state.availability.items_for_worker``).
+        keeps_select_state: ``select`` changes state that ``observe`` does not rebuild, so
+            replaying the labels alone does not give the policy back (module docstring); a
+            live campaign logs the questions asked of such a policy and a reload asks them
+            again. Not a capability: it changes no decision, only what a live campaign's
+            events carry.
         default_verdict: the verdict a campaign of this policy uses when neither the id
             (``…:verdict=ID``) nor the caller (``--verdict``, ``verdict=``) names one:
             ``"posterior"`` (the policy's own model) for most; an aggregator id where the
@@ -113,6 +124,7 @@ class AllocationPolicy(ABC):
     unit_prices_only: ClassVar[bool] = False
     supports_pull: ClassVar[bool] = True
     replay_pull: ClassVar[bool] = False
+    keeps_select_state: ClassVar[bool] = False
     default_verdict: ClassVar[str] = "posterior"
 
     # ---- scikit-learn style parameter access -------------------------------------------------

@@ -83,6 +83,7 @@ class RoundRobinPolicy(AllocationPolicy):
 
     binary_only = False
     replay_pull = True
+    keeps_select_state = True  # the cycle's order and the replay cursor move in select
 
     def __init__(self) -> None:
         pass

@@ -160,6 +160,9 @@ class LagrangianIndexPolicy(AllocationPolicy):
     binary_only = True
     chooses_workers = False
     unit_prices_only = True
+    #: select marks the chosen task for a re-sort at the next call, so the member order of
+    #: its state bucket (which a tie draw indexes) depends on past decisions
+    keeps_select_state = True
 
     def __init__(
         self,

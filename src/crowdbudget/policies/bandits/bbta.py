@@ -310,6 +310,9 @@ class BanditTaskAssignment(AllocationPolicy):
     binary_only = True
     needs_workers = True
     unit_prices_only = True
+    #: select moves t^s and η^s, the exploration queue, the pairs asked, the cached lowest
+    #: confidence per context and the probability of each pending draw
+    keeps_select_state = True
     #: the rule the papers' reproductions pin (``registry.pin_paper_ties``)
     paper_tie_break: ClassVar[TieBreak] = PAPER_TIE_BREAK
 
@@ -618,6 +621,7 @@ class RandomPairPolicy(AllocationPolicy):
     binary_only = True
     needs_workers = True
     unit_prices_only = True
+    keeps_select_state = True  # select marks its pair asked (kept when it is released)
 
     def __init__(self) -> None:
         pass

@@ -84,6 +84,8 @@ class _SubsetPolicy(AllocationPolicy):
     binary_only = True
     needs_workers = True
     unit_prices_only = True
+    #: select opens tasks from the stream, plans their subsets and closes finished ones
+    keeps_select_state = True
 
     def _reset(self, problem: Problem, rng: np.random.Generator) -> None:
         if problem.n_workers is None:

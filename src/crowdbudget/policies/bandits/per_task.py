@@ -58,6 +58,7 @@ class PerTaskWorkerPolicy(AllocationPolicy):
     budget_aware = True
     needs_workers = True
     supports_pull = False
+    keeps_select_state = True  # the current task, the iteration, choices and phase plans
 
     #: the id named in refusals
     policy_name = "this policy"

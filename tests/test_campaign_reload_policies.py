@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from crowdbudget.campaign import Campaign, EventStore
+from crowdbudget.campaign.problem_build import PENDING_RUNS
 from crowdbudget.exceptions import CrowdBudgetError
 from crowdbudget.registry import parse_policy, registered_policies
 from service_helpers import CampaignApi
@@ -181,9 +182,9 @@ def test_a_policy_without_select_state_logs_no_question() -> None:
 
 def test_a_request_answered_with_nothing_logs_its_question_in_an_event_of_its_own() -> None:
     """A worker who can take no open item asks again and again: the policy is asked, no
-    assignment follows, and each request writes a ``no_work`` event with its question (not
-    one of the policy's stream: its stop reason stays); a reload asks them all again and
-    decides as the running campaign."""
+    assignment follows; the first request writes a ``no_work`` event with its question (not
+    one of the policy's stream: its stop reason stays), the later ones ride on the next
+    event; a reload asks them all again and decides as the running campaign."""
     store = EventStore("sqlite://")
     campaign = _create("round-robin", "pull", store, budget=30.0, max_labels_per_item=2)
     cid = campaign.campaign_id
@@ -195,9 +196,11 @@ def test_a_request_answered_with_nothing_logs_its_question_in_an_event_of_its_ow
     for _ in range(3):  # every item has its two labels: nothing is open
         assert campaign.next_assignment("w2") is None
     assert campaign.no_work_reason("w2") == "done"
-    events = list(store.events(cid))[-3:]
-    assert [(e.kind, e.payload["asked"]) for e in events] == [("no_work", [["w2", 1]])] * 3
+    events = list(store.events(cid))[-1:]
+    assert [(e.kind, e.payload["asked"]) for e in events] == [("no_work", [["w2", 1]])]
     campaign.add_items(["j0", "j1"])
+    added = list(store.events(cid))[-1]
+    assert (added.kind, added.payload["asked"]) == ("items_added", [["w2", 2]])
     twin = Campaign.load(_copy(store, cid), cid)
     assert twin._questions.mismatches == 0
     for worker in ("w3", "w2", "w3"):
@@ -304,3 +307,27 @@ if __name__ == "__main__":  # python tests/test_campaign_reload_policies.py
     for busy in (False, True):
         found, runs = divergences(busy=busy)
         print(f"{'busy' if busy else 'plain'}: {len(found)} of {runs} diverge:", ", ".join(found))
+
+
+def test_polling_a_campaign_with_nothing_open_does_not_grow_the_store() -> None:
+    """Workers polling a flagged campaign with nothing open write one ``no_work`` event, then
+    one per :data:`PENDING_RUNS` runs of askers; a reload after the next event asks every
+    poll again and decides as the running campaign."""
+    store = EventStore("sqlite://")
+    campaign = _create("round-robin", "pull", store, budget=30.0, max_labels_per_item=1)
+    cid = campaign.campaign_id
+    for _ in range(N_ITEMS):
+        given = campaign.next_assignment("w0")
+        assert given is not None
+        campaign.record_label(given.assignment_id, "1")
+    before = len(list(store.events(cid)))
+    polls = 3 * PENDING_RUNS
+    for k in range(polls):  # two workers in turn: every poll a run of its own
+        assert campaign.next_assignment(f"w{1 + k % 2}") is None
+    kinds = [e.kind for e in store.events(cid)][before:]
+    assert kinds == ["no_work"] * 3
+    campaign.add_items(["j0"])
+    twin = Campaign.load(_copy(store, cid), cid)
+    assert twin._questions.mismatches == 0
+    mine, theirs = campaign.next_assignment("w1"), twin.next_assignment("w1")
+    assert mine is not None and theirs is not None and mine.item_id == theirs.item_id

@@ -336,16 +336,15 @@ class Campaign(CampaignEvidence, CampaignReports):
         stored). Under :meth:`deferred_durability` the event is staged and applied at once;
         the caller makes it durable (:meth:`wait_durable`) before acknowledging anything."""
         cid = campaign_id or (self.config.campaign_id if self.config else "")
-        if kind in STREAM_EVENTS:
-            payload = self._stream.tagged(payload)
-        payload = self._questions.tagged(payload)
+        if kind in STREAM_EVENTS:  # the allocation's events: its stream, the questions asked
+            payload = self._stream.tagged(self._questions.tagged(payload))
         if not self._deferring:
             stored = self.store.append(cid, self._seq + 1, kind, payload)
-            self._questions.committed()
+            self._questions.committed(kind)
             self._apply(stored, own=True)
             return
         ticket = self.store.stage(cid, self._seq + 1, kind, payload, epoch=self._epoch)
-        self._questions.committed()
+        self._questions.committed(kind)
         self._last_ticket = ticket
         self._apply(ticket.event, own=True)
 

@@ -58,8 +58,15 @@ KOS, BBTA, B-KUBE, the ε-first family, CrowdSense and IEThresh, …; they decla
 policy the campaign logs every question that reached ``select`` — the asking worker's id in
 pull mode, None for a push — in the event that follows it (``"asked"``, :class:`QuestionLog`):
 the ``assigned`` event that answers it (``[question]``), or, for a request answered with
-nothing, an event of its own (``no_work``: ``[question, 1]``, with the stream state; not in
-the policy's event count, so it moves no generator's seed). A replay asks those questions
+nothing, the next event the campaign stores (``[question, n]``: n such questions in a row).
+The first request answered with nothing after any other event writes that event itself
+(``no_work``, with the stream state; not in the policy's event count, so it moves no
+generator's seed), and so does a log that has grown to :data:`PENDING_RUNS` runs; the
+requests between wait for the next event. So a worker polling a campaign with nothing open
+adds at most one event per change of the campaign (and one per 64 alternations of askers),
+and a restart loses at most the polls since the last event — the stream's hole above,
+widened to such polls: a reload then decides validly, not necessarily as the running process
+would have. A replay asks those questions
 again, through the same live step, before applying the event: the campaign's state then is
 the one they were asked in (every change of it is an event), and the stream stands where it
 stood, so the policy makes the same choices, draws the same numbers and changes the same
@@ -211,6 +218,9 @@ class PolicyStream:
 QUESTIONS = "asked"
 #: the event of a request the live step answered with nothing after asking such a policy
 NO_WORK = "no_work"
+#: runs of questions answered with nothing that a log holds before they need an event of
+#: their own (a bound on one payload and on the events a polling worker can make the store hold)
+PENDING_RUNS = 64
 
 
 class _Asking:
@@ -238,6 +248,8 @@ class QuestionLog:
     def __init__(self) -> None:
         self.entries: list[list[Any]] = []
         self.answered: list[Any] | None = None
+        #: a ``no_work`` event was stored since the campaign's last other event
+        self.no_work_stored = False
         #: replayed questions whose answer, or the stream after them, differed from the log
         self.mismatches = 0
 
@@ -268,9 +280,19 @@ class QuestionLog:
             log.append(list(self.answered))
         return {**payload, QUESTIONS: log}
 
-    def committed(self) -> None:
-        """The event carrying the questions was stored: start a new log."""
-        self.entries, self.answered = [], None
+    def committed(self, kind: str) -> None:
+        """An event of ``kind`` was stored: an allocation event (:data:`STREAM_EVENTS`)
+        carried the questions, so start a new log; any other keeps them for the next one."""
+        if kind in STREAM_EVENTS:
+            self.entries, self.answered = [], None
+            self.no_work_stored = False
+
+    def needs_event(self) -> bool:
+        """Whether the questions answered with nothing so far need a ``no_work`` event now:
+        the first such question since the campaign's last other event, or :data:`PENDING_RUNS`
+        runs of them. Otherwise they wait for the next event, which carries them (module
+        docstring, "Select-side state": a poll answered with nothing does not grow the store)."""
+        return bool(self.entries) and (not self.no_work_stored or len(self.entries) >= PENDING_RUNS)
 
     def replay(self, campaign: Campaign, kind: str, payload: Mapping[str, Any]) -> None:
         """Ask ``campaign``'s policy the questions an event of ``kind`` logged, again, before
@@ -340,8 +362,9 @@ def ask(campaign: Campaign, question: str | None) -> Decision:
     asking = log.asking(campaign.policy)
     decision = _decide(campaign, question, asking)
     log.asked(asking, question, answered=decision.assignment is not None)
-    if decision.assignment is None and log.entries:  # no assigned event will carry it
+    if decision.assignment is None and log.needs_event():  # no assigned event will carry it
         campaign._commit(NO_WORK, {})
+        log.no_work_stored = True
     return decision
 
 

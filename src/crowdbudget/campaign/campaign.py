@@ -326,11 +326,11 @@ class Campaign(CampaignEvidence, CampaignReports):
         if kind in STREAM_EVENTS:
             payload = self._stream.tagged(payload)
         if not self._deferring:
-            self._apply(self.store.append(cid, self._seq + 1, kind, payload))
+            self._apply(self.store.append(cid, self._seq + 1, kind, payload), written=True)
             return
         ticket = self.store.stage(cid, self._seq + 1, kind, payload, epoch=self._epoch)
         self._last_ticket = ticket
-        self._apply(ticket.event)
+        self._apply(ticket.event, written=True)
 
     @contextmanager
     def deferred_durability(self) -> Iterator[None]:
@@ -355,11 +355,15 @@ class Campaign(CampaignEvidence, CampaignReports):
         :meth:`deferred_durability`); raises :class:`ConcurrentWriteError` or a store error."""
         self.store.wait(ticket)
 
-    def _apply(self, event: StoredEvent) -> None:
+    def _apply(self, event: StoredEvent, *, written: bool = False) -> None:
+        """Apply ``event``, read from the store or ``written`` by this object (_commit)."""
         handler = getattr(self, f"_on_{event.kind}")
         payload = event.payload
         if "rng" in payload:  # where the stream stood when the event was written
-            self._stream.restore(payload["rng"])
+            if written:  # no draw since it was read (_commit): the stream stands there
+                self._stream.last = payload["rng"]
+            else:
+                self._stream.restore(payload["rng"])
             payload = {k: v for k, v in payload.items() if k != "rng"}
         handler(payload)
         self._seq = event.seq

@@ -84,6 +84,26 @@ _PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 #: the same text (``json.dumps`` itself builds this encoder anew on each call when given
 #: a separator, and encodes with it), built once; it keeps no state between calls
 _PAYLOAD_ENCODER = json.JSONEncoder(separators=(",", ":"))
+#: its C encoder (the one ``JSONEncoder.encode`` builds per call from the encoder's settings),
+#: built once too, without the circular-reference check — an event payload is JSON data, never
+#: circular (one would fail with ``RecursionError`` instead of ``ValueError``, stored either
+#: way) — so no state is kept between calls; None where the C accelerator is missing
+_MAKE_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_PAYLOAD_ENCODER = (
+    None
+    if _MAKE_C_ENCODER is None
+    else _MAKE_C_ENCODER(
+        None,
+        _PAYLOAD_ENCODER.default,
+        json.encoder.encode_basestring_ascii,
+        _PAYLOAD_ENCODER.indent,
+        _PAYLOAD_ENCODER.key_separator,
+        _PAYLOAD_ENCODER.item_separator,
+        _PAYLOAD_ENCODER.sort_keys,
+        _PAYLOAD_ENCODER.skipkeys,
+        _PAYLOAD_ENCODER.allow_nan,
+    )
+)
 
 _HOLDERS = 8  # decisions of one process waiting for advisory locks at once
 
@@ -132,7 +152,9 @@ class CommitTicket:
 def encode_payload(payload: dict[str, Any]) -> str:
     """An event payload's JSON text, as the ``payload`` column holds it (compact separators,
     ASCII, keys in the payload's order): ``json.dumps(payload, separators=(",", ":"))``."""
-    return _PAYLOAD_ENCODER.encode(payload)
+    if _C_PAYLOAD_ENCODER is None:
+        return _PAYLOAD_ENCODER.encode(payload)
+    return "".join(_C_PAYLOAD_ENCODER(payload, 0))
 
 
 def _row_mapping(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -348,7 +348,7 @@ class EventStore:
     def _hand_over(self) -> None:
         """Start the committer thread if tickets with waiting coroutines are queued and no
         flush is under way (called with the condition held)."""
-        if self._flushing or not any(t.waiters for t in self._queue):
+        if self._flushing or not self._queue or not any(t.waiters for t in self._queue):
             return
         if self._committer is None:
             self._committer = ThreadPoolExecutor(1, thread_name_prefix="crowdbudget-commit")
@@ -384,9 +384,10 @@ class EventStore:
         for ticket in batch:
             if not ticket.settled:
                 self._fail(ticket, CrowdBudgetError(f"cannot write event: {error!r}"))
-            for loop, future in ticket.waiters:
-                by_loop.setdefault(loop, []).append(future)
-            ticket.waiters = []
+            if ticket.waiters:
+                for loop, future in ticket.waiters:
+                    by_loop.setdefault(loop, []).append(future)
+                ticket.waiters = []
         for loop, futures in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_resolve, futures)

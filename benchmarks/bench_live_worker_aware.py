@@ -23,7 +23,13 @@ compiled kernel (``choose_for_worker``: the scores of every distinct item state 
 worker, thread CPU, inside ``next_assignment``) and reports per decision its state-number
 range (``n_states``: an upper bound of the distinct item states it scores, as a label may
 number a state anew) and the askable items (``n_open``); a wrapper of a few µs a call, the
-same decisions. Run from the repository root:
+same decisions. ``--split`` also splits each operation's thread CPU into the policy's
+part (``select`` inside ``next_assignment``, ``observe`` inside ``record_label``), the event
+store's (``EventStore.append``: the event's encoding, its insert and commit) and the rest, the
+campaign's own (``*_campaign_cpu``: the operation less the policy's part — the live rules'
+bookkeeping, the store, the event handlers; ``*_store_cpu`` is a part of it); the timers'
+own cost (two ``thread_time`` calls and a Python call a wrapped method, ~1–2 µs) lands in the
+campaign's part. Run from the repository root:
 
     python benchmarks/bench_live_worker_aware.py [--items 10000] [--workers 200]
         [--policy opt-kg:posterior=one-coin] [--decisions 2000] [--warmup 500] [--seed 0]
@@ -62,6 +68,31 @@ def _split_choice() -> dict[str, list[float]]:
     return seen
 
 
+def _split_campaign(campaign: Campaign) -> dict[str, float]:
+    """Wrap the campaign's policy's ``select`` and ``observe`` and its store's ``append``
+    (module docstring, ``--split``) on the instances: their thread CPU, summed into the
+    returned totals (read before and after an operation; a rebuilt policy is not wrapped,
+    and none is rebuilt once the workers are registered)."""
+    totals = {"select": 0.0, "observe": 0.0, "append": 0.0}
+
+    def timed(owner: object, name: str) -> None:
+        method = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            c0 = time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                totals[name] += time.thread_time() - c0
+
+        setattr(owner, name, wrapper)
+
+    timed(campaign.policy, "select")
+    timed(campaign.policy, "observe")
+    timed(campaign.store, "append")
+    return totals
+
+
 def run(
     policy: str,
     n_items: int,
@@ -88,15 +119,25 @@ def run(
     registered = time.perf_counter() - start
     assert first is not None
     campaign.record_label(first.assignment_id, "1")
+    parts = _split_campaign(campaign) if split else None
+    # per timed operation: the policy's and the store's thread CPU inside it (``--split``)
+    shares: dict[str, list[float]] = {
+        "next_assignment_policy_cpu": [],
+        "next_assignment_store_cpu": [],
+        "record_label_policy_cpu": [],
+        "record_label_store_cpu": [],
+    }
     ask, answer, kinds = [], [], []
     ask_cpu, answer_cpu = [], []
     kernel_cpu, n_states, n_open = [], [], []
     for step in range(warmup + n_decisions):
         j = int(rng.integers(n_workers))
         calls = 0 if seen is None else len(seen["kernel_cpu"])
+        before = dict(parts) if parts is not None else None
         t0, c0 = time.perf_counter(), time.thread_time()
         assignment = campaign.next_assignment(workers[j])
         t1, c1 = time.perf_counter(), time.thread_time()
+        middle = dict(parts) if parts is not None else None
         if assignment is None:
             continue
         item = int(assignment.item_id[1:])
@@ -110,6 +151,11 @@ def run(
             answer.append(t2 - t1)
             ask_cpu.append(c1 - c0)
             answer_cpu.append(c2 - c1)
+            if parts is not None and before is not None and middle is not None:
+                shares["next_assignment_policy_cpu"].append(middle["select"] - before["select"])
+                shares["next_assignment_store_cpu"].append(middle["append"] - before["append"])
+                shares["record_label_policy_cpu"].append(parts["observe"] - middle["observe"])
+                shares["record_label_store_cpu"].append(parts["append"] - middle["append"])
             if seen is not None and len(seen["kernel_cpu"]) > calls:
                 kernel_cpu.append(sum(seen["kernel_cpu"][calls:]))  # a retry's calls summed
                 n_states.append(seen["n_states"][-1])
@@ -144,6 +190,15 @@ def run(
         "next_assignment_cpu": summary(ask_cpu),
         "record_label_cpu": summary(answer_cpu),
     }
+    if parts is not None:
+        for operation, total in (("next_assignment", ask_cpu), ("record_label", answer_cpu)):
+            policy_part = np.asarray(shares[f"{operation}_policy_cpu"])
+            out[f"{operation}_policy_cpu"] = summary(list(policy_part))
+            out[f"{operation}_campaign_cpu"] = summary(list(np.asarray(total) - policy_part))
+            out[f"{operation}_store_cpu"] = summary(shares[f"{operation}_store_cpu"])
+            out[f"{operation}_campaign_cpu"]["mean_ms"] = float(
+                np.mean(np.asarray(total) - policy_part) * 1e3
+            )
     if seen is not None:
         out["choice_kernel_cpu"] = summary(kernel_cpu)
         for name, values in (("n_states", n_states), ("n_open", n_open)):
@@ -171,7 +226,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eager", action="store_true", help="rescore at the label (as before)")
-    parser.add_argument("--split", action="store_true", help="time the pull choice's kernel")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="time the pull choice's kernel, the policy's and the store's parts",
+    )
     parser.add_argument(
         "--no-spread", action="store_true", help="each refit at its label (refit_spread 0)"
     )

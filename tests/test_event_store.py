@@ -237,3 +237,59 @@ def test_a_shared_campaign_is_held_by_one_decision_at_a_time(
     finally:
         mine.dispose()
         other.dispose()
+
+
+def test_a_payload_is_stored_as_compact_json_dumps_text(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``payload`` column holds ``json.dumps(payload, separators=(",", ":"))`` byte for
+    byte (non-ASCII escaped, floats by repr, keys in order, non-finite numbers as JSON's
+    extension), whatever the encoder the store keeps — its C encoder or, where there is none,
+    the Python one; read back, it is the payload."""
+    import json
+
+    import sqlalchemy as sa
+
+    payloads = [
+        {},
+        {"id": "0f" * 16, "item": 3, "worker": 'wé ☃ "q"', "price": 0.1, "expires_at": None},
+        {"rows": [[1, "w", 0], [2, "v", 1]], "big": 1e300, "tiny": 5e-324, "neg": -0.0},
+        {"z": 1, "a": [True, False, None], "rng": [["0x1f", "0xabc", 0, 0]], "nan": float("nan")},
+    ]
+    store = EventStore(db_url)
+    try:
+        for seq, payload in enumerate(payloads, start=1):
+            store.append("c", seq, "labeled", payload)
+        query = sa.text("SELECT payload FROM events WHERE campaign_id = 'c' ORDER BY seq")
+        with store.engine.connect() as connection:
+            stored = [row[0] for row in connection.execute(query)]
+        assert stored == [json.dumps(p, separators=(",", ":")) for p in payloads]
+        assert store_module._C_PAYLOAD_ENCODER is not None  # CPython: the C encoder is used
+        monkeypatch.setattr(store_module, "_C_PAYLOAD_ENCODER", None)
+        assert [store_module.encode_payload(p) for p in payloads] == stored
+        back = [e.payload for e in store.events("c")]
+        assert back[:3] == payloads[:3] and back[3]["z"] == 1
+    finally:
+        store.dispose()
+
+
+def test_a_broken_writer_connection_fails_its_events_and_the_next_one_is_new(tmp_path) -> None:
+    """A driver error on the writer's connection (here: the connection closed under it) fails
+    the events of that flush with the store's one-line error — never taken for durable — and
+    the next append opens a new connection and is committed; the events table holds exactly
+    the acknowledged events."""
+    from crowdbudget.exceptions import CrowdBudgetError
+
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    store = EventStore(url)
+    store.append("c", 1, "created", {})
+    assert store._writer is not None
+    store._writer.connection.dbapi_connection.close()  # type: ignore[union-attr]
+    with pytest.raises(CrowdBudgetError, match="cannot write event"):
+        store.append("c", 2, "labeled", {"n": 2})
+    assert store._writer is None  # dropped: the next flush opens a new one
+    store.append("c", 2, "labeled", {"n": 2})
+    reader = EventStore(url)
+    assert [(e.seq, e.payload) for e in reader.events("c")] == [(1, {}), (2, {"n": 2})]
+    reader.dispose()
+    store.dispose()

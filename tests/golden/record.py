@@ -20,6 +20,10 @@ SHA-256 digest of its canonical JSON:
   pending limit, a ttl, items and workers joining, cancellations and expiries: every
   assignment, every refusal and "no work" answer with its stop reason, the money and the
   results — the net under the live allocation rules;
+- ``store/<id>/<mode>``: the event table the ``live/<id>/<mode>`` script leaves, row by row
+  as written (sequence number, kind, the payload's JSON text — its bytes, not the parsed
+  value), the random ids (campaign, assignments) numbered by first appearance and the wall
+  clock's ``created_at`` dropped — the net under the event store's write path;
 - ``cli/<command>``: the ``results`` of the ``--json`` document of ``simulate``, ``replay``
   and ``compare`` with their default policies and budgets (fewer replications).
 
@@ -45,6 +49,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -413,12 +418,13 @@ class _LiveClock:
         return self.now
 
 
-def _live_case(policy_id: str, mode: str) -> dict[str, Any]:
+def _live_case(policy_id: str, mode: str, events: bool = False) -> Any:
     """One scripted live :class:`~crowdbudget.campaign.Campaign` on a fake clock: priced
     workers, a capacity, a label cap, a pending limit, a ttl, items and workers added
     mid-campaign, cancellations and expiries. Records every assignment handed out (item,
     worker, price), every ``None`` answer with the status' stop reason, and at the end the
-    status' money and the results (label, confidence)."""
+    status' money and the results (label, confidence); with ``events``, the rows the script
+    left in the event table instead (:func:`_stored_events`)."""
     from crowdbudget.campaign import Campaign, EventStore
 
     clock = _LiveClock()
@@ -497,6 +503,8 @@ def _live_case(policy_id: str, mode: str) -> dict[str, Any]:
                 log.append(["refused", *pair, type(exc).__name__])
     clock.now += 100.0
     campaign.expire_overdue()
+    if events:
+        return _stored_events(campaign)
     status = campaign.status()
     money = {k: status[k] for k in ("spent", "committed", "remaining", "n_labels", "pending")}
     results = campaign.results()
@@ -506,6 +514,38 @@ def _live_case(policy_id: str, mode: str) -> dict[str, Any]:
         "stopped": [status["stopped"], status["stop_reason"]],
         "results": [results["label"].tolist(), results["confidence"].tolist()],
     }
+
+
+#: a random id of the live campaign (``uuid4().hex``) as a JSON string in a payload (the
+#: policy's stream state is hex too, but ``0x``-prefixed, so never matched)
+_RANDOM_ID = re.compile(r'(?<=")[0-9a-f]{32}(?=")')
+
+#: the live ids whose event tables are pinned (``store/<id>/<mode>``): the default, its
+#: refit variant, and a policy without workers
+STORE_VARIANTS = (
+    ("opt-kg:posterior=one-coin", "pull"),
+    ("opt-kg:posterior=one-coin", "push"),
+    ("opt-kg:posterior=one-coin:refit=10", "pull"),
+    ("opt-kg", "pull"),
+)
+
+
+def _stored_events(campaign: Any) -> list[list[Any]]:
+    """Every row of ``campaign``'s event table as written: ``[seq, kind, payload text]``,
+    with each random id (the campaign's, the assignments') replaced by its order of first
+    appearance; ``created_at`` (the wall clock's) left out."""
+    import sqlalchemy as sa
+
+    names: dict[str, str] = {}
+
+    def rename(match: re.Match[str]) -> str:
+        return names.setdefault(match.group(0), f"id{len(names)}")
+
+    query = sa.text("SELECT campaign_id, seq, kind, payload FROM events ORDER BY seq")
+    with campaign.store.engine.connect() as connection:
+        rows = connection.execute(query).all()
+    assert {row[0] for row in rows} == {campaign.campaign_id}
+    return [[row[1], row[2], _RANDOM_ID.sub(rename, row[3])] for row in rows]
 
 
 def _live_ids() -> list[tuple[str, str]]:
@@ -559,6 +599,11 @@ def cases() -> Iterator[tuple[str, Callable[[], Any]]]:
         yield f"cli/{name}", lambda a=argv: _cli_case(a)
     for policy_id, mode in _live_ids():
         yield f"live/{policy_id}/{mode}", lambda p=policy_id, m=mode: _live_case(p, m)
+    for policy_id, mode in STORE_VARIANTS:
+        yield (
+            f"store/{policy_id}/{mode}",
+            lambda p=policy_id, m=mode: _live_case(p, m, events=True),
+        )
 
 
 MISSING = "missing-data"

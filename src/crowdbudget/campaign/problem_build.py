@@ -376,7 +376,10 @@ def replayed(campaign: Campaign, event: StoredEvent, *, own: bool) -> dict[str, 
     if QUESTIONS in payload and not own:
         campaign._questions.replay(campaign, event.kind, payload)
     if "rng" in payload:  # where the stream stood when the event was written
-        campaign._stream.restore(payload["rng"])
+        if own:  # no draw since _commit tagged it: the stream stands there
+            campaign._stream.last = payload["rng"]
+        else:
+            campaign._stream.restore(payload["rng"])
     if "rng" in payload or QUESTIONS in payload:
         payload = {k: v for k, v in payload.items() if k not in ("rng", QUESTIONS)}
     return payload

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import threading
@@ -79,6 +80,31 @@ HOLD_TIMEOUT_SECONDS = 2.0
 _COLUMNS = tuple(column.name for column in EVENTS.columns)
 _PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
 
+#: the encoder of every event's payload: ``json.dumps(payload, separators=(",", ":"))`` —
+#: the same text (``json.dumps`` itself builds this encoder anew on each call when given
+#: a separator, and encodes with it), built once; it keeps no state between calls
+_PAYLOAD_ENCODER = json.JSONEncoder(separators=(",", ":"))
+#: its C encoder (the one ``JSONEncoder.encode`` builds per call from the encoder's settings),
+#: built once too, without the circular-reference check — an event payload is JSON data, never
+#: circular (one would fail with ``RecursionError`` instead of ``ValueError``, stored either
+#: way) — so no state is kept between calls; None where the C accelerator is missing
+_MAKE_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_PAYLOAD_ENCODER = (
+    None
+    if _MAKE_C_ENCODER is None
+    else _MAKE_C_ENCODER(
+        None,
+        _PAYLOAD_ENCODER.default,
+        json.encoder.encode_basestring_ascii,
+        _PAYLOAD_ENCODER.indent,
+        _PAYLOAD_ENCODER.key_separator,
+        _PAYLOAD_ENCODER.item_separator,
+        _PAYLOAD_ENCODER.sort_keys,
+        _PAYLOAD_ENCODER.skipkeys,
+        _PAYLOAD_ENCODER.allow_nan,
+    )
+)
+
 _HOLDERS = 8  # decisions of one process waiting for advisory locks at once
 
 
@@ -111,7 +137,8 @@ class CommitTicket:
     """An event staged for the next group commit (:meth:`EventStore.stage`)."""
 
     event: StoredEvent
-    row: dict[str, Any]
+    #: the event's row: its column values in the table's order (``_COLUMNS``)
+    row: tuple[Any, ...]
     epoch: int | None
     settled: bool = False
     error: CrowdBudgetError | None = None
@@ -120,6 +147,28 @@ class CommitTicket:
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
         default_factory=list
     )
+
+
+def encode_payload(payload: dict[str, Any]) -> str:
+    """An event payload's JSON text, as the ``payload`` column holds it (compact separators,
+    ASCII, keys in the payload's order): ``json.dumps(payload, separators=(",", ":"))``."""
+    if _C_PAYLOAD_ENCODER is None:
+        return _PAYLOAD_ENCODER.encode(payload)
+    return "".join(_C_PAYLOAD_ENCODER(payload, 0))
+
+
+def _row_mapping(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A :attr:`CommitTicket.row` as ``{column: value}`` (SQLAlchemy's ``INSERT`` parameters)."""
+    return dict(zip(_COLUMNS, row, strict=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_statement(mark: str, n_rows: int) -> str:
+    """The driver's ``INSERT`` of ``n_rows`` events with placeholder ``mark`` (one text per
+    row count, so the driver's own statement cache finds it prepared)."""
+    one = "(" + ", ".join([mark] * len(_COLUMNS)) + ")"
+    columns = ", ".join(_COLUMNS)
+    return f"INSERT INTO {EVENTS.name} ({columns}) VALUES " + ", ".join([one] * n_rows)
 
 
 def _engine_for(url: str) -> sa.Engine:
@@ -230,13 +279,7 @@ class EventStore:
         event staged under the same epoch fails too, because it was decided on a state that
         the store never held — the caller must drop that object and reload."""
         event = StoredEvent(campaign_id, seq, kind, payload, time.time())
-        row = {
-            "campaign_id": campaign_id,
-            "seq": seq,
-            "kind": kind,
-            "payload": json.dumps(payload, separators=(",", ":")),
-            "created_at": event.created_at,
-        }
+        row = (campaign_id, seq, kind, encode_payload(payload), event.created_at)
         ticket = CommitTicket(event, row, epoch)
         with self._commit_cv:
             self._queue.append(ticket)
@@ -305,7 +348,7 @@ class EventStore:
     def _hand_over(self) -> None:
         """Start the committer thread if tickets with waiting coroutines are queued and no
         flush is under way (called with the condition held)."""
-        if self._flushing or not any(t.waiters for t in self._queue):
+        if self._flushing or not self._queue or not any(t.waiters for t in self._queue):
             return
         if self._committer is None:
             self._committer = ThreadPoolExecutor(1, thread_name_prefix="crowdbudget-commit")
@@ -341,9 +384,10 @@ class EventStore:
         for ticket in batch:
             if not ticket.settled:
                 self._fail(ticket, CrowdBudgetError(f"cannot write event: {error!r}"))
-            for loop, future in ticket.waiters:
-                by_loop.setdefault(loop, []).append(future)
-            ticket.waiters = []
+            if ticket.waiters:
+                for loop, future in ticket.waiters:
+                    by_loop.setdefault(loop, []).append(future)
+                ticket.waiters = []
         for loop, futures in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_resolve, futures)
@@ -406,7 +450,7 @@ class EventStore:
                     self._fail(ticket, self._conflict(ticket))
                     continue
                 try:
-                    writer.execute(self._insert, ticket.row)
+                    writer.execute(self._insert, _row_mapping(ticket.row))
                     self.activity["flushes"] += 1
                     ticket.settled = True
                 except IntegrityError:
@@ -421,7 +465,7 @@ class EventStore:
                 if not ticket.settled:
                     self._fail(ticket, CrowdBudgetError(f"cannot write event: {first}"))
 
-    def _insert_rows(self, writer: sa.Connection, rows: list[dict[str, Any]]) -> None:
+    def _insert_rows(self, writer: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
         """One ``INSERT … VALUES (…), (…), …`` statement for ``rows`` (atomic: all or none).
 
         Sent as the driver's own SQL with positional parameters when its placeholder style
@@ -429,15 +473,32 @@ class EventStore:
         construct anew for every batch, which cost 2.4-4x the CPU of the whole flush
         (0.9-3.6 ms against 0.3-0.9 ms per flush of 1-30 events on PostgreSQL) — a fixed cost
         per flush, so it grew with the number of processes sharing the load (smaller group
-        commits). Other placeholder styles take the SQLAlchemy construct."""
-        mark = _PLACEHOLDERS.get(writer.dialect.paramstyle)
+        commits). Other placeholder styles take the SQLAlchemy construct.
+
+        The statement goes to a cursor of the writer's own driver connection (autocommit:
+        the statement is its own transaction, committed — on SQLite with ``synchronous=FULL``
+        synced — before ``execute`` returns, as through ``exec_driver_sql``, which adds an
+        execution context and a result object per call); a driver error is raised as
+        SQLAlchemy's wrapper of it (:class:`~sqlalchemy.exc.IntegrityError` for an event
+        number taken), as ``exec_driver_sql`` raises it."""
+        dialect = writer.dialect
+        mark = _PLACEHOLDERS.get(dialect.paramstyle)
         if mark is None:
-            writer.execute(EVENTS.insert().values(rows))
+            writer.execute(EVENTS.insert().values([_row_mapping(row) for row in rows]))
             return
-        one = "(" + ", ".join([mark] * len(_COLUMNS)) + ")"
-        statement = f"INSERT INTO {EVENTS.name} ({', '.join(_COLUMNS)}) VALUES "
-        statement += ", ".join([one] * len(rows))
-        writer.exec_driver_sql(statement, tuple(row[c] for row in rows for c in _COLUMNS))
+        statement = _insert_statement(mark, len(rows))
+        parameters = rows[0] if len(rows) == 1 else tuple(v for row in rows for v in row)
+        driver = dialect.loaded_dbapi
+        try:
+            cursor = writer.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.execute(statement, parameters)
+            finally:
+                cursor.close()
+        except driver.Error as exc:
+            raise sa.exc.DBAPIError.instance(
+                statement, parameters, exc, driver.Error, dialect=dialect
+            ) from exc
 
     def events(self, campaign_id: str, after: int = 0) -> Iterator[StoredEvent]:
         """The campaign's events with ``seq > after``, in order."""

@@ -119,3 +119,27 @@ def test_known_truth_reaches_the_rechecked_fit() -> None:
     assert same_fit(composed, reference)
     for item, truth in known.items():
         assert composed.probas_[item, truth] == 1.0
+
+
+def test_the_label_statistic_flags_fact_eval_and_no_independent_bed_cell() -> None:
+    """The gate's ``G`` (a statistic of the labels and the default's own fit, no gold) flags
+    fact_eval's correlated errors — the mixture fitted and taken — and flags none of the
+    verdict table's bed cells (independent errors by construction, first draw, all labels):
+    ``G`` = 0 (or nothing to check), and the fit is the default's, bit for bit."""
+    fact_eval = load_dataset("fact_eval")
+    flagged = build("bds-hard-blind-recheck").fit(fact_eval)
+    assert flagged.gate_gain_ > 100 and not flagged.evidence_gate_
+    assert flagged.difficulty_ == "mixture" and flagged.evidence_gain_ > 1000
+    gold = np.asarray(fact_eval.gold)
+    mask = gold >= 0
+    default = make_aggregator(RECHECK).fit(fact_eval)
+    assert (
+        np.mean(flagged.labels_[mask] == gold[mask])
+        > np.mean(default.labels_[mask] == gold[mask]) + 0.015
+    )
+    for cell in DEFAULT_BED:
+        data = make_crowd(cell, np.random.SeedSequence([0, DEFAULT_BED.index(cell)]).spawn(1)[0])
+        fit = build("bds-hard-blind-recheck").fit(data)
+        # (one label per item: nothing to check, the gate does not run — NaN)
+        assert not fit.gate_gain_ > 0.0 and fit.difficulty_ == "none", cell.name
+        assert same_fit(fit, make_aggregator(RECHECK).fit(data)), cell.name

@@ -150,8 +150,17 @@ clipped at 0 and renormalised per item; the next update starts from ``R'``. Ever
 counted in ``n_iter_``. The fixed point is the plain updates' (tested); on the bundled sets
 it takes 10–101 updates.
 
-Cost per update: ``bds-ev``'s, plus two sparse (N, C) products with (C, C) matrices and the
-(N, 2C) softmax.
+Cost per update: ``bds-ev``'s, plus the hard component's votes and the (N, 2C) softmax. The
+passes over the labels — the workers' expected counts and the hard items' votes, the items'
+2C scores, the normalisation with the update's stopping move — run compiled
+(:mod:`~crowdbudget.aggregation._difficulty_kernel`; the exponential stays NumPy's), as does
+the gate's E-step; the workers' model stays :func:`worker_model`'s. Equal to the NumPy update
+up to the order of the sums (tested); ``_compiled_update = False`` runs the NumPy update.
+
+The mixture starts at the vote's split even past the gate: started at the gate's own
+responsibilities (the verdict's posterior split by the frozen mixture) it converges to other
+optima, on which the evidence's choice changes (docs/stress-bed.md, 2026-12-07,
+"``bds-hard-blind-recheck``").
 
 What it cannot do. A hard item is read without its workers' skill. Where a few reliable
 workers outvote a split crowd on hard items (millionaire: hundreds of audience votes per

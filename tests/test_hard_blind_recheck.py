@@ -143,3 +143,14 @@ def test_the_label_statistic_flags_fact_eval_and_no_independent_bed_cell() -> No
         # (one label per item: nothing to check, the gate does not run — NaN)
         assert not fit.gate_gain_ > 0.0 and fit.difficulty_ == "none", cell.name
         assert same_fit(fit, make_aggregator(RECHECK).fit(data)), cell.name
+
+
+def test_the_form_chosen_on_every_fit_is_bds_ev_blind_form_s() -> None:
+    """``prior_form="evidence"`` (both forms always fitted, the larger bound read): where the
+    gate refuses, the composition is ``bds-ev-blind-form``'s fit bit for bit."""
+    data = make_crowd(COLLAPSING, 0)
+    composed = build("bds-hard-blind-own:prior-form=evidence").fit(data)
+    reference = make_aggregator("bds-ev-blind-form").fit(data)
+    assert composed.prior_form_ == reference.prior_form_ == "confusion"
+    assert composed.form_bounds_ == reference.form_bounds_
+    assert composed.difficulty_ == "none" and same_fit(composed, reference)

@@ -310,3 +310,51 @@ def test_the_worker_refit_keeps_a_thin_acceptance() -> None:
     full = build("bds-hard:difficulty=evidence-full").fit(data)
     assert full.difficulty_ == "mixture" and 0 < full.evidence_gain_ < 2
     assert same_fit(gated, full) and not gated.evidence_gate_
+
+
+def test_the_compiled_update_is_the_numpy_update_to_rounding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compiled passes over the labels (aggregation/_difficulty_kernel.py) give the NumPy
+    update's fit up to the order of the sums: two and three classes, lone labels left out of
+    the workers' counts, known truth."""
+    data, truth, _ = correlated_crowd(0)
+    keep = np.random.default_rng(0).random(data.n_labels) < 0.7  # some items left alone
+    thin = data.labels_subset(np.flatnonzero(keep))
+    three = make_crowd({c.name: c for c in DEFAULT_BED}["class3-spam30-k5"], 0)
+    known = {int(i): int(truth[i]) for i in range(0, 600, 50)}
+    cases = [(data, None), (thin, None), (three, None), (data, known)]
+    for crowd, known_truth in cases:
+        fits = []
+        for compiled in (True, False):
+            monkeypatch.setattr(ItemDifficultyDawidSkene, "_compiled_update", compiled)
+            model = build("bds-hard:difficulty=mixture")
+            fits.append(model.fit(crowd, known_truth=known_truth))
+        fast, plain = fits
+        assert np.max(np.abs(fast.probas_ - plain.probas_)) < 1e-9
+        assert np.max(np.abs(fast.hard_ - plain.hard_)) < 1e-9
+        assert np.max(np.abs(fast.errors_ - plain.errors_)) < 1e-9
+        assert abs(fast.n_iter_ - plain.n_iter_) <= 2
+
+
+def test_the_compiled_gate_is_the_numpy_gate_to_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's compiled E-step gives NumPy's ``G`` and state up to the order of the sums:
+    a correlated crowd (``G`` > 0), an independent one (``G`` = 0), three classes."""
+    from crowdbudget.aggregation import _difficulty_gate
+
+    crowds = [correlated_crowd(0)[0], correlated_crowd(4, misleading=0.0)[0], ordinal_at_3()]
+    for data in crowds:
+        ev = make_aggregator("bds-ev").fit(data)
+        partnered = partnered_labels(data, None)
+        assert partnered is not None
+        states = []
+        for compiled in (True, False):
+            monkeypatch.setattr(_difficulty_gate, "COMPILED_GATE", compiled)
+            states.append(
+                _difficulty_gate.frozen_mixture(data, vars(ev), partnered, ev.probas_, np.inf)
+            )
+        fast, plain = states
+        assert abs(fast.best - plain.best) < 1e-6 and (fast.best == 0.0) == (plain.best == 0.0)
+        assert fast.responsibilities is not None and plain.responsibilities is not None
+        assert np.max(np.abs(fast.responsibilities - plain.responsibilities)) < 1e-9
+        assert np.max(np.abs(fast.hard - plain.hard)) < 1e-9

@@ -150,13 +150,36 @@ clipped at 0 and renormalised per item; the next update starts from ``R'``. Ever
 counted in ``n_iter_``. The fixed point is the plain updates' (tested); on the bundled sets
 it takes 10–101 updates.
 
-Cost per update: ``bds-ev``'s, plus two sparse (N, C) products with (C, C) matrices and the
-(N, 2C) softmax.
+Cost per update: ``bds-ev``'s, plus the hard component's votes and the (N, 2C) softmax. The
+passes over the labels — the workers' expected counts and the hard items' votes, the items'
+2C scores, the normalisation with the update's stopping move — run compiled
+(:mod:`~crowdbudget.aggregation._difficulty_kernel`; the exponential stays NumPy's), as does
+the gate's E-step; the workers' model stays :func:`worker_model`'s. Equal to the NumPy update
+up to the order of the sums (tested); ``_compiled_update = False`` runs the NumPy update.
+
+The mixture starts at the vote's split even past the gate: started at the gate's own
+responsibilities (the verdict's posterior split by the frozen mixture) it converges to other
+optima, on which the evidence's choice changes (docs/stress-bed.md, 2026-12-07,
+"``bds-hard-blind-recheck``").
 
 What it cannot do. A hard item is read without its workers' skill. Where a few reliable
 workers outvote a split crowd on hard items (millionaire: hundreds of audience votes per
 question) that skill is what decides, the worker-weighted reading is better, and the
 evidence keeps ``bds-ev`` (docs/stress-bed.md, "item difficulty and correlated errors").
+
+On the default's reading (``prior_form`` ``"evidence-one-class"``, registered as
+``bds-hard-blind-recheck`` with the default verdict's other settings; ``"evidence"`` alike).
+The workers' model alone is then ``bds-ev-blind-recheck``: the one-coin fit, re-checked by the
+evidence bound against ``bds``'s reading (a prior row per class, every label counted) only
+when it reads every item as one class (:mod:`.bayesian_dawid_skene`, "Form chosen by the
+evidence"). That fit is made as :class:`BayesianDawidSkene` makes it, and the gate, the
+mixture and the evidence read the prior's form and lone-label rule it chose (``reading_``).
+What this assumes: the re-check and the difficulty mixture answer different questions —
+whether the crowd prior's one-coin form holds, and whether the labels are independent given
+the class — so the form is chosen on the workers' model alone and the mixture is then fitted
+under it, not the four combinations against each other; the mixture alone
+(``difficulty="mixture"``) reads the one-coin form. Where the gate refuses, or with
+``difficulty="none"``, the fit is ``bds-ev-blind-recheck``'s bit for bit.
 
 Tempering (``temperature``) is ``bds``'s, with the leave-one-label-out criterion read off the
 workers' confusions; known truth clamps ``z_i`` and leaves ``h_i`` free.
@@ -170,7 +193,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,6 +202,17 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, logsumexp
 
+from crowdbudget.aggregation import _difficulty_kernel
+from crowdbudget.aggregation._difficulty_gate import (
+    GATE_REFITS,
+    START_SHARE,
+    bounded_confusion,
+    frozen_gain,
+    hard_prior,
+    log_easy,
+    row_max,
+    row_sums,
+)
 from crowdbudget.aggregation.base import FloatArray, KnownTruth
 from crowdbudget.aggregation.bayesian_dawid_skene import (
     BayesianDawidSkene,
@@ -189,21 +224,36 @@ from crowdbudget.aggregation.worker_asymmetry import Evidence, worker_model
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
+__all__ = [
+    "DIFFICULTIES",
+    "FITTED",
+    "GATE_REFITS",
+    "START_SHARE",
+    "ItemDifficultyDawidSkene",
+    "bounded_confusion",
+    "frozen_gain",
+    "hard_prior",
+    "label_log_likelihood",
+    "partnered_labels",
+    "start_responsibilities",
+]
+
 #: the item model (``difficulty``): the mixture when the labels' evidence supports it, else
 #: every item easy (``"evidence"``, behind the gate; ``"evidence-full"``: both models always
 #: fitted), each item easy or hard (``"mixture"``), every item easy (``"none"``: the parent's
 #: fit) — module docstring
 DIFFICULTIES = ("evidence", "evidence-full", "mixture", "none")
 
-#: the gate's start: this share of the items' vote disagreement as the hard share
-#: (module docstring, "Gate")
-START_SHARE = 0.1
-
-#: the gate's re-fits of the workers after the frozen workers' EM (module docstring, "Gate")
-GATE_REFITS = 1
-
 #: the fitted attributes that the evidence's choice takes from the model it chose
 FITTED = (*BayesianDawidSkene._FITTED, "hard_", "hard_share_", "hard_confusion_")
+
+#: the prior's forms whose choice is the workers' model's (``bds-ev-blind-recheck``'s
+#: re-check; module docstring, "On the default's reading")
+FORM_CHOICES = ("evidence", "evidence-one-class")
+
+#: the parameters of the workers' model alone, a
+#: :class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`
+EASY_PARAMETERS = tuple(inspect.signature(BayesianDawidSkene).parameters)
 
 
 @dataclass
@@ -216,6 +266,7 @@ class _Fit:
         evidence: the workers' evidence terms of the last iteration (re-used when unmoved).
         hard_alpha: ``q(H)``'s Dirichlet rows ``η + M``, shape (C, C).
         hard: the bounded point estimate of ``H`` the items read, shape (C, C).
+        moved: the last compiled update's largest move of a class share (None: not known).
     """
 
     R: FloatArray
@@ -223,6 +274,7 @@ class _Fit:
     evidence: Evidence | None = None
     hard_alpha: FloatArray | None = None
     hard: FloatArray | None = None
+    moved: float | None = None
 
 
 @dataclass(frozen=True)
@@ -234,12 +286,20 @@ class _Design:
         workers: the incidence whose labels feed the workers' counts (N, J·C).
         votes: every label's vote (N, C): the items' update of the hard component.
         checked: the votes that feed ``H``'s counts (N, C) (those of the workers' counts).
+        dense_votes, dense_checked: the two as (N, C) arrays (the compiled update's).
     """
 
     matrix: sp.csr_matrix
     workers: sp.csr_matrix
     votes: sp.csr_matrix
     checked: sp.csr_matrix
+    dense_votes: FloatArray
+    dense_checked: FloatArray
+
+
+def _csr(matrix: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A CSR matrix's ``indptr``, ``indices`` and float ``data`` (the compiled update's)."""
+    return matrix.indptr, matrix.indices, np.asarray(matrix.data, dtype=np.float64)
 
 
 def start_responsibilities(T: FloatArray) -> FloatArray:
@@ -247,47 +307,9 @@ def start_responsibilities(T: FloatArray) -> FloatArray:
     shares ``T`` (N, C) split by the items' disagreement ``(1 − max_c T_ic) · C / (C − 1)``
     in [0, 1] (module docstring)."""
     C = T.shape[1]
-    hard = (1.0 - _row_max(T)) * (C / max(C - 1, 1))
+    hard = (1.0 - row_max(T)) * (C / max(C - 1, 1))
     hard = np.clip(hard, 0.0, 1.0)[:, None]
     return np.ascontiguousarray(np.concatenate([T * (1.0 - hard), T * hard], axis=1))
-
-
-def _row_max(x: FloatArray) -> FloatArray:
-    """``x.max(axis=1)`` of an (N, K) array with few columns, column by column (NumPy's
-    reduction over a short last axis costs several times more)."""
-    out = np.array(x[:, 0], dtype=float)
-    for k in range(1, x.shape[1]):
-        np.maximum(out, x[:, k], out=out)
-    return out
-
-
-def _row_sums(x: FloatArray) -> FloatArray:
-    """``x.sum(axis=1)`` as a product with ones (as :mod:`.worker_asymmetry` does)."""
-    return np.asarray(x @ np.ones(x.shape[1]))
-
-
-def bounded_confusion(alpha: FloatArray, easy_rate: FloatArray) -> FloatArray:
-    """The hard items' confusion ``H`` (C, C): the posterior mean ``α / Σ_l α`` of the
-    Dirichlet rows ``alpha`` (C, C), each row's diagonal kept at least its largest other
-    entry (and 1/C) and at most halfway between chance (1/C) and the crowd's agreement rate
-    on easy items of that class ``easy_rate`` (C,), the rest of the row scaled to fill it
-    (module docstring, "Bounds")."""
-    C = alpha.shape[0]
-    mean = alpha / alpha.sum(axis=1, keepdims=True)  # alpha >= η > 0
-    diagonal = np.diagonal(mean)
-    # the plurality bound: the diagonal d' at which the row's largest other entry m, scaled
-    # by (1 − d') / (1 − d), equals it: d' = m / (1 − d + m) (<= d when d >= m already)
-    largest = np.max(np.where(np.eye(C, dtype=bool), 0.0, mean), axis=1)
-    low = np.maximum(largest / (1.0 - diagonal + largest), 1.0 / C)
-    # "hard": at most halfway between chance and the easy items' agreement rate
-    high = np.maximum((1.0 / C + np.minimum(easy_rate, 1.0)) / 2.0, low)
-    bounded = np.clip(diagonal, low, high)  # < 1: the off-diagonal keeps some mass
-    # off the diagonal: scaled by (1 − new diagonal) / (1 − old diagonal); the old diagonal
-    # is < 1 because every alpha entry is >= η > 0
-    scale = (1.0 - bounded) / (1.0 - diagonal)
-    out = mean * scale[:, None]
-    out[np.arange(C), np.arange(C)] = bounded
-    return np.asarray(out)
 
 
 def label_log_likelihood(data: LabelData, fitted: dict[str, Any]) -> float:
@@ -297,15 +319,12 @@ def label_log_likelihood(data: LabelData, fitted: dict[str, Any]) -> float:
     (``hard_share_`` 0 or absent: the easy model alone)."""
     N, C = data.n_items, data.n_classes
     # posterior means are > 0 (Dirichlet means; H bounded); the floor guards underflow only
-    log_e = np.log(np.maximum(fitted["errors_"], 1e-300))  # (J, C, C)
-    easy = np.zeros((N, C))
-    np.add.at(easy, data.items, log_e[data.workers, :, data.labels])
+    easy = log_easy(data, fitted["errors_"])  # (N, C): Σ_labels log ē_jcl
     log_pi = np.log(np.maximum(fitted["priors_"], 1e-300))
     share = float(fitted.get("hard_share_", 0.0))
     if share <= 0.0:
         return float(np.sum(logsumexp(easy + log_pi, axis=1)))
-    votes = np.zeros((N, C))
-    np.add.at(votes, (data.items, data.labels), 1.0)
+    votes = np.bincount(data.items * C + data.labels, minlength=N * C).reshape(N, C)
     hard = votes @ np.log(fitted["hard_confusion_"]).T
     both = np.concatenate([easy + log_pi + np.log1p(-share), hard + log_pi + np.log(share)], axis=1)
     return float(np.sum(logsumexp(both, axis=1)))
@@ -323,145 +342,6 @@ def partnered_labels(data: LabelData, known: KnownTruth | None) -> np.ndarray | 
     if workers.size == 0 or np.all(workers == workers[0]):
         return None
     return partnered
-
-
-def _log_easy(data: LabelData, errors: FloatArray) -> FloatArray:
-    """``Σ_labels of i log e_jcl`` (N, C) for workers' confusions ``errors`` (J, C, C): one
-    weighted count per class (dense: a few classes, no sparse structure to build)."""
-    N, C = data.n_items, data.n_classes
-    per_label = np.log(np.maximum(errors, 1e-300))[data.workers, :, data.labels]  # (K, C)
-    out = np.empty((N, C))
-    for c in range(C):
-        out[:, c] = np.bincount(data.items, weights=per_label[:, c], minlength=N)
-    return out
-
-
-@dataclass
-class _Gate:
-    """The frozen mixture's state (:func:`frozen_gain`): ``π`` (C,), ``ρ``, ``H`` (C, C),
-    the last step's easy responsibilities ``E`` (N, C), the best gain so far."""
-
-    pi: FloatArray
-    rho: float
-    hard: FloatArray
-    easy: FloatArray
-    best: float = 0.0
-
-
-def frozen_gain(
-    data: LabelData,
-    fitted: dict[str, Any],
-    partnered: np.ndarray,
-    T: FloatArray,
-    stop_above: float,
-    asymmetry: str = "evidence",
-    refits: int | None = None,
-    start_share: float = START_SHARE,
-) -> float:
-    """The gate's statistic ``G`` (module docstring, "Gate"): the largest label log-likelihood
-    gain over ``bds-ev``'s fit ``fitted`` (``priors_`` (C,), ``errors_`` (J, C, C),
-    ``confusion_prior_`` (C, C), ``symmetric_share_``) that a mixture reaches by EM over
-    ``π``, ``ρ`` and ``H`` with the workers *frozen* at ``bds-ev``'s, then after each of
-    ``refits`` (default :data:`GATE_REFITS`) re-fits of the workers (``asymmetry``) on the
-    easy responsibilities; >= 0 (ρ → 0 is ``bds-ev``). Start: ``H`` from one M-step on
-    ``bds-ev``'s class posterior ``T`` (N, C) split by the items' vote disagreement (the
-    mixture's own start), a ``start_share`` of that split as ``ρ``'s. ``partnered``
-    (n_labels,) marks the labels that feed ``H`` and the workers' counts. Returns as soon as
-    the gain exceeds ``stop_above`` (the full fit decides then)."""
-    N, C, J = data.n_items, data.n_classes, data.n_workers
-    log_easy = _log_easy(data, fitted["errors_"])
-    cells = data.items * C + data.labels
-    votes = np.bincount(cells, minlength=N * C).reshape(N, C).astype(float)
-    weights = partnered.astype(float)
-    checked = np.asarray(np.bincount(cells, weights, N * C), dtype=np.float64).reshape(N, C)
-    # bds-ev's Σ_i log Σ_c π̄_c A_ic (label_log_likelihood's, max-shifted: every exp <= 1)
-    scores = log_easy + np.log(np.maximum(fitted["priors_"], 1e-300))
-    top = _row_max(scores)
-    base = float(np.sum(np.log(_row_sums(np.exp(scores - top[:, None]))) + top))
-    # the vote shares' disagreement (an item without labels splits nothing)
-    shares = votes / np.maximum(_row_sums(votes), 1.0)[:, None]
-    split = np.clip((1.0 - _row_max(shares)) * (C / max(C - 1, 1)), 0.0, 1.0)[:, None]
-    gate = _Gate(
-        pi=(1.0 + T.sum(axis=0)) / (C + N),
-        rho=(1.0 + start_share * float(np.sum(T * split))) / (2.0 + N),
-        hard=_hard_step(T * (1.0 - split), T * split, checked),
-        easy=T,
-    )
-    share = float(fitted["symmetric_share_"])
-    for refit in range((GATE_REFITS if refits is None else refits) + 1):
-        if refit:
-            # the workers re-fitted on the easy responsibilities, as the mixture's M-step
-            flat = data.workers * (C * C) + data.labels
-            counts = np.zeros(J * C * C)
-            for c in range(C):
-                easy_c = gate.easy[data.items, c] * weights
-                counts += np.bincount(flat + c * C, weights=easy_c, minlength=J * C * C)
-            prior = fitted["confusion_prior_"]
-            workers = worker_model(counts.reshape(J, C, C), prior, asymmetry, share, True)
-            assert workers.errors is not None  # means=True
-            share = workers.share
-            log_easy = _log_easy(data, workers.errors)
-        _frozen_em(gate, log_easy, votes, checked, base, stop_above)
-        if gate.best > stop_above:
-            break
-    return gate.best
-
-
-def _hard_step(E: FloatArray, D: FloatArray, checked: FloatArray) -> FloatArray:
-    """``H`` (C, C) within its bounds from the easy / hard responsibilities ``E``, ``D``
-    (N, C) and the checked votes (N, C) (the mixture's M-step)."""
-    crowd = E.T @ checked  # (C, C) [c, l]: the easy labels' confusion
-    easy_rate = np.diagonal(crowd) / np.maximum(crowd.sum(axis=1), 1e-300)
-    return bounded_confusion(hard_prior(E.shape[1]) + D.T @ checked, easy_rate)
-
-
-def _frozen_em(
-    gate: _Gate,
-    log_easy: FloatArray,
-    votes: FloatArray,
-    checked: FloatArray,
-    base: float,
-    stop_above: float,
-    n_steps: int = 60,
-) -> None:
-    """EM over ``gate``'s ``π``, ``ρ``, ``H`` with the workers' ``log_easy`` (N, C) fixed,
-    updating ``gate`` in place. Stops after ``n_steps`` steps, when a step gains less than
-    1e-3 nats, when the gain exceeds ``stop_above``, or when the gains shrink geometrically
-    (ratio q < 1) towards a limit ``value + gain · q / (1 − q)`` below 0."""
-    N, C = log_easy.shape
-    last, step = -np.inf, np.nan
-    for _ in range(n_steps):
-        # E-step: the labels' log-likelihood and q(z, h) under (π, ρ, H)
-        log_pi = np.log(gate.pi)
-        scores = np.empty((N, 2 * C))
-        scores[:, :C] = log_easy + (log_pi + np.log1p(-gate.rho))
-        scores[:, C:] = votes @ np.log(gate.hard).T + (log_pi + np.log(gate.rho))
-        top = _row_max(scores)
-        scores -= top[:, None]
-        R = np.exp(scores)  # every entry <= 1 (the max subtracted)
-        total = _row_sums(R)
-        value = float(np.sum(np.log(total) + top)) - base
-        gate.best = max(gate.best, value)
-        gained = value - last
-        if gate.best > stop_above or gained < 1e-3:
-            return
-        ratio = gained / step  # nan until two steps have gained
-        if ratio < 1.0 and value + gained * ratio / (1.0 - ratio) < 0.0:
-            return
-        step = gained if np.isfinite(last) else np.nan
-        last = value
-        # M-step: ρ and π as the mixture's posterior means, H within its bounds
-        R /= total[:, None]
-        E, D = R[:, :C], R[:, C:]
-        gate.rho = (1.0 + float(D.sum())) / (2.0 + N)
-        gate.pi = (1.0 + E.sum(axis=0) + D.sum(axis=0)) / (C + N)
-        gate.hard = _hard_step(E, D, checked)
-        gate.easy = E
-
-
-def hard_prior(C: int) -> FloatArray:
-    """``η`` (C, C): 2 on the diagonal, 1 elsewhere (module docstring)."""
-    return np.where(np.eye(C, dtype=bool), 2.0, 1.0)
 
 
 class ItemDifficultyDawidSkene(BayesianDawidSkene):
@@ -482,7 +362,10 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
             (defaults: ``bds-ev``'s). ``asymmetry`` is the easy items' worker model in the
             mixture, its gate and the fit it is compared with: ``"evidence-blind-own"``
             (registered as ``bds-hard-blind-own``) puts the mixture on ``bds-ev-blind-own``,
-            whose workers may also be class-blind on their own strong evidence.
+            whose workers may also be class-blind on their own strong evidence. ``prior_form``
+            ``"evidence-one-class"`` (``bds-hard-blind-recheck``) or ``"evidence"``: the
+            workers' model alone chooses its form as the parent does, and the mixture reads
+            the chosen one (module docstring, "On the default's reading").
 
     Fitted attributes (besides the parent's; ``errors_`` are the easy items' workers):
         hard_: ``q(h_i = 1)``, each item's probability of being hard, shape (n_items,).
@@ -493,6 +376,7 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
             charge, in nats (> 0: the mixture; 0 when not compared; the gate's
             ``gate_gain_`` when the gate refused).
         evidence_gate_: True when the gate refused the mixture without fitting it.
+        reading_: ``(prior form, lone-label rule)`` the workers' model and the mixture read.
         gate_gain_: the gate's ``G``, the frozen workers' mixture's best gain in nats (NaN
             when the gate did not run: ``difficulty`` other than ``"evidence"``, or nothing
             to check).
@@ -532,7 +416,46 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         self.difficulty = difficulty
         self.accelerate = accelerate
 
+    #: whether the mixture's passes over the labels run compiled
+    #: (:mod:`~crowdbudget.aggregation._difficulty_kernel`; False: the NumPy update, which
+    #: the tests compare them with)
+    _compiled_update = True
+
     def _variational(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        self.reading_ = (self.prior_form, self.lone_labels)
+        return self._difficulty_fit(
+            data, known, lambda: BayesianDawidSkene._variational(self, data, known)
+        )
+
+    def _chosen_form(self, data: LabelData, known: KnownTruth | None) -> FloatArray:
+        """With ``prior_form`` ``"evidence"`` or ``"evidence-one-class"`` (module docstring,
+        "On the default's reading") the workers' model alone is
+        :class:`~crowdbudget.aggregation.bayesian_dawid_skene.BayesianDawidSkene`'s fit with
+        these parameters — its form chosen, or re-checked, by the evidence bound — and the
+        mixture, its gate and the evidence read the prior's form and lone-label rule that fit
+        read (``reading_``); any other form: the parent's."""
+        if self.prior_form not in FORM_CHOICES or self.confusion_prior is not None:
+            return super()._chosen_form(data, known)
+        easy_model = BayesianDawidSkene(**{name: getattr(self, name) for name in EASY_PARAMETERS})
+
+        def easy_fit() -> FloatArray:
+            T = easy_model._chosen_form(data, known)
+            for name in (*BayesianDawidSkene._FITTED, "prior_form_", "form_bounds_"):
+                setattr(self, name, getattr(easy_model, name))
+            one_coin = easy_model.prior_form_ == "one-coin"
+            self.reading_ = ("one-coin", self.lone_labels) if one_coin else ("confusion", "count")
+            return T
+
+        # the mixture alone (never compared) reads the first form, as the recheck keeps it
+        self.reading_, self.prior_form_ = ("one-coin", self.lone_labels), "one-coin"
+        self.form_bounds_: dict[str, float] = {}
+        return self._difficulty_fit(data, known, easy_fit)
+
+    def _difficulty_fit(
+        self, data: LabelData, known: KnownTruth | None, easy_fit: Callable[[], FloatArray]
+    ) -> FloatArray:
+        """The item model of ``difficulty`` (module docstring), ``easy_fit`` fitting the
+        workers' model alone (setting its attributes and ``reading_``)."""
         if self.difficulty not in DIFFICULTIES:
             raise InvalidParameterError(
                 f"ItemDifficultyDawidSkene: difficulty must be one of {', '.join(DIFFICULTIES)}, "
@@ -547,8 +470,8 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         self._check()
         partnered = partnered_labels(model_data, known)
         if self.difficulty == "none" or partnered is None:
-            # nothing can be checked (or no mixture asked for): the parent's fit
-            T = super()._variational(data, known)
+            # nothing can be checked (or no mixture asked for): the workers' model alone
+            T = easy_fit()
             self._no_mixture(data.n_items, data.n_classes)
             self.difficulty_, self.evidence_gain_, self.evidence_gate_ = "none", 0.0, False
             self.gate_gain_ = float("nan")
@@ -561,13 +484,14 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         C = data.n_classes
         # BIC's charge for the mixture's extra parameters: H's C(C − 1) and ρ
         charge = 0.5 * (C * (C - 1) + 1) * np.log(data.n_items)
-        easy = super()._variational(data, known)
+        easy = easy_fit()
         self._no_mixture(data.n_items, C)
         chosen = {name: getattr(self, name) for name in FITTED}
         if self.difficulty == "evidence" and model_data is data:
             # (with workers pooled the gate does not run: its re-fit reads unpooled workers)
             # H's counts read the labels the workers' counts read (module docstring)
-            weights = partnered if self.lone_labels != "count" else np.ones(data.n_labels, bool)
+            lone = self.reading_[1]
+            weights = partnered if lone != "count" else np.ones(data.n_labels, bool)
             frozen = frozen_gain(data, chosen, weights, easy, 0.0, self.asymmetry)
             self.gate_gain_ = frozen
             if frozen <= 0.0:
@@ -601,7 +525,7 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         fixed = self._fixed_prior(C)
         if fixed is not None:
             return fixed
-        fit_prior = one_coin_polya_prior if self.prior_form == "one-coin" else polya_prior
+        fit_prior = one_coin_polya_prior if self.reading_[0] == "one-coin" else polya_prior
         start = np.asarray(matrix.T @ T).reshape(J, C, C).transpose(0, 2, 1)
         first = np.where(np.eye(C, dtype=bool), 2.0, 1.0)
         return np.maximum(fit_prior(start, first, n_steps=20), float(self.prior_floor))
@@ -609,12 +533,17 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
     def _design(self, data: LabelData, matrix: sp.csr_matrix, partnered: np.ndarray) -> _Design:
         """The sparse designs of :class:`_Design` for ``data``."""
         C, N, K = data.n_classes, data.n_items, data.n_labels
-        checked = (partnered if self.lone_labels != "count" else np.ones(K, bool)).astype(float)
+        lone = self.reading_[1]
+        checked = (partnered if lone != "count" else np.ones(K, bool)).astype(float)
+        votes = sp.csr_matrix((np.ones(K), (data.items, data.labels)), shape=(N, C))
+        checks = sp.csr_matrix((checked, (data.items, data.labels)), shape=(N, C))
         return _Design(
             matrix=matrix,
-            workers=self._worker_evidence(matrix, data, partnered),
-            votes=sp.csr_matrix((np.ones(K), (data.items, data.labels)), shape=(N, C)),
-            checked=sp.csr_matrix((checked, (data.items, data.labels)), shape=(N, C)),
+            workers=self._worker_evidence(matrix, data, partnered, lone),
+            votes=votes,
+            checked=checks,
+            dense_votes=np.ascontiguousarray(votes.toarray(), dtype=np.float64),
+            dense_checked=np.ascontiguousarray(checks.toarray(), dtype=np.float64),
         )
 
     def _mixture(
@@ -637,7 +566,7 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         T = initial_shares(data)
         if known is not None:
             T = known.clamp(T)
-        start_matrix = design.workers if self.lone_labels == "skip-prior" else matrix
+        start_matrix = design.workers if self.reading_[1] == "skip-prior" else matrix
         prior = self._start_prior(start_matrix, T, J, C)
         fit = _Fit(R=start_responsibilities(T))
         iteration = self._iterate(fit, prior, design, known, n_iter, tol)
@@ -661,7 +590,7 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         self.symmetric_share_ = final.share
         totals = fit.R.sum(axis=0)  # (2C,)
         self.priors_ = (float(nu0) + totals[:C] + totals[C:]) / (C * float(nu0) + totals.sum())
-        self.hard_ = _row_sums(fit.R[:, C:])
+        self.hard_ = row_sums(fit.R[:, C:])
         self.hard_share_ = float((1.0 + totals[C:].sum()) / (2.0 + totals.sum()))
         assert fit.hard is not None  # set by every step
         self.hard_confusion_ = fit.hard
@@ -687,7 +616,10 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
             nonlocal evaluations
             evaluations += 1
             fit.R = R
+            fit.moved = None
             new = self._step(fit, prior, design)
+            if known is None and fit.moved is not None:
+                return new, fit.moved  # the compiled update's move of the class shares
             if known is not None:
                 new = _clamp(new, known)
             moved = (new[:, :C] - R[:, :C]) + (new[:, C:] - R[:, C:])
@@ -716,7 +648,7 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
             alpha = min(max(-float(np.sqrt(np.sum(r * r))) / scale, -8.0), -1.0)
             jump = current - 2.0 * alpha * r + alpha * alpha * v
             np.maximum(jump, 0.0, out=jump)
-            total = _row_sums(jump)
+            total = row_sums(jump)
             # a row the jump emptied (all entries clipped) keeps the last plain update
             bad = ~(total > 1e-12)
             jump[bad] = second[bad]
@@ -730,13 +662,21 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         state and ``H`` and returns the new ``R`` (N, 2C)."""
         N, C = fit.R.shape[0], fit.R.shape[1] // 2
         J = design.matrix.shape[1] // C
-        easy, hard = fit.R[:, :C], fit.R[:, C:]
-        # [j, c, l]: the workers' expected counts on the easy items
-        counts = np.asarray(design.workers.T @ easy).reshape(J, C, C).transpose(0, 2, 1)
+        compiled = self._compiled_update
+        # [j, c, l]: the workers' expected counts on the easy items; [c, l]: the hard items'
+        # expected votes M
+        if compiled:
+            counts, hard_votes = _difficulty_kernel.mixture_counts(
+                *_csr(design.workers), fit.R, design.dense_checked, J
+            )
+        else:
+            easy, hard = fit.R[:, :C], fit.R[:, C:]
+            counts = np.asarray(design.workers.T @ easy).reshape(J, C, C).transpose(0, 2, 1)
+            hard_votes = np.asarray(design.checked.T @ hard).T
         workers = worker_model(counts, prior, self.asymmetry, fit.share, False, fit.evidence)
         fit.share, fit.evidence = workers.share, workers.evidence
-        # [c, l]: the hard items' expected votes M, and H within its bounds
-        fit.hard_alpha = hard_prior(C) + np.asarray(design.checked.T @ hard).T
+        # H within its bounds
+        fit.hard_alpha = hard_prior(C) + hard_votes
         crowd = counts.sum(axis=0)  # (C, C): the easy labels' confusion, summed over workers
         easy_rate = np.diagonal(crowd) / np.maximum(crowd.sum(axis=1), 1e-300)
         fit.hard = bounded_confusion(fit.hard_alpha, easy_rate)
@@ -747,14 +687,23 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         rho = 1.0 + np.array([totals[:C].sum(), totals[C:].sum()])
         log_pi = digamma(nu) - digamma(nu.sum())  # (C,)
         log_rho = digamma(rho) - digamma(rho.sum())  # (2,)
+        if compiled:
+            R = np.empty((N, 2 * C))
+            _difficulty_kernel.mixture_scores(
+                *_csr(design.matrix), np.ascontiguousarray(workers.expected_log_e),
+                design.dense_votes, hard_log, log_pi + log_rho[0], log_pi + log_rho[1], R,
+            )  # fmt: skip
+            np.exp(R, out=R)  # every entry <= 1 (the max subtracted)
+            fit.moved = _difficulty_kernel.normalise_rows(R, fit.R)
+            return R
         log_e = workers.expected_log_e.transpose(0, 2, 1).reshape(J * C, C)  # [(j, l), c]
         scores = np.empty((N, 2 * C))
         scores[:, :C] = np.asarray(design.matrix @ log_e) + (log_pi + log_rho[0])
         scores[:, C:] = np.asarray(design.votes @ hard_log.T) + (log_pi + log_rho[1])
         # softmax over the 2C cells of each item: the max subtracted, every exp <= 1
-        scores -= _row_max(scores)[:, None]
+        scores -= row_max(scores)[:, None]
         R = np.exp(scores)
-        R /= _row_sums(R)[:, None]
+        R /= row_sums(R)[:, None]
         return R
 
 

@@ -60,6 +60,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | :mod:`.item_difficulty`) | |
 | ``bds-hard-blind-own`` | ``bds-hard`` whose easy items' workers are | as ``bds-hard`` |
 |  | ``bds-ev-blind-own``'s (``asymmetry="evidence-blind-own"``) | |
+| ``bds-hard-blind-recheck`` | ``bds-hard-blind-own`` on the default's reading: | as ``bds-hard`` |
+|  | ``prior_form="evidence-one-class"`` (``bds-ev-blind-recheck``'s re-check) | |
 | ``bds-ev-blind-own-refit`` | :class:`PriorRefitDawidSkene`: ``bds-ev-blind-own`` | as ``bds`` |
 |  | whose crowd prior is re-fitted once on its first fit's posterior | |
 |  | (:mod:`.prior_refit`) | |
@@ -759,16 +761,25 @@ for _spec in (
         paper="Kim & Ghahramani 2012, Bayesian classifier combination; an easy / hard mixture "
         "of items (Whitehill et al. 2009, GLAD) by variational Bayes",
     ),
-    _aggregator(
-        "bds-hard-blind-own",
-        ItemDifficultyDawidSkene,
-        "bds-hard whose easy items' workers are bds-ev-blind-own's (symmetric, free or, on "
-        "their own strong evidence, class-blind)",
-        *BDS_ROWS,
-        DIFFICULTY_ROW,
-        paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); Hovy et al. "
-        "2013; Kass & Raftery 1995",
-        defaults={"asymmetry": "evidence-blind-own"},
+    *(
+        _aggregator(
+            f"bds-hard-blind-{name}",
+            ItemDifficultyDawidSkene,
+            f"bds-hard whose easy items' workers are bds-ev-blind-{name}'s{what}",
+            *BDS_ROWS,
+            DIFFICULTY_ROW,
+            paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); Hovy et al. "
+            "2013; Kass & Raftery 1995",
+            defaults={"asymmetry": "evidence-blind-own", **form},
+        )
+        for name, form, what in (
+            ("own", {}, " (symmetric, free or, on their own strong evidence, class-blind)"),
+            (
+                "recheck",
+                {"prior_form": "evidence-one-class"},
+                ", a reading of every item as one class re-checked as it does",
+            ),
+        )
     ),
     _aggregator(
         "bds-ev-blind-own-refit",

@@ -17,5 +17,10 @@ from __future__ import annotations
 #: that fit reads every item as one class: then the confusion-prior reading is fitted too and
 #: the one with the larger evidence bound is read. It reads every bed and bundled-set row as
 #: ``bds-ev-blind-own`` does and no few-worker probe crowd worse, some far better (a one-class
-#: collapse undone). The tables and their commands: docs/stress-bed.md.
-DEFAULT_VERDICT = "bds-ev-blind-recheck"
+#: collapse undone). ``bds-hard-blind-recheck`` reads the labels as ``bds-ev-blind-recheck``
+#: does unless a label-only gate finds errors that agree on the same items more than the
+#: workers' accuracies allow and the evidence then prefers the item-difficulty mixture
+#: (aggregation/item_difficulty.py): on the verdict table it is level on 118 rows and better on
+#: fact_eval at 5 per item and all labels (correlated errors), on the held-out bed level or
+#: better on every row. The tables and their commands: docs/stress-bed.md.
+DEFAULT_VERDICT = "bds-hard-blind-recheck"

@@ -2,8 +2,9 @@
 
 The worker-aware Opt-KG (Chen, Lin, Zhou 2013, §4, one-coin workers) runs on about 40 compiled
 kernels (``policies/_push_bounds``, ``_push_replay``, ``_one_coin_kernel``, ``_refit_incremental``,
-``_class_prior``, the table kernel of I_{1/2}) and its default verdict (``bds-ev-blind-recheck``) on
-``aggregation/_bds_kernel``. Numba compiles each at its first call and keeps it in its on-disk cache
+``_class_prior``, the table kernel of I_{1/2}) and its default verdict
+(``bds-hard-blind-recheck``) on ``aggregation/_bds_kernel``. Numba compiles each at its first
+call and keeps it in its on-disk cache
 (``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the sources); a later process loads it in
 milliseconds. The first compile takes 20–30 s of CPU — most of a first ``crowdbudget reproduce
 chen2013-fig3b --quick`` (benchmarks/README.md, 2026-12-07) — and in a run on a process pool every

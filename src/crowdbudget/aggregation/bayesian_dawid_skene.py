@@ -379,10 +379,16 @@ class BayesianDawidSkene(Aggregator):
         )
         return pooled, mapping
 
+    #: how ``temperature="auto"`` finds τ: ``"search"`` (the coarse scan and bounded search of
+    #: :mod:`~crowdbudget.aggregation._tempering`) or ``"grid"`` (the 40-point grid, kept for
+    #: comparison by the tests and benchmarks)
+    _temperature_search = "search"
+
     def _temperature(
         self, data: LabelData, log_T: FloatArray, expected_log_e: FloatArray, errors: FloatArray
     ) -> float:
-        """τ: fixed, or by leave-one-label-out predictive likelihood (module docstring)."""
+        """τ: fixed, or by leave-one-label-out predictive likelihood (module docstring), its
+        maximum found by :func:`~crowdbudget.aggregation._tempering.searched_temperature`."""
         if self.temperature != "auto":
             tau = self.temperature
             if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 < tau <= 1:
@@ -393,20 +399,14 @@ class BayesianDawidSkene(Aggregator):
             return float(tau)
         if data.n_labels == 0:
             return 1.0
-        items, workers, labels = data.items, data.workers, data.labels
-        # log T_ic minus this label's own term: the item's posterior from its other labels
-        # (up to a per-label constant, which the normalisation below removes)
-        rest = log_T[items] - expected_log_e[workers, :, labels]  # (n_labels, C)
-        rest -= rest.max(axis=1, keepdims=True)
-        predict = errors[workers, :, labels]  # P(label l | class c) for worker j, (n_labels, C)
-        best_tau, best = 1.0, -np.inf
-        for tau in np.linspace(0.025, 1.0, 40):
-            weights = np.exp(tau * rest)
-            held_out = np.sum(weights * predict, axis=1) / weights.sum(axis=1)
-            score = float(np.sum(np.log(np.maximum(held_out, 1e-300))))
-            if score > best:
-                best_tau, best = float(tau), score
-        return best_tau
+        from crowdbudget.aggregation import _tempering
+
+        held = _tempering.held_out_labels(
+            data.items, data.workers, data.labels, log_T, expected_log_e, errors
+        )
+        if self._temperature_search == "grid":
+            return _tempering.grid_temperature(held)
+        return _tempering.searched_temperature(held)
 
     reads_known_truth = True
 

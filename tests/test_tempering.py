@@ -14,6 +14,7 @@ from crowdbudget.aggregation import BayesianDawidSkene, make_aggregator
 from crowdbudget.aggregation import _tempering as tempering
 from crowdbudget.datasets import load_dataset
 from crowdbudget.datasets.loaders import from_frame
+from crowdbudget.experiments.stress import DEFAULT_BED, make_crowd
 from crowdbudget.labels import LabelData
 from crowdbudget.testing.aggregator_checks import synthetic_frame
 
@@ -92,6 +93,11 @@ def _crowds() -> Iterator[tuple[str, LabelData]]:
     )
     for name in ("rte", "temp", "wsd"):
         yield name, load_dataset(name)
+    # 40 labels per item: a narrow maximum near τ = 0.12 beside a plateau up to τ = 1
+    # (docs/stress-bed.md, "2026-12-07: a cheaper τ search")
+    index = [cell.name for cell in DEFAULT_BED].index("binary-60-40-k40")
+    for draw, seed in enumerate(np.random.SeedSequence([0, index]).spawn(3)):
+        yield f"binary-60-40-k40/{draw}", make_crowd(DEFAULT_BED[index], seed)
 
 
 @contextmanager
@@ -111,7 +117,16 @@ def _captured_terms() -> Iterator[list[tempering.HeldOutLabels]]:
         tempering.held_out_labels = original  # type: ignore[assignment]
 
 
-@pytest.mark.parametrize("spec", ["bds-ev-blind-recheck:temperature=auto", "bds:temperature=auto"])
+#: the default verdict, the plain model, and the first build's prior refitted every iteration
+#: (on temp two maxima 0.06 nats apart, the larger at τ = 0.45 between two coarse points)
+SPECS = (
+    "bds-ev-blind-recheck:temperature=auto",
+    "bds:temperature=auto",
+    "bds:prior-fit=every:temperature=auto",
+)
+
+
+@pytest.mark.parametrize("spec", SPECS)
 def test_search_is_at_least_the_grid_on_every_crowd(spec: str) -> None:
     taus = {}
     for name, data in _crowds():
@@ -124,10 +139,6 @@ def test_search_is_at_least_the_grid_on_every_crowd(spec: str) -> None:
         best_on_grid = tempering.held_out_log_likelihood(held, grid)
         # the search's value is never below the grid's (a little rounding allowed)
         assert value >= best_on_grid - 1e-9 * abs(best_on_grid), name
-        # the same maximum, found finer — or a criterion flat to rounding (wsd: every τ
-        # above 0.8 within 1e-15 of the others; the grid took the first by one rounding)
-        level = abs(value - best_on_grid) <= 1e-12 * abs(value)
-        assert abs(searched - grid) <= 0.025 or level, name
         assert fitted.temperature_ == searched, name
         taus[name] = searched
     # the crowds cover both cases: a maximum inside the interval and one at τ = 1

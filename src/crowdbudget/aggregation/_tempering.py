@@ -24,21 +24,32 @@ gathered once per fit (:func:`held_out_labels`), not once per τ. The slope
 ``L'(τ) = Σ [Σ_{c≠k} p_c g_c e^{τ g_c} / num − Σ_{c≠k} g_c e^{τ g_c} / den]`` reuses the
 exponentials (:func:`held_out_slope`).
 
-Search (:func:`searched_temperature`). The criterion was measured on the verdict table's sets
-(docs/stress-bed.md, the 2026-12-07 section on the tempered default): unimodal in τ on every
-draw, with its maximum at τ = 1 on some sets (wsd) and inside the interval on others. The
-search does not assume it: it first reads the slope at τ = 1 — if ``L'(1) ≥ 0`` the value
-there is already at least that of every τ slightly below it, and the search scans the
-:data:`COARSE` points of the interval (the 40-point grid's every eighth) to make sure that no
-interior maximum is larger; otherwise it takes the coarse point of largest ``L`` and refines
-between its neighbours by Brent's bounded search (golden section with parabolic steps,
-SciPy's ``minimize_scalar(method="bounded")``) to :data:`TAU_TOLERANCE`. The answer is the
-evaluated point of largest ``L`` — the coarse points and τ = 1 included — so it is never below
-the coarse points; where ``L`` is unimodal it is within the tolerance of the true maximum,
-hence at least the 40-point grid's value up to the curvature over one tolerance
-(``tests/test_tempering.py`` checks ≥ the grid's on fixtures and the bundled sets). About 5 +
-10 evaluations instead of 40, each cheaper (above). :func:`grid_temperature` keeps the
-40-point grid (the rule before; first maximum on ties) for comparison.
+Search (:func:`searched_temperature`). Its shape, measured on every crowd of the verdict
+table (334 fits; docs/stress-bed.md, "2026-12-07: a cheaper τ search"): the maximum at τ = 1
+on most (up to rounding: wsd's criterion is flat to 1e-15 above τ = 0.8), inside the interval
+on the others, and two local maxima on three fits — a narrow peak near τ = 0.12 beside a
+plateau reaching τ = 1 (a 40-labels-per-item cell, 0.003–0.03 nats apart; millionaire). So
+the search does not assume one maximum:
+
+1. a coarse scan of :data:`COARSE`, 9 points evenly spaced in log τ (ratio 1.585, both ends
+   included) — in log τ because a label's term moves over ``τ ~ 1/|g|``, so a maximum at small
+   τ is as narrow in τ as it is small (a scan evenly spaced in τ, every eighth grid point,
+   missed that peak on one draw); at τ = 1 the slope too;
+2. if the largest coarse value is at τ = 1 and ``L'(1) ≥ 0`` (to rounding), τ = 1: nine
+   evaluations, the common case;
+3. otherwise Brent's bounded search (golden section with parabolic steps: SciPy's
+   ``minimize_scalar(method="bounded")``) in log τ between the best coarse point's two
+   neighbours, to :data:`LOG_TAU_TOLERANCE`, then the two points of the 40-point grid around
+   the point found: 15–19 evaluations in all.
+
+The answer is the largest τ among those evaluated whose ``L`` is the largest up to rounding
+(:data:`FLAT`; a difference the sum's rounding can make is no evidence for tempering). It is
+never below the coarse points, and where the grid's best point lies next to the maximum the
+scan leads to (one maximum, or the scan choosing the grid's) it is at least the grid's
+(``tests/test_tempering.py``: real and synthetic crowds, and two-maxima fixtures either way).
+:func:`grid_temperature` keeps the 40-point grid (the rule before, first maximum on ties) for
+comparison. Measured and not used (docs/stress-bed.md): a compiled loop per evaluation (slower
+than NumPy's vectorised ``exp`` and ``log``), preallocated buffers (no gain).
 """
 
 from __future__ import annotations
@@ -134,16 +145,16 @@ def held_out_log_likelihood(held: HeldOutLabels, tau: float) -> float:
 
 
 def held_out_slope(held: HeldOutLabels, tau: float) -> tuple[float, float]:
-    """``(L(τ), L'(τ))`` (module docstring, "Evaluation")."""
+    """``(L(τ), L'(τ))``: ``L'`` is ``Σ_labels Σ_{c≠k} g_c e^{τ g_c} (p_c / num − 1 / den)``
+    (the derivative of ``log num − log den``; module docstring, "Evaluation")."""
     weights, numerator, denominator = _exponentials(held, tau)
     value = float(np.sum(np.log(numerator / denominator)))
-    weighted = weights * held.gaps  # g e^{τ g}, (C − 1, n)
-    numerator_slope = np.zeros_like(numerator)
-    denominator_slope = np.zeros_like(numerator)
+    np.reciprocal(numerator, out=numerator)  # num ≥ p_k > 0, den ≥ 1 (module docstring)
+    np.reciprocal(denominator, out=denominator)
+    slope = 0.0
     for row in range(weights.shape[0]):
-        numerator_slope += held.others[row] * weighted[row]
-        denominator_slope += weighted[row]
-    slope = float(np.sum(numerator_slope / numerator) - np.sum(denominator_slope / denominator))
+        weights[row] *= held.gaps[row]
+        slope += float(np.dot(weights[row], held.others[row] * numerator - denominator))
     return value, slope
 
 
@@ -159,33 +170,97 @@ def grid_temperature(held: HeldOutLabels) -> float:
 
 
 def searched_temperature(held: HeldOutLabels) -> float:
-    """τ maximising ``L`` on :data:`TAU_BOUNDS`: the coarse scan, then Brent's bounded search
-    in log τ between the best coarse point's neighbours, then the two grid points around the
-    point found (module docstring, "Search")."""
+    """τ maximising ``L`` on :data:`TAU_BOUNDS`: the coarse scan with slopes, Brent's bounded
+    search in log τ inside every coarse interval whose cubic through the values and slopes at
+    its ends has a maximum inside, then the two grid points around each point found (module
+    docstring, "Search")."""
     if held.top.size == 0:
         return 1.0
-    values = {float(tau): held_out_log_likelihood(held, float(tau)) for tau in COARSE[:-1]}
-    values[1.0], slope = held_out_slope(held, 1.0)
-    best = _least_tempering(values)
-    if best == 1.0 and slope >= -FLAT * abs(values[1.0]):
-        return 1.0  # the largest coarse value, and L does not fall towards τ = 1
-    index = list(values).index(best)  # the coarse points in order
-    low = float(COARSE[max(index - 1, 0)])
-    high = float(COARSE[min(index + 1, COARSE.size - 1)])
+    logs = np.log(COARSE)
+    values: dict[float, float] = {}
+    slopes = np.empty(COARSE.size)  # dL / d log τ = τ L'(τ)
+    for index, tau in enumerate(COARSE):
+        values[float(tau)], slope = held_out_slope(held, float(tau))
+        slopes[index] = float(tau) * slope
+    ends = np.array(list(values.values()))
+    level = FLAT * float(np.max(np.abs(ends)))  # differences this small are rounding
+    candidates = []
+    for index in range(COARSE.size - 1):
+        found = _cubic_maximum(
+            logs[index : index + 2], ends[index : index + 2], slopes[index : index + 2]
+        )
+        if found is not None:  # else L is monotone here as far as the ends show
+            candidates.append(found)
+    # every certain maximum, and a possible one where the cubic promises more than the best
+    # in hand (the most promising first)
+    for height, certain, bracket in sorted(candidates, reverse=True):
+        if not certain and height <= max(values.values()) + level:
+            continue
+        tau, values[tau] = _bounded_search(held, bracket)
+        # the grid points around it: never below the grid's value there (docstring)
+        above = int(np.searchsorted(GRID, tau))
+        for neighbour in GRID[max(above - 1, 0) : above + 1]:
+            if float(neighbour) not in values:
+                values[float(neighbour)] = held_out_log_likelihood(held, float(neighbour))
+    return _least_tempering(values)
+
+
+def _bounded_search(held: HeldOutLabels, bracket: tuple[float, float]) -> tuple[float, float]:
+    """``(τ, L(τ))`` at the τ maximising ``L`` with log τ in ``bracket``, by Brent's bounded
+    search to :data:`LOG_TAU_TOLERANCE`."""
     found = minimize_scalar(
         lambda log_tau: -held_out_log_likelihood(held, float(np.exp(log_tau))),
-        bounds=(np.log(low), np.log(high)),
+        bounds=bracket,
         method="bounded",
         options={"xatol": LOG_TAU_TOLERANCE},
     )
-    tau = float(np.exp(found.x))
-    values[tau] = -float(found.fun)
-    # the grid points around it: never below the grid where L is unimodal (docstring)
-    above = int(np.searchsorted(GRID, tau))
-    for neighbour in GRID[max(above - 1, 0) : above + 1]:
-        if float(neighbour) not in values:
-            values[float(neighbour)] = held_out_log_likelihood(held, float(neighbour))
-    return _least_tempering(values)
+    return float(np.exp(found.x)), -float(found.fun)
+
+
+def _cubic_maximum(
+    at: FloatArray, values: FloatArray, slopes: FloatArray
+) -> tuple[float, bool, tuple[float, float]] | None:
+    """Whether ``L`` may have a maximum inside ``[at[0], at[1]]`` (log τ), from its values and
+    slopes at the two ends: ``(height, certain, part)`` — the height of the Hermite cubic's
+    interior maximum, whether a maximum is certain (the slope turns from rising to falling)
+    and the part of the interval holding the cubic's maximum — or None.
+
+    With ``t ∈ [0, 1]`` and ``h = at[1] − at[0]`` the cubic's derivative is ``a t² + b t + c``:
+    ``c = h·slopes[0]``, ``a + b + c = h·slopes[1]`` and its mean ``a/3 + b/2 + c`` the rise
+    ``values[1] − values[0]``. Besides a sign change, a maximum then a dip between two rising
+    ends (or a dip then a maximum between two falling ones) is possible only when the mean
+    slope lies outside the end slopes: the mean of a monotone derivative lies between its
+    ends. Where it lies between them ``L`` is read as monotone (a cubic would overshoot an
+    exponential approach to a plateau and promise a maximum that is not there)."""
+    width = float(at[1] - at[0])
+    c, end = width * float(slopes[0]), width * float(slopes[1])
+    rise = float(values[1] - values[0])
+    certain = c > 0 > end
+    hidden = (end > 0 and rise < min(c, end)) or (end < 0 and rise > max(c, end))
+    if not certain and not hidden:
+        return None  # monotone as far as the ends show
+    a = 3.0 * (end + c) - 6.0 * rise
+    b = end - c - a
+    if abs(a) <= 1e-12 * (abs(b) + abs(c)):  # a quadratic cubic: one turning point
+        roots = [-c / b] if b != 0.0 else []
+    else:
+        discriminant = b * b - 4.0 * a * c
+        if discriminant <= 0.0:
+            return None  # the derivative keeps its sign: monotone
+        root = np.sqrt(discriminant)
+        roots = sorted(((-b - root) / (2 * a), (-b + root) / (2 * a)))
+    turning = [t for t in roots if 0.0 < t < 1.0]
+    tops = [t for t in turning if 2 * a * t + b < 0]  # the derivative falls through zero
+    if not tops:
+        return None
+    top = tops[0]
+    height = values[0] + top * (c + top * (b / 2 + top * a / 3))  # the cubic at its maximum
+    if height <= max(values[0], values[1]):
+        return None
+    dips = [t for t in turning if t not in tops]
+    low = max([t for t in dips if t < top], default=0.0)
+    high = min([t for t in dips if t > top], default=1.0)
+    return float(height), certain, (float(at[0] + low * width), float(at[0] + high * width))
 
 
 def _least_tempering(values: dict[float, float]) -> float:

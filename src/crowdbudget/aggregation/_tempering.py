@@ -145,16 +145,21 @@ def held_out_log_likelihood(held: HeldOutLabels, tau: float) -> float:
 
 
 def held_out_slope(held: HeldOutLabels, tau: float) -> tuple[float, float]:
-    """``(L(τ), L'(τ))``: ``L'`` is ``Σ_labels Σ_{c≠k} g_c e^{τ g_c} (p_c / num − 1 / den)``
-    (the derivative of ``log num − log den``; module docstring, "Evaluation")."""
+    """``(L(τ), L'(τ))``: with ``h = num / den``, ``L'`` is
+    ``Σ_labels Σ_{c≠k} g_c e^{τ g_c} (p_c − h) / num`` (the derivative of ``log num − log den``:
+    ``p_c / num − 1 / den = (p_c − h) / num``; module docstring, "Evaluation")."""
     weights, numerator, denominator = _exponentials(held, tau)
-    value = float(np.sum(np.log(numerator / denominator)))
-    np.reciprocal(numerator, out=numerator)  # num ≥ p_k > 0, den ≥ 1 (module docstring)
-    np.reciprocal(denominator, out=denominator)
+    held_out = numerator / denominator  # h ∈ (0, 1] (module docstring)
+    value = float(np.sum(np.log(held_out)))
     slope = 0.0
     for row in range(weights.shape[0]):
-        weights[row] *= held.gaps[row]
-        slope += float(np.dot(weights[row], held.others[row] * numerator - denominator))
+        # products and a sum, not np.dot: a BLAS dot may start threads (and spin) on a
+        # shared machine for a few microseconds of work
+        term = held.others[row] - held_out
+        term *= weights[row]
+        term *= held.gaps[row]
+        term /= numerator  # ≥ p_k > 0
+        slope += float(np.sum(term))
     return value, slope
 
 

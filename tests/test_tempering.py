@@ -192,3 +192,25 @@ def test_tempered_fit_keeps_the_labels_with_either_search() -> None:
     np.testing.assert_array_equal(grid.labels_, plain.labels_)
     assert 0.025 <= searched.temperature_ < 1.0
     assert abs(searched.temperature_ - grid.temperature_) <= 0.025
+
+
+def test_the_form_is_chosen_on_the_fit_not_on_its_tempered_report() -> None:
+    """``bds-ev-blind-recheck`` scores each candidate fit's evidence bound at its variational
+    shares; tempering must not move that choice (a campaign's first 12 labels: worker 0 on
+    every item, saying 1 on six of eight; the confusion reading wins by 0.23 nats, and its
+    tempered shares — τ = 0.025 here — would score 0.37 nats lower)."""
+    items = np.array([0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 1, 1])
+    data = LabelData(
+        items=items,
+        workers=np.array([0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2]),
+        labels=np.array([0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1]),
+        item_ids=np.arange(8).astype(str).astype(object),
+        worker_ids=np.arange(3).astype(str).astype(object),
+        classes=np.array(["0", "1"], dtype=object),
+    )
+    plain = make_aggregator("bds-ev-blind-recheck").fit(data)
+    tempered = make_aggregator("bds-ev-blind-recheck:temperature=auto").fit(data)
+    assert tempered.form_bounds_ == plain.form_bounds_ and len(plain.form_bounds_) == 2
+    assert tempered.prior_form_ == plain.prior_form_
+    assert tempered.temperature_ < 1.0  # the fixture tempers the chosen fit
+    np.testing.assert_array_equal(tempered.labels_, plain.labels_)

@@ -422,6 +422,10 @@ class BayesianDawidSkene(Aggregator):
     #: ``prior_form`` and ``lone_labels``)
     _reading: tuple[str, str] | None = None
 
+    #: the last :meth:`_variational` fit's shares before tempering (what its evidence bound
+    #: is scored at)
+    _variational_shares: FloatArray
+
     #: the fitted attributes a fit of each form sets (``prior_form="evidence"`` keeps the
     #: chosen form's)
     _FITTED = (
@@ -463,7 +467,10 @@ class BayesianDawidSkene(Aggregator):
             if recheck and np.unique(np.argmax(T, axis=1)).size > 1:
                 self.prior_form_ = "one-coin"  # two classes read: kept as fitted
                 return T
-            self.form_bounds_[reading[0]] = self.evidence_bound(data, T, known)
+            # the bound of the variational fit: at its shares before tempering (tempering is
+            # how the verdict reports them, not a point the fit's bound is maximised at)
+            shares = self._variational_shares
+            self.form_bounds_[reading[0]] = self.evidence_bound(data, shares, known)
         bounds = self.form_bounds_
         chosen = 1 if bounds["confusion"] > bounds["one-coin"] else 0
         T, fitted = fits[chosen]
@@ -673,6 +680,7 @@ class BayesianDawidSkene(Aggregator):
         workers = worker_model(counts, prior, asymmetry, share, True, evidence)
         errors = workers.errors
         assert errors is not None  # means=True
+        self._variational_shares = T
         log_T = np.log(np.maximum(T, 1e-300))  # T > 0 (softmax of finite scores) up to underflow
         tau = self._temperature(model_data, log_T, expected_log_e, errors)
         if tau != 1.0:

@@ -28,28 +28,33 @@ Search (:func:`searched_temperature`). Its shape, measured on every crowd of the
 table (334 fits; docs/stress-bed.md, "2026-12-07: a cheaper τ search"): the maximum at τ = 1
 on most (up to rounding: wsd's criterion is flat to 1e-15 above τ = 0.8), inside the interval
 on the others, and two local maxima on three fits — a narrow peak near τ = 0.12 beside a
-plateau reaching τ = 1 (a 40-labels-per-item cell, 0.003–0.03 nats apart; millionaire). So
-the search does not assume one maximum:
+plateau reaching τ = 1 (a 40-labels-per-item cell; millionaire at all labels). Other fits
+hide a maximum between the points of a coarse scan (``bds:prior-fit=every`` on temp: two
+maxima 0.06 nats apart) or a peak and a dip inside one interval. So the search does not
+assume one maximum:
 
-1. a coarse scan of :data:`COARSE`, 9 points evenly spaced in log τ (ratio 1.585, both ends
-   included) — in log τ because a label's term moves over ``τ ~ 1/|g|``, so a maximum at small
-   τ is as narrow in τ as it is small (a scan evenly spaced in τ, every eighth grid point,
-   missed that peak on one draw); at τ = 1 the slope too;
-2. if the largest coarse value is at τ = 1 and ``L'(1) ≥ 0`` (to rounding), τ = 1: nine
-   evaluations, the common case;
-3. otherwise Brent's bounded search (golden section with parabolic steps: SciPy's
-   ``minimize_scalar(method="bounded")``) in log τ between the best coarse point's two
-   neighbours, to :data:`LOG_TAU_TOLERANCE`, then the two points of the 40-point grid around
-   the point found: 15–19 evaluations in all.
+1. a scan of :data:`COARSE`, 9 points evenly spaced in log τ (ratio 1.585, both ends
+   included) — in log τ because a label's term moves over ``τ ~ 1/|g|``, so a maximum at
+   small τ is as narrow in τ as it is small (a scan evenly spaced in τ missed the 40-label
+   cell's peak) — with the value and the slope at each point;
+2. Brent's bounded search (golden section with parabolic steps: SciPy's
+   ``minimize_scalar(method="bounded")``) in log τ, to :data:`LOG_TAU_TOLERANCE`, inside every
+   coarse interval where the slope turns from rising to falling (a maximum inside, for
+   certain), and inside an interval whose mean slope lies outside both end slopes of one sign
+   (the derivative is not monotone there: a peak and a dip may hide) where the Hermite cubic
+   through the ends promises more than the best value in hand (:func:`_cubic_maximum`);
+3. the two points of the 40-point grid around each point found.
 
-The answer is the largest τ among those evaluated whose ``L`` is the largest up to rounding
-(:data:`FLAT`; a difference the sum's rounding can make is no evidence for tempering). It is
-never below the coarse points, and where the grid's best point lies next to the maximum the
-scan leads to (one maximum, or the scan choosing the grid's) it is at least the grid's
-(``tests/test_tempering.py``: real and synthetic crowds, and two-maxima fixtures either way).
-:func:`grid_temperature` keeps the 40-point grid (the rule before, first maximum on ties) for
-comparison. Measured and not used (docs/stress-bed.md): a compiled loop per evaluation (slower
-than NumPy's vectorised ``exp`` and ``log``), preallocated buffers (no gain).
+Where ``L`` rises to τ = 1 (the common case) that is 9 evaluations; with a maximum inside,
+17–20 (every fit of the table). The answer is the largest τ among those evaluated whose ``L``
+is the largest up to rounding (:data:`FLAT`; a difference the sum's rounding can make is no
+evidence for tempering). It is never below the coarse points, and where each coarse interval
+holds at most one turn of ``L`` it is at least the grid's (on all 334 fits measured;
+``tests/test_tempering.py``: real and synthetic crowds, the 40-label cell, two-maxima
+fixtures either way). :func:`grid_temperature` keeps the 40-point grid (the rule before, first
+maximum on ties) for comparison. Measured and not used (docs/stress-bed.md): a compiled loop
+per evaluation (slower than NumPy's vectorised ``exp`` and ``log``), preallocated buffers (no
+gain).
 """
 
 from __future__ import annotations

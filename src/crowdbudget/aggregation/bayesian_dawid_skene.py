@@ -155,7 +155,7 @@ and only spreads the confidence. τ is chosen without gold, by leave-one-label-o
 likelihood: for every label (i, j, l), the tempered posterior of z_i from the item's *other*
 labels, ``exp(τ (log T_ic − E[log e_jcl]))`` normalised, predicts l through worker j's posterior
 mean confusion, ``Σ_c q_τ(c | rest) E[e_jcl]``; τ maximises the sum of the log predictive
-probabilities on [0.025, 1] (a scan in log τ, then Brent's bounded search: 9–19 evaluations
+probabilities on [0.025, 1] (a scan in log τ, then Brent's bounded search: 9–20 evaluations
 of the sum where a 40-point grid took 40; the evaluation, the search and their derivation in
 :mod:`~crowdbudget.aggregation._tempering`). Where the labels really are independent given the
 class the best τ is 1 (the plain posterior); correlated errors make held-out labels less

@@ -155,12 +155,14 @@ and only spreads the confidence. τ is chosen without gold, by leave-one-label-o
 likelihood: for every label (i, j, l), the tempered posterior of z_i from the item's *other*
 labels, ``exp(τ (log T_ic − E[log e_jcl]))`` normalised, predicts l through worker j's posterior
 mean confusion, ``Σ_c q_τ(c | rest) E[e_jcl]``; τ maximises the sum of the log predictive
-probabilities over a grid of 40 values in [0.025, 1]. Where the labels really are independent
-given the class the best τ is 1 (the plain posterior); correlated errors make held-out labels
-less predictable than the plain posterior claims, and τ < 1. Measured (docs/calibration.md):
-"auto" lowers NLL and ECE on rte and temp (τ ≈ 0.5–0.6) but picks τ far too small on wsd
-(3 classes, near-perfect crowd: ECE 0.006 → 0.11), so it is not the default; ``temperature=1``
-(default) gives the untempered variational posterior, a number fixes τ.
+probabilities on [0.025, 1] (a scan in log τ, then Brent's bounded search: 9–20 evaluations
+of the sum where a 40-point grid took 40; the evaluation, the search and their derivation in
+:mod:`~crowdbudget.aggregation._tempering`). Where the labels really are independent given the
+class the best τ is 1 (the plain posterior); correlated errors make held-out labels less
+predictable than the plain posterior claims, and τ < 1. Measured (docs/stress-bed.md,
+"2026-12-07: a cheaper τ search"): on the default verdict it lowers NLL on fact_eval and
+millionaire at all labels (τ ≈ 0.52 and 0.11) and leaves most sparse rows at τ = 1;
+``temperature=1`` (default) gives the untempered variational posterior, a number fixes τ.
 
 Known truth (``fit(..., known_truth=...)``: control items). A known item's ``q(z_i)`` is its
 one-hot truth at the start and after every update, so the empirical-Bayes prior, every
@@ -379,10 +381,16 @@ class BayesianDawidSkene(Aggregator):
         )
         return pooled, mapping
 
+    #: how ``temperature="auto"`` finds τ: ``"search"`` (the coarse scan and bounded search of
+    #: :mod:`~crowdbudget.aggregation._tempering`) or ``"grid"`` (the 40-point grid, kept for
+    #: comparison by the tests and benchmarks)
+    _temperature_search = "search"
+
     def _temperature(
         self, data: LabelData, log_T: FloatArray, expected_log_e: FloatArray, errors: FloatArray
     ) -> float:
-        """τ: fixed, or by leave-one-label-out predictive likelihood (module docstring)."""
+        """τ: fixed, or by leave-one-label-out predictive likelihood (module docstring), its
+        maximum found by :func:`~crowdbudget.aggregation._tempering.searched_temperature`."""
         if self.temperature != "auto":
             tau = self.temperature
             if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 < tau <= 1:
@@ -393,20 +401,14 @@ class BayesianDawidSkene(Aggregator):
             return float(tau)
         if data.n_labels == 0:
             return 1.0
-        items, workers, labels = data.items, data.workers, data.labels
-        # log T_ic minus this label's own term: the item's posterior from its other labels
-        # (up to a per-label constant, which the normalisation below removes)
-        rest = log_T[items] - expected_log_e[workers, :, labels]  # (n_labels, C)
-        rest -= rest.max(axis=1, keepdims=True)
-        predict = errors[workers, :, labels]  # P(label l | class c) for worker j, (n_labels, C)
-        best_tau, best = 1.0, -np.inf
-        for tau in np.linspace(0.025, 1.0, 40):
-            weights = np.exp(tau * rest)
-            held_out = np.sum(weights * predict, axis=1) / weights.sum(axis=1)
-            score = float(np.sum(np.log(np.maximum(held_out, 1e-300))))
-            if score > best:
-                best_tau, best = float(tau), score
-        return best_tau
+        from crowdbudget.aggregation import _tempering
+
+        held = _tempering.held_out_labels(
+            data.items, data.workers, data.labels, log_T, expected_log_e, errors
+        )
+        if self._temperature_search == "grid":
+            return _tempering.grid_temperature(held)
+        return _tempering.searched_temperature(held)
 
     reads_known_truth = True
 
@@ -419,6 +421,10 @@ class BayesianDawidSkene(Aggregator):
     #: the prior's form and lone-label rule of the fit :meth:`_chosen_form` is making (None:
     #: ``prior_form`` and ``lone_labels``)
     _reading: tuple[str, str] | None = None
+
+    #: the last :meth:`_variational` fit's shares before tempering (what its evidence bound
+    #: is scored at)
+    _variational_shares: FloatArray
 
     #: the fitted attributes a fit of each form sets (``prior_form="evidence"`` keeps the
     #: chosen form's)
@@ -461,7 +467,10 @@ class BayesianDawidSkene(Aggregator):
             if recheck and np.unique(np.argmax(T, axis=1)).size > 1:
                 self.prior_form_ = "one-coin"  # two classes read: kept as fitted
                 return T
-            self.form_bounds_[reading[0]] = self.evidence_bound(data, T, known)
+            # the bound of the variational fit: at its shares before tempering (tempering is
+            # how the verdict reports them, not a point the fit's bound is maximised at)
+            shares = self._variational_shares
+            self.form_bounds_[reading[0]] = self.evidence_bound(data, shares, known)
         bounds = self.form_bounds_
         chosen = 1 if bounds["confusion"] > bounds["one-coin"] else 0
         T, fitted = fits[chosen]
@@ -671,6 +680,7 @@ class BayesianDawidSkene(Aggregator):
         workers = worker_model(counts, prior, asymmetry, share, True, evidence)
         errors = workers.errors
         assert errors is not None  # means=True
+        self._variational_shares = T
         log_T = np.log(np.maximum(T, 1e-300))  # T > 0 (softmax of finite scores) up to underflow
         tau = self._temperature(model_data, log_T, expected_log_e, errors)
         if tau != 1.0:

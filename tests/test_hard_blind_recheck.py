@@ -42,7 +42,7 @@ def same_fit(a: object, b: object) -> bool:
     )
 
 
-def test_the_id_is_bds_hard_on_the_default_s_reading() -> None:
+def test_the_id_is_bds_hard_on_bds_ev_blind_recheck_s_reading() -> None:
     model = build("bds-hard-blind-recheck")
     assert model.asymmetry == "evidence-blind-own"
     assert model.prior_form == "evidence-one-class"
@@ -52,10 +52,10 @@ def test_the_id_is_bds_hard_on_the_default_s_reading() -> None:
         for name, value in model.get_params().items()
         if name not in ("difficulty", "accelerate")
     }
-    assert DEFAULT_VERDICT == RECHECK  # the reading it composes with is the default's
+    assert DEFAULT_VERDICT == "bds-hard-blind-recheck"  # it is the default (defaults.py)
 
 
-def test_without_the_mixture_it_is_the_default_bit_for_bit() -> None:
+def test_without_the_mixture_it_is_bds_ev_blind_recheck_bit_for_bit() -> None:
     # difficulty=none, and the gate's refusal on crowds of independent workers
     cells = [c for c in DEFAULT_BED if c.name in ("binary-65-35-biased30-k5", "class3-spam30-k5")]
     for data in [*(make_crowd(cell, 0) for cell in cells), load_dataset("rte")]:

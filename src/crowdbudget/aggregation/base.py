@@ -175,7 +175,9 @@ class Aggregator(ABC):
 
     # -- scikit-learn style parameter access -------------------------------------------
     def get_params(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.endswith("_")}
+        # constructor parameters only: fitted attributes end in "_", a fit's private
+        # working state starts with it
+        return {k: v for k, v in vars(self).items() if not (k.endswith("_") or k.startswith("_"))}
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

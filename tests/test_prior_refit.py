@@ -6,6 +6,7 @@ does to its reading (docs/stress-bed.md, "the held-out bed's worst rows")."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from crowdbudget.aggregation import make_aggregator
 from crowdbudget.aggregation.base import Aggregator
@@ -13,6 +14,7 @@ from crowdbudget.aggregation.bayesian_dawid_skene import BayesianDawidSkene
 from crowdbudget.aggregation.prior_refit import PriorRefitDawidSkene
 from crowdbudget.datasets import load_dataset
 from crowdbudget.datasets.loaders import LabelData
+from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.stress import full_bed, make_crowd, subsample_per_item
 
 
@@ -82,3 +84,76 @@ def test_deterministic() -> None:
     a = build("bds-ev-blind-own-refit").fit(data)
     b = build("bds-ev-blind-own-refit").fit(data)
     assert np.array_equal(a.probas_, b.probas_)
+
+
+# --- bds-ev-blind-recheck-refit-ev: the stage read by the evidence bound ---------------------
+
+
+def biased_crowd(seed: int) -> LabelData:
+    """A held-out cell (20 % biased workers, ten classes), all labels: the re-fit opened it."""
+    cell = {c.name: c for c in full_bed()}["class10-confusion-biased20-k3"]
+    return make_crowd(cell, seed)
+
+
+def test_the_evidence_id_is_the_default_readings_settings() -> None:
+    model = build("bds-ev-blind-recheck-refit-ev")
+    recheck = make_aggregator("bds-ev-blind-recheck")
+    for name in ("prior_form", "prior_floor", "lone_labels", "asymmetry", "prior_fit"):
+        assert getattr(model, name) == getattr(recheck, name), name
+    assert model.refit == "evidence"
+    assert build("bds-ev-blind-own-refit").refit == "always"
+
+
+def test_the_bounds_are_each_stages_own_and_the_larger_is_read() -> None:
+    for data in (spammer_crowd(0), biased_crowd(0)):
+        model = build("bds-ev-blind-recheck-refit-ev").fit(data)
+        first, second = model.stage_bounds_
+        assert model.refit_read_ == (second > first)
+        # the bound of the stage read, recomputed at its shares under its prior
+        read = model.evidence_bound(data, model._variational_shares)
+        assert np.isclose(read, max(first, second), rtol=0, atol=1e-9)
+
+
+def test_the_evidence_reads_the_refit_on_a_half_spammer_imbalanced_crowd() -> None:
+    # three draws of binary-88-12-one-coin-spam50-k5 at 2 per item: the re-fitted prior's
+    # bound is 8-10 nats above the vote's, and the refit's reading is read
+    for seed in range(3):
+        data = spammer_crowd(seed)
+        model = build("bds-ev-blind-recheck-refit-ev").fit(data)
+        always = build("bds-ev-blind-recheck-refit-ev:refit=always").fit(data)
+        first, second = model.stage_bounds_
+        assert second > first + 1.0, seed
+        assert model.refit_read_
+        assert np.array_equal(model.probas_, always.probas_), seed
+        assert not np.array_equal(model.first_prior_, model.confusion_prior_), seed
+
+
+def test_the_evidence_keeps_the_vote_prior_on_a_biased_multi_class_crowd() -> None:
+    # the rows the prototype opened: the re-fitted prior's bound is lower, and the fit read
+    # is the default reading's, bit for bit
+    for seed in range(2):
+        data = biased_crowd(seed)
+        model = build("bds-ev-blind-recheck-refit-ev").fit(data)
+        recheck = make_aggregator("bds-ev-blind-recheck").fit(data)
+        first, second = model.stage_bounds_
+        assert second < first, seed
+        assert not model.refit_read_
+        assert np.array_equal(model.probas_, recheck.probas_), seed
+        assert isinstance(recheck, BayesianDawidSkene)
+        assert np.array_equal(model.confusion_prior_, recheck.confusion_prior_), seed
+        assert np.array_equal(model.errors_, recheck.errors_), seed
+
+
+def test_always_has_no_bounds_and_a_fixed_prior_no_second_stage() -> None:
+    data = spammer_crowd(0)
+    always = build("bds-ev-blind-own-refit").fit(data)
+    assert always.stage_bounds_ == () and always.refit_read_
+    fixed = build("bds-ev-blind-recheck-refit-ev:confusion-prior=4,1").fit(data)
+    assert fixed.stage_bounds_ == () and not fixed.refit_read_
+
+
+def test_a_refit_rule_it_does_not_know_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="refit"):
+        build("bds-ev-blind-recheck-refit-ev:refit=twice")
+    with pytest.raises(InvalidParameterError, match="refit must be one of"):
+        PriorRefitDawidSkene(refit="twice").fit(spammer_crowd(0))

@@ -21,7 +21,7 @@ from crowdbudget.aggregation.bayesian_dawid_skene import (
     BayesianDawidSkene,
 )
 from crowdbudget.aggregation.item_difficulty import DIFFICULTIES, ItemDifficultyDawidSkene
-from crowdbudget.aggregation.prior_refit import PriorRefitDawidSkene
+from crowdbudget.aggregation.prior_refit import REFITS, PriorRefitDawidSkene
 from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY
 
 #: the parameter rows of ``bds`` and ``bds-oc``
@@ -86,6 +86,14 @@ DIFFICULTY_ROW = parameter_row(
     "mixture fitted only past a cheap gate; evidence-full: always both fits), always "
     "(mixture), or every item easy (none: the workers' model alone, bds-ev for bds-hard)",
     choices=DIFFICULTIES,
+)
+
+REFIT_ROW = parameter_row(
+    "refit",
+    str,
+    "which stage is read: the prior re-fitted on the first fit's posterior (always), or the "
+    "stage whose fit has the larger evidence lower bound (evidence)",
+    choices=REFITS,
 )
 
 BAYESIAN_DAWID_SKENE: tuple[AggregatorSpec, ...] = (
@@ -226,6 +234,7 @@ BAYESIAN_DAWID_SKENE: tuple[AggregatorSpec, ...] = (
         "bds-ev-blind-own whose crowd prior is re-fitted once on its own first fit's class "
         "posterior (instead of the majority vote's), the verdict fitted again under it",
         *BDS_ROWS,
+        REFIT_ROW,
         paper="Kim & Ghahramani 2012, Bayesian classifier combination; a second "
         "empirical-Bayes stage",
         defaults={
@@ -233,6 +242,23 @@ BAYESIAN_DAWID_SKENE: tuple[AggregatorSpec, ...] = (
             "prior_floor": 0.1,
             "lone_labels": "skip",
             "asymmetry": "evidence-blind-own",
+        },
+    ),
+    aggregator_entry(
+        "bds-ev-blind-recheck-refit-ev",
+        PriorRefitDawidSkene,
+        "bds-ev-blind-recheck whose crowd prior is also re-fitted on that fit's class posterior "
+        "and the fit under it read when its evidence lower bound is the larger",
+        *BDS_ROWS,
+        REFIT_ROW,
+        paper="Kim & Ghahramani 2012, Bayesian classifier combination; the crowd prior by "
+        "variational type-II ML between the vote's and the posterior's",
+        defaults={
+            "prior_form": "evidence-one-class",
+            "prior_floor": 0.1,
+            "lone_labels": "skip",
+            "asymmetry": "evidence-blind-own",
+            "refit": "evidence",
         },
     ),
 )

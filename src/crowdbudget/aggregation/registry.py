@@ -62,9 +62,12 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | ``bds-ev-blind-own``'s (``asymmetry="evidence-blind-own"``) | |
 | ``bds-hard-blind-recheck`` | ``bds-hard-blind-own`` on the default's reading: | as ``bds-hard`` |
 |  | ``prior_form="evidence-one-class"`` (``bds-ev-blind-recheck``'s re-check) | |
-| ``bds-ev-blind-own-refit`` | :class:`PriorRefitDawidSkene`: ``bds-ev-blind-own`` | as ``bds`` |
-|  | whose crowd prior is re-fitted once on its first fit's posterior | |
+| ``bds-ev-blind-own-refit`` | :class:`PriorRefitDawidSkene`: ``bds-ev-blind-own`` | as ``bds``, |
+|  | whose crowd prior is re-fitted once on its first fit's posterior | ``refit`` |
 |  | (:mod:`.prior_refit`) | |
+| ``bds-ev-blind-recheck-refit-ev`` | :class:`PriorRefitDawidSkene`: | as ``bds``, |
+|  | ``bds-ev-blind-recheck``, its prior re-fitted on that fit's | ``refit`` |
+|  | posterior; the stage with the larger evidence bound read | |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,

@@ -1,6 +1,7 @@
-"""``bds-ev-blind-own-refit`` (aggregation/prior_refit.py): the crowd prior re-fitted once on the
-verdict's own posterior — stage 1 is the parent's fit, a fixed prior leaves nothing to re-fit,
-the re-fitted crowd is less accurate than the vote's on a half-spammer crowd, and what that
+"""``bds-ev-blind-own-refit``, ``bds-ev-blind-recheck-refit-ev`` and
+``bds-hard-blind-recheck-refit-ev`` (aggregation/prior_refit.py): the crowd prior re-fitted once
+on the verdict's own posterior — stage 1 is the parent's fit, a fixed prior leaves nothing to
+re-fit, the re-fitted crowd is less accurate than the vote's on a half-spammer crowd, and what that
 does to its reading (docs/stress-bed.md, "the held-out bed's worst rows")."""
 
 from __future__ import annotations
@@ -11,11 +12,24 @@ import pytest
 from crowdbudget.aggregation import make_aggregator
 from crowdbudget.aggregation.base import Aggregator
 from crowdbudget.aggregation.bayesian_dawid_skene import BayesianDawidSkene
-from crowdbudget.aggregation.prior_refit import PriorRefitDawidSkene
+from crowdbudget.aggregation.item_difficulty import ItemDifficultyDawidSkene
+from crowdbudget.aggregation.prior_refit import PriorRefitDawidSkene, PriorRefitItemDifficulty
 from crowdbudget.datasets import load_dataset
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 from crowdbudget.experiments.stress import full_bed, make_crowd, subsample_per_item
+
+
+def build_hard(text: str) -> PriorRefitItemDifficulty:
+    model = make_aggregator(text)
+    assert isinstance(model, PriorRefitItemDifficulty)
+    return model
+
+
+def build_default() -> ItemDifficultyDawidSkene:
+    model = make_aggregator("bds-hard-blind-recheck")
+    assert isinstance(model, ItemDifficultyDawidSkene)
+    return model
 
 
 def build(text: str) -> PriorRefitDawidSkene:
@@ -157,3 +171,41 @@ def test_a_refit_rule_it_does_not_know_is_refused() -> None:
         build("bds-ev-blind-recheck-refit-ev:refit=twice")
     with pytest.raises(InvalidParameterError, match="refit must be one of"):
         PriorRefitDawidSkene(refit="twice").fit(spammer_crowd(0))
+
+
+# --- bds-hard-blind-recheck-refit-ev: the default's difficulty mixture on that reading -------
+
+
+def test_with_the_mixture_refused_it_is_the_evidence_reading_bit_for_bit() -> None:
+    # the gate refuses on both crowds (as on every bed cell): the workers' model alone is read
+    for data in (spammer_crowd(1), biased_crowd(0)):
+        hard = build_hard("bds-hard-blind-recheck-refit-ev").fit(data)
+        alone = build("bds-ev-blind-recheck-refit-ev").fit(data)
+        assert hard.difficulty_ == "none"
+        assert np.array_equal(hard.probas_, alone.probas_)
+        assert hard.stage_bounds_ == alone.stage_bounds_
+        assert hard.refit_read_ == alone.refit_read_
+
+
+def test_where_the_vote_prior_is_kept_it_is_the_default_verdict_bit_for_bit() -> None:
+    data = biased_crowd(1)
+    hard = build_hard("bds-hard-blind-recheck-refit-ev").fit(data)
+    default = build_default().fit(data)
+    assert not hard.refit_read_
+    assert np.array_equal(hard.probas_, default.probas_)
+    assert np.array_equal(hard.errors_, default.errors_)
+    assert hard.refit == "evidence"
+    assert hard.prior_form == default.prior_form
+    assert hard.asymmetry == default.asymmetry
+
+
+def test_where_the_mixture_is_taken_it_reads_the_default_verdicts_mixture() -> None:
+    # fact_eval, all labels (correlated errors): the workers' model alone reads the re-fit
+    # (its bound the larger) and the mixture's evidence still takes the mixture, fitted as
+    # the default's (its own vote-started prior)
+    data = load_dataset("fact_eval")
+    hard = build_hard("bds-hard-blind-recheck-refit-ev").fit(data)
+    default = build_default().fit(data)
+    assert hard.difficulty_ == default.difficulty_ == "mixture"
+    assert hard.refit_read_
+    assert np.array_equal(hard.probas_, default.probas_)

@@ -21,7 +21,11 @@ from crowdbudget.aggregation.bayesian_dawid_skene import (
     BayesianDawidSkene,
 )
 from crowdbudget.aggregation.item_difficulty import DIFFICULTIES, ItemDifficultyDawidSkene
-from crowdbudget.aggregation.prior_refit import REFITS, PriorRefitDawidSkene
+from crowdbudget.aggregation.prior_refit import (
+    REFITS,
+    PriorRefitDawidSkene,
+    PriorRefitItemDifficulty,
+)
 from crowdbudget.aggregation.worker_asymmetry import ASYMMETRY
 
 #: the parameter rows of ``bds`` and ``bds-oc``
@@ -260,5 +264,17 @@ BAYESIAN_DAWID_SKENE: tuple[AggregatorSpec, ...] = (
             "asymmetry": "evidence-blind-own",
             "refit": "evidence",
         },
+    ),
+    aggregator_entry(
+        "bds-hard-blind-recheck-refit-ev",
+        PriorRefitItemDifficulty,
+        "bds-hard-blind-recheck whose workers' model alone is bds-ev-blind-recheck-refit-ev's "
+        "(the crowd prior re-fitted on the posterior where the evidence bound prefers it)",
+        *BDS_ROWS,
+        DIFFICULTY_ROW,
+        REFIT_ROW,
+        paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); the crowd prior "
+        "by variational type-II ML between the vote's and the posterior's",
+        defaults={"asymmetry": "evidence-blind-own", "prior_form": "evidence-one-class"},
     ),
 )

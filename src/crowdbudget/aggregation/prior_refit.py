@@ -2,7 +2,8 @@
 the Bayesian Dawid–Skene (:class:`~crowdbudget.aggregation.bayesian_dawid_skene.
 BayesianDawidSkene`, Kim & Ghahramani 2012 §3), registered with ``bds-ev-blind-own``'s workers
 as ``bds-ev-blind-own-refit`` (``refit="always"``) and, chosen by the evidence on the default's
-reading, as ``bds-ev-blind-recheck-refit-ev`` (``refit="evidence"``).
+reading, as ``bds-ev-blind-recheck-refit-ev`` (``refit="evidence"``); with the default's item
+difficulty mixture (:class:`PriorRefitItemDifficulty`) as ``bds-hard-blind-recheck-refit-ev``.
 
 Why (docs/stress-bed.md, "the held-out bed's worst rows"). The parent's prior ``α₀`` (C, C) —
 the upper level every worker's confusion rows shrink to — is the type-II ML fit of the
@@ -61,6 +62,14 @@ balanced class prior from a symmetric crowd on a skewed one at two labels per it
 label pairs have the same law, and the learned class prior takes the skew (the same
 confusion as the binary class prior's gate: docs/stress-bed.md).
 
+With the item-difficulty mixture (:class:`PriorRefitItemDifficulty`, the default verdict
+``bds-hard-blind-recheck``'s composition). The mixture's gate and evidence ask whether the
+labels' errors agree on items beyond what the workers' model alone explains; here the workers'
+model alone is this module's fit (stage 1 or 2 as ``refit`` reads), so the gate and the
+mixture's evidence compare with it, and the mixture's own fit keeps its vote-started prior
+(:mod:`~crowdbudget.aggregation.item_difficulty`). Where the gate refuses, the fit is
+``bds-ev-blind-recheck-refit-ev``'s bit for bit.
+
 Cost: two fits of the parent's reading (after the re-check's, if it fires), one Pólya fit (20
 fixed-point steps on (J, C, C) counts) and, with ``"evidence"``, two bounds. With a fixed
 ``confusion_prior`` or ``prior_fit="every"`` there is no stage 1 to re-read and the fit is
@@ -69,7 +78,7 @@ the parent's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -80,6 +89,7 @@ from crowdbudget.aggregation.bayesian_dawid_skene import (
     polya_prior,
 )
 from crowdbudget.aggregation.dawid_skene import incidence
+from crowdbudget.aggregation.item_difficulty import EASY_PARAMETERS, ItemDifficultyDawidSkene
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -204,3 +214,78 @@ class PriorRefitDawidSkene(BayesianDawidSkene):
         fit = one_coin_polya_prior if form == "one-coin" else polya_prior
         # the floor as the parent's (every pseudo-count > 0: the digammas stay finite)
         return np.maximum(fit(counts, first, n_steps=20), float(self.prior_floor))
+
+
+class PriorRefitItemDifficulty(ItemDifficultyDawidSkene):
+    """:class:`~crowdbudget.aggregation.item_difficulty.ItemDifficultyDawidSkene` whose
+    workers' model alone (the easy items' fit, the one the gate and the mixture's evidence
+    compare with) is :class:`PriorRefitDawidSkene`'s with these parameters (module docstring,
+    "With the item-difficulty mixture").
+
+    Args:
+        refit: as :class:`PriorRefitDawidSkene`'s (default ``"evidence"``). Every other
+            argument as the parent's.
+
+    Fitted attributes: the parent's, plus ``first_prior_``, ``stage_bounds_`` and
+    ``refit_read_`` of the workers' model alone.
+    """
+
+    def __init__(
+        self,
+        n_iter: int = 200,
+        tol: float = 1e-6,
+        class_prior: float = 1.0,
+        confusion_prior: Sequence[float] | None = None,
+        pool_below: int = 0,
+        temperature: float | str = 1.0,
+        prior_fit: str = "start",
+        prior_form: str = "one-coin",
+        prior_floor: float = 0.1,
+        lone_labels: str = "skip",
+        asymmetry: str = "evidence",
+        difficulty: str = "evidence",
+        accelerate: bool = True,
+        refit: str = "evidence",
+        rng: int | np.random.Generator | None = 0,
+    ) -> None:
+        super().__init__(
+            n_iter=n_iter,
+            tol=tol,
+            class_prior=class_prior,
+            confusion_prior=confusion_prior,
+            pool_below=pool_below,
+            temperature=temperature,
+            prior_fit=prior_fit,
+            prior_form=prior_form,
+            prior_floor=prior_floor,
+            lone_labels=lone_labels,
+            asymmetry=asymmetry,
+            difficulty=difficulty,
+            accelerate=accelerate,
+            rng=rng,
+        )
+        self.refit = refit
+
+    def _difficulty_fit(
+        self, data: LabelData, known: KnownTruth | None, easy_fit: Callable[[], FloatArray]
+    ) -> FloatArray:
+        """The parent's item model with the workers' model alone re-fitted as
+        :class:`PriorRefitDawidSkene` (``easy_fit``, the parent's, is replaced)."""
+        parameters = {name: getattr(self, name) for name in EASY_PARAMETERS}
+        easy_model = PriorRefitDawidSkene(**parameters, refit=self.refit)
+
+        def refitted_easy_fit() -> FloatArray:
+            T = easy_model._chosen_form(data, known)
+            copied = ("prior_form_", "form_bounds_", "first_prior_", "stage_bounds_", "refit_read_")
+            for name in (*BayesianDawidSkene._FITTED, *copied):
+                setattr(self, name, getattr(easy_model, name))
+            self._variational_shares = easy_model._variational_shares
+            # the reading the workers' model read, as the parent's easy fit records it
+            rechecked = self.prior_form in ("evidence", "evidence-one-class")
+            confusion = rechecked and easy_model.prior_form_ == "confusion"
+            self.reading_ = (
+                ("confusion", "count") if confusion else (easy_model.prior_form_, self.lone_labels)
+            )
+            return T
+
+        return super()._difficulty_fit(data, known, refitted_easy_fit)

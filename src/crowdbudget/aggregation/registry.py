@@ -68,6 +68,9 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``bds-ev-blind-recheck-refit-ev`` | :class:`PriorRefitDawidSkene`: | as ``bds``, |
 |  | ``bds-ev-blind-recheck``, its prior re-fitted on that fit's | ``refit`` |
 |  | posterior; the stage with the larger evidence bound read | |
+| ``bds-hard-blind-recheck-refit-ev`` | :class:`PriorRefitItemDifficulty`: | as ``bds-hard``, |
+|  | ``bds-hard-blind-recheck`` whose workers' model alone is | ``refit`` |
+|  | ``bds-ev-blind-recheck-refit-ev``'s (:mod:`.prior_refit`) | |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,

@@ -386,11 +386,25 @@ class BayesianDawidSkene(Aggregator):
     #: comparison by the tests and benchmarks)
     _temperature_search = "search"
 
+    #: whether a mixture's τ reads the mixture's own predictive (True; ``mixture`` of
+    #: :meth:`_temperature`) or the workers' model alone (False: the rule before, kept for
+    #: comparison by the benchmarks)
+    _temperature_reads_mixture = True
+
     def _temperature(
-        self, data: LabelData, log_T: FloatArray, expected_log_e: FloatArray, errors: FloatArray
+        self,
+        data: LabelData,
+        log_T: FloatArray,
+        expected_log_e: FloatArray,
+        errors: FloatArray,
+        mixture: tuple[FloatArray, FloatArray] | None = None,
     ) -> float:
         """τ: fixed, or by leave-one-label-out predictive likelihood (module docstring), its
-        maximum found by :func:`~crowdbudget.aggregation._tempering.searched_temperature`."""
+        maximum found by :func:`~crowdbudget.aggregation._tempering.searched_temperature`.
+        ``mixture``: the item-difficulty mixture's ``q(z, h)`` (n_items, 2C) and hard
+        confusion ``H`` (C, C) when that is the fit; the criterion then reads the mixture's
+        own predictive of a held-out label (:func:`~crowdbudget.aggregation._tempering.
+        mixture_held_out_labels`, where it is derived)."""
         if self.temperature != "auto":
             tau = self.temperature
             if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 < tau <= 1:
@@ -403,9 +417,16 @@ class BayesianDawidSkene(Aggregator):
             return 1.0
         from crowdbudget.aggregation import _tempering
 
-        held = _tempering.held_out_labels(
-            data.items, data.workers, data.labels, log_T, expected_log_e, errors
-        )
+        if mixture is not None and self._temperature_reads_mixture:
+            responsibilities, hard = mixture
+            log_R = np.log(np.maximum(responsibilities, 1e-300))  # R > 0 up to underflow
+            held = _tempering.mixture_held_out_labels(
+                data.items, data.workers, data.labels, log_R, expected_log_e, errors, hard
+            )
+        else:
+            held = _tempering.held_out_labels(
+                data.items, data.workers, data.labels, log_T, expected_log_e, errors
+            )
         if self._temperature_search == "grid":
             return _tempering.grid_temperature(held)
         return _tempering.searched_temperature(held)

@@ -181,8 +181,9 @@ under it, not the four combinations against each other; the mixture alone
 (``difficulty="mixture"``) reads the one-coin form. Where the gate refuses, or with
 ``difficulty="none"``, the fit is ``bds-ev-blind-recheck``'s bit for bit.
 
-Tempering (``temperature``) is ``bds``'s, with the leave-one-label-out criterion read off the
-workers' confusions; known truth clamps ``z_i`` and leaves ``h_i`` free.
+Tempering (``temperature``) is ``bds``'s; where the mixture is the fit its leave-one-label-out
+criterion reads the mixture's own predictive (a hard item's label from ``H``; derived in
+:mod:`~crowdbudget.aggregation._tempering`); known truth clamps ``z_i`` and leaves ``h_i`` free.
 
 Example:
     >>> from crowdbudget.datasets import load_dataset
@@ -575,7 +576,8 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         assert final.errors is not None  # means=True
         T = fit.R[:, :C] + fit.R[:, C:]
         log_T = np.log(np.maximum(T, 1e-300))  # T > 0 up to underflow
-        tau = self._temperature(data, log_T, final.expected_log_e, final.errors)
+        assert fit.hard is not None  # set by every step
+        tau = self._temperature(data, log_T, final.expected_log_e, final.errors, (fit.R, fit.hard))
         if tau != 1.0:
             scores = tau * log_T
             scores -= scores.max(axis=1, keepdims=True)
@@ -592,7 +594,6 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         self.priors_ = (float(nu0) + totals[:C] + totals[C:]) / (C * float(nu0) + totals.sum())
         self.hard_ = row_sums(fit.R[:, C:])
         self.hard_share_ = float((1.0 + totals[C:].sum()) / (2.0 + totals.sum()))
-        assert fit.hard is not None  # set by every step
         self.hard_confusion_ = fit.hard
         self.n_iter_ = iteration
         return T

@@ -295,3 +295,17 @@ def test_a_taken_mixture_reads_its_own_predictive() -> None:
     finally:
         BayesianDawidSkene._temperature_reads_mixture = True
     assert workers_only.temperature_ < tempered.temperature_
+
+
+def test_the_tempered_default_has_an_id_of_its_own() -> None:
+    """``bds-hard-blind-recheck-tempered`` is ``bds-hard-blind-recheck:temperature=auto``
+    under a name without a colon, so a policy string can compose it."""
+    from crowdbudget.registry import split_verdict
+
+    data = load_dataset("temp")
+    named = make_aggregator("bds-hard-blind-recheck-tempered").fit(data)
+    spelled = make_aggregator("bds-hard-blind-recheck:temperature=auto").fit(data)
+    np.testing.assert_array_equal(named.probas_, spelled.probas_)
+    assert named.temperature_ == spelled.temperature_ < 1.0
+    policy = "opt-kg:posterior=one-coin:verdict=bds-hard-blind-recheck-tempered"
+    assert split_verdict(policy)[1].name == "bds-hard-blind-recheck-tempered"

@@ -309,3 +309,23 @@ def test_the_tempered_default_has_an_id_of_its_own() -> None:
     assert named.temperature_ == spelled.temperature_ < 1.0
     policy = "opt-kg:posterior=one-coin:verdict=bds-hard-blind-recheck-tempered"
     assert split_verdict(policy)[1].name == "bds-hard-blind-recheck-tempered"
+
+
+def test_tempering_is_applied_after_every_choice_between_fits() -> None:
+    """The mixture's gate and evidence read both fits untempered (a held-out bed crowd whose
+    evidence is level to 1e-3 nats: before, the workers' fit tempered to τ ≈ 0.5 shifted
+    its class proportions and the evidence took the mixture, three labels moving); the
+    tempered verdict reads the plain one's model and labels, and reports τ < 1."""
+    from crowdbudget.experiments.stress import full_bed
+
+    cells = full_bed()
+    index = [cell.name for cell in cells].index("binary-70-30-one-coin-spam0-k10")
+    data = make_crowd(cells[index], np.random.SeedSequence([0, index]).spawn(2)[1])
+    plain = make_aggregator("bds-hard-blind-recheck").fit(data)
+    tempered = make_aggregator("bds-hard-blind-recheck-tempered").fit(data)
+    assert abs(plain.evidence_gain_) < 1e-2  # the fixture: a choice on a knife's edge
+    for name in ("difficulty_", "evidence_gain_", "gate_gain_", "priors_"):
+        np.testing.assert_array_equal(getattr(tempered, name), getattr(plain, name), name)
+    np.testing.assert_array_equal(tempered.labels_, plain.labels_)
+    assert tempered.temperature_ < 1.0 and plain.temperature_ == 1.0
+    assert tempered._tempering_inputs is None  # used once, not kept after the fit

@@ -392,7 +392,7 @@ class BayesianDawidSkene(Aggregator):
 
     #: whether a mixture's τ reads the mixture's own predictive (True; ``mixture`` of
     #: :meth:`_temperature`) or the workers' model alone (False: the rule before, kept for
-    #: comparison by the benchmarks)
+    #: comparison by the tests and docs/stress-bed.md's measurement)
     _temperature_reads_mixture = True
 
     def _temperature(

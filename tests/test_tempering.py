@@ -101,20 +101,21 @@ def _crowds() -> Iterator[tuple[str, LabelData]]:
 
 
 @contextmanager
-def _captured_terms() -> Iterator[list[tempering.HeldOutLabels]]:
-    """The per-label terms every ``auto`` fit inside the block builds."""
+def _captured_terms(builder: str = "held_out_labels") -> Iterator[list[tempering.HeldOutLabels]]:
+    """The per-label terms every ``auto`` fit inside the block builds with ``tempering``'s
+    ``builder`` (the workers' terms, or ``mixture_held_out_labels``: a taken mixture's)."""
     found: list[tempering.HeldOutLabels] = []
-    original = tempering.held_out_labels
+    original = getattr(tempering, builder)
 
     def capture(*arrays: np.ndarray) -> tempering.HeldOutLabels:
         found.append(original(*arrays))
         return found[-1]
 
-    tempering.held_out_labels = capture  # type: ignore[assignment]
+    setattr(tempering, builder, capture)
     try:
         yield found
     finally:
-        tempering.held_out_labels = original  # type: ignore[assignment]
+        setattr(tempering, builder, original)
 
 
 #: the default verdict, the plain model, and the first build's prior refitted every iteration
@@ -274,18 +275,8 @@ def test_a_taken_mixture_reads_its_own_predictive() -> None:
     data = dict(_crowds())["correlated-3-class"]
     plain = make_aggregator("bds-hard-blind-recheck").fit(data)
     assert plain.difficulty_ == "mixture"
-    found: list[tempering.HeldOutLabels] = []
-    original = tempering.mixture_held_out_labels
-
-    def capture(*arrays: np.ndarray) -> tempering.HeldOutLabels:
-        found.append(original(*arrays))
-        return found[-1]
-
-    tempering.mixture_held_out_labels = capture  # type: ignore[assignment]
-    try:
+    with _captured_terms("mixture_held_out_labels") as found:
         tempered = make_aggregator("bds-hard-blind-recheck:temperature=auto").fit(data)
-    finally:
-        tempering.mixture_held_out_labels = original  # type: ignore[assignment]
     assert tempered.difficulty_ == "mixture" and len(found) == 1
     assert tempered.temperature_ == tempering.searched_temperature(found[0])
     np.testing.assert_array_equal(tempered.labels_, plain.labels_)

@@ -233,6 +233,22 @@ BAYESIAN_DAWID_SKENE: tuple[AggregatorSpec, ...] = (
         )
     ),
     aggregator_entry(
+        "bds-hard-blind-recheck-tempered",
+        ItemDifficultyDawidSkene,
+        "bds-hard-blind-recheck reported tempered: the power posterior whose temperature "
+        "maximises the leave-one-label-out predictive likelihood of the model fitted (the "
+        "mixture's own where it is taken); every item's most probable class kept",
+        *BDS_ROWS,
+        DIFFICULTY_ROW,
+        paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); Grünwald 2012 "
+        "(the safe-Bayesian tempered posterior)",
+        defaults={
+            "asymmetry": "evidence-blind-own",
+            "prior_form": "evidence-one-class",
+            "temperature": "auto",
+        },
+    ),
+    aggregator_entry(
         "bds-ev-blind-own-refit",
         PriorRefitDawidSkene,
         "bds-ev-blind-own whose crowd prior is re-fitted once on its own first fit's class "

@@ -62,6 +62,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | ``bds-ev-blind-own``'s (``asymmetry="evidence-blind-own"``) | |
 | ``bds-hard-blind-recheck`` | ``bds-hard-blind-own`` on the default's reading: | as ``bds-hard`` |
 |  | ``prior_form="evidence-one-class"`` (``bds-ev-blind-recheck``'s re-check) | |
+| ``bds-hard-blind-recheck-tempered`` | ``bds-hard-blind-recheck``, | as ``bds-hard`` |
+|  | ``temperature="auto"`` (τ read on the model fitted: :mod:`._tempering`) | |
 | ``bds-ev-blind-own-refit`` | :class:`PriorRefitDawidSkene`: ``bds-ev-blind-own`` | as ``bds``, |
 |  | whose crowd prior is re-fitted once on its first fit's posterior | ``refit`` |
 |  | (:mod:`.prior_refit`) | |

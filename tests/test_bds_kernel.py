@@ -50,15 +50,7 @@ def assert_same_fit(
 def subsample(data: LabelData, n_labels: int, seed: int) -> LabelData:
     """``n_labels`` of ``data``'s labels drawn without replacement (a campaign's log)."""
     keep = np.sort(np.random.default_rng(seed).choice(data.n_labels, n_labels, replace=False))
-    return LabelData(
-        items=data.items[keep],
-        workers=data.workers[keep],
-        labels=data.labels[keep],
-        item_ids=data.item_ids,
-        worker_ids=data.worker_ids,
-        classes=data.classes,
-        gold=data.gold,
-    )
+    return data.labels_subset(keep)
 
 
 @pytest.mark.parametrize("dataset", ["rte", "temp"])

@@ -37,14 +37,11 @@ VARIANTS = ("opt-kg:posterior=one-coin", "opt-kg:posterior=one-coin:refit=10")
 
 def _live_pairs() -> list[tuple[str, str]]:
     """Every registered id (and :data:`VARIANTS`) in every live mode it declares."""
-    out = []
-    for policy_id in [*sorted(registered_policies()), *VARIANTS]:
-        capabilities = parse_policy(policy_id).capabilities
-        if capabilities.supports_pull:
-            out.append((policy_id, "pull"))
-        if capabilities.chooses_workers:
-            out.append((policy_id, "push"))
-    return out
+    return [
+        (policy_id, mode)
+        for policy_id in [*sorted(registered_policies()), *VARIANTS]
+        for mode in parse_policy(policy_id).capabilities.live_modes()
+    ]
 
 
 def _answer(item: int, worker: int, step: int) -> str:

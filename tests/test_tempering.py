@@ -101,20 +101,21 @@ def _crowds() -> Iterator[tuple[str, LabelData]]:
 
 
 @contextmanager
-def _captured_terms() -> Iterator[list[tempering.HeldOutLabels]]:
-    """The per-label terms every ``auto`` fit inside the block builds."""
+def _captured_terms(builder: str = "held_out_labels") -> Iterator[list[tempering.HeldOutLabels]]:
+    """The per-label terms every ``auto`` fit inside the block builds with ``tempering``'s
+    ``builder`` (the workers' terms, or ``mixture_held_out_labels``: a taken mixture's)."""
     found: list[tempering.HeldOutLabels] = []
-    original = tempering.held_out_labels
+    original = getattr(tempering, builder)
 
     def capture(*arrays: np.ndarray) -> tempering.HeldOutLabels:
         found.append(original(*arrays))
         return found[-1]
 
-    tempering.held_out_labels = capture  # type: ignore[assignment]
+    setattr(tempering, builder, capture)
     try:
         yield found
     finally:
-        tempering.held_out_labels = original  # type: ignore[assignment]
+        setattr(tempering, builder, original)
 
 
 #: the default verdict, the plain model, and the first build's prior refitted every iteration
@@ -214,3 +215,108 @@ def test_the_form_is_chosen_on_the_fit_not_on_its_tempered_report() -> None:
     assert tempered.prior_form_ == plain.prior_form_
     assert tempered.temperature_ < 1.0  # the fixture tempers the chosen fit
     np.testing.assert_array_equal(tempered.labels_, plain.labels_)
+
+
+def _mixture_definition(
+    fit: tuple[np.ndarray, ...], log_R: np.ndarray, hard: np.ndarray, tau: float
+) -> float:
+    """``L(τ)`` on the item-difficulty mixture as its derivation states it (the module
+    docstring, "On the mixture"): the joint posterior over (class, difficulty) from the other
+    labels, summed within each class and tempered, times the label's probability given the
+    class mixed over difficulty — written out over the 2C cells, no factoring."""
+    items, workers, labels, _, expected_log_e, errors = fit
+    C = hard.shape[0]
+    easy = log_R[items, :C] - expected_log_e[workers, :, labels]
+    difficult = log_R[items, C:] - np.log(hard[:, labels].T)
+    shift = np.maximum(easy.max(axis=1), difficult.max(axis=1))[:, None]
+    joint_easy, joint_hard = np.exp(easy - shift), np.exp(difficult - shift)
+    given_class = joint_easy + joint_hard  # q(c | rest), up to a per-label constant
+    split = joint_easy / given_class  # q(easy | c, rest)
+    predict = split * errors[workers, :, labels] + (1 - split) * hard[:, labels].T
+    weights = given_class**tau
+    held_out = np.sum(weights * predict, axis=1) / weights.sum(axis=1)
+    return float(np.sum(np.log(held_out)))
+
+
+@pytest.mark.parametrize("C", [2, 3, 4])
+def test_mixture_criterion_matches_its_definition_and_the_workers_without_hard_mass(
+    C: int,
+) -> None:
+    fit = _random_fit(C, n_items=200, n_workers=9, per_item=5, seed=10 + C)
+    items, workers, labels, log_T, expected_log_e, errors = fit
+    rng = np.random.default_rng(C)
+    hard = rng.uniform(0.5, 3.0, (C, C)) + 2.0 * np.eye(C)
+    hard /= hard.sum(axis=1, keepdims=True)
+    # split each class's mass between easy and hard at random
+    share = rng.uniform(0.0, 1.0, log_T.shape)
+    log_R = np.concatenate([log_T + np.log(share), log_T + np.log1p(-share)], axis=1)
+    held = tempering.mixture_held_out_labels(
+        items, workers, labels, log_R, expected_log_e, errors, hard
+    )
+    for tau in (0.025, 0.4, 1.0):
+        value = tempering.held_out_log_likelihood(held, tau)
+        assert value == pytest.approx(_mixture_definition(fit, log_R, hard, tau), rel=1e-11)
+    # no hard mass (the hard cells at the 1e-300 floor): the workers' criterion
+    empty = np.concatenate([log_T, np.full(log_T.shape, np.log(1e-300))], axis=1)
+    held = tempering.mixture_held_out_labels(
+        items, workers, labels, empty, expected_log_e, errors, hard
+    )
+    plain = tempering.held_out_labels(*fit)
+    for tau in (0.1, 1.0):
+        assert tempering.held_out_log_likelihood(held, tau) == pytest.approx(
+            tempering.held_out_log_likelihood(plain, tau), rel=1e-12
+        )
+
+
+def test_a_taken_mixture_reads_its_own_predictive() -> None:
+    """On the correlated crowd (a third of the items mislead every worker together) the
+    mixture is taken; ``auto``'s τ is the maximiser of the mixture's criterion, the workers'
+    criterion on the same fit would temper more, and the labels are the untempered fit's."""
+    data = dict(_crowds())["correlated-3-class"]
+    plain = make_aggregator("bds-hard-blind-recheck").fit(data)
+    assert plain.difficulty_ == "mixture"
+    with _captured_terms("mixture_held_out_labels") as found:
+        tempered = make_aggregator("bds-hard-blind-recheck:temperature=auto").fit(data)
+    assert tempered.difficulty_ == "mixture" and len(found) == 1
+    assert tempered.temperature_ == tempering.searched_temperature(found[0])
+    np.testing.assert_array_equal(tempered.labels_, plain.labels_)
+    BayesianDawidSkene._temperature_reads_mixture = False
+    try:
+        workers_only = make_aggregator("bds-hard-blind-recheck:temperature=auto").fit(data)
+    finally:
+        BayesianDawidSkene._temperature_reads_mixture = True
+    assert workers_only.temperature_ < tempered.temperature_
+
+
+def test_the_tempered_default_has_an_id_of_its_own() -> None:
+    """``bds-hard-blind-recheck-tempered`` is ``bds-hard-blind-recheck:temperature=auto``
+    under a name without a colon, so a policy string can compose it."""
+    from crowdbudget.registry import split_verdict
+
+    data = load_dataset("temp")
+    named = make_aggregator("bds-hard-blind-recheck-tempered").fit(data)
+    spelled = make_aggregator("bds-hard-blind-recheck:temperature=auto").fit(data)
+    np.testing.assert_array_equal(named.probas_, spelled.probas_)
+    assert named.temperature_ == spelled.temperature_ < 1.0
+    policy = "opt-kg:posterior=one-coin:verdict=bds-hard-blind-recheck-tempered"
+    assert split_verdict(policy)[1].name == "bds-hard-blind-recheck-tempered"
+
+
+def test_tempering_is_applied_after_every_choice_between_fits() -> None:
+    """The mixture's gate and evidence read both fits untempered (a held-out bed crowd whose
+    evidence is level to 1e-3 nats: before, the workers' fit tempered to τ ≈ 0.5 shifted
+    its class proportions and the evidence took the mixture, three labels moving); the
+    tempered verdict reads the plain one's model and labels, and reports τ < 1."""
+    from crowdbudget.experiments.stress import full_bed
+
+    cells = full_bed()
+    index = [cell.name for cell in cells].index("binary-70-30-one-coin-spam0-k10")
+    data = make_crowd(cells[index], np.random.SeedSequence([0, index]).spawn(2)[1])
+    plain = make_aggregator("bds-hard-blind-recheck").fit(data)
+    tempered = make_aggregator("bds-hard-blind-recheck-tempered").fit(data)
+    assert abs(plain.evidence_gain_) < 1e-2  # the fixture: a choice on a knife's edge
+    for name in ("difficulty_", "evidence_gain_", "gate_gain_", "priors_"):
+        np.testing.assert_array_equal(getattr(tempered, name), getattr(plain, name), name)
+    np.testing.assert_array_equal(tempered.labels_, plain.labels_)
+    assert tempered.temperature_ < 1.0 and plain.temperature_ == 1.0
+    assert tempered._tempering_inputs is None  # used once, not kept after the fit

@@ -124,3 +124,37 @@ def test_merge_from_back_gives_the_sorted_union() -> None:
         _merge_from_back(out, kept.size, new, new.size)
         assert np.array_equal(out[: kept.size + new.size], np.sort(np.concatenate([kept, new])))
         assert (out[kept.size + new.size :] == -7).all()
+
+
+#: run in a fresh process on an empty cache: the warm-up's verdict fit, then a default-verdict
+#: fit where the gate passes (fact_eval: the mixture is chosen)
+_VERDICT_WARM = """
+import json
+from crowdbudget.aggregation import DEFAULT_VERDICT, _difficulty_kernel
+from crowdbudget.aggregation.registry import make_aggregator
+from crowdbudget.datasets import load_dataset
+from crowdbudget.experiments.warm import warm_verdict_kernels
+names = ("mixture_counts", "mixture_scores", "normalise_rows")
+def signatures():
+    return {n: [str(s) for s in getattr(_difficulty_kernel, n).signatures] for n in names}
+warm_verdict_kernels(load_dataset("rte"))
+warmed = signatures()
+fitted = make_aggregator(DEFAULT_VERDICT).fit(load_dataset("fact_eval"))
+print(json.dumps({"warmed": warmed, "after": signatures(), "difficulty": fitted.difficulty_}))
+"""
+
+
+@pytest.mark.slow
+def test_warm_compiles_the_difficulty_kernels_a_passing_fit_calls(tmp_path: Path) -> None:
+    """The warm-up's verdict fit (RTE, where the default verdict's gate refuses the mixture)
+    compiles each of the mixture's passes once, with the signature that a default-verdict fit
+    past the gate then calls: that fit compiles nothing more."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(SRC)}
+    out = subprocess.run(
+        [sys.executable, "-c", _VERDICT_WARM], env=env, capture_output=True, text=True, check=True
+    )
+    found = json.loads(out.stdout.splitlines()[-1])
+    assert found["difficulty"] == "mixture"  # the gate passed, the mixture's passes ran
+    for name, signatures in found["warmed"].items():
+        assert len(signatures) == 1, (name, signatures)
+    assert found["after"] == found["warmed"]

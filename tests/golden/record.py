@@ -551,14 +551,11 @@ def _stored_events(campaign: Any) -> list[list[Any]]:
 def _live_ids() -> list[tuple[str, str]]:
     from crowdbudget.registry import parse_policy, registered_policies
 
-    out = []
-    for policy_id in [*sorted(registered_policies()), *LIVE_VARIANTS]:
-        capabilities = parse_policy(policy_id).capabilities
-        if capabilities.supports_pull:
-            out.append((policy_id, "pull"))
-        if capabilities.chooses_workers:
-            out.append((policy_id, "push"))
-    return out
+    return [
+        (policy_id, mode)
+        for policy_id in [*sorted(registered_policies()), *LIVE_VARIANTS]
+        for mode in parse_policy(policy_id).capabilities.live_modes()
+    ]
 
 
 # --------------------------------------------------------------------------- the cases

@@ -24,6 +24,29 @@ gathered once per fit (:func:`held_out_labels`), not once per τ. The slope
 ``L'(τ) = Σ [Σ_{c≠k} p_c g_c e^{τ g_c} / num − Σ_{c≠k} g_c e^{τ g_c} / den]`` reuses the
 exponentials (:func:`held_out_slope`).
 
+On the mixture (:func:`mixture_held_out_labels`). Where the item-difficulty mixture of
+:class:`~crowdbudget.aggregation.item_difficulty.ItemDifficultyDawidSkene` is the fit, the
+criterion must score the model that made the posterior, not the workers' model alone. That
+model's item posterior is over (class, difficulty), ``R_i,c+C·h = q(z_i = c, h_i = h)``, and
+its log scores are sums of one term per label: ``E[log e_jcl]`` in the easy cell of class c,
+``log H_cl`` in the hard cell (a hard item's label follows the crowd confusion ``H``, whoever
+gives it). So, for a label (i, j, l), the joint posterior from the item's *other* labels is,
+up to one per-label constant, ``a_c = log R_ic − E[log e_jcl]`` (easy) and
+``b_c = log R_i,c+C − log H_cl`` (hard), and the label's probability is ``ē_jcl`` given
+(c, easy) and ``H_cl`` given (c, hard). The mixture's leave-one-label-out predictive is
+``Σ_{c,h} q(c, h | rest) P(l | c, h, j)``. The verdict reports the class posterior
+``T_ic = R_ic + R_i,c+C`` tempered, ``∝ T_ic^τ``, so the criterion tempers the class posterior
+from the other labels and keeps the model's split between easy and hard within each class::
+
+    r_c = log(e^{a_c} + e^{b_c}),   p_c = (e^{a_c} ē_jcl + e^{b_c} H_cl) / (e^{a_c} + e^{b_c}),
+
+the criterion's own form with these ``r`` and ``p`` (:func:`factored_terms`): at τ = 1 it is
+the mixture's predictive; with no hard mass (``b_c → −∞``) it is the workers' criterion above.
+On a hard item the held-out label is predicted by ``H`` — near chance, whatever the class —
+so disagreeing labels there no longer count against a confident class posterior: the
+mixture has already explained them. Tempering the 2C cells instead would score a class
+posterior other than ``T^τ``, the one reported.
+
 Search (:func:`searched_temperature`). Its shape, measured on every crowd of the verdict
 table (334 fits; docs/stress-bed.md, "2026-12-07: a cheaper τ search"): the maximum at τ = 1
 on most (up to rounding: wsd's criterion is flat to 1e-15 above τ = 0.8), inside the interval
@@ -116,7 +139,47 @@ def held_out_labels(
     rest -= np.take(expected_log_e.transpose(0, 2, 1).reshape(n_workers * C, C), rows, axis=0)
     # P(label l | class c) for worker j, (n, C)
     predict = np.take(errors.transpose(0, 2, 1).reshape(n_workers * C, C), rows, axis=0)
-    n = rest.shape[0]
+    return factored_terms(rest, predict)
+
+
+def mixture_held_out_labels(
+    items: np.ndarray,
+    workers: np.ndarray,
+    labels: np.ndarray,
+    log_R: FloatArray,
+    expected_log_e: FloatArray,
+    errors: FloatArray,
+    hard: FloatArray,
+) -> HeldOutLabels:
+    """The criterion's per-label terms read on the item-difficulty mixture's own predictive
+    (:mod:`~crowdbudget.aggregation.item_difficulty`; module docstring, "On the mixture"):
+    ``log_R`` (n_items, 2C) the items' log ``q(z_i = c, h_i = h)`` (columns ``[0, C)`` easy,
+    ``[C, 2C)`` hard), ``expected_log_e`` and ``errors`` (n_workers, C, C) the easy items'
+    workers, ``hard`` (C, C) the crowd's confusion ``H`` on hard items (every entry > 0)."""
+    n_workers, C, _ = expected_log_e.shape
+    rows = workers * C + labels  # row (j, l) of the [(j, l), c] tables below
+    # a_c: the easy cells from the item's other labels (its label's E[log e_jcl] removed)
+    easy = np.take(log_R[:, :C], items, axis=0)
+    easy -= np.take(expected_log_e.transpose(0, 2, 1).reshape(n_workers * C, C), rows, axis=0)
+    # b_c: the hard cells (its vote's log H_cl removed; H_cl is the same for every worker)
+    hard_by_label = np.ascontiguousarray(hard.T)  # [l, c]
+    difficult = np.take(log_R[:, C:], items, axis=0)
+    difficult -= np.take(np.log(hard_by_label), labels, axis=0)
+    rest = np.logaddexp(easy, difficult)  # r_c = log(e^a_c + e^b_c), finite
+    # p_c: the label's probability given class c, mixed by q(h | c, rest); both weights are
+    # exponentials of values ≤ 0 summing to 1, so p_c lies between ē_jcl and H_cl, > 0
+    predict = np.take(errors.transpose(0, 2, 1).reshape(n_workers * C, C), rows, axis=0)
+    predict *= np.exp(easy - rest)
+    predict += np.take(hard_by_label, labels, axis=0) * np.exp(difficult - rest)
+    return factored_terms(rest, predict)
+
+
+def factored_terms(rest: FloatArray, predict: FloatArray) -> HeldOutLabels:
+    """The criterion's factored terms (module docstring, "Evaluation") from each label's
+    ``r_c`` (``rest``, (n, C): the item's log posterior from its other labels, up to a
+    per-label constant) and ``p_c`` (``predict``, (n, C): the held-out label's probability
+    given class c, > 0)."""
+    n, C = rest.shape
     top_class = np.argmax(rest, axis=1)  # (n,)
     starts = np.arange(0, n * C, C)
     flat_top = starts + top_class

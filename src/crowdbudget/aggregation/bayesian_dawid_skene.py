@@ -163,6 +163,9 @@ predictable than the plain posterior claims, and τ < 1. Measured (docs/stress-b
 "2026-12-07: a cheaper τ search"): on the default verdict it lowers NLL on fact_eval and
 millionaire at all labels (τ ≈ 0.52 and 0.11) and leaves most sparse rows at τ = 1;
 ``temperature=1`` (default) gives the untempered variational posterior, a number fixes τ.
+Tempering is applied once, to the fit finally read: every choice between fits (the prior's
+form by the evidence bound, a subclass's model choice) reads the fits untempered, so the
+labels never depend on τ, and τ is searched once per fit read.
 
 Known truth (``fit(..., known_truth=...)``: control items). A known item's ``q(z_i)`` is its
 one-hot truth at the start and after every update, so the empirical-Bayes prior, every
@@ -185,6 +188,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -386,11 +390,25 @@ class BayesianDawidSkene(Aggregator):
     #: comparison by the tests and benchmarks)
     _temperature_search = "search"
 
+    #: whether a mixture's τ reads the mixture's own predictive (True; ``mixture`` of
+    #: :meth:`_temperature`) or the workers' model alone (False: the rule before, kept for
+    #: comparison by the tests and docs/stress-bed.md's measurement)
+    _temperature_reads_mixture = True
+
     def _temperature(
-        self, data: LabelData, log_T: FloatArray, expected_log_e: FloatArray, errors: FloatArray
+        self,
+        data: LabelData,
+        log_T: FloatArray,
+        expected_log_e: FloatArray,
+        errors: FloatArray,
+        mixture: tuple[FloatArray, FloatArray] | None = None,
     ) -> float:
         """τ: fixed, or by leave-one-label-out predictive likelihood (module docstring), its
-        maximum found by :func:`~crowdbudget.aggregation._tempering.searched_temperature`."""
+        maximum found by :func:`~crowdbudget.aggregation._tempering.searched_temperature`.
+        ``mixture``: the item-difficulty mixture's ``q(z, h)`` (n_items, 2C) and hard
+        confusion ``H`` (C, C) when that is the fit; the criterion then reads the mixture's
+        own predictive of a held-out label (:func:`~crowdbudget.aggregation._tempering.
+        mixture_held_out_labels`, where it is derived)."""
         if self.temperature != "auto":
             tau = self.temperature
             if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 < tau <= 1:
@@ -403,9 +421,16 @@ class BayesianDawidSkene(Aggregator):
             return 1.0
         from crowdbudget.aggregation import _tempering
 
-        held = _tempering.held_out_labels(
-            data.items, data.workers, data.labels, log_T, expected_log_e, errors
-        )
+        if mixture is not None and self._temperature_reads_mixture:
+            responsibilities, hard = mixture
+            log_R = np.log(np.maximum(responsibilities, 1e-300))  # R > 0 up to underflow
+            held = _tempering.mixture_held_out_labels(
+                data.items, data.workers, data.labels, log_R, expected_log_e, errors, hard
+            )
+        else:
+            held = _tempering.held_out_labels(
+                data.items, data.workers, data.labels, log_T, expected_log_e, errors
+            )
         if self._temperature_search == "grid":
             return _tempering.grid_temperature(held)
         return _tempering.searched_temperature(held)
@@ -413,10 +438,51 @@ class BayesianDawidSkene(Aggregator):
     reads_known_truth = True
 
     def _fit_probas(self, data: LabelData) -> FloatArray:
-        return self._chosen_form(data, None)
+        return self._tempered(self._chosen_form(data, None), None)
 
     def _fit_probas_known(self, data: LabelData, known: KnownTruth) -> FloatArray:
-        return self._chosen_form(data, known)
+        return self._tempered(self._chosen_form(data, known), known)
+
+    #: the criterion's inputs of the fit made last (:meth:`_keep_for_tempering`); a choice
+    #: between fits keeps the chosen one's (it is in :attr:`_FITTED`); None once used
+    _tempering_inputs: tuple[LabelData, FloatArray, FloatArray, FloatArray, Any] | None = None
+
+    def _keep_for_tempering(
+        self,
+        data: LabelData,
+        T: FloatArray,
+        expected_log_e: FloatArray,
+        errors: FloatArray,
+        mixture: tuple[FloatArray, FloatArray] | None = None,
+    ) -> None:
+        """Keep a finished variational fit's τ-criterion inputs (:meth:`_temperature`'s, ``T``
+        its shares) and report it untempered until :meth:`_tempered`. Tempering is how the
+        verdict reports the fit finally read, so it is applied once, after every choice
+        between fits (the prior's form, the item-difficulty mixture's evidence and gate, a
+        refitted prior): those choices read the fits' own shares and class proportions, as a
+        choice without tempering does, and the labels cannot depend on τ."""
+        log_T = np.log(np.maximum(T, 1e-300))  # T > 0 (softmax of finite scores) up to underflow
+        self._tempering_inputs = (data, log_T, expected_log_e, errors, mixture)
+        self.temperature_ = 1.0
+
+    def _tempered(self, T: FloatArray, known: KnownTruth | None) -> FloatArray:
+        """The fit read, ``T`` (n_items, C), reported as the power posterior ``∝ T^τ`` with τ
+        of that fit (module docstring, "Tempering"); a known item stays one-hot."""
+        inputs, self._tempering_inputs = self._tempering_inputs, None
+        if inputs is None:
+            return T
+        data, log_T, expected_log_e, errors, mixture = inputs
+        tau = self._temperature(data, log_T, expected_log_e, errors, mixture)
+        self.temperature_ = tau
+        if tau == 1.0:
+            return T
+        scores = tau * log_T  # log_T is T's (kept with it)
+        scores -= scores.max(axis=1, keepdims=True)
+        tempered = np.exp(scores)  # every entry <= 1, the largest 1
+        tempered /= tempered.sum(axis=1, keepdims=True)
+        if known is not None:
+            tempered = known.clamp(tempered)
+        return tempered
 
     #: the prior's form and lone-label rule of the fit :meth:`_chosen_form` is making (None:
     #: ``prior_form`` and ``lone_labels``)
@@ -429,6 +495,7 @@ class BayesianDawidSkene(Aggregator):
     #: the fitted attributes a fit of each form sets (``prior_form="evidence"`` keeps the
     #: chosen form's)
     _FITTED = (
+        "_tempering_inputs",
         "temperature_",
         "confusion_prior_",
         "errors_",
@@ -681,16 +748,7 @@ class BayesianDawidSkene(Aggregator):
         errors = workers.errors
         assert errors is not None  # means=True
         self._variational_shares = T
-        log_T = np.log(np.maximum(T, 1e-300))  # T > 0 (softmax of finite scores) up to underflow
-        tau = self._temperature(model_data, log_T, expected_log_e, errors)
-        if tau != 1.0:
-            scores = tau * log_T
-            scores -= scores.max(axis=1, keepdims=True)
-            T = np.exp(scores)
-            T /= T.sum(axis=1, keepdims=True)
-            if known is not None:
-                T = known.clamp(T)
-        self.temperature_ = tau
+        self._keep_for_tempering(model_data, T, expected_log_e, errors)
         self.confusion_prior_ = prior
         self.errors_ = errors[mapping]
         self.symmetric_ = workers.symmetric[mapping]

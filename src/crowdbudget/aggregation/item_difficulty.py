@@ -203,8 +203,11 @@ under it, not the four combinations against each other; the mixture alone
 (``difficulty="mixture"``) reads the one-coin form. Where the gate refuses, or with
 ``difficulty="none"``, the fit is ``bds-ev-blind-recheck``'s bit for bit.
 
-Tempering (``temperature``) is ``bds``'s, with the leave-one-label-out criterion read off the
-workers' confusions; known truth clamps ``z_i`` and leaves ``h_i`` free.
+Tempering (``temperature``) is ``bds``'s, applied once to the model the evidence chose (the
+gate and the evidence read both fits untempered); where that is the mixture, τ's
+leave-one-label-out criterion reads the mixture's own predictive (a hard item's label from
+``H``; derived in :mod:`~crowdbudget.aggregation._tempering`). Known truth clamps ``z_i`` and
+leaves ``h_i`` free.
 
 Example:
     >>> from crowdbudget.datasets import load_dataset
@@ -611,16 +614,8 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         final = worker_model(counts, prior, self.asymmetry, fit.share, True, fit.evidence)
         assert final.errors is not None  # means=True
         T = fit.R[:, :C] + fit.R[:, C:]
-        log_T = np.log(np.maximum(T, 1e-300))  # T > 0 up to underflow
-        tau = self._temperature(data, log_T, final.expected_log_e, final.errors)
-        if tau != 1.0:
-            scores = tau * log_T
-            scores -= scores.max(axis=1, keepdims=True)
-            T = np.exp(scores)
-            T /= T.sum(axis=1, keepdims=True)
-            if known is not None:
-                T = known.clamp(T)
-        self.temperature_ = tau
+        assert fit.hard is not None  # set by every step
+        self._keep_for_tempering(data, T, final.expected_log_e, final.errors, (fit.R, fit.hard))
         self.confusion_prior_ = prior
         self.errors_ = final.errors[mapping]
         self.symmetric_ = final.symmetric[mapping]
@@ -629,7 +624,6 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         self.priors_ = (float(nu0) + totals[:C] + totals[C:]) / (C * float(nu0) + totals.sum())
         self.hard_ = row_sums(fit.R[:, C:])
         self.hard_share_ = float((1.0 + totals[C:].sum()) / (2.0 + totals.sum()))
-        assert fit.hard is not None  # set by every step
         self.hard_confusion_ = fit.hard
         self.n_iter_ = iteration
         return T

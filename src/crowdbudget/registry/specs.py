@@ -208,6 +208,14 @@ class Capabilities:
         keeps its default."""
         return cls(**{f.name: bool(getattr(component, f.name, f.default)) for f in fields(cls)})
 
+    def live_modes(self) -> tuple[str, ...]:
+        """The live campaign modes it runs in: ``"pull"`` where it answers an arriving worker,
+        ``"push"`` where it picks the worker of each pair (``chooses_workers``)."""
+        return (
+            *(("pull",) if self.supports_pull else ()),
+            *(("push",) if self.chooses_workers else ()),
+        )
+
     def names(self) -> list[str]:
         """The capabilities that are set (the defaults' opposite for ``supports_pull``)."""
         out = [f.name for f in fields(self) if f.name != "supports_pull" and getattr(self, f.name)]

@@ -50,7 +50,7 @@ def test_the_id_is_bds_hard_on_bds_ev_blind_recheck_s_reading() -> None:
     assert make_aggregator(RECHECK).get_params() == {
         name: value
         for name, value in model.get_params().items()
-        if name not in ("difficulty", "accelerate")
+        if name not in ("difficulty", "accelerate", "mixture_tol")
     }
     assert DEFAULT_VERDICT == "bds-hard-blind-recheck"  # it is the default (defaults.py)
 

@@ -474,17 +474,32 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
         easy_model = BayesianDawidSkene(**{name: getattr(self, name) for name in EASY_PARAMETERS})
 
         def easy_fit() -> FloatArray:
-            T = easy_model._chosen_form(data, known)
-            for name in (*BayesianDawidSkene._FITTED, "prior_form_", "form_bounds_"):
-                setattr(self, name, getattr(easy_model, name))
-            one_coin = easy_model.prior_form_ == "one-coin"
-            self.reading_ = ("one-coin", self.lone_labels) if one_coin else ("confusion", "count")
-            return T
+            return self._read_easy_model(easy_model, data, known)
 
         # the mixture alone (never compared) reads the first form, as the recheck keeps it
         self.reading_, self.prior_form_ = ("one-coin", self.lone_labels), "one-coin"
         self.form_bounds_: dict[str, float] = {}
         return self._difficulty_fit(data, known, easy_fit)
+
+    def _read_easy_model(
+        self,
+        easy_model: BayesianDawidSkene,
+        data: LabelData,
+        known: KnownTruth | None,
+        kept: tuple[str, ...] = (),
+    ) -> FloatArray:
+        """Fit the workers' model alone (``easy_model``, these parameters), take its fitted
+        attributes (``kept``: a subclass's own besides the parent's and the form choice's) and
+        record the reading it read (``reading_``): the confusion prior counting every label
+        where the form was chosen and the confusion fit read, else its form and this lone-label
+        rule. Returns its class shares, shape (n_items, C)."""
+        T = easy_model._chosen_form(data, known)
+        for name in (*BayesianDawidSkene._FITTED, "prior_form_", "form_bounds_", *kept):
+            setattr(self, name, getattr(easy_model, name))
+        form = easy_model.prior_form_
+        chosen = self.prior_form in FORM_CHOICES and form == "confusion"
+        self.reading_ = ("confusion", "count") if chosen else (form, self.lone_labels)
+        return T
 
     def _difficulty_fit(
         self, data: LabelData, known: KnownTruth | None, easy_fit: Callable[[], FloatArray]

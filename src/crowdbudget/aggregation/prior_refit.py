@@ -89,7 +89,11 @@ from crowdbudget.aggregation.bayesian_dawid_skene import (
     polya_prior,
 )
 from crowdbudget.aggregation.dawid_skene import incidence
-from crowdbudget.aggregation.item_difficulty import EASY_PARAMETERS, ItemDifficultyDawidSkene
+from crowdbudget.aggregation.item_difficulty import (
+    EASY_PARAMETERS,
+    MIXTURE_TOL,
+    ItemDifficultyDawidSkene,
+)
 from crowdbudget.datasets.loaders import LabelData
 from crowdbudget.exceptions import InvalidParameterError
 
@@ -245,6 +249,7 @@ class PriorRefitItemDifficulty(ItemDifficultyDawidSkene):
         asymmetry: str = "evidence",
         difficulty: str = "evidence",
         accelerate: bool = True,
+        mixture_tol: float = MIXTURE_TOL,
         refit: str = "evidence",
         rng: int | np.random.Generator | None = 0,
     ) -> None:
@@ -262,6 +267,7 @@ class PriorRefitItemDifficulty(ItemDifficultyDawidSkene):
             asymmetry=asymmetry,
             difficulty=difficulty,
             accelerate=accelerate,
+            mixture_tol=mixture_tol,
             rng=rng,
         )
         self.refit = refit
@@ -275,17 +281,9 @@ class PriorRefitItemDifficulty(ItemDifficultyDawidSkene):
         easy_model = PriorRefitDawidSkene(**parameters, refit=self.refit)
 
         def refitted_easy_fit() -> FloatArray:
-            T = easy_model._chosen_form(data, known)
-            copied = ("prior_form_", "form_bounds_", "first_prior_", "stage_bounds_", "refit_read_")
-            for name in (*BayesianDawidSkene._FITTED, *copied):
-                setattr(self, name, getattr(easy_model, name))
+            kept = ("first_prior_", "stage_bounds_", "refit_read_")
+            T = self._read_easy_model(easy_model, data, known, kept)
             self._variational_shares = easy_model._variational_shares
-            # the reading the workers' model read, as the parent's easy fit records it
-            rechecked = self.prior_form in ("evidence", "evidence-one-class")
-            confusion = rechecked and easy_model.prior_form_ == "confusion"
-            self.reading_ = (
-                ("confusion", "count") if confusion else (easy_model.prior_form_, self.lone_labels)
-            )
             return T
 
         return super()._difficulty_fit(data, known, refitted_easy_fit)

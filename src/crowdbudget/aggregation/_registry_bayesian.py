@@ -71,7 +71,8 @@ BDS_ROWS = (
         "lone-labels",
         str,
         "a label alone on its item counts in its worker's model (count), or not when two "
-        "workers have a label with a partner (skip; skip-prior: nor in the prior's fit)",
+        "workers have a label with a partner (skip; skip-prior: nor in the prior's fit; "
+        "skip-predictive: never, read through the worker's predictive E[e])",
         choices=LONE_LABELS,
     ),
     parameter_row(
@@ -246,6 +247,21 @@ BAYESIAN_DAWID_SKENE: tuple[AggregatorSpec, ...] = (
             "asymmetry": "evidence-blind-own",
             "prior_form": "evidence-one-class",
             "temperature": "auto",
+        },
+    ),
+    aggregator_entry(
+        "bds-hard-blind-recheck-lone",
+        ItemDifficultyDawidSkene,
+        "bds-hard-blind-recheck whose lone labels (alone on their item) are read through their "
+        "worker's predictive E[e] instead of exp E[log e], and never counted in its model",
+        *BDS_ROWS,
+        DIFFICULTY_ROW,
+        paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); Plummer 2015 "
+        "(cut models: the lone label's exact predictive)",
+        defaults={
+            "asymmetry": "evidence-blind-own",
+            "prior_form": "evidence-one-class",
+            "lone_labels": "skip-predictive",
         },
     ),
     aggregator_entry(

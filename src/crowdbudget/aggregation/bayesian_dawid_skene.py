@@ -124,7 +124,10 @@ still decides its item. ``"skip-prior"`` fits that prior on the partnered labels
 then at the mercy of how few they are: measured, not the default). When fewer than two
 workers have a partnered label (one label per item everywhere) nothing can be checked, and
 both count every label, as ``"count"`` (the default of :class:`BayesianDawidSkene`; ``bds-oc``
-uses ``"skip"``) does.
+uses ``"skip"``) does. ``"skip-predictive"`` is ``"skip"`` whose lone items read their label
+through the worker's predictive ``E_q[e]`` instead of ``exp E_q[log e]`` — the exact posterior
+once the label is cut from its worker — and which never falls back to counting them
+(:mod:`~crowdbudget.aggregation._lone_predictive`, where it is derived).
 
 ``confusion_prior=(diagonal, off_diagonal)`` fixes it instead (Kim & Ghahramani use
 hand-set values). ``ν₀ = class_prior`` (1: uniform).
@@ -214,7 +217,7 @@ PRIOR_FORMS = ("confusion", "one-coin", "evidence", "evidence-one-class")
 
 #: whether a lone label (the only label of its item) counts in its worker's model
 #: (``lone_labels``; module docstring)
-LONE_LABELS = ("count", "skip", "skip-prior")
+LONE_LABELS = ("count", "skip", "skip-prior", "skip-predictive")
 
 
 def polya_prior(counts: FloatArray, start: FloatArray, n_steps: int = 20) -> FloatArray:
@@ -294,7 +297,8 @@ class BayesianDawidSkene(Aggregator):
             (default 0: the fit's own bound 1e-3) — module docstring.
         lone_labels: whether a label alone on its item counts in its worker's model:
             ``"count"`` (default), ``"skip"`` (not when at least two workers have a label
-            with a partner) or ``"skip-prior"`` (nor in the prior's fit) — module docstring.
+            with a partner), ``"skip-prior"`` (nor in the prior's fit) or
+            ``"skip-predictive"`` (never, and read through ``E_q[e]``) — module docstring.
         asymmetry: each worker's confusion matrix free (``"free"``, default), symmetric
             (``"none"``: one accuracy) or either, as its marginal likelihood decides
             (``"evidence"``) — :mod:`~crowdbudget.aggregation.worker_asymmetry`; or with
@@ -694,6 +698,15 @@ class BayesianDawidSkene(Aggregator):
         reading = self._reading
         lone = self.lone_labels if reading is None else reading[1]
         workers_matrix = self._worker_evidence(matrix, model_data, partnered, lone)
+        lone_read = None
+        if lone == "skip-predictive":
+            from crowdbudget.aggregation._lone_predictive import LoneLabels
+
+            lone_read = LoneLabels(model_data, known)
+            if len(lone_read) == 0:
+                lone_read = None  # nothing to read: the "skip" fit, bit for bit
+            elif partnered is None:  # cut even where nothing can be checked (no fallback)
+                workers_matrix = lone_read.checked_incidence(model_data, matrix.shape)
         # with nothing to check, a worker's counts are its labels' agreement with themselves:
         # no evidence of its accuracy, nor of how that accuracy depends on the class
         asymmetry = self.asymmetry if partnered is not None else "free"
@@ -713,7 +726,7 @@ class BayesianDawidSkene(Aggregator):
             prior = np.maximum(fit_prior(start, prior, n_steps=20), float(floor))
         iteration, share, evidence = 0, 0.5, None
         compiled = asymmetry.startswith("evidence") and C == 2
-        if compiled and not every and self._compiled_iteration:
+        if compiled and not every and self._compiled_iteration and lone_read is None:
             T, iteration, share, evidence, expected_log_e = self._evidence_iterations(
                 T, matrix, workers_matrix, prior, known, n_iter, tol
             )
@@ -724,7 +737,8 @@ class BayesianDawidSkene(Aggregator):
                 if every:
                     # warm start: a few steps
                     prior = np.maximum(fit_prior(counts, prior, n_steps=3), float(floor))
-                workers = worker_model(counts, prior, asymmetry, share, False, evidence)
+                means = lone_read is not None  # the lone labels read E_q[e]
+                workers = worker_model(counts, prior, asymmetry, share, means, evidence)
                 expected_log_e, share, evidence = (
                     workers.expected_log_e,
                     workers.share,
@@ -734,6 +748,9 @@ class BayesianDawidSkene(Aggregator):
                 expected_log_pi = digamma(nu) - digamma(nu.sum())
                 log_e = expected_log_e.transpose(0, 2, 1).reshape(J * C, C)  # [(j, l), c]
                 scores = np.asarray(matrix @ log_e) + expected_log_pi
+                if lone_read is not None:
+                    assert workers.errors is not None  # means=True
+                    lone_read.read(scores, expected_log_pi, workers.errors)
                 scores -= scores.max(axis=1, keepdims=True)
                 new_T = np.exp(scores)
                 new_T /= new_T.sum(axis=1, keepdims=True)

@@ -64,6 +64,9 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 |  | ``prior_form="evidence-one-class"`` (``bds-ev-blind-recheck``'s re-check) | |
 | ``bds-hard-blind-recheck-tempered`` | ``bds-hard-blind-recheck``, | as ``bds-hard`` |
 |  | ``temperature="auto"`` (τ read on the model fitted: :mod:`._tempering`) | |
+| ``bds-hard-blind-recheck-lone`` | ``bds-hard-blind-recheck``, | as ``bds-hard`` |
+|  | ``lone_labels="skip-predictive"`` (a lone label read through | |
+|  | ``E[e]``: :mod:`._lone_predictive`) | |
 | ``bds-ev-blind-own-refit`` | :class:`PriorRefitDawidSkene`: ``bds-ev-blind-own`` | as ``bds``, |
 |  | whose crowd prior is re-fitted once on its first fit's posterior | ``refit`` |
 |  | (:mod:`.prior_refit`) | |

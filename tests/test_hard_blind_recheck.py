@@ -52,7 +52,9 @@ def test_the_id_is_bds_hard_on_bds_ev_blind_recheck_s_reading() -> None:
         for name, value in model.get_params().items()
         if name not in ("difficulty", "accelerate", "mixture_tol")
     }
-    assert DEFAULT_VERDICT == "bds-hard-blind-recheck"  # it is the default (defaults.py)
+    # the default (defaults.py) is this reading with its posterior tempered
+    default = make_aggregator(DEFAULT_VERDICT)
+    assert default.get_params() == {**model.get_params(), "temperature": "auto"}
 
 
 def test_without_the_mixture_it_is_bds_ev_blind_recheck_bit_for_bit() -> None:

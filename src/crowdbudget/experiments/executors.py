@@ -124,10 +124,17 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel the queued tasks and end the worker processes without waiting for them."""
     # CPython's executor keeps its processes here (and forgets them at shutdown: read first)
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     for process in processes:
         if process.is_alive():
             process.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
+    # The executor's management thread closes its wake-up pipe as it ends (its workers gone,
+    # it ends at once). Let it end here: the interpreter's exit hook writes to that pipe when
+    # it is not yet marked closed, and a close between the check and the write prints
+    # "Exception ignored ... Bad file descriptor" after the command's one line (CPython 3.11).
+    if manager is not None and manager.is_alive():
+        manager.join(timeout=2.0)
 
 
 def _chunk(run: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]]) -> list[Any]:

@@ -52,9 +52,12 @@ def test_the_id_is_bds_hard_on_bds_ev_blind_recheck_s_reading() -> None:
         for name, value in model.get_params().items()
         if name not in ("difficulty", "accelerate", "mixture_tol")
     }
-    # the default (defaults.py) is this reading with its posterior tempered
+    # the tempered id is this reading with its posterior tempered
+    tempered = make_aggregator("bds-hard-blind-recheck-tempered")
+    assert tempered.get_params() == {**model.get_params(), "temperature": "auto"}
+    # the default (defaults.py) is that, its crowd prior chosen by the evidence
     default = make_aggregator(DEFAULT_VERDICT)
-    assert default.get_params() == {**model.get_params(), "temperature": "auto"}
+    assert default.get_params() == {**tempered.get_params(), "refit": "evidence"}
 
 
 def test_without_the_mixture_it_is_bds_ev_blind_recheck_bit_for_bit() -> None:

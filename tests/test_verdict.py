@@ -270,16 +270,16 @@ def test_the_worker_aware_one_coin_policies_default_to_the_default_verdict_and_s
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``opt-kg:posterior=one-coin`` (and ``kg:``) are read by the default verdict when
-    nobody names one (``bds-hard-blind-recheck-tempered``, chosen on the stress bed); the id, ``--verdict``
-    or a live campaign's ``verdict`` still decide; the report names the default; the
-    allocation is the same whatever reads it."""
+    nobody names one (``bds-hard-blind-recheck-refit-ev-tempered``, chosen on the stress
+    bed); the id, ``--verdict`` or a live campaign's ``verdict`` still decide; the report
+    names the default; the allocation is the same whatever reads it."""
     import json
 
     from crowdbudget.aggregation import DEFAULT_VERDICT
     from crowdbudget.campaign import Campaign
     from crowdbudget.cli import main
 
-    assert DEFAULT_VERDICT == "bds-hard-blind-recheck-tempered"
+    assert DEFAULT_VERDICT == "bds-hard-blind-recheck-refit-ev-tempered"
     for pid in ("opt-kg:posterior=one-coin", "kg:posterior=one-coin:refit=0"):
         assert split_verdict(pid)[1] == VerdictSpec(DEFAULT_VERDICT)
         assert split_verdict(pid, "ds")[1] == VerdictSpec("ds")

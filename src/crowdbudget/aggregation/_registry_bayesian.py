@@ -309,4 +309,20 @@ BAYESIAN_DAWID_SKENE: tuple[AggregatorSpec, ...] = (
         "by variational type-II ML between the vote's and the posterior's",
         defaults={"asymmetry": "evidence-blind-own", "prior_form": "evidence-one-class"},
     ),
+    aggregator_entry(
+        "bds-hard-blind-recheck-refit-ev-tempered",
+        PriorRefitItemDifficulty,
+        "bds-hard-blind-recheck-refit-ev reported tempered as bds-hard-blind-recheck-tempered "
+        "is (every item's most probable class kept): the default verdict",
+        *BDS_ROWS,
+        DIFFICULTY_ROW,
+        REFIT_ROW,
+        paper="Kim & Ghahramani 2012; Whitehill et al. 2009 (item difficulty); the crowd prior "
+        "by variational type-II ML; Grünwald 2012 (the safe-Bayesian tempered posterior)",
+        defaults={
+            "asymmetry": "evidence-blind-own",
+            "prior_form": "evidence-one-class",
+            "temperature": "auto",
+        },
+    ),
 )

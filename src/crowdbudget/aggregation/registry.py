@@ -76,6 +76,8 @@ refused in one line naming the id typed, before anything is built), ``crowdbudge
 | ``bds-hard-blind-recheck-refit-ev`` | :class:`PriorRefitItemDifficulty`: | as ``bds-hard``, |
 |  | ``bds-hard-blind-recheck`` whose workers' model alone is | ``refit`` |
 |  | ``bds-ev-blind-recheck-refit-ev``'s (:mod:`.prior_refit`) | |
+| ``bds-hard-blind-recheck-refit-ev-tempered`` | ``bds-hard-blind-recheck-refit-ev``, | as |
+|  | ``temperature="auto"`` (the default verdict) | ``bds-hard``, ``refit`` |
 
 Every id also takes ``seed`` (tie-breaking, and KOS's random start; the class's ``rng``).
 Aliases with crowd-kit's long names: ``majority-vote``, ``weighted-majority-vote``,

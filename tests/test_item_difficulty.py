@@ -289,15 +289,7 @@ def test_partnered_labels_is_the_parents() -> None:
     rng = np.random.default_rng(0)
     drop = rng.random(data.n_labels) < 0.3  # some items left with one label
     keep = ~drop
-    thin = LabelData(
-        items=data.items[keep],
-        workers=data.workers[keep],
-        labels=data.labels[keep],
-        item_ids=data.item_ids,
-        worker_ids=data.worker_ids,
-        classes=data.classes,
-        gold=data.gold,
-    )
+    thin = data.labels_subset(keep)
     known = KnownTruth(items=np.array([3, 7]), classes=truth[[3, 7]].astype(np.int64))
     for k in (None, known):
         ours = partnered_labels(thin, k)

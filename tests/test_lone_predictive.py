@@ -90,15 +90,7 @@ def test_at_one_label_per_item_every_worker_is_the_crowd_prior() -> None:
     proportions through it."""
     data = load_dataset("rte")
     _, first = np.unique(data.items, return_index=True)
-    one = LabelData(
-        items=data.items[first],
-        workers=data.workers[first],
-        labels=data.labels[first],
-        item_ids=data.item_ids,
-        worker_ids=data.worker_ids,
-        classes=data.classes,
-        gold=data.gold,
-    )
+    one = data.labels_subset(first)
     fit = make_aggregator("bds-hard-blind-recheck-lone").fit(one)
     prior = fit.confusion_prior_
     prior_mean = prior / prior.sum(axis=1, keepdims=True)

@@ -24,7 +24,7 @@ N_ITEMS, N_WORKERS, BUDGET, STEPS = 8, 4, 20.0, 22
 POLICIES = ("opt-kg:posterior=one-coin", "opt-kg", "uniform", "kg-random")
 
 
-def _answer(item: int, worker: int, step: int) -> str:
+def simulated_answer(item: int, worker: int, step: int) -> str:
     """A simulated crowd: item ``item``'s true class is ``item % 2``; worker ``w`` is right
     with probability 0.9 − 0.1·w, drawn from (99, step) so every run gets the same answers."""
     truth = item % 2
@@ -76,7 +76,7 @@ def _run(
         sequence.append((worker, item))
         if step == reload_at and mid:
             campaign = Campaign.load(EventStore(url), cid, clock=lambda: 0.0)
-        campaign.record_label(given.assignment_id, _answer(item, worker, step))
+        campaign.record_label(given.assignment_id, simulated_answer(item, worker, step))
     return sequence
 
 
@@ -129,7 +129,8 @@ def test_refresh_copy_decides_like_a_fresh_load(tmp_path: Path) -> None:
     for step in range(6):
         given = writer.next_assignment(f"w{step % 2}")
         assert given is not None
-        writer.record_label(given.assignment_id, _answer(int(given.item_id[1:]), step % 2, step))
+        answer = simulated_answer(int(given.item_id[1:]), step % 2, step)
+        writer.record_label(given.assignment_id, answer)
     assert reader.refresh() == 12
     with sqlite3.connect(path) as source, sqlite3.connect(tmp_path / "twin.db") as copy:
         source.backup(copy)  # the store as it is now (its write-ahead log included)

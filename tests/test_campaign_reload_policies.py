@@ -17,7 +17,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from crowdbudget.campaign import Campaign, EventStore
@@ -25,6 +24,7 @@ from crowdbudget.campaign.problem_build import PENDING_RUNS
 from crowdbudget.exceptions import CrowdBudgetError
 from crowdbudget.registry import parse_policy, registered_policies
 from service_helpers import CampaignApi
+from test_campaign_reload import simulated_answer
 
 N_ITEMS, N_WORKERS, BUDGET, STEPS, SEED = 8, 4, 16.0, 18, 1
 RELOADS = ((3, False), (3, True), (11, False), (11, True))  # (step, mid-assignment)
@@ -42,14 +42,6 @@ def _live_pairs() -> list[tuple[str, str]]:
         for policy_id in [*sorted(registered_policies()), *VARIANTS]
         for mode in parse_policy(policy_id).capabilities.live_modes()
     ]
-
-
-def _answer(item: int, worker: int, step: int) -> str:
-    """A simulated crowd: item ``item``'s true class is ``item % 2``; worker ``w`` is right
-    with probability 0.9 − 0.1·w, drawn from (99, step) so every run gets the same answers."""
-    truth = item % 2
-    right = np.random.default_rng([99, step]).random() < 0.9 - 0.1 * worker
-    return str(truth if right else 1 - truth)
 
 
 def _create(
@@ -130,7 +122,7 @@ def _settle(campaign: Campaign, held: list[tuple[str, int, int, int]], *, busy: 
         if busy and given_at == 5 and k == 0:
             campaign.cancel_assignment(assignment_id)
         else:
-            campaign.record_label(assignment_id, _answer(item, worker, given_at))
+            campaign.record_label(assignment_id, simulated_answer(item, worker, given_at))
     return []
 
 
@@ -216,7 +208,7 @@ def test_a_copy_that_refreshes_asks_the_writers_questions(tmp_path: Path) -> Non
     for step in range(5):
         for given in writer.push_assignments(2):  # the second may be refused: no_work
             worker, item = int(given.worker_id[1:]), int(given.item_id[1:])
-            writer.record_label(given.assignment_id, _answer(item, worker, step))
+            writer.record_label(given.assignment_id, simulated_answer(item, worker, step))
     kinds = [e.kind for e in EventStore(url).events(cid)]
     assert "no_work" in kinds
     assert reader.refresh() == len(kinds) - 1 and reader._questions.mismatches == 0
@@ -228,7 +220,7 @@ def test_a_copy_that_refreshes_asks_the_writers_questions(tmp_path: Path) -> Non
         ]
         for campaign, (given,) in ((reader, mine), (twin, theirs)):
             worker, item = int(given.worker_id[1:]), int(given.item_id[1:])
-            campaign.record_label(given.assignment_id, _answer(item, worker, step))
+            campaign.record_label(given.assignment_id, simulated_answer(item, worker, step))
 
 
 def test_a_question_answered_otherwise_is_counted_and_the_events_stay_the_truth() -> None:

@@ -14,7 +14,7 @@ from crowdbudget.aggregation.dawid_skene import incidence
 from crowdbudget.aggregation.item_difficulty import (
     ItemDifficultyDawidSkene,
     bounded_confusion,
-    frozen_gain,
+    frozen_mixture,
     label_log_likelihood,
     partnered_labels,
     start_responsibilities,
@@ -266,7 +266,7 @@ def test_the_gate_passes_where_the_mixture_is_chosen() -> None:
 
 
 def test_the_frozen_gain_is_a_reached_likelihood() -> None:
-    """frozen_gain's G is the likelihood gain of a mixture it reached: >= 0 (ρ → 0 is
+    """frozen_mixture's G (``best``) is the likelihood gain of a mixture it reached: >= 0 (ρ → 0 is
     bds-ev), 0 on independent crowds, > 0 where the full evidence takes the mixture, and
     the worker re-fit raises it (the frozen workers alone: 1.2 nats on seed 0)."""
     ev = make_aggregator("bds-ev")
@@ -275,8 +275,8 @@ def test_the_frozen_gain_is_a_reached_likelihood() -> None:
         fit = ev.fit(data)
         partnered = partnered_labels(data, None)
         assert partnered is not None
-        frozen = frozen_gain(data, vars(fit), partnered, fit.probas_, np.inf, refits=0)
-        refitted = frozen_gain(data, vars(fit), partnered, fit.probas_, np.inf)
+        frozen = frozen_mixture(data, vars(fit), partnered, fit.probas_, np.inf, refits=0).best
+        refitted = frozen_mixture(data, vars(fit), partnered, fit.probas_, np.inf).best
         assert 0.0 <= frozen <= refitted
         if misleading:
             assert frozen > 0.5 and refitted > frozen + 2.0
@@ -324,8 +324,8 @@ def test_the_worker_refit_keeps_a_thin_acceptance() -> None:
     ev = make_aggregator("bds-ev").fit(data)
     partnered = partnered_labels(data, None)
     assert partnered is not None
-    assert frozen_gain(data, vars(ev), partnered, ev.probas_, np.inf, refits=0) == 0.0
-    assert frozen_gain(data, vars(ev), partnered, ev.probas_, np.inf, refits=1) > 1.0
+    assert frozen_mixture(data, vars(ev), partnered, ev.probas_, np.inf, refits=0).best == 0.0
+    assert frozen_mixture(data, vars(ev), partnered, ev.probas_, np.inf, refits=1).best > 1.0
     gated = build("bds-hard").fit(data)
     full = build("bds-hard:difficulty=evidence-full").fit(data)
     assert full.difficulty_ == "mixture" and 0 < full.evidence_gain_ < 2

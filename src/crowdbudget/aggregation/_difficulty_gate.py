@@ -93,22 +93,6 @@ class FrozenMixture:
     responsibilities: FloatArray | None = None
 
 
-def frozen_gain(
-    data: LabelData,
-    fitted: dict[str, Any],
-    partnered: np.ndarray,
-    T: FloatArray,
-    stop_above: float,
-    asymmetry: str = "evidence",
-    refits: int | None = None,
-    start_share: float = START_SHARE,
-) -> float:
-    """The gate's ``G``: :func:`frozen_mixture`'s best gain (the same arguments)."""
-    return frozen_mixture(
-        data, fitted, partnered, T, stop_above, asymmetry, refits, start_share
-    ).best
-
-
 def frozen_mixture(
     data: LabelData,
     fitted: dict[str, Any],

@@ -104,7 +104,7 @@ is fitted first and the mixture only when a cheap statistic leaves the question 
   ``bds-ev``'s workers ``ē`` fixed: the label log-likelihood
   ``L(π, ρ, H) = Σ_i log Σ_c π_c [(1 − ρ) A_ic + ρ B_ic]``, ``A_ic = Π_labels ē_jcl``,
   ``B_ic = Π_l H_cl^V_il``, is a finite mixture in ``(π, ρ, H)`` alone, and EM over these
-  (:func:`frozen_gain`: an (N, 2C) softmax and two (C, N)·(N, C) products a step, no worker
+  (:func:`frozen_mixture`: an (N, 2C) softmax and two (C, N)·(N, C) products a step, no worker
   update) is cheap. Every value it reaches is the likelihood of a member of the mixture
   family (frozen workers, ``H`` within its bounds), so its best gain ``G`` over ``bds-ev``'s
   ``Σ_i log Σ_c π̄_c A_ic`` is a lower bound on what that family attains. Whenever the gate
@@ -232,7 +232,7 @@ from crowdbudget.aggregation._difficulty_gate import (
     GATE_REFITS,
     START_SHARE,
     bounded_confusion,
-    frozen_gain,
+    frozen_mixture,
     hard_prior,
     log_easy,
     row_max,
@@ -257,7 +257,7 @@ __all__ = [
     "START_SHARE",
     "ItemDifficultyDawidSkene",
     "bounded_confusion",
-    "frozen_gain",
+    "frozen_mixture",
     "hard_prior",
     "label_log_likelihood",
     "partnered_labels",
@@ -542,7 +542,7 @@ class ItemDifficultyDawidSkene(BayesianDawidSkene):
             # H's counts read the labels the workers' counts read (module docstring)
             lone = self.reading_[1]
             weights = partnered if lone != "count" else np.ones(data.n_labels, bool)
-            frozen = frozen_gain(data, chosen, weights, easy, 0.0, self.asymmetry)
+            frozen = frozen_mixture(data, chosen, weights, easy, 0.0, self.asymmetry).best
             self.gate_gain_ = frozen
             if frozen <= 0.0:
                 # the gate (module docstring, "Gate"): the frozen workers' mixture gains
